@@ -1,0 +1,374 @@
+"""Evidence D_t: validated long tables, each row tagged with step, policy and eval protocol.
+
+Paired evaluations (binary)
+    One row per paired evaluation of a policy-changing candidate: the control policy ``policy``
+    and the policy after the intervention (``treated_policy``; when the column is absent it is
+    named ``"{policy}+{candidate}"``), each evaluated under the campaign's shared evaluation
+    protocol E_shared.
+
+    ======================  ===========================================================
+    column                  meaning
+    ======================  ===========================================================
+    step                    campaign step t (integer ≥ 0)
+    candidate               candidate id (must be in the candidate file, policy-changing)
+    policy                  the control policy π_t
+    eval_protocol           must equal the campaign's E_shared
+    control_successes       successes of π_t (integer, 0 ≤ · ≤ control_trials)
+    control_trials          trials of π_t (integer ≥ 0)
+    treated_successes       successes of the treated policy (0 ≤ · ≤ treated_trials)
+    treated_trials          trials of the treated policy (integer ≥ 0)
+    treated_policy          optional: name of the policy the intervention produced
+    ======================  ===========================================================
+
+Rows are refused with :class:`~belief.errors.InputError` naming the table, the row and the rule;
+nothing is kept from a refused table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from belief.candidates import CandidateSet
+from belief.errors import InputError
+
+__all__ = [
+    "PAIRED_COLUMNS",
+    "POLICY_EVAL_COLUMNS",
+    "SAFETY_COLUMNS",
+    "Evidence",
+    "PolicyTree",
+    "policy_tree",
+    "read_table",
+    "validate_paired",
+    "validate_policy_evals",
+    "validate_safety",
+]
+
+PAIRED_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "control_successes",
+                  "control_trials", "treated_successes", "treated_trials")
+SAFETY_COLUMNS = ("step", "candidate", "executions", "unsafe")
+POLICY_EVAL_COLUMNS = ("step", "policy", "eval_protocol", "successes", "trials")
+_COUNT_COLUMNS = ("control_successes", "control_trials", "treated_successes", "treated_trials")
+
+
+def read_table(path: str | Path, table: str | None = None) -> pd.DataFrame:
+    """Read a CSV or Parquet file into a DataFrame, refusing anything else."""
+    path = Path(path)
+    table = table or path.name
+    if not path.exists():
+        raise InputError(table, f"file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise InputError(table, f"cannot read {path.name} as {suffix[1:]}: {err}") from None
+    except ImportError as err:
+        raise InputError(table, f"reading {suffix} needs an optional dependency: {err}") from None
+    raise InputError(table, f"{path.name} is neither CSV (.csv) nor Parquet (.parquet)")
+
+
+def _show(v: object) -> str:
+    """A value as a user wrote it (numpy scalars unwrapped)."""
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _integer_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
+    values = df[col].to_numpy()
+    for i, v in enumerate(values):
+        if isinstance(v, bool | np.bool_):
+            raise InputError(table, f"{col} must be an integer count, got {_show(v)}", row=i)
+        try:
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise InputError(table, f"{col} must be an integer count, got {_show(v)}",
+                             row=i) from None
+        if not np.isfinite(fv):
+            raise InputError(table, f"{col} is missing or not finite", row=i)
+        if fv != np.floor(fv):
+            raise InputError(table, f"{col} must be an integer count, got {_show(v)}", row=i)
+        if fv < 0:
+            raise InputError(table, f"{col} must be >= 0 (negative count {_show(v)})", row=i)
+    return values.astype(float).astype(np.int64)
+
+
+def _string_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
+    values = df[col].to_numpy(dtype=object)
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == "":
+            raise InputError(table, f"{col} is missing", row=i)
+    return np.array([str(v) for v in values], dtype=object)
+
+
+def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
+                    table: str = "paired_evaluations") -> pd.DataFrame:
+    """Validate a paired binary evaluation table and return a clean copy.
+
+    Rules: every column of :data:`PAIRED_COLUMNS` present; counts are non-negative integers with
+    successes ≤ trials in each arm; ``step`` a non-negative integer; ``candidate`` known and
+    policy-changing; ``eval_protocol`` equal to the campaign's E_shared; a ``treated_policy``
+    produced by exactly one (policy, candidate) and never its own control.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in PAIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: "
+                                f"{list(PAIRED_COLUMNS)}")
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame({"step": _integer_column(df, "step", table)})
+    for col in ("candidate", "policy", "eval_protocol"):
+        out[col] = _string_column(df, col, table)
+    for col in _COUNT_COLUMNS:
+        out[col] = _integer_column(df, col, table)
+    for arm in ("control", "treated"):
+        bad = np.flatnonzero(out[f"{arm}_successes"] > out[f"{arm}_trials"])
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(table, f"{arm}_successes ({out[f'{arm}_successes'][i]}) exceed "
+                                    f"{arm}_trials ({out[f'{arm}_trials'][i]})", row=i)
+    known = set(candidates.ids)
+    for i, cid in enumerate(out["candidate"]):
+        if cid not in known:
+            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
+        if not candidates[cid].changes_policy:
+            raise InputError(table, f"candidate {cid!r} has role {candidates[cid].role!r}: "
+                                    "paired evaluations are for policy-changing candidates", row=i)
+    for i, proto in enumerate(out["eval_protocol"]):
+        if proto != candidates.eval_protocol:
+            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
+                                    f"protocol {candidates.eval_protocol!r} (it would mix "
+                                    "task-specification mismatch into the evidence)", row=i)
+    if "treated_policy" in df.columns:
+        out["treated_policy"] = _string_column(df, "treated_policy", table)
+    else:
+        out["treated_policy"] = [f"{p}+{c}" for p, c in zip(out["policy"], out["candidate"],
+                                                             strict=True)]
+    policy_tree(out, table=table)  # lineage rules
+    return out
+
+
+def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
+                    table: str = "safety_events") -> pd.DataFrame:
+    """Validate an execution-safety table: executions of hardware candidates and unsafe outcomes.
+
+    Columns :data:`SAFETY_COLUMNS` (``policy`` optional). Rules: non-negative integer counts,
+    ``unsafe`` ≤ ``executions``, candidate known and driving hardware.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in SAFETY_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: "
+                                f"{list(SAFETY_COLUMNS)}")
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame({"step": _integer_column(df, "step", table),
+                        "candidate": _string_column(df, "candidate", table),
+                        "executions": _integer_column(df, "executions", table),
+                        "unsafe": _integer_column(df, "unsafe", table)})
+    if "policy" in df.columns:  # optional: the policy running when the events happened
+        out["policy"] = df["policy"].fillna("").astype(str).to_numpy()
+    bad = np.flatnonzero(out["unsafe"] > out["executions"])
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(table, f"unsafe ({out['unsafe'][i]}) exceeds executions "
+                                f"({out['executions'][i]})", row=i)
+    known = set(candidates.ids)
+    for i, cid in enumerate(out["candidate"]):
+        if cid not in known:
+            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
+        if not candidates[cid].drives_hardware:
+            raise InputError(table, f"candidate {cid!r} does not drive hardware: execution-safety "
+                                    "events are for hardware candidates only", row=i)
+    return out
+
+
+def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
+                          table: str = "policy_evaluations") -> pd.DataFrame:
+    """Validate stand-alone evaluations of a policy (no intervention) under E_shared.
+
+    Columns :data:`POLICY_EVAL_COLUMNS`. Rules: non-negative integer counts, successes ≤
+    trials, ``eval_protocol`` equal to the campaign's E_shared.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in POLICY_EVAL_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: "
+                                f"{list(POLICY_EVAL_COLUMNS)}")
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame({"step": _integer_column(df, "step", table),
+                        "policy": _string_column(df, "policy", table),
+                        "eval_protocol": _string_column(df, "eval_protocol", table),
+                        "successes": _integer_column(df, "successes", table),
+                        "trials": _integer_column(df, "trials", table)})
+    bad = np.flatnonzero(out["successes"] > out["trials"])
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(table, f"successes ({out['successes'][i]}) exceed trials "
+                                f"({out['trials'][i]})", row=i)
+    for i, proto in enumerate(out["eval_protocol"]):
+        if proto != candidates.eval_protocol:
+            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
+                                    f"protocol {candidates.eval_protocol!r}", row=i)
+    return out
+
+
+@dataclass(frozen=True)
+class PolicyTree:
+    """Lineage of policies: each non-root policy was produced from ``parent`` by ``via``.
+
+    Attributes
+    ----------
+    policies : list of str
+        Roots first, then every child after its parent (topological order).
+    parent : dict of str to str
+    via : dict of str to str
+        The candidate whose execution produced the policy.
+    """
+
+    policies: list[str]
+    parent: dict[str, str]
+    via: dict[str, str]
+
+    def ancestors(self, policy: str) -> list[str]:
+        """``policy`` and its ancestors, from ``policy`` up to its root."""
+        chain = [policy]
+        while chain[-1] in self.parent:
+            chain.append(self.parent[chain[-1]])
+        return chain
+
+
+def policy_tree(paired: pd.DataFrame, extra: tuple[str, ...] = (),
+                table: str = "paired_evaluations") -> PolicyTree:
+    """The policy lineage implied by a validated paired table (plus ``extra`` root policies).
+
+    A ``treated_policy`` must come from one (policy, candidate) only, and no policy may be its
+    own ancestor.
+    """
+    parent: dict[str, str] = {}
+    via: dict[str, str] = {}
+    for i, (p, c, t) in enumerate(zip(paired["policy"], paired["candidate"],
+                                      paired["treated_policy"], strict=True)):
+        if t == p:
+            raise InputError(table, f"treated_policy {t!r} equals its control policy", row=i)
+        if t in parent and (parent[t], via[t]) != (p, c):
+            raise InputError(table, f"treated_policy {t!r} is produced by ({p!r}, {c!r}) here "
+                                    f"but by ({parent[t]!r}, {via[t]!r}) earlier", row=i)
+        parent[t], via[t] = p, c
+    names = list(dict.fromkeys([*paired["policy"], *paired["treated_policy"], *extra]))
+    order: list[str] = []
+    placed: set[str] = set()
+
+    def place(name: str, trail: tuple[str, ...]) -> None:
+        if name in placed:
+            return
+        if name in trail:
+            raise InputError(table, f"policy lineage has a cycle through {name!r}")
+        if name in parent:
+            place(parent[name], (*trail, name))
+        placed.add(name)
+        order.append(name)
+
+    for name in names:
+        place(name, ())
+    return PolicyTree(order, parent, via)
+
+
+def _empty_paired() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("candidate", "policy",
+                                                            "eval_protocol") else np.int64)
+                         for c in PAIRED_COLUMNS}).assign(treated_policy=pd.Series(dtype=object))
+
+
+def _empty_safety() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "candidate": pd.Series(dtype=object),
+                         "executions": pd.Series(dtype=np.int64),
+                         "unsafe": pd.Series(dtype=np.int64)})
+
+
+def _empty_policy_evals() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
+                         "eval_protocol": pd.Series(dtype=object),
+                         "successes": pd.Series(dtype=np.int64),
+                         "trials": pd.Series(dtype=np.int64)})
+
+
+_TABLES = {"paired_evaluations": ("paired", validate_paired),
+           "policy_evaluations": ("policy_evals", validate_policy_evals),
+           "safety_events": ("safety", validate_safety)}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """All evidence D_t of a campaign, validated against its candidates and E_shared.
+
+    Attributes
+    ----------
+    candidates : CandidateSet
+    paired : DataFrame
+        Paired binary evaluations (see module docstring).
+    policy_evals : DataFrame
+        Stand-alone evaluations of a policy: ``step, policy, eval_protocol, successes, trials``.
+    safety : DataFrame
+        Execution-safety events: ``step, candidate, executions, unsafe``.
+
+    Use :meth:`append` to add rows; it validates the new rows and returns a new object.
+    """
+
+    candidates: CandidateSet
+    paired: pd.DataFrame = field(default_factory=_empty_paired)
+    policy_evals: pd.DataFrame = field(default_factory=_empty_policy_evals)
+    safety: pd.DataFrame = field(default_factory=_empty_safety)
+
+    def __post_init__(self) -> None:
+        for table, (attr, validate) in _TABLES.items():
+            object.__setattr__(self, attr, validate(getattr(self, attr), self.candidates, table))
+
+    def append(self, paired: pd.DataFrame | None = None,
+               safety: pd.DataFrame | None = None,
+               policy_evals: pd.DataFrame | None = None) -> Evidence:
+        """A new Evidence with rows appended (validated first; ``self`` is unchanged)."""
+        changes = {}
+        given = {"paired_evaluations": paired, "policy_evaluations": policy_evals,
+                 "safety_events": safety}
+        for table, new in given.items():
+            if new is None or not len(new):
+                continue
+            attr, validate = _TABLES[table]
+            clean = validate(new, self.candidates, table=f"{table} (new rows)")
+            changes[attr] = pd.concat([getattr(self, attr), clean], ignore_index=True)
+        return replace(self, **changes) if changes else self
+
+    def until(self, step: int) -> Evidence:
+        """Evidence available before step ``step`` (rows with ``step < step``)."""
+        return replace(self, **{attr: getattr(self, attr)[getattr(self, attr)["step"] < step]
+                                for attr, _ in _TABLES.values()})
+
+    def safety_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(executions, unsafe) summed per candidate, in candidate order."""
+        sums = self.safety.groupby("candidate")[["executions", "unsafe"]].sum()
+        sums = sums.reindex(self.candidates.ids, fill_value=0)
+        return sums["executions"].to_numpy(), sums["unsafe"].to_numpy()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The evidence tables by name."""
+        return {name: getattr(self, attr) for name, (attr, _) in _TABLES.items()}
+
+    @classmethod
+    def from_tables(cls, candidates: CandidateSet,
+                    tables: Mapping[str, pd.DataFrame]) -> Evidence:
+        """Build from a mapping of table name (see :data:`_TABLES`) to DataFrame."""
+        unknown = set(tables) - set(_TABLES)
+        if unknown:
+            raise InputError("evidence", f"unknown table(s) {sorted(unknown)}; known: "
+                                         f"{sorted(_TABLES)}")
+        kwargs = {attr: tables[name] for name, (attr, _) in _TABLES.items() if name in tables}
+        return cls(candidates, **kwargs)

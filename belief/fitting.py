@@ -1,0 +1,87 @@
+"""From evidence to the belief q_t: fit the models that have data, compress to joint draws.
+
+This is the one seam between ``belief`` and ``models``: it calls each model's ``fit`` and its
+decision-quantity function, and assembles the draws with :func:`belief.state.make_belief`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from belief.candidates import CandidateSet
+from belief.diagnostics import check_convergence
+from belief.evidence import Evidence
+from belief.state import make_belief
+from models.gains import GainsModel, GainsPriors
+
+__all__ = ["BeliefFitter", "FitSettings"]
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """Sampler settings shared by every model fit.
+
+    ``ess_min`` is the convergence threshold on bulk and tail ESS; the default scales with
+    the number of draws (100 per chain of 500, i.e. 20 %).
+    """
+
+    draws: int = 500
+    tune: int = 500
+    chains: int = 2
+    max_policies: int = 32
+    rhat_max: float = 1.01
+    ess_min: float | None = None
+
+    @property
+    def ess_threshold(self) -> float:
+        return self.ess_min if self.ess_min is not None else 0.2 * self.draws * self.chains / 2
+
+
+@dataclass
+class BeliefFitter:
+    """Fits the models on evidence and builds q_t; compiles each model once and re-uses it.
+
+    Parameters
+    ----------
+    candidates : CandidateSet
+    settings : FitSettings
+    gains_priors : GainsPriors
+    """
+
+    candidates: CandidateSet
+    settings: FitSettings = field(default_factory=FitSettings)
+    gains_priors: GainsPriors = field(default_factory=GainsPriors)
+
+    def __post_init__(self) -> None:
+        self.gains = GainsModel(self.candidates, self.gains_priors, self.settings.max_policies)
+
+    def fit(self, evidence: Evidence, policy: str, step: int, seed: int,
+            progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
+        """Posterior DataTree(s) and the belief q_t for the current policy.
+
+        Returns
+        -------
+        idata : DataTree
+            Children named by model (``gains``), each with ``posterior``, ``sample_stats``, ...
+        belief : Dataset
+            q_t (see :func:`belief.state.make_belief`).
+        """
+        s = self.settings
+        gains_idata = self.gains.fit(evidence.paired, policy, policy_evals=evidence.policy_evals,
+                                     draws=s.draws, tune=s.tune,
+                                     chains=s.chains, seed=seed, progressbar=progressbar)
+        conv = check_convergence(gains_idata, ["effect", "policy_logit", "tau_exec"],
+                                 rhat_max=s.rhat_max, ess_min=s.ess_threshold)
+        rng = np.random.default_rng([seed, 1])
+        gain = self.gains.predictive_gain(gains_idata, policy, rng)
+        executions, unsafe = evidence.safety_counts()
+        belief = make_belief(gain, self.candidates, step=step, policy=policy,
+                             executions=executions, unsafe=unsafe,
+                             reliability={"reliable": int(conv.reliable),
+                                          "reliability_reason": conv.reason,
+                                          **conv.as_attrs("gains_")})
+        idata = xr.DataTree.from_dict({"gains": gains_idata})
+        return idata, belief

@@ -1,0 +1,135 @@
+"""Decision functionals φ applied to posterior-predictive gain draws.
+
+One functional is chosen per decision and used everywhere a gain is scored (U0, MV, and G0
+inside CVU):
+
+- ``mean``:     φ(X) = E_w[X] = Σ_i w_i x_i
+- ``lcb(q)``:   φ(X) = F_w^{-1}(q) = min{x_i : Σ_{j: x_j ≤ x_i} w_j ≥ q}  (inverted-CDF quantile,
+  the same definition as ``numpy.quantile(..., method="inverted_cdf")``)
+- ``cvar(α)``:  φ(X) = (1/α) ∫_0^α F_w^{-1}(u) du, the mean of the lowest α fraction of the
+  draws; the boundary draw enters with the part of its weight that lies inside the tail, so
+  the value is defined even when the tail is a single draw (then it is the minimum).
+
+Weights w default to uniform (1/n); CVU passes importance weights.  All functions reduce the
+last axis and broadcast over the leading ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from belief.errors import InputError
+
+__all__ = ["Functional", "apply_functional", "cvar", "lcb", "mean", "parse_functional"]
+
+KINDS = ("mean", "lcb", "cvar")
+
+
+@dataclass(frozen=True)
+class Functional:
+    """A decision functional: ``kind`` in {mean, lcb, cvar} and its parameter.
+
+    ``lcb`` takes the quantile level q (0 < q < 1); ``cvar`` the tail fraction α (0 < α ≤ 1).
+    """
+
+    kind: str = "mean"
+    param: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError("functional", f"unknown functional {self.kind!r}; allowed: "
+                                           "'mean', 'lcb:Q' with 0 < Q < 1, 'cvar:A' with "
+                                           "0 < A <= 1")
+        if self.kind == "mean":
+            if self.param is not None:
+                raise InputError("functional", "mean takes no parameter")
+            return
+        p = self.param
+        if p is None or isinstance(p, bool) or not np.isfinite(p):
+            raise InputError("functional", f"{self.kind} needs a finite parameter, got {p!r}")
+        if self.kind == "lcb" and not 0 < p < 1:
+            raise InputError("functional", f"lcb quantile q must satisfy 0 < q < 1, got {p}")
+        if self.kind == "cvar" and not 0 < p <= 1:
+            raise InputError("functional", f"cvar tail fraction α must satisfy 0 < α <= 1, "
+                                           f"got {p}")
+
+    def __str__(self) -> str:
+        return self.kind if self.param is None else f"{self.kind}:{self.param:g}"
+
+    def __call__(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """φ of ``draws`` along the last axis (optionally importance-weighted)."""
+        return apply_functional(self, draws, weights)
+
+
+def parse_functional(text: str | Functional) -> Functional:
+    """Parse ``"mean"``, ``"lcb:0.1"`` or ``"cvar:0.2"``."""
+    if isinstance(text, Functional):
+        return text
+    if not isinstance(text, str):
+        raise InputError("functional", f"expected a string like 'mean', 'lcb:0.1', 'cvar:0.2', "
+                                       f"got {text!r}")
+    kind, sep, param = text.strip().partition(":")
+    if not sep:
+        return Functional(kind)
+    try:
+        value = float(param)
+    except ValueError:
+        raise InputError("functional", f"cannot parse parameter {param!r} of {kind!r}") from None
+    return Functional(kind, value)
+
+
+def _normalised(draws: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(draws, dtype=float)
+    if weights is None:
+        w = np.full(x.shape, 1.0 / x.shape[-1])
+    else:
+        w = np.broadcast_to(np.asarray(weights, dtype=float), x.shape)
+        w = w / w.sum(axis=-1, keepdims=True)
+    return x, w
+
+
+def mean(draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Weighted mean along the last axis: Σ w_i x_i."""
+    x, w = _normalised(draws, weights)
+    return (x * w).sum(axis=-1)
+
+
+def _sorted(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(x, axis=-1, kind="stable")
+    return np.take_along_axis(x, order, -1), np.take_along_axis(w, order, -1)
+
+
+def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.ndarray:
+    """Weighted q-quantile along the last axis (inverted-CDF definition)."""
+    xs, ws = _sorted(*_normalised(draws, weights))
+    cw = np.cumsum(ws, axis=-1)
+    # first index whose cumulative weight reaches q (guarding against round-off at the top)
+    idx = np.minimum((cw < q - 1e-12).sum(axis=-1), xs.shape[-1] - 1)
+    return np.take_along_axis(xs, idx[..., None], -1)[..., 0]
+
+
+def cvar(draws: np.ndarray, alpha: float, weights: np.ndarray | None = None) -> np.ndarray:
+    """Mean of the lowest α fraction: (1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1)))."""
+    xs, ws = _sorted(*_normalised(draws, weights))
+    before = np.cumsum(ws, axis=-1) - ws
+    inside = np.clip(alpha - before, 0.0, None)
+    portion = np.minimum(ws, inside)
+    return (xs * portion).sum(axis=-1) / portion.sum(axis=-1)
+
+
+def apply_functional(functional: Functional, draws: np.ndarray,
+                     weights: np.ndarray | None = None) -> np.ndarray:
+    """Dispatch to :func:`mean`, :func:`lcb` or :func:`cvar`."""
+    if functional.kind == "mean":
+        return mean(draws, weights)
+    if functional.kind == "lcb":
+        return lcb(draws, functional.param, weights)
+    return cvar(draws, functional.param, weights)
+
+
+def phi(gain: xr.DataArray, functional: Functional, dim: str = "sample") -> xr.DataArray:
+    """φ over ``dim`` of a DataArray of draws (thin xarray wrapper)."""
+    return xr.apply_ufunc(functional, gain, input_core_dims=[[dim]])

@@ -1,0 +1,119 @@
+"""The belief state q_t and the campaign state s_t = (b_t, π_t, q_t, h_t).
+
+q_t is an ``xarray.Dataset`` of *joint* posterior draws over (``sample``, ``candidate``):
+
+- ``gain``: posterior-predictive gain of the next execution of m from the current policy, on
+  the success-probability scale (exactly 0 for diagnosis and model-update candidates);
+- ``p_unsafe`` (when an execution-risk model was fitted): draws of P_exec(unsafe | m);
+- ``executions`` / ``unsafe``: execution-safety counts so far (for Clopper–Pearson bounds);
+
+with candidate attributes as coordinates.  Joint draws matter: a reweighting of the samples
+(CVU) moves every candidate's belief at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import xarray as xr
+
+from belief.candidates import CandidateSet
+
+__all__ = ["State", "make_belief", "summarize"]
+
+
+def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, policy: str,
+                executions: np.ndarray | None = None, unsafe: np.ndarray | None = None,
+                p_unsafe: xr.DataArray | None = None,
+                reliability: dict[str, float | int | str] | None = None) -> xr.Dataset:
+    """Assemble q_t from model draws.
+
+    Parameters
+    ----------
+    gain : DataArray (``sample``, ``candidate``)
+        Predictive gain draws of the policy-changing candidates (others get 0).
+    candidates : CandidateSet
+    step, policy
+        The time step t and current policy π_t (stored as attributes).
+    executions, unsafe : array over candidates, optional
+        Safety counts (default zeros).
+    p_unsafe : DataArray (``sample``, ``candidate``), optional
+    reliability : dict, optional
+        Convergence attributes (see :meth:`belief.diagnostics.Convergence.as_attrs`).
+    """
+    ids = candidates.ids
+    full = gain.reindex(candidate=ids, fill_value=0.0)
+    n = len(ids)
+    data = {
+        "gain": full.transpose("sample", "candidate"),
+        "executions": ("candidate", np.zeros(n, int) if executions is None
+                       else np.asarray(executions, int)),
+        "unsafe": ("candidate", np.zeros(n, int) if unsafe is None else np.asarray(unsafe, int)),
+    }
+    if p_unsafe is not None:
+        data["p_unsafe"] = p_unsafe.reindex(candidate=ids, fill_value=0.0).transpose(
+            "sample", "candidate")
+    ds = xr.Dataset(data).assign_coords(candidates.attributes().coords)
+    ds = ds.assign_coords(sample=np.arange(ds.sizes["sample"]))
+    ds.attrs.update({"step": int(step), "policy": str(policy), "eval_protocol":
+                     candidates.eval_protocol, "reliable": 1, "reliability_reason": "converged"})
+    if reliability:
+        ds.attrs.update(reliability)
+    ds["gain"].attrs.update({"long_name": "posterior-predictive gain of the next execution",
+                             "units": "success probability"})
+    return ds
+
+
+def summarize(belief: xr.Dataset, quantiles: tuple[float, ...] = (0.05, 0.5, 0.95)) -> xr.Dataset:
+    """Mean, standard deviation and quantiles of every (``sample``, ``candidate``) variable."""
+    out = {}
+    for name, da in belief.data_vars.items():
+        if "sample" not in da.dims:
+            continue
+        out[f"{name}_mean"] = da.mean("sample")
+        out[f"{name}_sd"] = da.std("sample")
+        qs = da.quantile(list(quantiles), dim="sample")
+        for q in quantiles:
+            out[f"{name}_q{100 * q:g}"] = qs.sel(quantile=q).drop_vars("quantile")
+    return xr.Dataset(out)
+
+
+@dataclass(frozen=True)
+class State:
+    """Campaign state s_t = (b_t, π_t, q_t, h_t) at step t.
+
+    Attributes
+    ----------
+    step : int
+        t, counted from 0.
+    budget : DataArray over ``resource``
+        Remaining budget b_t.
+    policy : str
+        Current policy π_t.
+    belief : Dataset
+        q_t (see :func:`make_belief`).
+    history : tuple of str
+        Candidates executed so far, in order (h_t).
+    horizon : int or None
+        T: the last decision is taken at step T − 1 (CVU := 0 there).
+    available : tuple of str or None
+        Candidates still available (non-repeatable ones leave after execution); None = all.
+    """
+
+    step: int
+    budget: xr.DataArray
+    policy: str
+    belief: xr.Dataset
+    history: tuple[str, ...] = ()
+    horizon: int | None = None
+    available: tuple[str, ...] | None = field(default=None)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether this is the last decision before the horizon (Q = U0 there)."""
+        return self.horizon is not None and self.step >= self.horizon - 1
+
+    def with_(self, **changes) -> State:
+        """A copy with fields replaced."""
+        return replace(self, **changes)

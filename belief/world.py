@@ -1,0 +1,267 @@
+"""A seeded synthetic sim-to-real world: the embedded default for demos, tests and benchmarks.
+
+The world keeps the *true* success probability J(π) of every policy on the logit scale,
+starting from J(π_0) = 0.30 under the shared evaluation protocol ``pick_place_v1``.  Executing
+an adaptation m from policy π produces a new policy with
+
+    logit J(π') = logit J(π) + g_m · Π_{a ∈ h} I[a → m] · d_m^{k_m} + ε,   ε ~ N(0, 0.15²)
+
+where g_m is m's first-execution logit gain, I[a → m] the interaction multiplier of an earlier
+action a on m (order matters), d_m the diminishing-returns factor and k_m how often m ran before.
+Diagnosis and model-update candidates leave J unchanged (ΔJ = 0) but may change later gains.
+
+Candidates (cost in robot hours, GPU hours, engineer hours):
+
+=============  ============  ==============  ===========  ==================  ========  ====
+id             role          lens            method       cost (real, gpu,    g_m       P_exec
+                                                          eng)
+=============  ============  ==============  ===========  ==================  ========  ====
+si_friction    adaptation    model           SI           (1, 5, 3)           0.40      0.01
+latency_probe  diagnosis     model           probe        (0.5, 0, 1)         0         0.005
+sim_refresh    model_update  model           SI-refresh   (0, 10, 2)          0         —
+dr_1e6         adaptation    data            DR           (0, 10, 0.5)        0.20      —
+dr_1e7         adaptation    data            DR           (0, 80, 1)          0.50      —
+da_camera      adaptation    representation  DA           (0, 30, 4)          0.15      —
+ft_real_100    adaptation    optimization    FT           (5, 5, 2)           0.35      0.03
+cotrain        adaptation    data            co-training  (3, 60, 5)          0.45      0.02
+=============  ============  ==============  ===========  ==================  ========  ====
+
+Repeatable: dr_1e6, dr_1e7 (d = 0.6) and ft_real_100 (d = 0.5); the others run once.
+
+Interactions I[a → m]: SI first lowers DR's later gain (si_friction → dr_*: ×0.5); DR first
+raises FT's (dr_* → ft_real_100: ×1.5); a refreshed simulator helps DR (sim_refresh → dr_*:
+×1.25); representation alignment and co-training substitute (da_camera → cotrain: ×0.6).
+
+Evidence: every adaptation is evaluated in a paired binary evaluation, 100 trials per arm
+(control π, treated π'); hardware executions emit safety events (si_friction 10 runs,
+latency_probe 10, ft_real_100 100, cotrain 30), unsafe ~ Binomial(runs, P_exec).  Before the
+campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/100 safety runs of
+the four hardware candidates.  Budget
+b_0 = (12, 300, 20); default weights λ = (0.01, 0.0002, 0.004) success probability per unit.
+
+Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
+only on (seed, step, history): replaying the same history gives the same outcomes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import expit, logit
+
+from belief.candidates import Candidate, CandidateSet, make_budget
+
+__all__ = ["Outcome", "SyntheticWorld", "TrueCandidate"]
+
+EVAL_PROTOCOL = "pick_place_v1"
+
+
+@dataclass(frozen=True)
+class TrueCandidate:
+    """A candidate together with the world's truth about it."""
+
+    candidate: Candidate
+    logit_gain: float = 0.0
+    p_unsafe: float = 0.0
+    decay: float = 1.0
+    runs_per_execution: int = 0
+    bench_runs: int = 0
+
+
+def _c(id, role, lens, method, cost, *, recipe="", batch="", hw=False, repeatable=False,
+       group=None, targets=(), **truth) -> TrueCandidate:
+    cand = Candidate(id=id, role=role, lens=lens, method=method,
+                     cost=dict(zip(("real_h", "compute", "eng_h"), cost, strict=True)),
+                     recipe=recipe, batch=batch, drives_hardware=hw,
+                     changes_policy=role == "adaptation", repeatable=repeatable,
+                     hardware_group=group, targets=tuple(targets))
+    return TrueCandidate(cand, **truth)
+
+
+DEFAULT_CANDIDATES = (
+    _c("si_friction", "adaptation", "model", "SI", (1, 5, 3), recipe="friction calibration",
+       batch="1 h on the arm", hw=True, group="arm", targets=("friction",), logit_gain=0.40,
+       p_unsafe=0.01, runs_per_execution=10, bench_runs=60),
+    _c("latency_probe", "diagnosis", "model", "probe", (0.5, 0, 1),
+       recipe="actuation latency probe", batch="30 min", hw=True, group="arm",
+       targets=("latency",), p_unsafe=0.005, runs_per_execution=10, bench_runs=40),
+    _c("sim_refresh", "model_update", "model", "SI-refresh", (0, 10, 2),
+       recipe="re-identify simulator from logs", batch="1 pass", targets=("friction",)),
+    _c("dr_1e6", "adaptation", "data", "DR", (0, 10, 0.5), recipe="domain randomisation",
+       batch="1e6 steps", repeatable=True, targets=("friction", "latency"), logit_gain=0.20,
+       decay=0.6),
+    _c("dr_1e7", "adaptation", "data", "DR", (0, 80, 1), recipe="domain randomisation",
+       batch="1e7 steps", repeatable=True, targets=("friction", "latency"), logit_gain=0.50,
+       decay=0.6),
+    _c("da_camera", "adaptation", "representation", "DA", (0, 30, 4),
+       recipe="camera representation alignment", batch="1 encoder", targets=("camera",),
+       logit_gain=0.15),
+    _c("ft_real_100", "adaptation", "optimization", "FT", (5, 5, 2),
+       recipe="fine-tune on real data", batch="100 trajectories", hw=True, group="arm",
+       repeatable=True, targets=("friction", "latency", "camera"), logit_gain=0.35,
+       p_unsafe=0.03, decay=0.5, runs_per_execution=100, bench_runs=150),
+    _c("cotrain", "adaptation", "data", "co-training", (3, 60, 5),
+       recipe="sim-and-real co-training", batch="30 real + 1e6 sim", hw=True, group="arm",
+       targets=("camera", "friction"), logit_gain=0.45, p_unsafe=0.02, runs_per_execution=30,
+       bench_runs=100),
+)
+
+DEFAULT_INTERACTIONS = {
+    ("si_friction", "dr_1e6"): 0.5, ("si_friction", "dr_1e7"): 0.5,
+    ("dr_1e6", "ft_real_100"): 1.5, ("dr_1e7", "ft_real_100"): 1.5,
+    ("sim_refresh", "dr_1e6"): 1.25, ("sim_refresh", "dr_1e7"): 1.25,
+    ("da_camera", "cotrain"): 0.6,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What executing a candidate produced: evidence rows, realised cost and the next policy."""
+
+    candidate: str
+    step: int
+    paired: pd.DataFrame
+    safety: pd.DataFrame
+    cost: dict[str, float]
+    policy: str
+    true_gain: float
+
+
+@dataclass
+class SyntheticWorld:
+    """The embedded synthetic world (see module docstring for every number).
+
+    Parameters
+    ----------
+    seed : int
+        Seeds every outcome (together with the step).
+    initial_success : float
+        J(π_0).
+    eval_trials : int
+        Trials per arm of a paired evaluation.
+    execution_sd : float
+        Run-to-run s.d. of a realised logit gain.
+    """
+
+    seed: int = 0
+    initial_success: float = 0.30
+    eval_trials: int = 100
+    execution_sd: float = 0.15
+    truth: tuple[TrueCandidate, ...] = DEFAULT_CANDIDATES
+    interactions: dict[tuple[str, str], float] = field(
+        default_factory=lambda: dict(DEFAULT_INTERACTIONS))
+    budget_values: dict[str, float] = field(
+        default_factory=lambda: {"real_h": 12.0, "compute": 300.0, "eng_h": 20.0})
+    weight_values: dict[str, float] = field(
+        default_factory=lambda: {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004})
+
+    def __post_init__(self) -> None:
+        self._truth = {t.candidate.id: t for t in self.truth}
+        self.reset()
+
+    # -- public description ------------------------------------------------------------------
+    @property
+    def candidates(self) -> CandidateSet:
+        """The candidate set (what an allocator may know)."""
+        return CandidateSet(tuple(t.candidate for t in self.truth), ("real_h", "compute",
+                                                                    "eng_h"), EVAL_PROTOCOL,
+                            self.initial_budget, "synthetic world")
+
+    @property
+    def initial_budget(self) -> xr.DataArray:
+        return make_budget(self.budget_values, ("real_h", "compute", "eng_h"))
+
+    @property
+    def initial_policy(self) -> str:
+        return "pi0"
+
+    def reset(self) -> None:
+        """Forget every execution: back to π_0."""
+        self.policy = self.initial_policy
+        self.history: list[str] = []
+        self.policy_logit = {self.policy: float(logit(self.initial_success))}
+
+    def initial_evidence(self) -> dict[str, pd.DataFrame]:
+        """Evidence before the campaign: a baseline evaluation of π_0 and the bench safety runs."""
+        rng = np.random.default_rng([self.seed, 10_001])
+        baseline = pd.DataFrame([{
+            "step": 0, "policy": self.initial_policy, "eval_protocol": EVAL_PROTOCOL,
+            "successes": int(rng.binomial(self.eval_trials, self.initial_success)),
+            "trials": self.eval_trials}])
+        return {"policy_evaluations": baseline, "safety_events": self.initial_safety()}
+
+    def initial_safety(self) -> pd.DataFrame:
+        """Bench safety runs of the hardware candidates before the campaign (step 0 rows)."""
+        rows = []
+        for k, t in enumerate(self.truth):
+            if t.candidate.drives_hardware and t.bench_runs:
+                rng = np.random.default_rng([self.seed, 10_000, k])
+                rows.append({"step": 0, "candidate": t.candidate.id,
+                             "executions": t.bench_runs,
+                             "unsafe": int(rng.binomial(t.bench_runs, t.p_unsafe)),
+                             "policy": self.initial_policy})
+        return pd.DataFrame(rows)
+
+    # -- truth ------------------------------------------------------------------------------
+    def mean_logit_gain(self, candidate_id: str, history: list[str] | None = None) -> float:
+        """Expected logit gain of the next execution of m after ``history``."""
+        history = self.history if history is None else history
+        t = self._truth[candidate_id]
+        if not t.candidate.changes_policy:
+            return 0.0
+        g = t.logit_gain * t.decay ** history.count(candidate_id)
+        for a in dict.fromkeys(history):
+            g *= self.interactions.get((a, candidate_id), 1.0)
+        return g
+
+    def true_success(self, policy: str | None = None) -> float:
+        """J(π) of a policy the world has produced (default: the current one)."""
+        return float(expit(self.policy_logit[policy or self.policy]))
+
+    def expected_gain(self, candidate_id: str) -> float:
+        """E[ΔJ] of executing m now, over the run-to-run noise (Gauss–Hermite, 40 nodes)."""
+        if not self._truth[candidate_id].candidate.changes_policy:
+            return 0.0
+        eta = self.policy_logit[self.policy]
+        nodes, wts = np.polynomial.hermite_e.hermegauss(40)
+        mu = eta + self.mean_logit_gain(candidate_id)
+        val = float((wts * expit(mu + self.execution_sd * nodes)).sum() / wts.sum())
+        return val - float(expit(eta))
+
+    # -- execution --------------------------------------------------------------------------
+    def execute(self, candidate_id: str, step: int) -> Outcome:
+        """Run m at ``step`` from the current policy: evidence rows, cost, next policy."""
+        t = self._truth[candidate_id]
+        k = len(self.history)
+        rng = np.random.default_rng([self.seed, step, k])
+        cand = t.candidate
+        control = self.policy
+        eta = self.policy_logit[control]
+        paired = pd.DataFrame()
+        true_gain = 0.0
+        if cand.changes_policy:
+            new_eta = eta + self.mean_logit_gain(candidate_id) + self.execution_sd * \
+                rng.standard_normal()
+            new_policy = f"pi{len(self.policy_logit)}"
+            self.policy_logit[new_policy] = float(new_eta)
+            n = self.eval_trials
+            paired = pd.DataFrame([{
+                "step": step, "candidate": candidate_id, "policy": control,
+                "eval_protocol": EVAL_PROTOCOL,
+                "control_successes": int(rng.binomial(n, expit(eta))), "control_trials": n,
+                "treated_successes": int(rng.binomial(n, expit(new_eta))), "treated_trials": n,
+                "treated_policy": new_policy}])
+            true_gain = float(expit(new_eta) - expit(eta))
+            self.policy = new_policy
+        safety = pd.DataFrame()
+        if cand.drives_hardware and t.runs_per_execution:
+            safety = pd.DataFrame([{
+                "step": step, "candidate": candidate_id, "executions": t.runs_per_execution,
+                "unsafe": int(rng.binomial(t.runs_per_execution, t.p_unsafe)),
+                "policy": control}])
+        self.history.append(candidate_id)
+        return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
+                       true_gain)

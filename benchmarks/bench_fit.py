@@ -1,0 +1,83 @@
+"""Compile-once re-fit versus rebuild-and-sample for the gains model.
+
+Prints the compile time, the time of one re-fit after new evidence (compile excluded), the time
+of rebuilding the model and sampling it from scratch (what a naive loop would do each step),
+and their ratio, all measured in this run.
+
+    uv run python benchmarks/bench_fit.py [--steps 4] [--draws 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from belief.evidence import Evidence
+from belief.world import SyntheticWorld
+from models.gains import GainsModel, encode_policies
+
+
+def campaign_evidence(steps: int) -> list[tuple[Evidence, str]]:
+    world = SyntheticWorld(seed=0)
+    init = world.initial_evidence()
+    ev = Evidence(world.candidates).append(policy_evals=init["policy_evaluations"],
+                                           safety=init["safety_events"])
+    out = [(ev, world.policy)]
+    for step, m in enumerate(["dr_1e6", "dr_1e7", "si_friction", "da_camera", "ft_real_100",
+                              "cotrain", "dr_1e6", "dr_1e7"][:steps]):
+        o = world.execute(m, step)
+        ev = ev.append(paired=o.paired, safety=o.safety)
+        out.append((ev, world.policy))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=500)
+    args = parser.parse_args()
+    import nutpie
+    import pymc as pm
+
+    world = SyntheticWorld(seed=0)
+    model = GainsModel(world.candidates, max_policies=32)
+    data = campaign_evidence(args.steps)
+
+    t0 = time.perf_counter()
+    model._compiled()
+    compile_s = time.perf_counter() - t0
+
+    refit = []
+    for i, (ev, policy) in enumerate(data):
+        t0 = time.perf_counter()
+        model.fit(ev.paired, policy, policy_evals=ev.policy_evals, draws=args.draws,
+                  tune=args.draws, seed=i)
+        refit.append(time.perf_counter() - t0)
+
+    rebuild = []
+    for i, (ev, policy) in enumerate(data[1:], start=1):
+        t0 = time.perf_counter()
+        enc = encode_policies(ev.paired, model.gain_ids, model.max_policies, (policy,),
+                              ev.policy_evals)
+        pm_model = model.build(enc)
+        compiled = nutpie.compile_pymc_model(pm_model)
+        nutpie.sample(compiled, draws=args.draws, tune=args.draws, chains=2, seed=i,
+                      progress_bar=False)
+        rebuild.append(time.perf_counter() - t0)
+        del pm_model, compiled
+        _ = pm  # PyMC is imported so the rebuild includes nothing extra at first call
+
+    r, b = statistics.median(refit), statistics.median(rebuild)
+    print(f"gains model: {len(model.gain_ids)} gain candidates, {model.max_policies} policy "
+          f"slots, {args.draws} draws + {args.draws} tune x 2 chains")
+    print(f"compile (first, this process):        {compile_s:7.2f} s")
+    print(f"re-fit with new data (median of {len(refit)}): {r:7.3f} s   "
+          f"[{', '.join(f'{x:.3f}' for x in refit)}]")
+    print(f"rebuild + compile + sample (median of {len(rebuild)}): {b:7.2f} s   "
+          f"[{', '.join(f'{x:.2f}' for x in rebuild)}]")
+    print(f"speed-up of re-fit over rebuild: {b / r:6.1f}x  (target >= 20x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""Hierarchical model of the gains ΔJ(m) of policy-changing interventions.
+
+Every policy π has a success probability J(π) under the shared evaluation protocol, on the
+logit scale ``η_π``.  A root policy has its own baseline; a policy produced from ``parent`` by
+executing candidate m adds that execution's logit gain::
+
+    η_root  ~ Normal(baseline_mu, baseline_sigma)
+    η_child = η_parent + δ_child,     δ_child ~ Normal(θ_m · ρ^{k}, τ_exec)   (non-centred)
+
+where k is how often m was executed before on the child's lineage (diminishing returns,
+ρ ~ Beta(repeat_alpha, repeat_beta)) and τ_exec the run-to-run variation of a realised gain:
+
+    θ_m         = β_method[m] + τ_cand   · z_m            (candidate → method)
+    β_method[j] = β_lens[j]   + τ_method · z_j            (method → lens)
+    β_lens[l]   = μ_0         + τ_lens   · z_l            (lens → global)
+    μ_0 ~ Normal(effect_mu_mu, effect_mu_sigma),  τ_· ~ HalfNormal(·_sigma)
+
+    successes_π ~ Binomial(trials_π, logistic(η_π))       (control and treated arms alike)
+
+The *next* execution of m from policy π has predictive gain on the success-probability scale::
+
+    ΔJ_next(m | π) = logistic(η_π + θ_m · ρ^{k_m(π)} + τ_exec · z_new) − logistic(η_π)
+
+Assumption stated for the allocator: after a policy change, a candidate's logit gain is again
+θ_m (shrunk by ρ per earlier execution of m on the lineage) plus fresh run-to-run noise;
+interactions between different candidates (order effects) are not modelled structurally and
+widen τ_exec instead.  Arms of a paired evaluation are treated as
+independent binomials (the pairing's positive correlation is ignored, which is conservative
+for differences).
+
+The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers over
+``max_policies`` policy slots; a re-fit after new evidence swaps the data without recompiling.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import expit
+
+from belief.candidates import CandidateSet
+from belief.errors import InputError
+from belief.evidence import PolicyTree, policy_tree
+
+__all__ = ["GainsModel", "GainsPriors", "encode_policies"]
+
+
+@dataclass(frozen=True)
+class GainsPriors:
+    """Prior scales of the gains model (logit scale).
+
+    Attributes
+    ----------
+    baseline_mu, baseline_sigma : float
+        Normal prior of a root policy's logit success probability.
+    effect_mu_mu, effect_mu_sigma : float
+        Normal prior of the global mean logit gain μ_0 (the default expects interventions to
+        help a little: mean 0.2 on the logit scale, about +4 points at J = 0.3).
+    lens_sigma, method_sigma, candidate_sigma : float
+        HalfNormal(·) priors of the pooling scales τ_lens, τ_method, τ_cand.
+    execution_sigma : float
+        HalfNormal(·) prior of the run-to-run scale τ_exec.
+    repeat_alpha, repeat_beta : float
+        Beta prior of the diminishing-returns factor ρ (mean 0.75 by default).
+    """
+
+    baseline_mu: float = 0.0
+    baseline_sigma: float = 1.5
+    effect_mu_mu: float = 0.2
+    effect_mu_sigma: float = 0.4
+    lens_sigma: float = 0.5
+    method_sigma: float = 0.3
+    candidate_sigma: float = 0.3
+    execution_sigma: float = 0.2
+    repeat_alpha: float = 6.0
+    repeat_beta: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not np.isfinite(value):
+                raise InputError("GainsPriors", f"{name} must be finite, got {value}")
+            if name not in ("baseline_mu", "effect_mu_mu") and value <= 0:
+                raise InputError("GainsPriors", f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class PolicyEncoding:
+    """Fixed-size arrays describing policies and their evaluation counts."""
+
+    names: list[str]
+    ancestry: np.ndarray  # (P, P): ancestry[k, j] = 1 if j is k or an ancestor of k
+    is_root: np.ndarray  # (P,)
+    via: np.ndarray  # (P,) index into gain candidates (0 for roots)
+    repeats: np.ndarray  # (P,) earlier executions of `via` on the lineage
+    successes: np.ndarray  # (P,)
+    trials: np.ndarray  # (P,)
+
+    def data(self) -> dict[str, np.ndarray]:
+        return {"ancestry": self.ancestry, "is_root": self.is_root, "via": self.via,
+                "repeats": self.repeats, "successes": self.successes, "trials": self.trials}
+
+    def repeats_from(self, policy: str, gain_ids: list[str]) -> np.ndarray:
+        """How often each gain candidate was executed on the lineage of ``policy``."""
+        n = len(self.names)
+        k = self.names.index(policy)
+        counts = np.zeros(len(gain_ids))
+        for j in np.flatnonzero(self.ancestry[k, :n]):
+            if not self.is_root[j]:
+                counts[self.via[j]] += 1
+        return counts
+
+
+def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int,
+                    current: tuple[str, ...] = (),
+                    policy_evals: pd.DataFrame | None = None) -> PolicyEncoding:
+    """Encode the policy tree and aggregated binomial counts into ``max_policies`` slots.
+
+    Counts of a policy are summed over every arm it appeared in and every stand-alone
+    evaluation of it (binomial sufficient statistics).  Unused slots are roots with no trials
+    (they sample from the prior).
+    """
+    extra = tuple(current)
+    if policy_evals is not None and len(policy_evals):
+        extra = (*extra, *policy_evals["policy"])
+    tree: PolicyTree = policy_tree(paired, extra=extra)
+    n = len(tree.policies)
+    if n > max_policies:
+        raise InputError("paired_evaluations", f"{n} distinct policies exceed max_policies="
+                                               f"{max_policies}; build the model with more slots")
+    slot = {p: i for i, p in enumerate(tree.policies)}
+    anc = np.zeros((max_policies, max_policies))
+    is_root = np.ones(max_policies)
+    via = np.zeros(max_policies, dtype=np.int64)
+    repeats = np.zeros(max_policies)
+    for p, k in slot.items():
+        for a in tree.ancestors(p):
+            anc[k, slot[a]] = 1.0
+        if p in tree.parent:
+            is_root[k] = 0.0
+            via[k] = gain_ids.index(tree.via[p])
+            repeats[k] = sum(tree.via.get(a) == tree.via[p] for a in tree.ancestors(p)[1:])
+    for k in range(n, max_policies):
+        anc[k, k] = 1.0
+    succ = np.zeros(max_policies, dtype=np.int64)
+    trials = np.zeros(max_policies, dtype=np.int64)
+    for arm, pol in (("control", "policy"), ("treated", "treated_policy")):
+        sums = paired.groupby(pol)[[f"{arm}_successes", f"{arm}_trials"]].sum()
+        for p, row in sums.iterrows():
+            succ[slot[p]] += int(row[f"{arm}_successes"])
+            trials[slot[p]] += int(row[f"{arm}_trials"])
+    if policy_evals is not None and len(policy_evals):
+        sums = policy_evals.groupby("policy")[["successes", "trials"]].sum()
+        for p, row in sums.iterrows():
+            succ[slot[p]] += int(row["successes"])
+            trials[slot[p]] += int(row["trials"])
+    return PolicyEncoding(list(tree.policies), anc, is_root, via, repeats, succ, trials)
+
+
+_COMPILED: dict[tuple, Any] = {}
+
+
+@dataclass
+class GainsModel:
+    """Spec of the hierarchical gains model for one candidate set.
+
+    Parameters
+    ----------
+    candidates : CandidateSet
+        Only policy-changing candidates carry a gain; the others have ΔJ = 0 by definition.
+    priors : GainsPriors
+    max_policies : int
+        Number of policy slots compiled into the model (a campaign of T adaptation steps
+        needs T + 1).
+
+    Examples
+    --------
+    >>> model = GainsModel(candidates)                      # doctest: +SKIP
+    >>> idata = model.fit(evidence, current_policy="pi0")   # compiles once, then re-uses
+    >>> gains = model.predictive_gain(idata, "pi0", rng)    # (sample, candidate) draws
+    """
+
+    candidates: CandidateSet
+    priors: GainsPriors = field(default_factory=GainsPriors)
+    max_policies: int = 32
+    last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.gain_ids = [c.id for c in self.candidates if c.changes_policy]
+        if not self.gain_ids:
+            raise InputError(self.candidates.source, "the gains model needs at least one "
+                                                     "policy-changing (adaptation) candidate")
+        cands = [self.candidates[c] for c in self.gain_ids]
+        self.methods = list(dict.fromkeys(f"{c.lens}/{c.method}" for c in cands))
+        self.lenses = list(dict.fromkeys(c.lens for c in cands))
+        self.method_of_candidate = np.array([self.methods.index(f"{c.lens}/{c.method}")
+                                             for c in cands])
+        self.lens_of_method = np.array([self.lenses.index(m.split("/", 1)[0])
+                                        for m in self.methods])
+        if self.max_policies < 2:
+            raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
+
+    # -- build ------------------------------------------------------------------------------
+    def coords(self) -> dict[str, list]:
+        return {"lens": self.lenses, "method": self.methods, "candidate": self.gain_ids,
+                "policy_slot": list(range(self.max_policies))}
+
+    def build(self, encoding: PolicyEncoding | None = None):
+        """The ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or empty)."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        if encoding is None:
+            encoding = encode_policies(_no_rows(), self.gain_ids, self.max_policies)
+        pr = self.priors
+        with pm.Model(coords=self.coords()) as model:
+            data = {name: pm.Data(name, value, dims=("policy_slot", "policy_slot")
+                                  if name == "ancestry" else "policy_slot")
+                    for name, value in encoding.data().items()}
+            mu0 = pm.Normal("mu0", pr.effect_mu_mu, pr.effect_mu_sigma)
+            tau_lens = pm.HalfNormal("tau_lens", pr.lens_sigma)
+            tau_method = pm.HalfNormal("tau_method", pr.method_sigma)
+            tau_cand = pm.HalfNormal("tau_candidate", pr.candidate_sigma)
+            tau_exec = pm.HalfNormal("tau_exec", pr.execution_sigma)
+            z_lens = pm.Normal("z_lens", 0.0, 1.0, dims="lens")
+            z_method = pm.Normal("z_method", 0.0, 1.0, dims="method")
+            z_cand = pm.Normal("z_candidate", 0.0, 1.0, dims="candidate")
+            lens_effect = pm.Deterministic("lens_effect", mu0 + tau_lens * z_lens, dims="lens")
+            method_effect = pm.Deterministic(
+                "method_effect", lens_effect[self.lens_of_method] + tau_method * z_method,
+                dims="method")
+            effect = pm.Deterministic(
+                "effect", method_effect[self.method_of_candidate] + tau_cand * z_cand,
+                dims="candidate")
+            rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
+            # non-centred: a policy's step is only weakly pinned down by ~100 trials per arm
+            root = data["is_root"]
+            step_mu = root * pr.baseline_mu + (1.0 - root) * (
+                effect[data["via"]] * rho ** data["repeats"])
+            step_sd = root * pr.baseline_sigma + (1.0 - root) * tau_exec
+            z_step = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
+            step = pm.Deterministic("policy_step", step_mu + step_sd * z_step,
+                                    dims="policy_slot")
+            eta = pm.Deterministic("policy_logit", pt.dot(data["ancestry"], step),
+                                   dims="policy_slot")
+            pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
+                        dims="policy_slot")
+        return model
+
+    def _compiled(self):
+        key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
+               tuple(self.method_of_candidate), tuple(self.lens_of_method), self.priors,
+               self.max_policies)
+        if key not in _COMPILED:
+            import nutpie
+
+            t0 = time.perf_counter()
+            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            self.last_timing["compile_s"] = time.perf_counter() - t0
+        return _COMPILED[key]
+
+    # -- fit --------------------------------------------------------------------------------
+    def fit(self, paired: pd.DataFrame, current_policy: str | tuple[str, ...] = (), *,
+            policy_evals: pd.DataFrame | None = None,
+            draws: int = 500, tune: int = 500, chains: int = 2, seed: int = 0,
+            target_accept: float = 0.95, progressbar: bool = False) -> xr.DataTree:
+        """Sample the posterior given a validated paired table.
+
+        Parameters
+        ----------
+        paired : DataFrame
+            ``Evidence.paired`` (validated).
+        current_policy : str or tuple of str
+            Policies that must have a slot even without evidence (the campaign's current one).
+        policy_evals : DataFrame, optional
+            ``Evidence.policy_evals``: stand-alone evaluations of policies.
+
+        Returns
+        -------
+        DataTree
+            ``posterior`` with ``policy_logit`` over named policies (unused slots dropped),
+            ``sample_stats``, and ``constant_data`` with the encoded counts.
+        """
+        import nutpie
+
+        current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
+        enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals)
+        compiled = self._compiled().with_data(**enc.data())
+        t0 = time.perf_counter()
+        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                              progress_bar=progressbar, target_accept=target_accept)
+        self.last_timing["sample_s"] = time.perf_counter() - t0
+        return self._label(idata, enc)
+
+    def _label(self, idata: xr.DataTree, enc: PolicyEncoding) -> xr.DataTree:
+        n = len(enc.names)
+        post = idata["posterior"].to_dataset()
+        post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
+        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
+        post = post.assign_coords(policy=enc.names)
+        groups: dict[str, xr.Dataset] = {"posterior": post}
+        if "sample_stats" in idata.children:
+            groups["sample_stats"] = idata["sample_stats"].to_dataset()
+        parents = [""] * n
+        vias = [""] * n
+        for k in range(n):
+            if not enc.is_root[k]:
+                parents[k] = _parent_name(enc, k)
+                vias[k] = self.gain_ids[int(enc.via[k])]
+        groups["constant_data"] = xr.Dataset(
+            {"trials": ("policy", enc.trials[:n]), "parent": ("policy", parents),
+             "via": ("policy", vias), "repeats": ("policy", enc.repeats[:n])},
+            coords={"policy": enc.names})
+        groups["observed_data"] = xr.Dataset({"successes": ("policy", enc.successes[:n])},
+                                             coords={"policy": enc.names})
+        dt = xr.DataTree.from_dict(groups)
+        dt.attrs.update({"model": "gains", "max_policies": self.max_policies,
+                         **{f"prior_{k}": v for k, v in asdict(self.priors).items()}})
+        return dt
+
+    # -- decision quantities ----------------------------------------------------------------
+    def predictive_gain(self, idata: xr.DataTree, policy: str,
+                        rng: np.random.Generator) -> xr.DataArray:
+        """Posterior-predictive gain of the next execution of every gain candidate from ``policy``.
+
+        ΔJ_next(m | π) = logistic(η_π + θ_m ρ^{k_m(π)} + τ_exec · z) − logistic(η_π),
+        z ~ N(0, 1) drawn once per posterior draw and candidate.
+
+        Returns
+        -------
+        DataArray
+            Dims (``sample``, ``candidate``), on the success-probability scale.
+        """
+        post = idata["posterior"].to_dataset()
+        if policy not in post["policy"].values:
+            raise InputError("GainsModel.predictive_gain", f"policy {policy!r} was not part of "
+                                                           "the fit; pass it as current_policy")
+        eta = _stack(post["policy_logit"].sel(policy=policy))
+        theta = _stack(post["effect"])
+        tau = _stack(post["tau_exec"])
+        rho = _stack(post["rho"])
+        k = lineage_repeats(idata, policy, self.gain_ids)
+        z = rng.standard_normal(theta.shape)
+        new = eta[:, None] + theta * rho[:, None] ** k[None, :] + tau[:, None] * z
+        gain = expit(new) - expit(eta)[:, None]
+        return xr.DataArray(gain, dims=("sample", "candidate"),
+                            coords={"candidate": self.gain_ids}, name="gain")
+
+
+def lineage_repeats(idata: xr.DataTree, policy: str, gain_ids: list[str]) -> np.ndarray:
+    """Earlier executions of every gain candidate on the lineage of ``policy`` (from the fit)."""
+    const = idata["constant_data"].to_dataset()
+    parent = dict(zip(const["policy"].values.tolist(), const["parent"].values.tolist(),
+                      strict=True))
+    via = dict(zip(const["policy"].values.tolist(), const["via"].values.tolist(), strict=True))
+    counts = np.zeros(len(gain_ids))
+    p = policy
+    while parent.get(p):
+        counts[gain_ids.index(via[p])] += 1
+        p = parent[p]
+    return counts
+
+
+def _parent_name(enc: PolicyEncoding, k: int) -> str:
+    n = len(enc.names)
+    ancestors = [j for j in np.flatnonzero(enc.ancestry[k, :n]) if j != k]
+    # the parent is the ancestor with the most ancestors of its own
+    return enc.names[max(ancestors, key=lambda j: enc.ancestry[j, :n].sum())]
+
+
+def _stack(da: xr.DataArray) -> np.ndarray:
+    """(chain, draw, ...) → (sample, ...) as a plain array."""
+    arr = da.transpose("chain", "draw", ...).to_numpy()
+    return arr.reshape(-1, *arr.shape[2:])
+
+
+def _no_rows() -> pd.DataFrame:
+    from belief.evidence import _empty_paired
+
+    return _empty_paired()

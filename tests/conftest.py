@@ -1,0 +1,49 @@
+"""Shared fixtures: one compiled gains model per test session, small draws."""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+from belief.fitting import BeliefFitter, FitSettings
+from belief.world import SyntheticWorld
+
+FAST = FitSettings(draws=300, tune=300, chains=2)
+
+
+@pytest.fixture(scope="session")
+def world_candidates():
+    return SyntheticWorld(seed=0).candidates
+
+
+@pytest.fixture(scope="session")
+def fitter(world_candidates):
+    """A BeliefFitter on the world's candidates; compiled once for the whole session."""
+    return BeliefFitter(world_candidates, FAST)
+
+
+@pytest.fixture(scope="session")
+def campaign_evidence(world_candidates):
+    """Evidence from a short scripted run of the synthetic world (no fitting involved)."""
+    from belief.evidence import Evidence
+
+    world = SyntheticWorld(seed=3)
+    init = world.initial_evidence()
+    ev = Evidence(world_candidates).append(policy_evals=init["policy_evaluations"],
+                                           safety=init["safety_events"])
+    for step, m in enumerate(["dr_1e7", "si_friction", "dr_1e6", "ft_real_100"]):
+        out = world.execute(m, step)
+        ev = ev.append(paired=out.paired, safety=out.safety)
+    return ev, world
+
+
+@pytest.fixture(scope="session")
+def fitted(fitter, campaign_evidence):
+    """(idata, belief) fitted on ``campaign_evidence`` at the world's current policy."""
+    ev, world = campaign_evidence
+    return fitter.fit(ev, world.policy, step=4, seed=11)

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from belief.cli import main
+from belief.persistence import load_belief
+
+
+def test_demo_end_to_end_small(tmp_path):
+    out = tmp_path / "demo"
+    code = main(["demo", "--steps", "3", "--seed", "1", "--draws", "200", "--out", str(out)])
+    assert code == 0
+    records = [json.loads(line) for line in (out / "campaign_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(len(records)))
+    assert 1 <= len(records) <= 3
+    for r in records:
+        if not r["stop"]:
+            spent = {k: r["budget"][k] - r["budget_after"][k] for k in r["budget"]}
+            assert spent == r["realised_cost"]
+            table = pd.read_csv(out / "decisions" / f"step_{r['step']:03d}.csv")
+            assert table.loc[table["chosen"], "candidate"].tolist() == [r["chosen"]]
+            assert table.loc[table["chosen"], "feasible"].all()
+    belief, _idata = load_belief(out / "belief.nc")
+    assert belief["gain"].dims == ("sample", "candidate")
+    assert (out / "evidence" / "paired_evaluations.csv").exists()
+
+
+def test_demo_rejects_bad_functional(tmp_path, capsys):
+    code = main(["demo", "--steps", "1", "--functional", "median", "--out", str(tmp_path)])
+    assert code == 2
+    assert "unknown functional 'median'" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from belief.errors import InputError
+from belief.functionals import Functional, cvar, lcb, mean, parse_functional
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+def test_parse_and_validate():
+    assert parse_functional("mean") == Functional("mean")
+    assert parse_functional("lcb:0.1") == Functional("lcb", 0.1)
+    assert parse_functional("cvar:1") == Functional("cvar", 1.0)
+    for bad, rule in [("median", "unknown functional 'median'"), ("lcb:0", "0 < q < 1"),
+                      ("lcb:1", "0 < q < 1"), ("cvar:0", "0 < α <= 1"),
+                      ("cvar:1.5", "0 < α <= 1"), ("lcb:x", "cannot parse")]:
+        with pytest.raises(InputError, match=rule):
+            parse_functional(bad)
+
+
+def test_unweighted_lcb_matches_numpy_inverted_cdf():
+    x = np.random.default_rng(0).normal(size=(3, 101))
+    for q in (0.05, 0.1, 0.5, 0.9):
+        np.testing.assert_allclose(lcb(x, q), np.quantile(x, q, axis=-1, method="inverted_cdf"))
+
+
+def test_weighted_lcb_matches_numpy_weighted_quantile():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=200)
+    w = rng.exponential(size=200)
+    for q in (0.05, 0.3, 0.5):
+        expected = np.quantile(x, q, weights=w / w.sum(), method="inverted_cdf")
+        assert lcb(x, q, w) == pytest.approx(expected)
+
+
+def test_cvar_hand_values_and_single_draw_tail():
+    x = np.array([4.0, 1.0, 3.0, 2.0])
+    assert cvar(x, 0.5) == pytest.approx(1.5)  # mean of {1, 2}
+    assert cvar(x, 0.25) == pytest.approx(1.0)  # tail is exactly one draw
+    assert cvar(x, 0.1) == pytest.approx(1.0)  # tail inside one draw: the minimum
+    assert cvar(x, 0.375) == pytest.approx((1.0 * 0.25 + 2.0 * 0.125) / 0.375)
+    assert cvar(x, 1.0) == pytest.approx(x.mean())
+    assert mean(x, np.array([1.0, 0, 0, 0])) == 4.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(float, st.integers(1, 60), elements=finite), st.floats(0.01, 1.0))
+def test_cvar_below_mean_and_quantile(x, alpha):
+    assert cvar(x, alpha) <= mean(x) + 1e-9 * (1 + np.abs(x).max())
+    assert cvar(x, alpha) <= lcb(x, min(alpha, 0.999)) + 1e-9 * (1 + np.abs(x).max())
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(float, st.integers(1, 60), elements=finite), st.floats(0.01, 0.5))
+def test_lcb_below_mean_for_symmetric_draws(x, q):
+    """For q ≤ 0.5, LCB ≤ mean holds for symmetric draws (it can fail for skewed ones)."""
+    sym = np.concatenate([x, -x])
+    assert lcb(sym, q) <= mean(sym) + 1e-9 * (1 + np.abs(x).max())
+
+
+def test_lcb_can_exceed_mean_for_left_skewed_draws():
+    x = np.array([0.0, 10.0, 10.0])
+    assert lcb(x, 0.5) > mean(x)

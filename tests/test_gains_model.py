@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from belief.evidence import validate_paired
+from models import gains as gains_module
+from models.gains import GainsPriors, encode_policies
+
+
+def test_encoding_ancestry_repeats_and_counts(world_candidates):
+    rows = pd.DataFrame([
+        {"step": 0, "candidate": "dr_1e6", "policy": "pi0", "eval_protocol": "pick_place_v1",
+         "control_successes": 30, "control_trials": 100, "treated_successes": 40,
+         "treated_trials": 100, "treated_policy": "pi1"},
+        {"step": 1, "candidate": "dr_1e6", "policy": "pi1", "eval_protocol": "pick_place_v1",
+         "control_successes": 45, "control_trials": 100, "treated_successes": 50,
+         "treated_trials": 100, "treated_policy": "pi2"},
+    ])
+    paired = validate_paired(rows, world_candidates)
+    gain_ids = [c.id for c in world_candidates if c.changes_policy]
+    evals = pd.DataFrame({"step": [0], "policy": ["pi0"], "eval_protocol": ["pick_place_v1"],
+                          "successes": [25], "trials": [100]})
+    enc = encode_policies(paired, gain_ids, 6, ("pi2",), evals)
+    assert enc.names == ["pi0", "pi1", "pi2"]
+    np.testing.assert_array_equal(enc.ancestry[:3, :3], [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    np.testing.assert_array_equal(enc.ancestry[3:, 3:], np.eye(3))  # unused slots
+    np.testing.assert_array_equal(enc.is_root, [1, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(enc.repeats[:3], [0, 0, 1])
+    np.testing.assert_array_equal(enc.successes[:3], [55, 85, 50])
+    np.testing.assert_array_equal(enc.trials[:3], [200, 200, 100])
+    assert enc.via[1] == gain_ids.index("dr_1e6")
+    np.testing.assert_array_equal(enc.repeats_from("pi2", gain_ids),
+                                  [2 if g == "dr_1e6" else 0 for g in gain_ids])
+
+
+def test_too_many_policies_is_refused(world_candidates):
+    from belief.errors import InputError
+
+    with pytest.raises(InputError, match="exceed max_policies"):
+        encode_policies(_chain(world_candidates, 5), ["dr_1e6"], 3)
+
+
+def _chain(cands, n):
+    rows = [{"step": i, "candidate": "dr_1e6", "policy": f"p{i}", "eval_protocol":
+             "pick_place_v1", "control_successes": 1, "control_trials": 2,
+             "treated_successes": 1, "treated_trials": 2, "treated_policy": f"p{i + 1}"}
+            for i in range(n)]
+    return validate_paired(pd.DataFrame(rows), cands)
+
+
+def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
+    ev, _world = campaign_evidence
+    idata, belief = fitted
+    n_compiled = len(gains_module._COMPILED)
+    post = idata["gains"]["posterior"]
+    assert list(post["policy"].values) == ["pi0", "pi1", "pi2", "pi3", "pi4"]
+    # the policy logits follow the observed success rates
+    obs = idata["gains"]["observed_data"]["successes"] / idata["gains"]["constant_data"]["trials"]
+    from scipy.special import expit
+
+    fitted_p = expit(post["policy_logit"]).mean(("chain", "draw"))
+    np.testing.assert_allclose(fitted_p.values, obs.values, atol=0.06)
+    # re-fit with less evidence: same compiled model, different posterior
+    _, belief2 = fitter.fit(ev.until(2), "pi2", step=2, seed=1)
+    assert len(gains_module._COMPILED) == n_compiled
+    assert fitter.gains.last_timing["sample_s"] < 30
+    assert belief2.attrs["policy"] == "pi2"
+    assert not np.allclose(belief2["gain"].mean("sample"), belief["gain"].mean("sample"))
+
+
+def test_belief_shape_and_zero_gain_for_non_adaptations(fitted, world_candidates):
+    _, belief = fitted
+    assert belief["gain"].dims == ("sample", "candidate")
+    assert belief.sizes["sample"] == 600
+    for c in world_candidates:
+        g = belief["gain"].sel(candidate=c.id)
+        if c.changes_policy:
+            assert float(g.std()) > 0
+            assert (g > -1).all() and (g < 1).all()
+        else:
+            assert (g == 0).all()
+    assert int(belief["executions"].sel(candidate="ft_real_100")) == 250
+    assert belief.attrs["reliable"] in (0, 1)
+
+
+def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidates):
+    idata, _ = fitted
+    rng = np.random.default_rng(0)
+    g = fitter.gains.predictive_gain(idata["gains"], "pi4", rng)
+    assert g.sizes["candidate"] == len(fitter.gains.gain_ids)
+    with pytest.raises(Exception, match="not part of the fit"):
+        fitter.gains.predictive_gain(idata["gains"], "pi99", rng)
+
+
+def test_priors_are_validated():
+    from belief.errors import InputError
+
+    with pytest.raises(InputError, match="lens_sigma must be > 0"):
+        GainsPriors(lens_sigma=0.0)
