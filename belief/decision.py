@@ -21,7 +21,7 @@ from belief.functionals import Functional, parse_functional
 from belief.risk import SafetyGate
 from belief.scores import check_beta, marginal_value, net_utility, q_score, weighted_cost
 from belief.state import State
-from belief.weights import WeightRule, as_weight_rule
+from belief.weights import WeightRule, as_weight_rule, next_weights
 
 __all__ = ["budget_feasibility", "decide", "decision_stability", "decision_table"]
 
@@ -98,7 +98,8 @@ def decide(state: State, candidates: CandidateSet, *,
 
     Returns
     -------
-    Dataset over ``candidate``; attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1),
+    Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)) for
+    the continuation); attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1),
     ``stop_reason``, ``functional``, ``beta``, ``lambda_<resource>``, ``flip_probability``.
     """
     fn = parse_functional(functional)
@@ -175,6 +176,7 @@ def decide(state: State, candidates: CandidateSet, *,
         flip = decision_stability(gain.values, fn, c_lambda.values, beta * cvu_vals, feasible,
                                   pick, stability_resamples, seed)
 
+    lam_next = next_weights(rule, budget, costs, state)
     ds = xr.Dataset(
         {
             "phi_gain": phi, "c_lambda": c_lambda, "u0": u0, "mv": mv, "mv_reason": mv_reason,
@@ -189,6 +191,8 @@ def decide(state: State, candidates: CandidateSet, *,
             "feasible": ("candidate", feasible),
             "chosen": ("candidate", np.arange(len(ids)) == pick),
             "excluded_reason": ("candidate", np.array(excluded, dtype=object)),
+            **{f"lambda_next_{r}": lam_next.sel(resource=r, drop=True)
+               for r in costs["resource"].values},
         },
         coords={"candidate": ids, "role": belief["role"], "lens": belief["lens"],
                 "method": belief["method"]},

@@ -16,7 +16,8 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["FixedWeights", "ScarcityWeights", "WeightRule", "as_weight_rule", "check_weights"]
+__all__ = ["FixedWeights", "ScarcityWeights", "WeightRule", "as_weight_rule", "check_weights",
+           "next_weights"]
 
 
 def check_weights(lam: Mapping[str, float] | xr.DataArray, resources: list[str] | tuple[str, ...],
@@ -123,3 +124,15 @@ def as_weight_rule(weights: WeightRule | Mapping[str, float] | Callable[..., Any
         return CallableWeights(weights)
     raise InputError("weights", f"expected a mapping resource→λ, a WeightRule or a callable, "
                                 f"got {type(weights).__name__}")
+
+
+def next_weights(rule: WeightRule, budget: xr.DataArray, costs: xr.DataArray,
+                 state: Any = None) -> xr.DataArray:
+    """λ_{t+1} per candidate: the rule applied to the budget after m, b_t − ΔC(m).
+
+    Returns a DataArray over (``candidate``, ``resource``).  ``state`` is passed through (the
+    next state's other components are unknown before the outcome; rules that need them should
+    be called on the realised next state instead).
+    """
+    rows = [rule(budget - costs.sel(candidate=c), state) for c in costs["candidate"].values]
+    return xr.concat(rows, dim=costs["candidate"]).rename("lambda_next")

@@ -165,3 +165,31 @@ def test_g0_is_max_of_zero_and_feasible_u0():
     u0 = np.array([[1.0, 3.0, -1.0], [-2.0, -1.0, -0.5]])
     feas = np.array([True, False, True])
     np.testing.assert_array_equal(g0(u0, feas), [1.0, 0.0])
+
+
+def test_lambda_next_uses_budget_after_the_action():
+    cs = toy_candidates()
+    state = toy_state(cs, [6, 15, 3, 9], budget=(10, 100, 10))
+    rule = ScarcityWeights(LAM, {"real_h": 10, "compute": 100, "eng_h": 10})
+    d = decide(state, cs, weights=rule)
+    # FT spends 4 of 10 real hours: λ_real goes from 3 to 3·10/6
+    assert float(d["lambda_next_real_h"].sel(candidate="FT")) == pytest.approx(5.0)
+    assert float(d["lambda_next_compute"].sel(candidate="DR")) == pytest.approx(0.2)
+    assert d.attrs["lambda_real_h"] == pytest.approx(3.0)
+
+
+def test_q_decomposition_plot(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from belief.plots import plot_q_decomposition
+
+    cs = toy_candidates()
+    cvu = xr.Dataset({"cvu": ("candidate", [1.0, -2.0, 0.0, 0.5])}, coords={"candidate": cs.ids})
+    d = decide(toy_state(cs, [6, 15, 3, 9], budget=(1, 1000, 100)), cs, weights=LAM, beta=1.0,
+               cvu=cvu)
+    ax = plot_q_decomposition(d)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert f"★ {d.attrs['chosen']}" in labels
+    assert len(ax.containers) >= 2  # U0 bars and β·CVU bars
+    ax.figure.savefig(tmp_path / "q.png")
+    plt.close(ax.figure)
