@@ -142,10 +142,7 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
     fitter = fitter or BeliefFitter(candidates, settings.fit)
     evidence = Evidence(candidates)
     if hasattr(world, "initial_evidence"):
-        init = world.initial_evidence()
-        evidence = evidence.append(paired=init.get("paired_evaluations"),
-                                   policy_evals=init.get("policy_evaluations"),
-                                   safety=init.get("safety_events"))
+        evidence = evidence.append(**world.initial_evidence())
     budget = candidates.budget if candidates.budget is not None else world.initial_budget
     policy = world.initial_policy
     history: list[str] = []

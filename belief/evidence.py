@@ -332,19 +332,25 @@ class Evidence:
         for table, (attr, validate) in _TABLES.items():
             object.__setattr__(self, attr, validate(getattr(self, attr), self.candidates, table))
 
-    def append(self, paired: pd.DataFrame | None = None,
-               safety: pd.DataFrame | None = None,
-               policy_evals: pd.DataFrame | None = None) -> Evidence:
-        """A new Evidence with rows appended (validated first; ``self`` is unchanged)."""
+    def append(self, **new_rows: pd.DataFrame | None) -> Evidence:
+        """A new Evidence with rows appended (validated first; ``self`` is unchanged).
+
+        Keywords are attribute names (``paired=``, ``policy_evals=``, ``safety=``, ...) or table
+        names (``paired_evaluations=``, ...); ``None`` or empty frames are skipped.
+        """
+        by_attr = {attr: (table, validate) for table, (attr, validate) in _TABLES.items()}
         changes = {}
-        given = {"paired_evaluations": paired, "policy_evaluations": policy_evals,
-                 "safety_events": safety}
-        for table, new in given.items():
+        for key, new in new_rows.items():
+            if key in _TABLES:
+                key = _TABLES[key][0]
+            if key not in by_attr:
+                raise InputError("evidence", f"unknown table {key!r}; known: "
+                                             f"{sorted(by_attr)}")
             if new is None or not len(new):
                 continue
-            attr, validate = _TABLES[table]
+            table, validate = by_attr[key]
             clean = validate(new, self.candidates, table=f"{table} (new rows)")
-            changes[attr] = pd.concat([getattr(self, attr), clean], ignore_index=True)
+            changes[key] = pd.concat([getattr(self, key), clean], ignore_index=True)
         return replace(self, **changes) if changes else self
 
     def until(self, step: int) -> Evidence:
