@@ -23,8 +23,18 @@ for a whole campaign.  Candidates are loaded from a TOML file::
     cost = { real_h = 0.5, compute = 5, eng_h = 2 }
     drives_hardware = true
     repeatable = false
-    hardware_group = "arm"                    # shared hardware (execution-risk pooling)
+    hardware_group = "arm"                    # shared hardware (execution-risk pooling);
+                                              # required when drives_hardware = true
     targets = ["friction"]                    # mismatch directions it acts on
+
+    [[candidate]]                             # a diagnosis whose measurement informs gains
+    id = "ft_pilot"
+    role = "diagnosis"
+    lens = "optimization"
+    method = "FT pilot"
+    cost = { real_h = 0.5, compute = 1, eng_h = 0.5 }
+    informs = ["ft_real_100"]                 # adaptations whose logit gain it estimates
+    measurement_se = 0.15                     # standard error of that estimate (logit scale)
 """
 
 from __future__ import annotations
@@ -79,9 +89,15 @@ class Candidate:
     repeatable : bool
         Whether m stays a candidate after it has been executed.
     hardware_group : str or None
-        Hardware shared with other candidates (pooling of execution risk).
+        Hardware shared with other candidates (pooling of execution risk); required when
+        ``drives_hardware`` is true.
     targets : tuple of str
         Mismatch directions ξ_k the intervention acts on (candidate prioritisation).
+    informs : tuple of str
+        For a diagnosis: the adaptations whose logit gain its measurement estimates (a
+        ``gain_estimates`` evidence row per informed candidate).
+    measurement_se : float or None
+        Standard error (logit scale) of that measurement; required when ``informs`` is set.
     """
 
     id: str
@@ -97,11 +113,14 @@ class Candidate:
     hardware_group: str | None = None
     targets: tuple[str, ...] = ()
     description: str = ""
+    informs: tuple[str, ...] = ()
+    measurement_se: float | None = None
 
 
 _FIELDS = {
     "id", "role", "lens", "method", "cost", "recipe", "batch", "drives_hardware",
-    "changes_policy", "repeatable", "hardware_group", "targets", "description",
+    "changes_policy", "repeatable", "hardware_group", "targets", "description", "informs",
+    "measurement_se",
 }
 
 
@@ -140,6 +159,12 @@ class CandidateSet:
                 raise InputError(table, f"duplicate candidate id {c.id!r} (first at row "
                                         f"{seen[c.id]})", row=i)
             seen[c.id] = i
+        roles = {c.id: c.role for c in self.candidates}
+        for i, c in enumerate(self.candidates):
+            for target in c.informs:
+                if roles.get(target) != "adaptation":
+                    raise InputError(table, f"{c.id!r} informs {target!r}, which is not an "
+                                            "adaptation candidate of this file", row=i)
 
     def __iter__(self) -> Iterator[Candidate]:
         return iter(self.candidates)
@@ -218,6 +243,19 @@ def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], tabl
     for flag in ("drives_hardware", "changes_policy", "repeatable"):
         if not isinstance(getattr(c, flag), bool):
             raise InputError(table, f"{flag} must be true or false", row=row)
+    if c.drives_hardware and not (isinstance(c.hardware_group, str) and c.hardware_group.strip()):
+        raise InputError(table, f"hardware candidate {c.id!r} (drives_hardware = true) needs a "
+                                "hardware_group: execution risk is pooled across candidates "
+                                "that share hardware", row=row)
+    if c.informs:
+        if c.role != "diagnosis":
+            raise InputError(table, f"only diagnosis candidates may set informs ({c.id!r} has "
+                                    f"role {c.role!r})", row=row)
+        se = c.measurement_se
+        if isinstance(se, bool) or not isinstance(se, int | float) or not np.isfinite(se) \
+                or se <= 0:
+            raise InputError(table, f"{c.id!r} informs {list(c.informs)} and needs "
+                                    f"measurement_se > 0, got {se!r}", row=row)
 
 
 def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> Candidate:
@@ -241,6 +279,9 @@ def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> C
     for name in text_fields:
         if name in entry and not isinstance(entry[name], str):
             raise InputError(table, f"{name} must be a string, got {entry[name]!r}", row=row)
+    informs = entry.get("informs", ())
+    if isinstance(informs, str) or not all(isinstance(t, str) for t in informs):
+        raise InputError(table, "informs must be a list of candidate ids", row=row)
     group = entry.get("hardware_group")
     if group is not None and not isinstance(group, str):
         raise InputError(table, "hardware_group must be a string", row=row)
@@ -251,6 +292,7 @@ def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> C
         changes_policy=entry.get("changes_policy", role == "adaptation"),
         repeatable=entry.get("repeatable", False), hardware_group=group,
         targets=tuple(targets), description=entry.get("description", ""),
+        informs=tuple(informs), measurement_se=entry.get("measurement_se"),
     )
 
 

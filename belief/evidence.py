@@ -37,6 +37,7 @@ from belief.candidates import CandidateSet
 from belief.errors import InputError
 
 __all__ = [
+    "GAIN_ESTIMATE_COLUMNS",
     "PAIRED_COLUMNS",
     "POLICY_EVAL_COLUMNS",
     "SAFETY_COLUMNS",
@@ -44,6 +45,7 @@ __all__ = [
     "PolicyTree",
     "policy_tree",
     "read_table",
+    "validate_gain_estimates",
     "validate_paired",
     "validate_policy_evals",
     "validate_safety",
@@ -53,6 +55,7 @@ PAIRED_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "control_succe
                   "control_trials", "treated_successes", "treated_trials")
 SAFETY_COLUMNS = ("step", "candidate", "executions", "unsafe")
 POLICY_EVAL_COLUMNS = ("step", "policy", "eval_protocol", "successes", "trials")
+GAIN_ESTIMATE_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "estimate", "se")
 _COUNT_COLUMNS = ("control_successes", "control_trials", "treated_successes", "treated_trials")
 
 
@@ -282,6 +285,67 @@ def policy_tree(paired: pd.DataFrame, extra: tuple[str, ...] = (),
     return PolicyTree(order, parent, via)
 
 
+def _float_column(df: pd.DataFrame, col: str, table: str, positive: bool = False) -> np.ndarray:
+    values = df[col].to_numpy()
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        try:
+            fv = float(v) if not isinstance(v, bool | np.bool_) else float("nan")
+        except (TypeError, ValueError):
+            fv = float("nan")
+        if not np.isfinite(fv):
+            raise InputError(table, f"{col} must be a finite number, got {_show(v)}", row=i)
+        if positive and fv <= 0:
+            raise InputError(table, f"{col} must be > 0, got {_show(v)}", row=i)
+        out[i] = fv
+    return out
+
+
+def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
+                            table: str = "gain_estimates") -> pd.DataFrame:
+    """Validate summary-level gain measurements (estimate, se) of adaptations.
+
+    Each row is a measurement, on the logit scale, of the gain of the next execution of
+    ``candidate`` from ``policy`` (e.g. a diagnosis pilot), with standard error ``se``; the
+    policy does not change.  Columns :data:`GAIN_ESTIMATE_COLUMNS` (``source``, the diagnosis
+    that produced it, optional).  Rules: candidate known and policy-changing, finite estimate,
+    se > 0, ``eval_protocol`` equal to E_shared.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in GAIN_ESTIMATE_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: "
+                                f"{list(GAIN_ESTIMATE_COLUMNS)}")
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame({"step": _integer_column(df, "step", table),
+                        "candidate": _string_column(df, "candidate", table),
+                        "policy": _string_column(df, "policy", table),
+                        "eval_protocol": _string_column(df, "eval_protocol", table),
+                        "estimate": _float_column(df, "estimate", table),
+                        "se": _float_column(df, "se", table, positive=True)})
+    out["source"] = (df["source"].fillna("").astype(str).to_numpy() if "source" in df.columns
+                     else "")
+    for i, cid in enumerate(out["candidate"]):
+        if cid not in set(candidates.ids):
+            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
+        if not candidates[cid].changes_policy:
+            raise InputError(table, f"candidate {cid!r} has role {candidates[cid].role!r}: gain "
+                                    "estimates are for policy-changing candidates", row=i)
+    for i, proto in enumerate(out["eval_protocol"]):
+        if proto != candidates.eval_protocol:
+            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
+                                    f"protocol {candidates.eval_protocol!r}", row=i)
+    return out
+
+
+def _empty_gain_estimates() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("candidate", "policy",
+                                                            "eval_protocol", "source")
+                                      else (np.int64 if c == "step" else float))
+                         for c in (*GAIN_ESTIMATE_COLUMNS, "source")})
+
+
 def _empty_paired() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object if c in ("candidate", "policy",
                                                             "eval_protocol") else np.int64)
@@ -302,6 +366,7 @@ def _empty_policy_evals() -> pd.DataFrame:
 
 
 _TABLES = {"paired_evaluations": ("paired", validate_paired),
+           "gain_estimates": ("gain_estimates", validate_gain_estimates),
            "policy_evaluations": ("policy_evals", validate_policy_evals),
            "safety_events": ("safety", validate_safety)}
 
@@ -319,6 +384,9 @@ class Evidence:
         Stand-alone evaluations of a policy: ``step, policy, eval_protocol, successes, trials``.
     safety : DataFrame
         Execution-safety events: ``step, candidate, executions, unsafe``.
+    gain_estimates : DataFrame
+        Summary-level logit-gain measurements: ``step, candidate, policy, eval_protocol,
+        estimate, se`` (see :func:`validate_gain_estimates`).
 
     Use :meth:`append` to add rows; it validates the new rows and returns a new object.
     """
@@ -327,6 +395,7 @@ class Evidence:
     paired: pd.DataFrame = field(default_factory=_empty_paired)
     policy_evals: pd.DataFrame = field(default_factory=_empty_policy_evals)
     safety: pd.DataFrame = field(default_factory=_empty_safety)
+    gain_estimates: pd.DataFrame = field(default_factory=_empty_gain_estimates)
 
     def __post_init__(self) -> None:
         for table, (attr, validate) in _TABLES.items():

@@ -16,6 +16,8 @@ where k is how often m was executed before on the child's lineage (diminishing r
     μ_0 ~ Normal(effect_mu_mu, effect_mu_sigma),  τ_· ~ HalfNormal(·_sigma)
 
     successes_π ~ Binomial(trials_π, logistic(η_π))       (control and treated arms alike)
+    estimate_e  ~ Normal(θ_m · ρ^{k}, sqrt(se_e² + τ_exec²))   (summary-level gain estimates,
+                                                              e.g. a diagnosis pilot)
 
 The *next* execution of m from policy π has predictive gain on the success-probability scale::
 
@@ -29,7 +31,13 @@ independent binomials (the pairing's positive correlation is ignored, which is c
 for differences).
 
 The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers over
-``max_policies`` policy slots; a re-fit after new evidence swaps the data without recompiling.
+``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked out); a
+re-fit after new evidence swaps the data without recompiling.
+
+For the allocator, :func:`decision_draws` compresses the posterior into joint draws at the
+current policy (η_π, θ, τ_exec, ρ, repeats, and the standard-normal run-to-run noise of the
+next two executions of every candidate); :func:`gain_from_draws`, :func:`next_gain`,
+:func:`simulate` and :func:`loglik` are the vectorised functions the CVU engine uses.
 """
 
 from __future__ import annotations
@@ -47,7 +55,8 @@ from belief.candidates import CandidateSet
 from belief.errors import InputError
 from belief.evidence import PolicyTree, policy_tree
 
-__all__ = ["GainsModel", "GainsPriors", "encode_policies"]
+__all__ = ["GainsModel", "GainsPriors", "decision_draws", "encode_estimates", "encode_policies",
+           "gain_from_draws", "loglik", "next_gain", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,8 @@ class PolicyEncoding:
 
 def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int,
                     current: tuple[str, ...] = (),
-                    policy_evals: pd.DataFrame | None = None) -> PolicyEncoding:
+                    policy_evals: pd.DataFrame | None = None,
+                    gain_estimates: pd.DataFrame | None = None) -> PolicyEncoding:
     """Encode the policy tree and aggregated binomial counts into ``max_policies`` slots.
 
     Counts of a policy are summed over every arm it appeared in and every stand-alone
@@ -125,8 +135,9 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
     (they sample from the prior).
     """
     extra = tuple(current)
-    if policy_evals is not None and len(policy_evals):
-        extra = (*extra, *policy_evals["policy"])
+    for table in (policy_evals, gain_estimates):
+        if table is not None and len(table):
+            extra = (*extra, *table["policy"])
     tree: PolicyTree = policy_tree(paired, extra=extra)
     n = len(tree.policies)
     if n > max_policies:
@@ -161,6 +172,46 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
     return PolicyEncoding(list(tree.policies), anc, is_root, via, repeats, succ, trials)
 
 
+@dataclass(frozen=True)
+class EstimateEncoding:
+    """Fixed-size arrays of summary-level gain estimates (unused slots masked)."""
+
+    value: np.ndarray
+    se: np.ndarray
+    candidate: np.ndarray
+    repeats: np.ndarray
+    mask: np.ndarray
+
+    def data(self) -> dict[str, np.ndarray]:
+        return {"est_value": self.value, "est_se": self.se, "est_candidate": self.candidate,
+                "est_repeats": self.repeats, "est_mask": self.mask}
+
+
+def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
+                     gain_ids: list[str], max_estimates: int) -> EstimateEncoding:
+    """Encode ``gain_estimates`` rows into ``max_estimates`` slots.
+
+    ``repeats`` is how often the estimated candidate had run on the lineage of the row's policy
+    (the estimate is of the *next* execution from that policy).
+    """
+    value = np.zeros(max_estimates)
+    se = np.ones(max_estimates)
+    cand = np.zeros(max_estimates, dtype=np.int64)
+    repeats = np.zeros(max_estimates)
+    mask = np.zeros(max_estimates)
+    rows = gain_estimates if gain_estimates is not None else pd.DataFrame()
+    if len(rows) > max_estimates:
+        raise InputError("gain_estimates", f"{len(rows)} rows exceed max_estimates="
+                                           f"{max_estimates}; build the model with more slots")
+    for e, (c, p, v, s_) in enumerate(zip(rows.get("candidate", []), rows.get("policy", []),
+                                          rows.get("estimate", []), rows.get("se", []),
+                                          strict=True)):
+        j = gain_ids.index(c)
+        value[e], se[e], cand[e], mask[e] = v, s_, j, 1.0
+        repeats[e] = enc.repeats_from(p, gain_ids)[j]
+    return EstimateEncoding(value, se, cand, repeats, mask)
+
+
 _COMPILED: dict[tuple, Any] = {}
 
 
@@ -176,6 +227,8 @@ class GainsModel:
     max_policies : int
         Number of policy slots compiled into the model (a campaign of T adaptation steps
         needs T + 1).
+    max_estimates : int
+        Number of summary-level gain-estimate slots.
 
     Examples
     --------
@@ -187,6 +240,7 @@ class GainsModel:
     candidates: CandidateSet
     priors: GainsPriors = field(default_factory=GainsPriors)
     max_policies: int = 32
+    max_estimates: int = 16
     last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -209,18 +263,24 @@ class GainsModel:
         return {"lens": self.lenses, "method": self.methods, "candidate": self.gain_ids,
                 "policy_slot": list(range(self.max_policies))}
 
-    def build(self, encoding: PolicyEncoding | None = None):
-        """The ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or empty)."""
+    def build(self, encoding: PolicyEncoding | None = None,
+              estimates: EstimateEncoding | None = None):
+        """The ``pm.Model`` with ``pm.Data`` containers (filled with the encodings or empty)."""
         import pymc as pm
         import pytensor.tensor as pt
 
         if encoding is None:
             encoding = encode_policies(_no_rows(), self.gain_ids, self.max_policies)
+        if estimates is None:
+            estimates = encode_estimates(None, encoding, self.gain_ids, self.max_estimates)
         pr = self.priors
-        with pm.Model(coords=self.coords()) as model:
+        coords = {**self.coords(), "estimate_slot": list(range(self.max_estimates))}
+        with pm.Model(coords=coords) as model:
             data = {name: pm.Data(name, value, dims=("policy_slot", "policy_slot")
                                   if name == "ancestry" else "policy_slot")
                     for name, value in encoding.data().items()}
+            data.update({name: pm.Data(name, value, dims="estimate_slot")
+                         for name, value in estimates.data().items()})
             mu0 = pm.Normal("mu0", pr.effect_mu_mu, pr.effect_mu_sigma)
             tau_lens = pm.HalfNormal("tau_lens", pr.lens_sigma)
             tau_method = pm.HalfNormal("tau_method", pr.method_sigma)
@@ -249,12 +309,16 @@ class GainsModel:
                                    dims="policy_slot")
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
+            est_mu = effect[data["est_candidate"]] * rho ** data["est_repeats"]
+            est_sd = pt.sqrt(data["est_se"] ** 2 + tau_exec**2)
+            est_logp = pm.logp(pm.Normal.dist(est_mu, est_sd), data["est_value"])
+            pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
 
     def _compiled(self):
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
                tuple(self.method_of_candidate), tuple(self.lens_of_method), self.priors,
-               self.max_policies)
+               self.max_policies, self.max_estimates)
         if key not in _COMPILED:
             import nutpie
 
@@ -266,6 +330,7 @@ class GainsModel:
     # -- fit --------------------------------------------------------------------------------
     def fit(self, paired: pd.DataFrame, current_policy: str | tuple[str, ...] = (), *,
             policy_evals: pd.DataFrame | None = None,
+            gain_estimates: pd.DataFrame | None = None,
             draws: int = 500, tune: int = 500, chains: int = 2, seed: int = 0,
             target_accept: float = 0.95, progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior given a validated paired table.
@@ -278,6 +343,8 @@ class GainsModel:
             Policies that must have a slot even without evidence (the campaign's current one).
         policy_evals : DataFrame, optional
             ``Evidence.policy_evals``: stand-alone evaluations of policies.
+        gain_estimates : DataFrame, optional
+            ``Evidence.gain_estimates``: summary-level logit-gain measurements.
 
         Returns
         -------
@@ -288,8 +355,10 @@ class GainsModel:
         import nutpie
 
         current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
-        enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals)
-        compiled = self._compiled().with_data(**enc.data())
+        enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals,
+                              gain_estimates)
+        est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates)
+        compiled = self._compiled().with_data(**enc.data(), **est.data())
         t0 = time.perf_counter()
         idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                               progress_bar=progressbar, target_accept=target_accept)
@@ -323,6 +392,11 @@ class GainsModel:
         return dt
 
     # -- decision quantities ----------------------------------------------------------------
+    def decision_draws(self, idata: xr.DataTree, policy: str,
+                       rng: np.random.Generator) -> xr.Dataset:
+        """Joint draws at ``policy`` for the allocator (see :func:`decision_draws`)."""
+        return decision_draws(idata, policy, self.gain_ids, rng)
+
     def predictive_gain(self, idata: xr.DataTree, policy: str,
                         rng: np.random.Generator) -> xr.DataArray:
         """Posterior-predictive gain of the next execution of every gain candidate from ``policy``.
@@ -335,20 +409,124 @@ class GainsModel:
         DataArray
             Dims (``sample``, ``candidate``), on the success-probability scale.
         """
-        post = idata["posterior"].to_dataset()
-        if policy not in post["policy"].values:
-            raise InputError("GainsModel.predictive_gain", f"policy {policy!r} was not part of "
-                                                           "the fit; pass it as current_policy")
-        eta = _stack(post["policy_logit"].sel(policy=policy))
-        theta = _stack(post["effect"])
-        tau = _stack(post["tau_exec"])
-        rho = _stack(post["rho"])
-        k = lineage_repeats(idata, policy, self.gain_ids)
-        z = rng.standard_normal(theta.shape)
-        new = eta[:, None] + theta * rho[:, None] ** k[None, :] + tau[:, None] * z
-        gain = expit(new) - expit(eta)[:, None]
-        return xr.DataArray(gain, dims=("sample", "candidate"),
-                            coords={"candidate": self.gain_ids}, name="gain")
+        return gain_from_draws(self.decision_draws(idata, policy, rng))
+
+
+DRAW_VARS = ("gains_eta", "gains_theta", "gains_tau", "gains_rho", "gains_repeats",
+             "gains_z_now", "gains_z_next")
+
+
+def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
+                   rng: np.random.Generator) -> xr.Dataset:
+    """Compress a gains posterior into joint draws at the current policy π.
+
+    Returns a Dataset over ``sample`` (chain × draw) and ``candidate`` (gain candidates):
+    ``gains_eta`` = η_π, ``gains_theta`` = θ_m, ``gains_tau`` = τ_exec, ``gains_rho`` = ρ,
+    ``gains_repeats`` = k_m(π), and standard-normal noise ``gains_z_now`` / ``gains_z_next``
+    of the next and the following execution of every candidate (drawn with ``rng``).
+    """
+    post = idata["posterior"].to_dataset()
+    if policy not in post["policy"].values:
+        raise InputError("GainsModel.predictive_gain", f"policy {policy!r} was not part of "
+                                                       "the fit; pass it as current_policy")
+    eta = _stack(post["policy_logit"].sel(policy=policy))
+    theta = _stack(post["effect"].sel(candidate=gain_ids))
+    shape = theta.shape
+    return xr.Dataset(
+        {"gains_eta": ("sample", eta), "gains_theta": (("sample", "candidate"), theta),
+         "gains_tau": ("sample", _stack(post["tau_exec"])),
+         "gains_rho": ("sample", _stack(post["rho"])),
+         "gains_repeats": ("candidate", lineage_repeats(idata, policy, gain_ids)),
+         "gains_z_now": (("sample", "candidate"), rng.standard_normal(shape)),
+         "gains_z_next": (("sample", "candidate"), rng.standard_normal(shape))},
+        coords={"candidate": gain_ids})
+
+
+def _arrays(draws: xr.Dataset) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(draws[v].values, dtype=float) for v in DRAW_VARS)
+
+
+def _gain(eta, theta, tau, rho, k, z) -> np.ndarray:
+    new = eta[:, None] + theta * rho[:, None] ** k[None, :] + tau[:, None] * z
+    return expit(new) - expit(eta)[:, None]
+
+
+def gain_from_draws(draws: xr.Dataset) -> xr.DataArray:
+    """ΔJ_next(m | π) = logistic(η + θ_m ρ^{k_m} + τ z_now,m) − logistic(η), (sample, candidate)."""
+    eta, theta, tau, rho, k, z_now, _ = _arrays(draws)
+    return xr.DataArray(_gain(eta, theta, tau, rho, k, z_now), dims=("sample", "candidate"),
+                        coords={"candidate": draws["candidate"].values}, name="gain")
+
+
+def executed_logit(draws: xr.Dataset, m: str) -> np.ndarray:
+    """η' = η + θ_m ρ^{k_m} + τ z_now,m: the logit of the policy that executing m produces."""
+    eta, theta, tau, rho, k, z_now, _ = _arrays(draws)
+    j = list(draws["candidate"].values).index(m)
+    return eta + theta[:, j] * rho ** k[j] + tau * z_now[:, j]
+
+
+def next_gain(draws: xr.Dataset, m: str | None) -> xr.DataArray:
+    """Joint draws of every candidate's next gain in the state after executing ``m``.
+
+    For an adaptation m the policy becomes π' with η' = :func:`executed_logit`, m's repeat
+    count rises by one, and the following execution of every candidate uses fresh noise
+    z_next; for anything else (``m`` None or not a gain candidate) the policy is unchanged and
+    the gains are :func:`gain_from_draws`.
+    """
+    ids = list(draws["candidate"].values)
+    if m is None or m not in ids:
+        return gain_from_draws(draws)
+    _eta, theta, tau, rho, k, _, z_next = _arrays(draws)
+    k2 = k.copy()
+    k2[ids.index(m)] += 1
+    g = _gain(executed_logit(draws, m), theta, tau, rho, k2, z_next)
+    return xr.DataArray(g, dims=("sample", "candidate"), coords={"candidate": ids}, name="gain")
+
+
+def simulate(draws: xr.Dataset, m: str, rng: np.random.Generator, idx: np.ndarray,
+             trials: int = 100) -> np.ndarray:
+    """Outcomes of m's paired evaluation (``trials`` per arm) under the draws ``idx``.
+
+    Returns an integer array (len(idx), 2): control successes ~ Bin(trials, logistic(η)),
+    treated successes ~ Bin(trials, logistic(η')) with η' from :func:`executed_logit`.
+    """
+    eta = draws["gains_eta"].values[idx]
+    eta2 = executed_logit(draws, m)[idx]
+    return np.stack([rng.binomial(trials, expit(eta)), rng.binomial(trials, expit(eta2))], -1)
+
+
+def loglik(draws: xr.Dataset, m: str, y: np.ndarray, trials: int = 100) -> np.ndarray:
+    """log p(Y_j | draw i) of paired outcomes ``y`` (J, 2) for every draw: shape (J, S)."""
+    from scipy.stats import binom
+
+    p0 = expit(draws["gains_eta"].values)[None, :]
+    p1 = expit(executed_logit(draws, m))[None, :]
+    return binom.logpmf(y[:, :1], trials, p0) + binom.logpmf(y[:, 1:], trials, p1)
+
+
+def _estimate_moments(draws: xr.Dataset, target: str, se: float) -> tuple[np.ndarray, ...]:
+    _eta, theta, tau, rho, k, _, _ = _arrays(draws)
+    j = list(draws["candidate"].values).index(target)
+    return theta[:, j] * rho ** k[j], np.sqrt(se**2 + tau**2)
+
+
+def simulate_estimate(draws: xr.Dataset, target: str, se: float, rng: np.random.Generator,
+                      idx: np.ndarray) -> np.ndarray:
+    """A diagnosis' estimate of ``target``'s logit gain under draws ``idx``, shape (J,).
+
+    y ~ Normal(θ ρ^k, sqrt(se² + τ_exec²)): the pilot is its own small run (its own run-to-run
+    noise) measured with standard error ``se`` — the same likelihood as in the model.
+    """
+    mu, sd = _estimate_moments(draws, target, se)
+    return mu[idx] + sd[idx] * rng.standard_normal(len(idx))
+
+
+def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) -> np.ndarray:
+    """log Normal(y_j | θ ρ^k, sqrt(se² + τ_exec²)) for every draw: shape (J, S)."""
+    from scipy.stats import norm
+
+    mu, sd = _estimate_moments(draws, target, se)
+    return norm.logpdf(y[:, None], loc=mu[None, :], scale=sd[None, :])
 
 
 def lineage_repeats(idata: xr.DataTree, policy: str, gain_ids: list[str]) -> np.ndarray:
