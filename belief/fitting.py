@@ -15,7 +15,7 @@ from belief.candidates import CandidateSet
 from belief.diagnostics import check_convergence
 from belief.evidence import Evidence
 from belief.state import make_belief
-from models.gains import GainsModel, GainsPriors
+from models.gains import GainsModel, GainsPriors, gain_from_draws
 
 __all__ = ["BeliefFitter", "FitSettings"]
 
@@ -71,14 +71,16 @@ class BeliefFitter:
         """
         s = self.settings
         gains_idata = self.gains.fit(evidence.paired, policy, policy_evals=evidence.policy_evals,
+                                     gain_estimates=evidence.gain_estimates,
                                      draws=s.draws, tune=s.tune,
                                      chains=s.chains, seed=seed, progressbar=progressbar)
         conv = check_convergence(gains_idata, ["effect", "policy_logit", "tau_exec"],
                                  rhat_max=s.rhat_max, ess_min=s.ess_threshold)
         rng = np.random.default_rng([seed, 1])
-        gain = self.gains.predictive_gain(gains_idata, policy, rng)
+        draws = self.gains.decision_draws(gains_idata, policy, rng)
         executions, unsafe = evidence.safety_counts()
-        belief = make_belief(gain, self.candidates, step=step, policy=policy,
+        belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
+                             model_draws=draws,
                              executions=executions, unsafe=unsafe,
                              reliability={"reliable": int(conv.reliable),
                                           "reliability_reason": conv.reason,

@@ -26,7 +26,8 @@ __all__ = ["State", "make_belief", "summarize"]
 def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, policy: str,
                 executions: np.ndarray | None = None, unsafe: np.ndarray | None = None,
                 p_unsafe: xr.DataArray | None = None,
-                reliability: dict[str, float | int | str] | None = None) -> xr.Dataset:
+                reliability: dict[str, float | int | str] | None = None,
+                model_draws: xr.Dataset | None = None) -> xr.Dataset:
     """Assemble q_t from model draws.
 
     Parameters
@@ -41,6 +42,10 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
     p_unsafe : DataArray (``sample``, ``candidate``), optional
     reliability : dict, optional
         Convergence attributes (see :meth:`belief.diagnostics.Convergence.as_attrs`).
+    model_draws : Dataset, optional
+        The models' joint decision draws (e.g. ``gains_*`` from
+        :func:`models.gains.decision_draws`), kept in q_t for the continuation value; variables
+        over ``candidate`` are filled with 0 for candidates the model does not cover.
     """
     ids = candidates.ids
     full = gain.reindex(candidate=ids, fill_value=0.0)
@@ -54,6 +59,11 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
     if p_unsafe is not None:
         data["p_unsafe"] = p_unsafe.reindex(candidate=ids, fill_value=0.0).transpose(
             "sample", "candidate")
+    if model_draws is not None:
+        for name, var in model_draws.data_vars.items():
+            if "candidate" in var.dims:
+                var = var.reindex(candidate=ids, fill_value=0.0)
+            data[name] = var.drop_vars("sample", errors="ignore")
     ds = xr.Dataset(data).assign_coords(candidates.attributes().coords)
     ds = ds.assign_coords(sample=np.arange(ds.sizes["sample"]))
     ds.attrs.update({"step": int(step), "policy": str(policy), "eval_protocol":
