@@ -1,0 +1,160 @@
+"""CVU against closed forms (EVSI, conjugate nested refits), monotonicity and budget effects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from belief.cvu import CVUSettings, Experiment, continuation_value, cvu_for_state, weighted_phi
+from belief.functionals import Functional, cvar, lcb
+
+MEAN = Functional("mean")
+IDS = ["act", "observe"]
+ZERO_COST = np.zeros((2, 1))
+
+
+def no_weights(b):
+    return np.zeros(1)
+
+
+def normal_draws(mu0, sd0, n=5000):
+    """Stratified draws: exact normal quantiles (mean exactly mu0)."""
+    return mu0 + sd0 * stats.norm.ppf((np.arange(n) + 0.5) / n)
+
+
+def evsi(mu0, sd0, sigma, n):
+    s = np.sqrt(sd0**4 / (sd0**2 + sigma**2 / n))
+    u = abs(mu0) / s
+    return s * (stats.norm.pdf(u) - u * stats.norm.sf(u))
+
+
+def normal_experiment(delta, sigma, n, refit=False):
+    se = sigma / np.sqrt(n)
+    gain = np.stack([delta, np.zeros_like(delta)], -1)
+
+    def exact(y):  # conjugate posterior of Δ given ȳ, as stratified draws
+        prior_mu, prior_var = delta.mean(), delta.var()
+        var = 1 / (1 / prior_var + 1 / se**2)
+        mu = var * (prior_mu / prior_var + float(y) / se**2)
+        d = normal_draws(mu, np.sqrt(var), 2000)
+        return np.stack([d, np.zeros_like(d)], -1)
+
+    return Experiment(
+        next_gain=gain,
+        simulate=lambda rng, idx: delta[idx] + se * rng.standard_normal(len(idx)),
+        loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se),
+        refit=exact if refit else None)
+
+
+def cvu_observe(delta, sigma, n, seed=0, outcomes=1000, refit=False, max_refits=16):
+    gain = np.stack([delta, np.zeros_like(delta)], -1)
+    out = continuation_value(gain, {"observe": normal_experiment(delta, sigma, n, refit)}, IDS,
+                             ZERO_COST, np.ones(1), no_weights, MEAN,
+                             settings=CVUSettings(n_outcomes=outcomes, seed=seed,
+                                                  max_refits=max_refits))
+    return out.sel(candidate="observe")
+
+
+@pytest.mark.parametrize("mu0, sd0, sigma, n", [(0.0, 1.0, 1.0, 1), (0.5, 1.0, 2.0, 4),
+                                                (-0.3, 0.5, 1.0, 2), (0.2, 1.0, 1.0, 10)])
+def test_cvu_equals_evsi_closed_form(mu0, sd0, sigma, n):
+    res = cvu_observe(normal_draws(mu0, sd0), sigma, n)
+    assert float(res["pareto_k_bad"]) < 0.05  # a few tail outcomes may have k̂ > 0.7
+    assert abs(float(res["cvu"]) - evsi(mu0, sd0, sigma, n)) < 3 * float(res["cvu_mcse"])
+
+
+def test_cvu_nonnegative_nondecreasing_and_below_evpi():
+    mu0, sd0, sigma = 0.3, 1.0, 2.0
+    delta = normal_draws(mu0, sd0)
+    evpi = np.maximum(delta, 0).mean() - max(0.0, delta.mean())
+    prev = None
+    for n in (1, 4, 16):
+        res = cvu_observe(delta, sigma, n, seed=1)  # common random numbers across n
+        val, se = float(res["cvu"]), float(res["cvu_mcse"])
+        assert val >= -3 * se
+        assert val <= evpi + 3 * se
+        if prev is not None:
+            assert val >= prev[0] - 3 * np.hypot(se, prev[1])
+        prev = (val, se)
+    assert evsi(mu0, sd0, sigma, 16) <= evpi
+
+
+def test_binary_case_matches_exact_conjugate_refits():
+    """Act on p − c with p ~ Beta(a, b); observe n Bernoulli trials (exact: beta-binomial sum)."""
+    a, b, c, n = 3.0, 4.0, 0.45, 12
+    p = stats.beta.ppf((np.arange(6000) + 0.5) / 6000, a, b)
+    gain = np.stack([p - c, np.zeros_like(p)], -1)
+    exp = Experiment(next_gain=gain,
+                     simulate=lambda rng, idx: rng.binomial(n, p[idx]).astype(float),
+                     loglik=lambda y: stats.binom.logpmf(y[:, None], n, p[None, :]))
+    res = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+                             MEAN, settings=CVUSettings(n_outcomes=2000, seed=3))
+    ys = np.arange(n + 1)
+    exact = (stats.betabinom.pmf(ys, n, a, b)
+             * np.maximum(0, (a + ys) / (a + b + n) - c)).sum() - max(0, a / (a + b) - c)
+    got = res.sel(candidate="observe")
+    assert abs(float(got["cvu"]) - exact) < 3 * float(got["cvu_mcse"])
+
+
+def test_budget_depletion_makes_cvu_negative():
+    # "probe" teaches nothing and costs 5; "best" (gain 1) costs 10; budget 12.
+    gain = np.stack([np.zeros(100), np.ones(100)], -1)
+    costs = np.array([[5.0], [10.0]])
+    res = continuation_value(gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
+                             costs, np.array([12.0]), no_weights, MEAN)
+    assert float(res["cvu"].sel(candidate="probe")) == pytest.approx(-1.0)
+    assert res.attrs["g0_null"] == pytest.approx(1.0)
+
+
+def test_refit_fallback_where_khat_is_large():
+    mu0, sd0, sigma, n = 0.1, 1.0, 1.0, 2000  # posterior ~45x narrower than the prior
+    delta = normal_draws(mu0, sd0, 3000)
+    plain = cvu_observe(delta, sigma, n, outcomes=200, seed=2)
+    assert float(plain["pareto_k_bad"]) > 0.3 and plain["cvu_method"].item() == "psis"
+    fixed = cvu_observe(delta, sigma, n, outcomes=200, seed=2, refit=True, max_refits=200)
+    assert fixed["cvu_method"].item() == "psis+refit"
+    assert int(fixed["n_refits"]) == round(float(fixed["pareto_k_bad"]) * 200)
+    assert abs(float(fixed["cvu"]) - evsi(mu0, sd0, sigma, n)) < 3 * float(fixed["cvu_mcse"])
+
+
+@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3),
+                                        Functional("mean")])
+def test_weighted_phi_matches_functionals(functional):
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(300, 4))
+    w = rng.exponential(size=(5, 300))
+    got = weighted_phi(functional, draws, w)
+    for j in range(5):
+        for c in range(4):
+            if functional.kind == "lcb":
+                ref = lcb(draws[:, c], functional.param, w[j])
+            elif functional.kind == "cvar":
+                ref = cvar(draws[:, c], functional.param, w[j])
+            else:
+                ref = np.average(draws[:, c], weights=w[j])
+            assert got[j, c] == pytest.approx(ref)
+
+
+def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
+    from belief.candidates import make_budget
+    from belief.decision import decide
+    from belief.state import State
+    from belief.world import SyntheticWorld
+
+    _, belief = fitted
+    world = SyntheticWorld()
+    state = State(step=4, budget=make_budget(world.budget_values, world_candidates.resources),
+                  policy=belief.attrs["policy"], belief=belief, horizon=10,
+                  available=tuple(c for c in world_candidates.ids if c != "si_friction"))
+    res = cvu_for_state(state, world_candidates, weights=world.weight_values,
+                        settings=CVUSettings(n_outcomes=64))
+    assert np.isnan(res["cvu"].sel(candidate="si_friction"))  # executed, not repeatable
+    avail = [c for c in world_candidates.ids if c != "si_friction"]
+    assert np.isfinite(res["cvu"].sel(candidate=avail)).all()
+    assert res["cvu_method"].sel(candidate="sim_refresh").item() == "no outcome"
+    assert res["cvu_method"].sel(candidate="dr_1e6").item().startswith("psis")
+    d = decide(state, world_candidates, weights=world.weight_values, beta=1.0, cvu=res)
+    np.testing.assert_allclose(d["q"].sel(candidate=avail),
+                               (d["u0"] + d["cvu"]).sel(candidate=avail))
+    assert d.attrs["cvu_status"] == "estimated" and "pareto_k" in d
