@@ -3,7 +3,10 @@
 Each step: fit the models on D_t (compiled once), build q_t, decide, execute m*_t in the world,
 append the evidence, deduct the realised cost b_{t+1} = b_t − ΔC, move to the new policy if m*
 changed it, drop m* if it is not repeatable.  Stops on the economic stop, when the budget is
-exhausted, or at the horizon T.
+exhausted, or at the horizon T.  At the stop, the deployment chance constraint
+P_deploy(unsafe | π_T) ≤ α_deploy is checked on the final policy from deployment evidence (the
+world's deployment evaluation when it offers one) and logged as a final record with
+``"deployment_check"``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from belief.decision import decide, decision_table
 from belief.evidence import Evidence
 from belief.fitting import BeliefFitter, FitSettings
 from belief.functionals import Functional, parse_functional
-from belief.risk import SafetyGate
+from belief.risk import SafetyGate, deployment_check
 from belief.scores import check_beta
 from belief.state import State
 from belief.weights import WeightRule, as_weight_rule
@@ -45,6 +48,9 @@ class World(Protocol):
         """Run m at ``step``; returns an object with ``paired``, ``safety`` (DataFrames),
         ``cost`` (mapping resource → realised amount) and ``policy`` (the policy after)."""
 
+    # Optional: ``deployment_evaluation(step, policy) -> DataFrame`` of ``deployment_safety``
+    # rows; when present the loop runs it on the final policy at the stop.
+
 
 @dataclass(frozen=True)
 class CampaignSettings:
@@ -60,6 +66,9 @@ class CampaignSettings:
     gate : SafetyGate
     fit : FitSettings
     seed : int
+    alpha_deploy : float
+        Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
+        at the stop with the gate's δ and method (never mixed with execution events).
     """
 
     horizon: int = 6
@@ -70,9 +79,16 @@ class CampaignSettings:
     fit: FitSettings = field(default_factory=FitSettings)
     seed: int = 0
     stability_resamples: int = 200
+    alpha_deploy: float = 0.05
 
     def __post_init__(self) -> None:
         parse_functional(self.functional)
+        a = self.alpha_deploy
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
+            from belief.errors import InputError
+
+            raise InputError("alpha_deploy", f"alpha_deploy must satisfy 0 < alpha_deploy < 1, "
+                                             f"got {a!r}")
         check_beta(self.beta)
         if not isinstance(self.horizon, int) or self.horizon < 1:
             from belief.errors import InputError
@@ -82,7 +98,12 @@ class CampaignSettings:
 
 @dataclass
 class CampaignResult:
-    """What a campaign produced."""
+    """What a campaign produced.
+
+    ``deployment_check`` is the result of :func:`belief.risk.deployment_check` on the final
+    policy (pass/fail with both bounds and the reason).
+    """
+
 
     decisions: list[xr.Dataset]
     evidence: Evidence
@@ -93,6 +114,7 @@ class CampaignResult:
     belief: xr.Dataset
     idata: xr.DataTree
     step_seconds: list[float]
+    deployment_check: xr.Dataset | None = None
 
 
 def _jsonable(obj: Any) -> Any:
@@ -208,8 +230,22 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
         # Horizon reached: refresh the belief on the last evidence for the final report.
         seed = int(np.random.default_rng([settings.seed, settings.horizon]).integers(2**31))
         idata, belief = fitter.fit(evidence, policy, settings.horizon, seed)
+    # At the stop: the deployment chance constraint on π_T, from deployment evidence only.
+    end_step = (int(decisions[-1].attrs["step"]) if decisions and decisions[-1].attrs["stop"]
+                else settings.horizon)
+    rows = None
+    if hasattr(world, "deployment_evaluation"):
+        rows = world.deployment_evaluation(end_step, policy)
+        evidence = evidence.append(deployment_safety=rows)
+    deployment = deployment_check(evidence, policy, settings.alpha_deploy, settings.gate.delta,
+                                  settings.gate.method)
+    if log_path:
+        append_record(log_path, {"step": end_step, "record": "deployment_check",
+                                 "policy": policy, "deployment_check": dict(deployment.attrs),
+                                 "deployment_safety": [] if rows is None
+                                 else rows.to_dict("records")})
     result = CampaignResult(decisions, evidence, budget, policy, history, stop_reason, belief,
-                            idata, step_seconds)
+                            idata, step_seconds, deployment)
     if out is not None:
         _write_outputs(out, result)
     return result

@@ -53,8 +53,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   + f", horizon {args.steps}, seed {args.seed} → {out}/")
     t_start = time.perf_counter()
     fitter = BeliefFitter(world.candidates, settings.fit)
-    with console.status("compiling the gains model (once per process; ~20 s the first time)"):
+    with console.status("compiling the models (once per process; ~30 s the first time)"):
         fitter.gains._compiled()
+        if fitter.exec_risk is not None:
+            fitter.exec_risk._compiled()
     console.print(f"compiled in {time.perf_counter() - t_start:.1f} s")
 
     def on_step(step, decision, outcome):
@@ -81,6 +83,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   f"{' → '.join(result.history) or 'no action'}; stop: {result.stop_reason}; "
                   f"true J(π_0) = {world.true_success('pi0'):.3f} → J({result.policy}) = "
                   f"{world.true_success(result.policy):.3f}")
+    dep = result.deployment_check
+    if dep is not None:
+        a = dep.attrs
+        style = "green" if a["passed"] else "red"
+        console.print(f"deployment check on {a['policy']} (α_deploy {a['alpha_deploy']:g}, "
+                      f"{a['method']}): [{style}]{'PASS' if a['passed'] else 'FAIL'}[/{style}] "
+                      f"— {a['reason']}; CP UCB {a['ucb_clopper_pearson']:.4f}, posterior UCB "
+                      f"{a['ucb_posterior']:.4f}; true P_deploy = "
+                      f"{world.true_p_deploy(result.policy):.4f}")
     console.print(f"wrote {out}/belief.nc, {out}/campaign_log.jsonl, {out}/decisions/, "
                   f"{out}/evidence/")
     return 0

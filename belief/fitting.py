@@ -15,6 +15,7 @@ from belief.candidates import CandidateSet
 from belief.diagnostics import check_convergence
 from belief.evidence import Evidence
 from belief.state import make_belief
+from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
 
 __all__ = ["BeliefFitter", "FitSettings"]
@@ -49,14 +50,19 @@ class BeliefFitter:
     candidates : CandidateSet
     settings : FitSettings
     gains_priors : GainsPriors
+    exec_risk_priors : ExecRiskPriors
+        Priors of the execution-risk model (fitted only when some candidate drives hardware).
     """
 
     candidates: CandidateSet
     settings: FitSettings = field(default_factory=FitSettings)
     gains_priors: GainsPriors = field(default_factory=GainsPriors)
+    exec_risk_priors: ExecRiskPriors = field(default_factory=ExecRiskPriors)
 
     def __post_init__(self) -> None:
         self.gains = GainsModel(self.candidates, self.gains_priors, self.settings.max_policies)
+        self.exec_risk = (ExecRiskModel(self.candidates, self.exec_risk_priors)
+                          if any(c.drives_hardware for c in self.candidates) else None)
 
     def fit(self, evidence: Evidence, policy: str, step: int, seed: int,
             progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
@@ -65,7 +71,8 @@ class BeliefFitter:
         Returns
         -------
         idata : DataTree
-            Children named by model (``gains``), each with ``posterior``, ``sample_stats``, ...
+            Children named by model (``gains``; ``exec_risk`` when some candidate drives
+            hardware), each with ``posterior``, ``sample_stats``, ...
         belief : Dataset
             q_t (see :func:`belief.state.make_belief`).
         """
@@ -79,11 +86,26 @@ class BeliefFitter:
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains_idata, policy, rng)
         executions, unsafe = evidence.safety_counts()
+        reliability = {"reliable": int(conv.reliable), "reliability_reason": conv.reason,
+                       **conv.as_attrs("gains_")}
+        children = {"gains": gains_idata}
+        p_unsafe = None
+        if self.exec_risk is not None:  # P_exec(unsafe | m) of hardware candidates
+            exec_idata = self.exec_risk.fit(
+                executions, unsafe, draws=s.draws, tune=s.tune, chains=s.chains,
+                seed=int(np.random.default_rng([seed, 2]).integers(2**31)),
+                progressbar=progressbar)
+            exec_conv = check_convergence(exec_idata, ["p_unsafe", "group_logit"],
+                                          rhat_max=s.rhat_max, ess_min=s.ess_threshold)
+            p_unsafe = p_unsafe_draws(exec_idata)  # same sample count (draws × chains) as gain
+            children["exec_risk"] = exec_idata
+            reliability.update(exec_conv.as_attrs("exec_risk_"))
+            reliability["reliable"] = int(conv.reliable and exec_conv.reliable)
+            reliability["reliability_reason"] = "; ".join(
+                f"{name}: {c.reason}" for name, c in (("gains", conv), ("exec_risk", exec_conv))
+                if not c.reliable) or "converged"
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
-                             model_draws=draws,
-                             executions=executions, unsafe=unsafe,
-                             reliability={"reliable": int(conv.reliable),
-                                          "reliability_reason": conv.reason,
-                                          **conv.as_attrs("gains_")})
-        idata = xr.DataTree.from_dict({"gains": gains_idata})
+                             model_draws=draws, p_unsafe=p_unsafe,
+                             executions=executions, unsafe=unsafe, reliability=reliability)
+        idata = xr.DataTree.from_dict(children)
         return idata, belief

@@ -8,6 +8,13 @@ Two estimators of the upper bound, picked per decision:
   execution-risk model, carried in the belief as ``p_unsafe``).
 
 Candidates that do not drive hardware pass deterministically with P_exec = 0.
+
+The deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is checked at the stop by
+:func:`deployment_check` from *deployment* evidence on the final policy (table
+``deployment_safety``), with the same two estimators: Clopper–Pearson, or the (1 − δ)-quantile
+of the conjugate posterior Beta(a + k, b + n − k) (default Beta(1, 1) prior).  Execution events
+(``safety_events``, per candidate) and deployment events (per policy) are never mixed, even
+when α_exec = α_deploy.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from scipy import stats
 
 from belief.candidates import CandidateSet
 from belief.errors import InputError
+from belief.evidence import Evidence
 
-__all__ = ["SafetyGate", "clopper_pearson_upper", "posterior_upper"]
+__all__ = ["SafetyGate", "clopper_pearson_upper", "deployment_check", "posterior_upper"]
 
 METHODS = ("clopper_pearson", "posterior")
 
@@ -31,21 +39,49 @@ def _check_level(value: float, name: str) -> None:
         raise InputError(name, f"{name} must satisfy 0 < {name} < 1, got {value!r}")
 
 
+def _first_bad(mask: np.ndarray, rows: list | None) -> int | str | None:
+    """Label of the first offending entry: ``rows[i]`` when given, else i (None for scalars)."""
+    if mask.ndim == 0:
+        return None
+    i = int(np.flatnonzero(mask.ravel())[0])
+    return rows[i] if rows is not None else i
+
+
 def clopper_pearson_upper(k: np.ndarray | int, n: np.ndarray | int,
-                          delta: float = 0.05) -> np.ndarray:
+                          delta: float = 0.05, *, table: str = "safety_events",
+                          rows: list | None = None) -> np.ndarray:
     """Exact one-sided (1 − δ) Clopper–Pearson upper bound on a binomial proportion.
 
     UCB_{1−δ}(k, n) = Beta.ppf(1 − δ; k + 1, n − k) for k < n, and 1 when k = n (including
-    n = 0).
+    n = 0).  Equal to the upper end of the two-sided exact interval at level 1 − 2δ.
+
+    Parameters
+    ----------
+    k, n : int or array
+        Unsafe outcomes and executions (broadcast together); integers with 0 ≤ k ≤ n.
+    delta : float
+        0 < δ < 1.
+    table, rows : str, list, optional
+        Names used in the error message (table, and a label per flattened entry).
+
+    Raises
+    ------
+    InputError
+        For negative or non-integer counts, k > n, or δ outside (0, 1).
     """
     _check_level(delta, "delta")
-    k = np.asarray(k)
-    n = np.asarray(n)
-    if np.any(k < 0) or np.any(n < 0):
-        raise InputError("safety_events", "counts must be >= 0")
-    if np.any(k > n):
-        raise InputError("safety_events", "unsafe count k exceeds executions n")
-    kk, nn = np.broadcast_arrays(k.astype(float), n.astype(float))
+    kk, nn = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    for name, arr in (("unsafe count k", kk), ("count n", nn)):
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if np.any(bad):
+            raise InputError(table, f"{name} must be an integer", row=_first_bad(bad, rows))
+    bad = (kk < 0) | (nn < 0)
+    if np.any(bad):
+        raise InputError(table, "counts must be >= 0", row=_first_bad(bad, rows))
+    bad = kk > nn
+    if np.any(bad):
+        raise InputError(table, "unsafe count k exceeds n (executions or trials)",
+                         row=_first_bad(bad, rows))
     out = np.ones(kk.shape)
     ok = kk < nn
     out[ok] = stats.beta.ppf(1.0 - delta, kk[ok] + 1.0, nn[ok] - kk[ok])
@@ -104,7 +140,7 @@ class SafetyGate:
         hw = np.array([c.drives_hardware for c in candidates])
         k = unsafe.sel(candidate=ids)
         n = executions.sel(candidate=ids)
-        cp = np.where(hw, clopper_pearson_upper(k.values, n.values, self.delta), 0.0)
+        cp = np.where(hw, clopper_pearson_upper(k.values, n.values, self.delta, rows=ids), 0.0)
         if p_unsafe is not None:
             post = posterior_upper(p_unsafe, self.delta).reindex(candidate=ids).values
             post = np.where(hw, post, 0.0)
@@ -133,3 +169,77 @@ class SafetyGate:
              "safe_reason": ("candidate", np.array(reasons, dtype=object))},
             coords={"candidate": ids},
             attrs={"alpha_exec": self.alpha_exec, "delta": self.delta, "method": self.method})
+
+
+def deployment_check(evidence: Evidence | tuple[int, int], policy: str,
+                     alpha_deploy: float = 0.05, delta: float = 0.05,
+                     method: str = "clopper_pearson",
+                     prior: tuple[float, float] = (1.0, 1.0)) -> xr.Dataset:
+    """The deployment chance constraint P_deploy(unsafe | π) ≤ α_deploy, checked at the stop.
+
+    With k unsafe outcomes in n deployment trials of ``policy``:
+
+    - Clopper–Pearson: UCB = Beta.ppf(1 − δ; k + 1, n − k) (1 when k = n, including n = 0);
+    - posterior: UCB = Beta.ppf(1 − δ; a + k, b + n − k), the (1 − δ)-quantile of the
+      conjugate posterior under a Beta(a, b) prior (``prior``; default Beta(1, 1) = uniform).
+
+    The constraint passes when the deciding bound (``method``) is ≤ α_deploy.  Only deployment
+    events are used (``Evidence.deployment``, never the execution-safety events).
+
+    Parameters
+    ----------
+    evidence : Evidence or (trials, unsafe)
+        Deployment evidence; rows of ``policy`` are summed.
+    policy : str
+        The final policy π_T.
+    alpha_deploy, delta : float
+        0 < α_deploy < 1, 0 < δ < 1.
+    method : {"clopper_pearson", "posterior"}
+    prior : (float, float)
+        Beta(a, b) prior of the posterior estimator, a, b > 0.
+
+    Returns
+    -------
+    Dataset
+        Scalars ``trials``, ``unsafe``, ``ucb_clopper_pearson``, ``ucb_posterior``,
+        ``p_deploy_bound`` (the deciding one) and ``passed``; ``attrs`` repeat them (JSON-ready)
+        with ``policy``, ``alpha_deploy``, ``delta``, ``method``, ``prior`` and a
+        human-readable ``reason``.
+    """
+    _check_level(alpha_deploy, "alpha_deploy")
+    _check_level(delta, "delta")
+    if method not in METHODS:
+        raise InputError("deployment check", f"method must be one of {list(METHODS)}, got "
+                                             f"{method!r}")
+    a, b = prior
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
+               and v > 0 for v in (a, b)):
+        raise InputError("deployment check", f"prior must be two numbers a, b > 0, got {prior!r}")
+    if isinstance(evidence, Evidence):
+        n, k = evidence.deployment_counts(policy)
+    else:
+        n, k = evidence
+    cp = float(clopper_pearson_upper(k, n, delta, table="deployment_safety", rows=None))
+    n, k = int(n), int(k)
+    post = float(stats.beta.ppf(1.0 - delta, a + k, b + n - k))
+    bound = cp if method == "clopper_pearson" else post
+    passed = bool(bound <= alpha_deploy)
+    label = "CP" if method == "clopper_pearson" else f"posterior (Beta({a:g}, {b:g}) prior)"
+    level = f"UCB_{1 - delta:g}"
+    if n == 0:
+        reason = (f"fail: no deployment trials of policy {policy!r} ({label} {level} = "
+                  f"{bound:.3f} > α_deploy {alpha_deploy:g})")
+    else:
+        verdict = "pass" if passed else "fail"
+        op = "<=" if passed else ">"
+        reason = (f"{verdict}: {label} {level} {bound:.4f} {op} α_deploy {alpha_deploy:g} "
+                  f"({k}/{n} unsafe deployment trials of policy {policy!r})")
+    values = {"trials": n, "unsafe": k, "ucb_clopper_pearson": cp, "ucb_posterior": post,
+              "p_deploy_bound": bound, "passed": passed}
+    ds = xr.Dataset({name: ((), v) for name, v in values.items()})
+    ds.attrs.update({"event": "deployment", "policy": str(policy),
+                     "alpha_deploy": float(alpha_deploy), "delta": float(delta),
+                     "method": method, "prior": f"Beta({a:g}, {b:g})", "reason": reason,
+                     **{name: (int(v) if isinstance(v, bool) else v)
+                        for name, v in values.items()}})
+    return ds

@@ -39,6 +39,14 @@ campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/100
 the four hardware candidates.  Budget
 b_0 = (12, 300, 20); default weights λ = (0.01, 0.0002, 0.004) success probability per unit.
 
+Deployment safety (kept apart from execution safety): every policy has a true probability
+P_deploy(unsafe | π) that a deployment episode is unsafe.  P_deploy(π_0) = 0.01; each execution
+of an adaptation multiplies the odds of the parent policy by a factor: si_friction ×0.8 (a
+better dynamics model avoids hard contacts), dr_1e6 and dr_1e7 ×0.9, da_camera ×1.0, cotrain
+×0.85, ft_real_100 ×2.0 (fine-tuning on 100 real trajectories overfits and takes risks), so
+π_0 → ft_real_100 → ft_real_100 has P_deploy ≈ 0.039.  :meth:`SyntheticWorld.deployment_evaluation`
+runs 400 deployment trials of a policy: unsafe ~ Binomial(400, P_deploy(π)).
+
 Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
 only on (seed, step, history): replaying the same history gives the same outcomes.
 """
@@ -116,6 +124,9 @@ DEFAULT_INTERACTIONS = {
     ("da_camera", "cotrain"): 0.6,
 }
 
+DEFAULT_DEPLOY_ODDS = {"si_friction": 0.8, "dr_1e6": 0.9, "dr_1e7": 0.9, "da_camera": 1.0,
+                       "cotrain": 0.85, "ft_real_100": 2.0}
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -144,6 +155,12 @@ class SyntheticWorld:
         Trials per arm of a paired evaluation.
     execution_sd : float
         Run-to-run s.d. of a realised logit gain.
+    deploy_base : float
+        P_deploy(unsafe | π_0).
+    deploy_trials : int
+        Deployment trials run by :meth:`deployment_evaluation`.
+    deploy_odds : dict
+        Odds multiplier of P_deploy per execution of an adaptation (missing: ×1).
     """
 
     seed: int = 0
@@ -157,6 +174,9 @@ class SyntheticWorld:
         default_factory=lambda: {"real_h": 12.0, "compute": 300.0, "eng_h": 20.0})
     weight_values: dict[str, float] = field(
         default_factory=lambda: {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004})
+    deploy_base: float = 0.01
+    deploy_trials: int = 400
+    deploy_odds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEPLOY_ODDS))
 
     def __post_init__(self) -> None:
         self._truth = {t.candidate.id: t for t in self.truth}
@@ -183,6 +203,7 @@ class SyntheticWorld:
         self.policy = self.initial_policy
         self.history: list[str] = []
         self.policy_logit = {self.policy: float(logit(self.initial_success))}
+        self.deploy_logit = {self.policy: float(logit(self.deploy_base))}
 
     def initial_evidence(self) -> dict[str, pd.DataFrame]:
         """Evidence before the campaign: a baseline evaluation of π_0 and the bench safety runs."""
@@ -221,6 +242,23 @@ class SyntheticWorld:
         """J(π) of a policy the world has produced (default: the current one)."""
         return float(expit(self.policy_logit[policy or self.policy]))
 
+    def true_p_deploy(self, policy: str | None = None) -> float:
+        """P_deploy(unsafe | π) of a policy the world has produced (default: the current one)."""
+        return float(expit(self.deploy_logit[policy or self.policy]))
+
+    def deployment_evaluation(self, step: int, policy: str | None = None,
+                              trials: int | None = None) -> pd.DataFrame:
+        """Deployment-safety trials of ``policy`` (default: the current one).
+
+        unsafe ~ Binomial(trials, P_deploy(unsafe | π)); one ``deployment_safety`` row.  Drawn
+        from ``default_rng([seed, 20_000, step, len(history)])``.
+        """
+        policy = policy or self.policy
+        trials = self.deploy_trials if trials is None else int(trials)
+        rng = np.random.default_rng([self.seed, 20_000, step, len(self.history)])
+        return pd.DataFrame([{"step": step, "policy": policy, "trials": trials,
+                              "unsafe": int(rng.binomial(trials, self.true_p_deploy(policy)))}])
+
     def expected_gain(self, candidate_id: str) -> float:
         """E[ΔJ] of executing m now, over the run-to-run noise (Gauss–Hermite, 40 nodes)."""
         if not self._truth[candidate_id].candidate.changes_policy:
@@ -247,6 +285,8 @@ class SyntheticWorld:
                 rng.standard_normal()
             new_policy = f"pi{len(self.policy_logit)}"
             self.policy_logit[new_policy] = float(new_eta)
+            self.deploy_logit[new_policy] = self.deploy_logit[control] + float(
+                np.log(self.deploy_odds.get(candidate_id, 1.0)))
             n = self.eval_trials
             paired = pd.DataFrame([{
                 "step": step, "candidate": candidate_id, "policy": control,

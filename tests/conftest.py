@@ -47,3 +47,15 @@ def fitted(fitter, campaign_evidence):
     """(idata, belief) fitted on ``campaign_evidence`` at the world's current policy."""
     ev, world = campaign_evidence
     return fitter.fit(ev, world.policy, step=4, seed=11)
+
+
+@pytest.fixture(scope="session")
+def exec_flat_model():
+    """Execution-risk model of one hardware candidate with the flat (Beta(1, 1)) prior."""
+    from belief.candidates import candidates_from_dict
+    from models.exec_risk import ExecRiskModel, ExecRiskPriors
+
+    cs = candidates_from_dict({"campaign": {"eval_protocol": "E"}, "candidate": [
+        {"id": "solo", "role": "diagnosis", "lens": "model", "method": "probe", "cost": {},
+         "drives_hardware": True, "hardware_group": "rig"}]})
+    return ExecRiskModel(cs, ExecRiskPriors.flat())

@@ -13,6 +13,13 @@ def test_demo_end_to_end_small(tmp_path):
     code = main(["demo", "--steps", "3", "--seed", "1", "--draws", "200", "--out", str(out)])
     assert code == 0
     records = [json.loads(line) for line in (out / "campaign_log.jsonl").read_text().splitlines()]
+    final = records.pop()  # the deployment chance constraint on π_T, checked at the stop
+    assert final["record"] == "deployment_check" and final["policy"] == records[-1].get(
+        "policy_after", records[-1]["policy"])
+    check = final["deployment_check"]
+    assert check["passed"] in (0, 1) and check["trials"] == 400
+    assert check["reason"].startswith(("pass", "fail")) and "α_deploy 0.05" in check["reason"]
+    assert (out / "evidence" / "deployment_safety.csv").exists()
     assert [r["step"] for r in records] == list(range(len(records)))
     assert 1 <= len(records) <= 3
     for r in records:

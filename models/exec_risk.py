@@ -1,0 +1,331 @@
+"""Hierarchical model of the execution risk P_exec(unsafe | m) of hardware candidates.
+
+Only candidates that drive real hardware face the execution-safety gate; each belongs to a
+hardware group g(m) (``hardware_group`` in the candidate file).  Candidates sharing hardware are
+partially pooled on the logit scale (logit-normal, non-centred)::
+
+    μ_0          ~ Normal(mu0_mu, mu0_sigma)        (or Logistic(mu0_mu, mu0_sigma), see below)
+    σ_group      ~ HalfNormal(group_sigma)
+    σ_cand       ~ HalfNormal(candidate_sigma)
+    μ_group[g]   = μ_0 + σ_group · z_g,             z_g ~ Normal(0, 1)
+    logit p_m    = μ_group[g(m)] + σ_cand · z_m,    z_m ~ Normal(0, 1)
+    unsafe_m     ~ Binomial(executions_m, p_m)
+
+so a candidate with few executions borrows strength from the other candidates of its group
+(and groups from each other through μ_0).  The posterior draws of ``p_unsafe`` (= p_m) join the
+belief q_t; the gate's posterior bound is their (1 − δ)-quantile.
+
+Priors
+------
+The default (:class:`ExecRiskPriors`) centres μ_0 at logit 0.05 with a wide scale; alone, an
+untested candidate's prior 95 % quantile of p is ≈ 0.6, so it does *not* pass a gate with
+α_exec = 0.1 without evidence from itself or its group.
+
+:meth:`ExecRiskPriors.flat` is the "flat" option: μ_0 ~ Logistic(0, 1), which is exactly the
+logit image of p ~ Beta(1, 1) = Uniform(0, 1), and both pooling scales HalfNormal(0.01), so a
+single candidate's prior on p is Uniform(0, 1) up to a negligible logit jitter and its posterior
+is Beta(k + 1, n − k + 1).  The one-sided Clopper–Pearson bound is the (1 − δ)-quantile of
+Beta(k + 1, n − k) (the posterior under the improper Beta(1, 0)), so with the flat option the
+posterior bound sits just below CP, by one pseudo-safe execution (e.g. 0/50: 0.0570 vs 0.0582).
+
+For the CVU engine, :func:`simulate` and :func:`loglik` are vectorised over posterior draws of
+one candidate's p (plain numpy / scipy; no PyMC).
+
+The model is compiled once per structure (nutpie, numba backend) with ``pm.Data`` containers
+for the per-candidate counts; a re-fit swaps the counts without recompiling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import stats
+
+from belief.candidates import CandidateSet
+from belief.errors import InputError
+
+__all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "simulate"]
+
+TABLE = "safety_events"
+_MU0_DISTS = ("normal", "logistic")
+
+
+@dataclass(frozen=True)
+class ExecRiskPriors:
+    """Priors of the execution-risk model (logit scale).
+
+    Attributes
+    ----------
+    mu0_mu, mu0_sigma : float
+        Location and scale of the prior of the global mean logit risk μ_0 (default centre
+        logit 0.05 ≈ −2.94, scale 1.5).
+    mu0_dist : {"normal", "logistic"}
+        Family of the prior of μ_0.  ``Logistic(0, 1)`` is the logit image of Uniform(0, 1).
+    group_sigma, candidate_sigma : float
+        HalfNormal(·) prior scales of σ_group (between hardware groups) and σ_cand (between
+        candidates of one group).
+    """
+
+    mu0_mu: float = -2.94
+    mu0_sigma: float = 1.5
+    mu0_dist: str = "normal"
+    group_sigma: float = 1.0
+    candidate_sigma: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.mu0_dist not in _MU0_DISTS:
+            raise InputError("ExecRiskPriors", f"mu0_dist must be one of {list(_MU0_DISTS)}, "
+                                               f"got {self.mu0_dist!r}")
+        for name, value in asdict(self).items():
+            if name == "mu0_dist":
+                continue
+            if isinstance(value, bool) or not np.isfinite(value):
+                raise InputError("ExecRiskPriors", f"{name} must be finite, got {value!r}")
+            if name != "mu0_mu" and value <= 0:
+                raise InputError("ExecRiskPriors", f"{name} must be > 0, got {value}")
+
+    @classmethod
+    def flat(cls) -> ExecRiskPriors:
+        """The Beta(1, 1)-equivalent prior: μ_0 ~ Logistic(0, 1), pooling scales ~ HN(0.01)."""
+        return cls(mu0_mu=0.0, mu0_sigma=1.0, mu0_dist="logistic", group_sigma=0.01,
+                   candidate_sigma=0.01)
+
+
+_COMPILED: dict[tuple, Any] = {}
+
+
+@dataclass
+class ExecRiskModel:
+    """Spec of the hierarchical execution-risk model for the hardware candidates of a set.
+
+    Parameters
+    ----------
+    candidates : CandidateSet
+        Only candidates with ``drives_hardware = true`` are modelled; each needs a
+        ``hardware_group``.
+    priors : ExecRiskPriors
+
+    Examples
+    --------
+    >>> model = ExecRiskModel(candidates)                          # doctest: +SKIP
+    >>> idata = model.fit(*evidence.safety_counts())               # compiles once
+    >>> p = p_unsafe_draws(idata)                                  # (sample, candidate)
+    """
+
+    candidates: CandidateSet
+    priors: ExecRiskPriors = field(default_factory=ExecRiskPriors)
+    last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        hw = [(i, c) for i, c in enumerate(self.candidates) if c.drives_hardware]
+        if not hw:
+            raise InputError(self.candidates.source, "the execution-risk model needs at least "
+                                                     "one hardware candidate (drives_hardware)")
+        for i, c in hw:
+            if not c.hardware_group:
+                raise InputError(self.candidates.source, f"hardware candidate {c.id!r} needs a "
+                                                         "hardware_group", row=i)
+        self.hw_ids = [c.id for _, c in hw]
+        self.groups = list(dict.fromkeys(c.hardware_group for _, c in hw))
+        self.group_of_candidate = np.array([self.groups.index(c.hardware_group)
+                                            for _, c in hw])
+
+    # -- build ------------------------------------------------------------------------------
+    def coords(self) -> dict[str, list]:
+        return {"candidate": self.hw_ids, "hw_group": self.groups}
+
+    def build(self, executions: np.ndarray | None = None, unsafe: np.ndarray | None = None):
+        """The ``pm.Model`` with ``pm.Data`` containers ``executions`` and ``unsafe``."""
+        import pymc as pm
+
+        n = len(self.hw_ids)
+        executions = np.zeros(n, np.int64) if executions is None else executions
+        unsafe = np.zeros(n, np.int64) if unsafe is None else unsafe
+        pr = self.priors
+        with pm.Model(coords=self.coords()) as model:
+            n_exec = pm.Data("executions", executions, dims="candidate")
+            k_unsafe = pm.Data("unsafe", unsafe, dims="candidate")
+            if pr.mu0_dist == "logistic":
+                mu0 = pm.Logistic("mu0", pr.mu0_mu, pr.mu0_sigma)
+            else:
+                mu0 = pm.Normal("mu0", pr.mu0_mu, pr.mu0_sigma)
+            sigma_group = pm.HalfNormal("sigma_group", pr.group_sigma)
+            sigma_cand = pm.HalfNormal("sigma_candidate", pr.candidate_sigma)
+            z_group = pm.Normal("z_group", 0.0, 1.0, dims="hw_group")
+            z_cand = pm.Normal("z_candidate", 0.0, 1.0, dims="candidate")
+            group_logit = pm.Deterministic("group_logit", mu0 + sigma_group * z_group,
+                                           dims="hw_group")
+            logit_p = pm.Deterministic(
+                "logit_p", group_logit[self.group_of_candidate] + sigma_cand * z_cand,
+                dims="candidate")
+            pm.Deterministic("p_unsafe", pm.math.invlogit(logit_p), dims="candidate")
+            pm.Binomial("obs", n=n_exec, logit_p=logit_p, observed=k_unsafe, dims="candidate")
+        return model
+
+    def _compiled(self):
+        key = (tuple(self.hw_ids), tuple(self.group_of_candidate), self.priors)
+        if key not in _COMPILED:
+            import nutpie
+
+            t0 = time.perf_counter()
+            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            self.last_timing["compile_s"] = time.perf_counter() - t0
+        return _COMPILED[key]
+
+    # -- data -------------------------------------------------------------------------------
+    def counts(self, executions: Any, unsafe: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Validated (executions, unsafe) in hardware-candidate order.
+
+        Accepts, for each, a DataArray over ``candidate``, a mapping id → count, or an array
+        either over the hardware candidates (model order) or over every candidate of the set
+        (set order, as returned by :meth:`belief.evidence.Evidence.safety_counts`).
+
+        Raises
+        ------
+        InputError
+            Naming ``safety_events``, the candidate and the rule: counts must be finite
+            non-negative integers and unsafe ≤ executions.
+        """
+        n = self._align(executions, "executions")
+        k = self._align(unsafe, "unsafe")
+        for i, cid in enumerate(self.hw_ids):
+            for name, v in (("executions", n[i]), ("unsafe", k[i])):
+                if not np.isfinite(v) or v != np.floor(v):
+                    raise InputError(TABLE, f"{name} must be an integer count, got {v!r}",
+                                     row=cid)
+                if v < 0:
+                    raise InputError(TABLE, f"{name} must be >= 0 (negative count {v:g})",
+                                     row=cid)
+            if k[i] > n[i]:
+                raise InputError(TABLE, f"unsafe ({k[i]:g}) exceeds executions ({n[i]:g})",
+                                 row=cid)
+        return n.astype(np.int64), k.astype(np.int64)
+
+    def _align(self, values: Any, name: str) -> np.ndarray:
+        if isinstance(values, xr.DataArray):
+            missing = [c for c in self.hw_ids if c not in values["candidate"].values]
+            if missing:
+                raise InputError(TABLE, f"{name} has no entry for hardware candidate(s) "
+                                        f"{missing}")
+            return values.sel(candidate=self.hw_ids).to_numpy().astype(float)
+        if isinstance(values, Mapping):
+            return np.array([float(values.get(c, 0)) for c in self.hw_ids])
+        arr = np.asarray(values, dtype=float).ravel()
+        if arr.size == len(self.hw_ids):
+            return arr
+        if arr.size == len(self.candidates):
+            return arr[[self.candidates.index(c) for c in self.hw_ids]]
+        raise InputError(TABLE, f"{name} has {arr.size} entries; expected one per hardware "
+                                f"candidate ({len(self.hw_ids)}) or per candidate "
+                                f"({len(self.candidates)})")
+
+    # -- fit --------------------------------------------------------------------------------
+    def fit(self, executions: Any, unsafe: Any, *, draws: int = 500, tune: int = 500,
+            chains: int = 2, seed: int = 0, target_accept: float = 0.95,
+            progressbar: bool = False) -> xr.DataTree:
+        """Sample the posterior of P_exec(unsafe | m) given execution counts.
+
+        Parameters
+        ----------
+        executions, unsafe
+            Executions n_m and unsafe outcomes k_m per candidate (see :meth:`counts`).
+
+        Returns
+        -------
+        DataTree
+            ``posterior`` with ``p_unsafe`` and ``logit_p`` over ``candidate`` (hardware
+            candidates only), ``group_logit`` over ``hw_group``, ``mu0``, ``sigma_group``,
+            ``sigma_candidate``; ``sample_stats``; ``observed_data`` (``unsafe``) and
+            ``constant_data`` (``executions``, ``hardware_group``).
+        """
+        import nutpie
+
+        n, k = self.counts(executions, unsafe)
+        compiled = self._compiled().with_data(executions=n, unsafe=k)
+        t0 = time.perf_counter()
+        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                              progress_bar=progressbar, target_accept=target_accept)
+        self.last_timing["sample_s"] = time.perf_counter() - t0
+        post = idata["posterior"].to_dataset()
+        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
+        groups: dict[str, xr.Dataset] = {"posterior": post}
+        if "sample_stats" in idata.children:
+            groups["sample_stats"] = idata["sample_stats"].to_dataset()
+        coords = {"candidate": self.hw_ids}
+        groups["observed_data"] = xr.Dataset({"unsafe": ("candidate", k)}, coords=coords)
+        groups["constant_data"] = xr.Dataset(
+            {"executions": ("candidate", n),
+             "hardware_group": ("candidate", [self.groups[g] for g in self.group_of_candidate])},
+            coords=coords)
+        dt = xr.DataTree.from_dict(groups)
+        dt.attrs.update({"model": "exec_risk",
+                         **{f"prior_{a}": v for a, v in asdict(self.priors).items()}})
+        return dt
+
+
+def p_unsafe_draws(idata: xr.DataTree) -> xr.DataArray:
+    """Posterior draws of p_unsafe as (``sample``, ``candidate``).
+
+    ``sample`` stacks (chain, draw) chain-major, in the same order as the gains model's draws,
+    so sample i of both comes from chain i // draws.
+    """
+    da = idata["posterior"]["p_unsafe"].transpose("chain", "draw", "candidate")
+    arr = da.to_numpy()
+    return xr.DataArray(arr.reshape(-1, arr.shape[-1]), dims=("sample", "candidate"),
+                        coords={"candidate": da["candidate"].values}, name="p_unsafe")
+
+
+def _check_runs(runs: int) -> int:
+    if isinstance(runs, bool) or not float(runs).is_integer() or runs < 0:
+        raise InputError("runs", f"runs must be an integer >= 0, got {runs!r}")
+    return int(runs)
+
+
+def simulate(p_draws: np.ndarray, runs: int, rng: np.random.Generator) -> np.ndarray:
+    """Unsafe counts of a future batch of ``runs`` executions, one per posterior draw.
+
+    Y_s ~ Binomial(runs, p_s) for every draw p_s of P_exec(unsafe | m).
+
+    Parameters
+    ----------
+    p_draws : array (S,)
+        Posterior draws of one candidate's p_unsafe.
+    runs : int
+        Executions in the batch (≥ 0).
+    rng : numpy Generator
+
+    Returns
+    -------
+    array (S,) of int
+    """
+    p = np.asarray(p_draws, dtype=float)
+    return rng.binomial(_check_runs(runs), p)
+
+
+def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
+    """Binomial log-likelihood of observed unsafe counts under every posterior draw.
+
+    log p(y_j | p_s) = log Binomial(y_j; runs, p_s)  (``scipy.stats.binom.logpmf``).
+
+    Parameters
+    ----------
+    p_draws : array (S,)
+    runs : int
+    y : array (J,)
+        Unsafe counts, integers in [0, runs].
+
+    Returns
+    -------
+    array (J, S)
+    """
+    runs = _check_runs(runs)
+    y = np.asarray(y)
+    if np.any(y < 0) or np.any(y > runs) or np.any(y != np.floor(y)):
+        raise InputError("y", f"unsafe counts must be integers in [0, runs={runs}]")
+    p = np.asarray(p_draws, dtype=float)
+    return stats.binom.logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])
