@@ -7,6 +7,7 @@ for a whole campaign.  Candidates are loaded from a TOML file::
     [campaign]
     eval_protocol = "pick_place_v1"           # E_shared
     resources = ["real_h", "compute", "eng_h"]
+    policy_interface = "arm7_obs_v2/jointvel_50hz"   # optional: obs/action schema id of π
 
     [budget]                                  # optional: the starting budget b_0
     real_h = 20
@@ -137,6 +138,10 @@ class CandidateSet:
         The campaign's shared evaluation protocol E_shared.
     budget : xarray.DataArray or None
         The starting budget b_0 over ``resource``, when the file gives one.
+    policy_interface : str or None
+        The campaign's policy interface (observation/action schema id, control rate, action
+        semantics).  Evidence stating a different interface is refused (δ_J loses its definition
+        when π is not the same function in sim and real); None means "not checked".
     """
 
     candidates: tuple[Candidate, ...]
@@ -144,6 +149,7 @@ class CandidateSet:
     eval_protocol: str = "default"
     budget: xr.DataArray | None = field(default=None, compare=False)
     source: str = "candidates"
+    policy_interface: str | None = None
 
     def __post_init__(self) -> None:
         table = self.source
@@ -215,7 +221,8 @@ class CandidateSet:
         """The candidates named in ``ids`` (in this set's order)."""
         keep = set(ids)
         return CandidateSet(tuple(c for c in self.candidates if c.id in keep), self.resources,
-                            self.eval_protocol, self.budget, self.source)
+                            self.eval_protocol, self.budget, self.source,
+                            self.policy_interface)
 
 
 def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], table: str) -> None:
@@ -316,7 +323,11 @@ def candidates_from_dict(doc: Mapping[str, Any], source: str = "candidates") -> 
         if not isinstance(doc["budget"], Mapping):
             raise InputError(source, "[budget] must be a table {resource = amount}")
         budget = make_budget(doc["budget"], resources, table=f"{source} [budget]")
-    return CandidateSet(cands, resources, eval_protocol, budget, source)
+    interface = campaign.get("policy_interface")
+    if interface is not None and (not isinstance(interface, str) or not interface.strip()):
+        raise InputError(source, "[campaign] policy_interface must be a non-empty string "
+                                 "(the obs/action schema id of the policy)")
+    return CandidateSet(cands, resources, eval_protocol, budget, source, interface)
 
 
 def load_candidates(path: str | Path) -> CandidateSet:

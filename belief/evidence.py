@@ -42,8 +42,11 @@ __all__ = [
     "PAIRED_COLUMNS",
     "POLICY_EVAL_COLUMNS",
     "SAFETY_COLUMNS",
+    "SENSITIVITY_COLUMNS",
+    "TRANSFER_COLUMNS",
     "Evidence",
     "PolicyTree",
+    "outcome_family",
     "policy_tree",
     "read_table",
     "validate_deployment",
@@ -51,6 +54,9 @@ __all__ = [
     "validate_paired",
     "validate_policy_evals",
     "validate_safety",
+    "validate_sensitivity",
+    "validate_transfer",
+    "xi_directions",
 ]
 
 PAIRED_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "control_successes",
@@ -403,11 +409,260 @@ def _empty_deployment() -> pd.DataFrame:
                          "unsafe": pd.Series(dtype=np.int64)})
 
 
+# -- sensitivity runs and transfer evaluations (issue 6) -------------------------------------
+
+SENSITIVITY_COLUMNS = ("step", "policy", "eval_protocol")
+TRANSFER_COLUMNS = ("step", "policy", "eval_protocol")
+XI_PREFIX = "xi_"
+_SENS_FAMILIES = {"binomial": ("successes", "trials"), "normal": ("mean", "se")}
+_TRANSFER_FAMILIES = {"binomial": ("sim_successes", "sim_trials", "real_successes",
+                                   "real_trials"),
+                      "normal": ("sim_mean", "sim_se", "real_mean", "real_se")}
+
+
+def xi_directions(df: pd.DataFrame) -> list[str]:
+    """Mismatch directions of a sensitivity table: the ``<direction>`` of every ``xi_<direction>``
+    column, in column order (these are the names candidates' ``targets`` refer to)."""
+    return [c[len(XI_PREFIX):] for c in df.columns
+            if isinstance(c, str) and c.startswith(XI_PREFIX)]
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (isinstance(v, float | np.floating) and np.isnan(v)) or v is pd.NA
+
+
+def _present(df: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in df.columns:
+        return np.zeros(len(df), bool)
+    return np.array([not _is_missing(v) for v in df[col].to_numpy(dtype=object)], bool)
+
+
+def _outcome_family(df: pd.DataFrame, families: dict[str, tuple[str, ...]],
+                    table: str) -> str | None:
+    """The single outcome family of a table (None when it has no rows).
+
+    A row belongs to a family when any of the family's columns holds a value; a row with values
+    of two families, a row with none, and a table mixing families are refused.
+    """
+    flags = {name: np.column_stack([_present(df, c) for c in cols]).any(axis=1)
+             for name, cols in families.items()}
+    first: tuple[str, int] | None = None
+    for i in range(len(df)):
+        here = [name for name in families if flags[name][i]]
+        if len(here) > 1:
+            raise InputError(table, "row has values for both outcome families (" + " and ".join(
+                f"{name}: {', '.join(families[name])}" for name in here) + "); give one", row=i)
+        if not here:
+            raise InputError(table, "outcome missing: give " + " or ".join(
+                f"{', '.join(cols)} ({name})" for name, cols in families.items()), row=i)
+        if first is None:
+            first = (here[0], i)
+        elif here[0] != first[0]:
+            raise InputError(table, f"mixed outcome families in one table: row {first[1]} is "
+                                    f"{first[0]}, this row is {here[0]} (one family per table; "
+                                    "fit them as separate tables)", row=i)
+    return None if first is None else first[0]
+
+
+def _check_columns(df: pd.DataFrame, cols: tuple[str, ...], table: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: {list(cols)}")
+
+
+def _base_columns(df: pd.DataFrame, candidates: CandidateSet, table: str) -> pd.DataFrame:
+    """step, policy, eval_protocol (equal to E_shared) and the optional ``policy_interface``."""
+    out = pd.DataFrame({"step": _integer_column(df, "step", table),
+                        "policy": _string_column(df, "policy", table),
+                        "eval_protocol": _string_column(df, "eval_protocol", table)})
+    for i, proto in enumerate(out["eval_protocol"]):
+        if proto != candidates.eval_protocol:
+            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
+                                    f"protocol {candidates.eval_protocol!r} (it would mix "
+                                    "task-specification mismatch into δ_J and the "
+                                    "sensitivities)", row=i)
+    _interface_columns(df, out, candidates, table, ("policy_interface",))
+    return out
+
+
+def _interface_columns(df: pd.DataFrame, out: pd.DataFrame, candidates: CandidateSet,
+                       table: str, columns: tuple[str, ...]) -> None:
+    """Copy interface columns into ``out`` ("" when not stated), refusing any that differs from
+    the campaign's ``policy_interface`` (when the campaign declares one)."""
+    expected = candidates.policy_interface
+    for col in columns:
+        if col not in df.columns:
+            continue
+        values = np.array(["" if _is_missing(v) else str(v).strip()
+                           for v in df[col].to_numpy(dtype=object)], dtype=object)
+        if expected is not None:
+            for i, v in enumerate(values):
+                if v and v != expected:
+                    raise InputError(table, f"{col} {v!r} differs from the campaign's policy "
+                                            f"interface {expected!r}: a policy with another "
+                                            "observation/action interface is not the same "
+                                            "function π, so its δ_J and sensitivities are not "
+                                            "defined in this campaign", row=i)
+        out[col] = values
+
+
+def validate_sensitivity(df: pd.DataFrame, candidates: CandidateSet,
+                         table: str = "sensitivity_runs") -> pd.DataFrame:
+    """Validate sensitivity runs: perturbation settings ξ_k and the outcome J under one policy.
+
+    Columns: :data:`SENSITIVITY_COLUMNS`; one ``xi_<direction>`` column per perturbed mismatch
+    direction (numbers in the direction's own units; ``<direction>`` is the name candidates'
+    ``targets`` use); an outcome of *one* family for the whole table — binomial ``successes``,
+    ``trials`` (J = success probability) or normal ``mean`` with optional ``se`` (measurement
+    standard error, default 0); optional ``policy_interface``.
+
+    Rules: at least one ξ column; every ξ finite; every ξ column varies within the runs of each
+    policy (a constant column carries no information about S_k(π)); binomial counts are integers
+    with 1 ≤ trials and 0 ≤ successes ≤ trials; a normal mean is finite and se ≥ 0; no mixing
+    of families; ``eval_protocol`` equal to E_shared; ``policy_interface`` (when given) equal to
+    the campaign's.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    _check_columns(df, SENSITIVITY_COLUMNS, table)
+    df = df.reset_index(drop=True)
+    if not len(df):
+        return df.copy()
+    directions = xi_directions(df)
+    if not directions:
+        raise InputError(table, "missing ξ columns: no column named xi_<direction> (e.g. "
+                                "xi_friction, xi_latency); a sensitivity run must state its "
+                                "perturbation settings")
+    if "" in directions:
+        raise InputError(table, f"ξ column {XI_PREFIX!r} has no direction name after the prefix")
+    out = _base_columns(df, candidates, table)
+    family = _outcome_family(df, _SENS_FAMILIES, table)
+    if family == "binomial":
+        _check_columns(df, (*SENSITIVITY_COLUMNS, "successes", "trials"), table)
+        out["successes"] = _integer_column(df, "successes", table)
+        out["trials"] = _integer_column(df, "trials", table)
+        _check_counts(out, "successes", "trials", table)
+    else:
+        _check_columns(df, (*SENSITIVITY_COLUMNS, "mean"), table)
+        out["mean"] = _float_column(df, "mean", table)
+        if "se" in df.columns:
+            out["se"] = _float_column(df, "se", table)
+            bad = np.flatnonzero(out["se"] < 0)
+            if bad.size:
+                raise InputError(table, f"outcome out of range: se must be >= 0, got "
+                                        f"{out['se'][int(bad[0])]}", row=int(bad[0]))
+        else:
+            out["se"] = 0.0
+    for k in directions:
+        col = f"{XI_PREFIX}{k}"
+        out[col] = _float_column(df, col, table)
+        if out[col].nunique() < 2:
+            raise InputError(table, f"{col} is constant ({out[col][0]:g}) in every row: a "
+                                    f"constant ξ column carries no information about S_{k}; vary "
+                                    "it or drop the column", row=0)
+        for policy, idx in out.groupby("policy", sort=False).groups.items():
+            if out[col][idx].nunique() < 2:
+                raise InputError(table, f"{col} is constant ({out[col][idx[0]]:g}) over the runs "
+                                        f"of policy {policy!r}: no information about "
+                                        f"S_{k}({policy}); sweep it under every policy",
+                                 row=int(idx[0]))
+    return out
+
+
+def _check_counts(out: pd.DataFrame, succ: str, trials: str, table: str) -> None:
+    bad = np.flatnonzero(out[trials] < 1)
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(table, f"outcome out of range: {trials} must be >= 1, got "
+                                f"{out[trials][i]}", row=i)
+    bad = np.flatnonzero(out[succ] > out[trials])
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(table, f"outcome out of range: {succ} ({out[succ][i]}) exceed "
+                                f"{trials} ({out[trials][i]})", row=i)
+
+
+def validate_transfer(df: pd.DataFrame, candidates: CandidateSet,
+                      table: str = "transfer_evaluations") -> pd.DataFrame:
+    """Validate transfer evaluations: the same policy scored in sim and in real under E_shared.
+
+    Each row gives J_sim(π) and J_real(π) of ``policy``, so δ_J(π) = J_real − J_sim (positive
+    when real is better).  Columns: :data:`TRANSFER_COLUMNS` and one outcome family for the
+    whole table — binomial ``sim_successes, sim_trials, real_successes, real_trials`` or normal
+    ``sim_mean, sim_se, real_mean, real_se``; optional ``policy_interface`` and
+    ``sim_interface`` / ``real_interface``.
+
+    Rules: binomial counts integers with 1 ≤ trials and 0 ≤ successes ≤ trials in each domain;
+    normal means finite and se > 0; no mixing of families; ``eval_protocol`` equal to E_shared;
+    interfaces (when given) equal to the campaign's, and ``sim_interface`` equal to
+    ``real_interface`` (otherwise π is not the same function in sim and real and δ_J has no
+    definition).
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    _check_columns(df, TRANSFER_COLUMNS, table)
+    df = df.reset_index(drop=True)
+    if not len(df):
+        return df.copy()
+    out = _base_columns(df, candidates, table)
+    _interface_columns(df, out, candidates, table, ("sim_interface", "real_interface"))
+    if "sim_interface" in out and "real_interface" in out:
+        for i, (s, r) in enumerate(zip(out["sim_interface"], out["real_interface"],
+                                       strict=True)):
+            if s and r and s != r:
+                raise InputError(table, f"sim_interface {s!r} differs from real_interface {r!r}:"
+                                        " the policy is not the same function in sim and real, "
+                                        "so δ_J = J_real − J_sim loses its definition", row=i)
+    family = _outcome_family(df, _TRANSFER_FAMILIES, table)
+    cols = _TRANSFER_FAMILIES[family]
+    _check_columns(df, (*TRANSFER_COLUMNS, *cols), table)
+    if family == "binomial":
+        for col in cols:
+            out[col] = _integer_column(df, col, table)
+        for domain in ("sim", "real"):
+            _check_counts(out, f"{domain}_successes", f"{domain}_trials", table)
+    else:
+        for domain in ("sim", "real"):
+            out[f"{domain}_mean"] = _float_column(df, f"{domain}_mean", table)
+            se = f"{domain}_se"
+            out[se] = _float_column(df, se, table)
+            bad = np.flatnonzero(out[se] <= 0)
+            if bad.size:
+                raise InputError(table, f"outcome out of range: {se} must be > 0, got "
+                                        f"{out[se][int(bad[0])]}", row=int(bad[0]))
+    return out
+
+
+def outcome_family(df: pd.DataFrame) -> str | None:
+    """``"binomial"`` or ``"normal"`` for a validated sensitivity or transfer table (None if
+    empty)."""
+    if not len(df):
+        return None
+    return "binomial" if ("successes" in df.columns or "sim_successes" in df.columns) \
+        else "normal"
+
+
+def _empty_sensitivity() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
+                         "eval_protocol": pd.Series(dtype=object),
+                         "successes": pd.Series(dtype=np.int64),
+                         "trials": pd.Series(dtype=np.int64)})
+
+
+def _empty_transfer() -> pd.DataFrame:
+    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
+                         "eval_protocol": pd.Series(dtype=object),
+                         **{c: pd.Series(dtype=np.int64)
+                            for c in _TRANSFER_FAMILIES["binomial"]}})
+
+
 _TABLES = {"paired_evaluations": ("paired", validate_paired),
            "gain_estimates": ("gain_estimates", validate_gain_estimates),
            "policy_evaluations": ("policy_evals", validate_policy_evals),
            "safety_events": ("safety", validate_safety),
-           "deployment_safety": ("deployment", validate_deployment)}
+           "deployment_safety": ("deployment", validate_deployment),
+           "sensitivity_runs": ("sensitivity", validate_sensitivity),
+           "transfer_evaluations": ("transfer", validate_transfer)}
 
 
 @dataclass(frozen=True)
@@ -429,6 +684,13 @@ class Evidence:
     gain_estimates : DataFrame
         Summary-level logit-gain measurements: ``step, candidate, policy, eval_protocol,
         estimate, se`` (see :func:`validate_gain_estimates`).
+    sensitivity : DataFrame
+        Sensitivity runs ``step, policy, eval_protocol, xi_<direction>..., successes, trials``
+        (or ``mean, se``); see :func:`validate_sensitivity`.
+    transfer : DataFrame
+        Sim/real evaluations of the same policy ``step, policy, eval_protocol, sim_successes,
+        sim_trials, real_successes, real_trials`` (or ``sim_mean, sim_se, real_mean,
+        real_se``); see :func:`validate_transfer`.
 
     Use :meth:`append` to add rows; it validates the new rows and returns a new object.
     """
@@ -439,6 +701,8 @@ class Evidence:
     safety: pd.DataFrame = field(default_factory=_empty_safety)
     gain_estimates: pd.DataFrame = field(default_factory=_empty_gain_estimates)
     deployment: pd.DataFrame = field(default_factory=_empty_deployment)
+    sensitivity: pd.DataFrame = field(default_factory=_empty_sensitivity)
+    transfer: pd.DataFrame = field(default_factory=_empty_transfer)
 
     def __post_init__(self) -> None:
         for table, (attr, validate) in _TABLES.items():
