@@ -21,6 +21,7 @@ from belief.functionals import Functional, parse_functional
 from belief.risk import SafetyGate
 from belief.scores import check_beta, marginal_value, net_utility, q_score, weighted_cost
 from belief.state import State
+from belief.transfer import transfer_attrs
 from belief.weights import WeightRule, as_weight_rule, next_weights
 
 __all__ = ["budget_feasibility", "decide", "decision_stability", "decision_table"]
@@ -100,7 +101,10 @@ def decide(state: State, candidates: CandidateSet, *,
     -------
     Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)) for
     the continuation); attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1),
-    ``stop_reason``, ``functional``, ``beta``, ``lambda_<resource>``, ``flip_probability``.
+    ``stop_reason``, ``functional``, ``beta``, ``lambda_<resource>``, ``flip_probability``;
+    when q_t holds transfer draws, the current policy's ``delta_j_mean``, ``delta_j_lo90``,
+    ``delta_j_hi90``, ``g_j_mean``, ``g_j_lo90``, ``g_j_hi90`` and ``delta_j_source`` (reported
+    only: δ_J is not a value input).
     """
     fn = parse_functional(functional)
     beta = check_beta(beta)
@@ -214,6 +218,7 @@ def decide(state: State, candidates: CandidateSet, *,
         **{f"budget_{r}": float(v) for r, v in zip(budget["resource"].values, budget.values,
                                                    strict=True)},
     })
+    ds.attrs.update(transfer_attrs(belief, state.policy))
     return ds
 
 

@@ -13,10 +13,14 @@ import xarray as xr
 
 from belief.candidates import CandidateSet
 from belief.diagnostics import check_convergence
+from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.state import make_belief
+from belief.transfer import with_transfer
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
+from models.sensitivity import SensitivityModel, SensitivityPriors
+from models.transfer import TransferModel, TransferPriors
 
 __all__ = ["BeliefFitter", "FitSettings"]
 
@@ -52,17 +56,26 @@ class BeliefFitter:
     gains_priors : GainsPriors
     exec_risk_priors : ExecRiskPriors
         Priors of the execution-risk model (fitted only when some candidate drives hardware).
+    transfer_priors : TransferPriors
+        Priors of the transfer-delta model (fitted only when there are transfer evaluations).
+    sensitivity_priors : SensitivityPriors
+        Priors of the sensitivity model (fitted on request by :meth:`fit_sensitivity`; it is
+        candidate generation, never part of q_t).
     """
 
     candidates: CandidateSet
     settings: FitSettings = field(default_factory=FitSettings)
     gains_priors: GainsPriors = field(default_factory=GainsPriors)
     exec_risk_priors: ExecRiskPriors = field(default_factory=ExecRiskPriors)
+    transfer_priors: TransferPriors = field(default_factory=TransferPriors)
+    sensitivity_priors: SensitivityPriors = field(default_factory=SensitivityPriors)
 
     def __post_init__(self) -> None:
         self.gains = GainsModel(self.candidates, self.gains_priors, self.settings.max_policies)
         self.exec_risk = (ExecRiskModel(self.candidates, self.exec_risk_priors)
                           if any(c.drives_hardware for c in self.candidates) else None)
+        self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
+        self._sensitivity: dict[tuple, SensitivityModel] = {}
 
     def fit(self, evidence: Evidence, policy: str, step: int, seed: int,
             progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
@@ -107,5 +120,42 @@ class BeliefFitter:
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
                              executions=executions, unsafe=unsafe, reliability=reliability)
+        if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
+            transfer_idata = self.fit_transfer(evidence, policy, seed, progressbar)
+            transfer_conv = check_convergence(transfer_idata, ["eta_sim", "shift", "shift_tau"],
+                                              rhat_max=s.rhat_max, ess_min=s.ess_threshold)
+            belief = with_transfer(belief, self.transfer.decision_draws(transfer_idata),
+                                   transfer_idata["constant_data"]["rows"].values,
+                                   transfer_conv.as_attrs())
+            children["transfer"] = transfer_idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
+
+    def fit_transfer(self, evidence: Evidence, policy: str | tuple[str, ...] = (),
+                     seed: int = 0, progressbar: bool = False) -> xr.DataTree:
+        """Posterior of δ_J(π) = J_real − J_sim for every policy with transfer evaluations
+        (and ``policy``, which gets the pooled prediction when it has none); see
+        :mod:`models.transfer`."""
+        s = self.settings
+        return self.transfer.fit(evidence.transfer, policy, draws=s.draws, tune=s.tune,
+                                 chains=s.chains,
+                                 seed=int(np.random.default_rng([seed, 3]).integers(2**31)),
+                                 progressbar=progressbar)
+
+    def fit_sensitivity(self, evidence: Evidence, seed: int = 0,
+                        progressbar: bool = False) -> xr.DataTree:
+        """Posterior of S_kπ and γ_kl from ``evidence.sensitivity`` (see
+        :mod:`models.sensitivity`); summarise it with :mod:`belief.sensitivity`.
+
+        The model is compiled once per (directions, outcome family) and re-used."""
+        from belief.evidence import outcome_family, xi_directions
+
+        runs = evidence.sensitivity
+        if not len(runs):
+            raise InputError("sensitivity_runs", "no sensitivity runs to fit")
+        key = (tuple(xi_directions(runs)), outcome_family(runs))
+        if key not in self._sensitivity:
+            self._sensitivity[key] = SensitivityModel(key[0], key[1], self.sensitivity_priors)
+        s = self.settings
+        return self._sensitivity[key].fit(runs, draws=s.draws, tune=s.tune, chains=s.chains,
+                                          seed=seed, progressbar=progressbar)

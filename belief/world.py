@@ -47,6 +47,39 @@ better dynamics model avoids hard contacts), dr_1e6 and dr_1e7 ×0.9, da_camera 
 π_0 → ft_real_100 → ft_real_100 has P_deploy ≈ 0.039.  :meth:`SyntheticWorld.deployment_evaluation`
 runs 400 deployment trials of a policy: unsafe ~ Binomial(400, P_deploy(π)).
 
+Sensitivity sweeps and sim/real transfer (issue 6)
+--------------------------------------------------
+Three mismatch directions, swept on a full 3 × 3 × 3 factorial grid in their own units:
+``xi_friction`` ∈ {0, 0.15, 0.30} (Coulomb friction offset injected into the sim; the measured
+real offset is 0.30), ``xi_latency`` ∈ {0, 20, 40} ms (actuation delay; real ≈ 40 ms) and
+``xi_camera`` ∈ {0, 0.5, 1} (fraction of the measured real camera colour/exposure shift).  With
+u_k = ξ_k / max ξ_k ∈ {0, ½, 1} the true success probability of policy π at a setting is
+
+    logit J = α_π + Σ_k b_kπ u_k + g_fl · u_friction · u_latency
+
+==========  ======  ==========  =========  =========  ===================================
+policy      α_π     b_friction  b_latency  b_camera   role
+==========  ======  ==========  =========  =========  ===================================
+pi0         0.20    −0.10       −0.15      −0.05      the campaign's π_0
+pi_dr       0.00    −0.05       −0.10      −2.00      a DR-trained reference policy
+==========  ======  ==========  =========  =========  ===================================
+
+with the friction × latency synergy g_fl = −1.5 for both policies (no other synergy): each alone
+is small (π_0: −0.10 and −0.15 on the logit scale, −2.5 and −3.7 points of success at
+J = 0.55), together large (−1.75 logit, −37 points).  One sweep
+(:meth:`SyntheticWorld.sensitivity_sweep`) runs every setting under both policies with
+``sweep_trials = 50`` trials each: 54 rows, successes ~ Binomial(50, J).  This is "the demo's
+sample size".  :meth:`SyntheticWorld.sensitivity_truth` gives the true α, S and γ in the model's
+standardised coordinates (ξ centred at the sweep mean, scaled by its s.d.), e.g. for π_0
+S_friction = −0.35, S_latency = −0.37, S_camera = −0.02, γ_friction×latency = −0.25.
+
+Transfer evaluations (:meth:`SyntheticWorld.transfer_evaluations`): each reference policy is
+scored in sim and in real under ``pick_place_v1`` with ``transfer_trials = 100`` trials per
+domain.  True (J_sim, J_real, δ_J = J_real − J_sim): pi0 (0.55, J(π_0) = 0.30, −0.25), pi_dr
+(0.50, 0.42, −0.08), pi_ft (0.40, 0.55, +0.15: real is better, the sim is more conservative).
+Randomness: ``default_rng([seed, 30_000, step, i])`` for the sweep of the i-th policy and
+``default_rng([seed, 30_001, step, i])`` for its transfer evaluation.
+
 Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
 only on (seed, step, history): replaying the same history gives the same outcomes.
 """
@@ -128,6 +161,18 @@ DEFAULT_DEPLOY_ODDS = {"si_friction": 0.8, "dr_1e6": 0.9, "dr_1e7": 0.9, "da_cam
                        "cotrain": 0.85, "ft_real_100": 2.0}
 
 
+# -- sensitivity sweeps and transfer evaluations (issue 6; numbers in the module docstring) --
+SWEEP_GRID = {"friction": (0.0, 0.15, 0.30), "latency": (0.0, 20.0, 40.0),
+              "camera": (0.0, 0.5, 1.0)}
+DEFAULT_SENSITIVITY = {  # policy → (α_π, {direction: b_kπ}) on u_k = ξ_k / max ξ_k
+    "pi0": (0.20, {"friction": -0.10, "latency": -0.15, "camera": -0.05}),
+    "pi_dr": (0.00, {"friction": -0.05, "latency": -0.10, "camera": -2.00}),
+}
+DEFAULT_SYNERGY = {("friction", "latency"): -1.5}  # g_kl on u_k · u_l, shared by all policies
+DEFAULT_TRANSFER = {"pi0": (0.55, None), "pi_dr": (0.50, 0.42), "pi_ft": (0.40, 0.55)}
+"""policy → (J_sim, J_real); None = the world's J(π_0)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What executing a candidate produced: evidence rows, realised cost and the next policy."""
@@ -161,6 +206,11 @@ class SyntheticWorld:
         Deployment trials run by :meth:`deployment_evaluation`.
     deploy_odds : dict
         Odds multiplier of P_deploy per execution of an adaptation (missing: ×1).
+    sweep_grid, sweep_trials, sensitivity_policies, synergy : see module docstring
+        The sensitivity sweep: grid per direction, trials per setting, (α_π, b_kπ) per policy
+        and the synergies g_kl.
+    transfer_truth, transfer_trials : see module docstring
+        (J_sim, J_real) per reference policy and trials per domain.
     """
 
     seed: int = 0
@@ -177,6 +227,15 @@ class SyntheticWorld:
     deploy_base: float = 0.01
     deploy_trials: int = 400
     deploy_odds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEPLOY_ODDS))
+    # sensitivity sweeps and transfer evaluations (issue 6)
+    sweep_grid: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(SWEEP_GRID))
+    sweep_trials: int = 50
+    sensitivity_policies: dict[str, tuple[float, dict[str, float]]] = field(
+        default_factory=lambda: dict(DEFAULT_SENSITIVITY))
+    synergy: dict[tuple[str, str], float] = field(default_factory=lambda: dict(DEFAULT_SYNERGY))
+    transfer_truth: dict[str, tuple[float, float | None]] = field(
+        default_factory=lambda: dict(DEFAULT_TRANSFER))
+    transfer_trials: int = 100
 
     def __post_init__(self) -> None:
         self._truth = {t.candidate.id: t for t in self.truth}
@@ -305,3 +364,97 @@ class SyntheticWorld:
         self.history.append(candidate_id)
         return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
                        true_gain)
+
+    # -- sensitivity sweeps and sim/real transfer (issue 6) ---------------------------------
+    def _sweep_logit(self, policy: str, u: dict[str, np.ndarray]) -> np.ndarray:
+        alpha, b = self.sensitivity_policies[policy]
+        eta = alpha + sum(b[k] * u[k] for k in self.sweep_grid)
+        for (k, k2), g in self.synergy.items():
+            eta = eta + g * u[k] * u[k2]
+        return eta
+
+    def sensitivity_sweep(self, step: int = 0,
+                          policies: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """One sensitivity sweep: every grid setting under each policy, ``sweep_trials`` each.
+
+        Returns ``sensitivity_runs`` rows: ``step, policy, eval_protocol, xi_<direction>...,
+        successes, trials`` with successes ~ Binomial(sweep_trials, J(ξ)) (module docstring).
+        """
+        policies = tuple(self.sensitivity_policies) if policies is None else tuple(policies)
+        dirs = list(self.sweep_grid)
+        grid = np.array(np.meshgrid(*[self.sweep_grid[k] for k in dirs], indexing="ij"))
+        grid = grid.reshape(len(dirs), -1)
+        u = {k: grid[i] / max(self.sweep_grid[k]) for i, k in enumerate(dirs)}
+        frames = []
+        for i, policy in enumerate(policies):
+            rng = np.random.default_rng([self.seed, 30_000, step, i])
+            p = expit(self._sweep_logit(policy, u))
+            frames.append(pd.DataFrame({
+                "step": step, "policy": policy, "eval_protocol": EVAL_PROTOCOL,
+                **{f"xi_{k}": grid[j] for j, k in enumerate(dirs)},
+                "successes": rng.binomial(self.sweep_trials, p),
+                "trials": self.sweep_trials}))
+        return pd.concat(frames, ignore_index=True)
+
+    def sensitivity_truth(self, center: dict[str, float] | None = None,
+                          scale: dict[str, float] | None = None) -> xr.Dataset:
+        """True α_π, S_kπ and γ_kl in standardised coordinates ξ' = (ξ − c) / s.
+
+        With raw coefficients β_k = b_k / max ξ_k and γ^raw_kl = g_kl / (max ξ_k · max ξ_l):
+        S_kπ = s_k (β_kπ + Σ_{l≠k} γ^raw_kl c_l), γ_kl = s_k s_l γ^raw_kl and
+        α'_π = α_π + Σ_k β_kπ c_k + Σ_{k<l} γ^raw_kl c_k c_l.  Defaults for c and s: the mean
+        and population s.d. of the sweep grid (what :mod:`models.sensitivity` uses on one
+        sweep).  Pairs are named ``"k×l"`` in grid order.
+        """
+        dirs = list(self.sweep_grid)
+        grid = np.array(np.meshgrid(*[self.sweep_grid[k] for k in dirs], indexing="ij"))
+        grid = grid.reshape(len(dirs), -1)
+        c = {k: grid[i].mean() for i, k in enumerate(dirs)} if center is None else center
+        s = {k: grid[i].std() for i, k in enumerate(dirs)} if scale is None else scale
+        top = {k: max(self.sweep_grid[k]) for k in dirs}
+        g_raw = {}
+        for i, k in enumerate(dirs):
+            for k2 in dirs[i + 1:]:
+                g = self.synergy.get((k, k2), self.synergy.get((k2, k), 0.0))
+                g_raw[(k, k2)] = g / (top[k] * top[k2])
+        policies = list(self.sensitivity_policies)
+        S = np.zeros((len(dirs), len(policies)))
+        alpha = np.zeros(len(policies))
+        for j, p in enumerate(policies):
+            a, b = self.sensitivity_policies[p]
+            beta = {k: b[k] / top[k] for k in dirs}
+            alpha[j] = a + sum(beta[k] * c[k] for k in dirs) + sum(
+                g * c[k] * c[k2] for (k, k2), g in g_raw.items())
+            for i, k in enumerate(dirs):
+                inter = sum(g * c[k2 if k == k1 else k1] for (k1, k2), g in g_raw.items()
+                            if k in (k1, k2))
+                S[i, j] = s[k] * (beta[k] + inter)
+        pairs = [f"{k}×{k2}" for k, k2 in g_raw]
+        gamma = [s[k] * s[k2] * g for (k, k2), g in g_raw.items()]
+        return xr.Dataset({"S": (("direction", "policy"), S), "alpha": ("policy", alpha),
+                           "gamma": ("pair", np.array(gamma))},
+                          coords={"direction": dirs, "policy": policies, "pair": pairs})
+
+    def true_delta_j(self, policy: str) -> float:
+        """δ_J(π) = J_real(π) − J_sim(π) of a reference policy."""
+        j_sim, j_real = self.transfer_truth[policy]
+        return (self.initial_success if j_real is None else j_real) - j_sim
+
+    def transfer_evaluations(self, step: int = 0,
+                             policies: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """Sim and real evaluations of each reference policy under the shared protocol.
+
+        ``transfer_evaluations`` rows: ``step, policy, eval_protocol, sim_successes, sim_trials,
+        real_successes, real_trials`` with ``transfer_trials`` trials per domain.
+        """
+        policies = tuple(self.transfer_truth) if policies is None else tuple(policies)
+        rows = []
+        for i, policy in enumerate(policies):
+            rng = np.random.default_rng([self.seed, 30_001, step, i])
+            j_sim = self.transfer_truth[policy][0]
+            j_real = j_sim + self.true_delta_j(policy)
+            n = self.transfer_trials
+            rows.append({"step": step, "policy": policy, "eval_protocol": EVAL_PROTOCOL,
+                         "sim_successes": int(rng.binomial(n, j_sim)), "sim_trials": n,
+                         "real_successes": int(rng.binomial(n, j_real)), "real_trials": n})
+        return pd.DataFrame(rows)

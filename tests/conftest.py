@@ -59,3 +59,20 @@ def exec_flat_model():
         {"id": "solo", "role": "diagnosis", "lens": "model", "method": "probe", "cost": {},
          "drives_hardware": True, "hardware_group": "rig"}]})
     return ExecRiskModel(cs, ExecRiskPriors.flat())
+
+
+# -- sensitivity and transfer (issue 6) --------------------------------------------------------
+@pytest.fixture(scope="session")
+def sweep_evidence(world_candidates):
+    """Evidence with one sensitivity sweep and the transfer evaluations of the default world."""
+    from belief.evidence import Evidence
+
+    world = SyntheticWorld(seed=0)
+    return Evidence(world_candidates).append(sensitivity_runs=world.sensitivity_sweep(),
+                                             transfer_evaluations=world.transfer_evaluations())
+
+
+@pytest.fixture(scope="session")
+def sensitivity_fit(fitter, sweep_evidence):
+    """The sensitivity model fitted on one sweep (binomial; compiled once per session)."""
+    return fitter.fit_sensitivity(sweep_evidence, seed=5)

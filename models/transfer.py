@@ -1,0 +1,282 @@
+"""Transfer delta δ_J(π) = J_real(π) − J_sim(π), pooled across policies.
+
+The same policy π is scored in sim and in real under the shared evaluation protocol.  δ_J is
+*signed*: positive when real is better than sim (then it is not a "gap"); G_J = |δ_J| is the
+performance discrepancy.
+
+Binomial family (J = success probability; counts of a policy are summed over its rows)::
+
+    η_sim[π]   ~ Normal(sim_mu, sim_sigma)                         (logit J_sim, per policy)
+    d[π]       = μ_d + τ_d · z_π,  z_π ~ N(0, 1)                    (logit shift, pooled)
+    μ_d ~ Normal(0, shift_mu_sigma),  τ_d ~ HalfNormal(shift_tau_sigma)
+    sim_successes  ~ Binomial(sim_trials,  logistic(η_sim))
+    real_successes ~ Binomial(real_trials, logistic(η_sim + d))
+    δ_J(π) = logistic(η_sim + d) − logistic(η_sim),   G_J(π) = |δ_J(π)|
+
+Normal family (J continuous; each row gives ``sim_mean ± sim_se`` and ``real_mean ± real_se``;
+rows of a policy are combined by inverse-variance weighting, exact for known se).  J is
+standardised, J' = (J − c) / s with c the mean and s the s.d. of all reported means (s = 1 when
+they do not vary), and the results are reported back in J's units::
+
+    J'_sim[π] ~ Normal(0, sim_sigma),   δ'[π] = μ_d + τ_d · z_π
+    sim_mean' ~ Normal(J'_sim, sim_se'),   real_mean' ~ Normal(J'_sim + δ', real_se')
+    δ_J(π) = s · δ'[π],   G_J(π) = |δ_J(π)|
+
+Policies without an evaluation (e.g. the campaign's current one) get a slot with no data: their
+δ_J is the pooled prediction for a new policy (binomial: with J_sim from its prior).
+
+Compiled once per (family, policy slots, priors); a re-fit swaps the data (nutpie ``with_data``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import expit
+
+from belief.errors import InputError
+from belief.evidence import outcome_family
+
+__all__ = ["TransferEncoding", "TransferModel", "TransferPriors", "encode_transfer"]
+
+FAMILIES = ("binomial", "normal")
+
+
+@dataclass(frozen=True)
+class TransferPriors:
+    """Prior scales (logit scale for binomial; standardised J for normal).
+
+    Attributes
+    ----------
+    sim_mu, sim_sigma : float
+        Normal prior of a policy's J_sim (logit, or standardised J).
+    shift_mu_sigma : float
+        Normal(0, ·) prior of the mean real − sim shift μ_d (no sign assumed).
+    shift_tau_sigma : float
+        HalfNormal(·) prior of τ_d, the spread of the shift across policies.
+    """
+
+    sim_mu: float = 0.0
+    sim_sigma: float = 1.5
+    shift_mu_sigma: float = 1.0
+    shift_tau_sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not np.isfinite(value):
+                raise InputError("TransferPriors", f"{name} must be finite, got {value}")
+            if name != "sim_mu" and value <= 0:
+                raise InputError("TransferPriors", f"{name} must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class TransferEncoding:
+    """Per-policy-slot sufficient statistics of a transfer table."""
+
+    family: str
+    policies: list[str]
+    arrays: dict[str, np.ndarray]
+    rows: np.ndarray  # (P,) rows per policy slot
+    center: float = 0.0
+    scale: float = 1.0
+
+
+def encode_transfer(transfer: pd.DataFrame, max_policies: int, extra: tuple[str, ...] = (),
+                    family: str | None = None) -> TransferEncoding:
+    """Aggregate a validated ``transfer_evaluations`` table into ``max_policies`` slots.
+
+    Binomial: successes and trials summed per policy and domain.  Normal: inverse-variance
+    weighted mean and se per policy and domain, then standardised (see module docstring).
+    ``extra`` policies get a slot without data.
+    """
+    table = "transfer_evaluations"
+    family = family or outcome_family(transfer)
+    if family not in FAMILIES:
+        raise InputError(table, "no transfer evaluations to fit")
+    names = list(dict.fromkeys([*transfer["policy"], *extra]))
+    if len(names) > max_policies:
+        raise InputError(table, f"{len(names)} policies exceed max_policies={max_policies}; "
+                                "build the model with more slots")
+    slot = {p: i for i, p in enumerate(names)}
+    idx = np.array([slot[p] for p in transfer["policy"]], dtype=np.int64)
+    rows = np.bincount(idx, minlength=max_policies)
+    if family == "binomial":
+        arrays = {}
+        for col in ("sim_successes", "sim_trials", "real_successes", "real_trials"):
+            arrays[col] = np.bincount(idx, weights=transfer[col].to_numpy(float),
+                                      minlength=max_policies).astype(np.int64)
+        return TransferEncoding(family, names, arrays, rows)
+    means = np.concatenate([transfer["sim_mean"].to_numpy(float),
+                            transfer["real_mean"].to_numpy(float)])
+    center = float(means.mean()) if len(means) else 0.0
+    scale = float(means.std()) if len(means) and means.std() > 0 else 1.0
+    arrays = {}
+    for dom in ("sim", "real"):
+        prec = np.bincount(idx, weights=transfer[f"{dom}_se"].to_numpy(float) ** -2,
+                           minlength=max_policies)
+        wsum = np.bincount(idx, weights=transfer[f"{dom}_mean"].to_numpy(float)
+                           * transfer[f"{dom}_se"].to_numpy(float) ** -2, minlength=max_policies)
+        has = prec > 0
+        mean = np.where(has, wsum / np.where(has, prec, 1.0), center)
+        se = np.where(has, 1.0 / np.sqrt(np.where(has, prec, 1.0)), scale)
+        arrays[f"{dom}_y"] = (mean - center) / scale
+        arrays[f"{dom}_se"] = se / scale
+        arrays[f"has_{dom}"] = has.astype(float)
+    return TransferEncoding(family, names, arrays, rows, center, scale)
+
+
+_COMPILED: dict[tuple, Any] = {}
+
+
+@dataclass
+class TransferModel:
+    """Spec of the pooled transfer-delta model.
+
+    Parameters
+    ----------
+    priors : TransferPriors
+    max_policies : int
+        Policy slots compiled into the model.
+
+    The outcome family is read from the table at :meth:`fit`; each family is compiled once.
+
+    Examples
+    --------
+    >>> model = TransferModel()                                   # doctest: +SKIP
+    >>> idata = model.fit(evidence.transfer, policies=("pi0",))    # compiles once per family
+    >>> model.decision_draws(idata)["delta_j"]                     # (sample, policy)
+    """
+
+    priors: TransferPriors = field(default_factory=TransferPriors)
+    max_policies: int = 16
+    last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_policies < 1:
+            raise InputError("TransferModel", "max_policies must be >= 1")
+
+    def build(self, family: str = "binomial", encoding: TransferEncoding | None = None):
+        """The ``pm.Model`` of ``family`` with ``pm.Data`` containers over policy slots."""
+        import pymc as pm
+
+        if family not in FAMILIES:
+            raise InputError("TransferModel", f"family must be one of {FAMILIES}")
+        p = self.max_policies
+        if encoding is None:
+            if family == "binomial":
+                arrays = {c: np.zeros(p, np.int64) for c in ("sim_successes", "sim_trials",
+                                                             "real_successes", "real_trials")}
+            else:
+                arrays = {"sim_y": np.zeros(p), "sim_se": np.ones(p), "has_sim": np.zeros(p),
+                          "real_y": np.zeros(p), "real_se": np.ones(p), "has_real": np.zeros(p)}
+        else:
+            arrays = encoding.arrays
+        pr = self.priors
+        with pm.Model(coords={"policy_slot": list(range(p))}) as model:
+            d = {name: pm.Data(name, value, dims="policy_slot") for name, value in arrays.items()}
+            eta_sim = pm.Normal("eta_sim", pr.sim_mu, pr.sim_sigma, dims="policy_slot")
+            mu = pm.Normal("shift_mu", 0.0, pr.shift_mu_sigma)
+            tau = pm.HalfNormal("shift_tau", pr.shift_tau_sigma)
+            z = pm.Normal("z_shift", 0.0, 1.0, dims="policy_slot")
+            shift = pm.Deterministic("shift", mu + tau * z, dims="policy_slot")
+            eta_real = eta_sim + shift
+            if family == "binomial":
+                pm.Binomial("sim_obs", n=d["sim_trials"], logit_p=eta_sim,
+                            observed=d["sim_successes"], dims="policy_slot")
+                pm.Binomial("real_obs", n=d["real_trials"], logit_p=eta_real,
+                            observed=d["real_successes"], dims="policy_slot")
+            else:
+                for dom, mean in (("sim", eta_sim), ("real", eta_real)):
+                    lp = pm.logp(pm.Normal.dist(mean, d[f"{dom}_se"]), d[f"{dom}_y"])
+                    pm.Potential(f"{dom}_obs", (d[f"has_{dom}"] * lp).sum())
+        return model
+
+    def _compiled(self, family: str):
+        key = (family, self.max_policies, self.priors)
+        if key not in _COMPILED:
+            import nutpie
+
+            t0 = time.perf_counter()
+            _COMPILED[key] = nutpie.compile_pymc_model(self.build(family))
+            self.last_timing["compile_s"] = time.perf_counter() - t0
+        return _COMPILED[key]
+
+    def fit(self, transfer: pd.DataFrame, policies: str | tuple[str, ...] = (), *,
+            draws: int = 500, tune: int = 500, chains: int = 2, seed: int = 0,
+            target_accept: float = 0.9, progressbar: bool = False) -> xr.DataTree:
+        """Sample the posterior of δ_J(π) for every evaluated policy (and ``policies``).
+
+        Parameters
+        ----------
+        transfer : DataFrame
+            ``Evidence.transfer`` (validated, non-empty).
+        policies : str or tuple of str
+            Policies that must get a slot even without evaluations (pooled prediction).
+
+        Returns
+        -------
+        DataTree
+            ``posterior`` with ``j_sim``, ``j_real``, ``delta_j`` = J_real − J_sim and
+            ``g_j`` = |δ_J| over ``policy`` (J's units: success probability for binomial),
+            plus ``shift`` (logit or standardised), ``shift_mu``, ``shift_tau``;
+            ``constant_data`` with the rows per policy; ``sample_stats``.
+        """
+        import nutpie
+
+        extra = (policies,) if isinstance(policies, str) else tuple(policies)
+        family = outcome_family(transfer)
+        enc = encode_transfer(transfer, self.max_policies, extra, family)
+        compiled = self._compiled(family).with_data(**enc.arrays)
+        t0 = time.perf_counter()
+        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                              progress_bar=progressbar, target_accept=target_accept)
+        self.last_timing["sample_s"] = time.perf_counter() - t0
+        return self._label(idata, enc)
+
+    def _label(self, idata: xr.DataTree, enc: TransferEncoding) -> xr.DataTree:
+        n = len(enc.policies)
+        post = idata["posterior"].to_dataset()
+        post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
+        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
+        post = post.assign_coords(policy=enc.policies)
+        if enc.family == "binomial":
+            j_sim = xr.apply_ufunc(expit, post["eta_sim"])
+            j_real = xr.apply_ufunc(expit, post["eta_sim"] + post["shift"])
+            units = "success probability"
+        else:
+            j_sim = enc.center + enc.scale * post["eta_sim"]
+            j_real = j_sim + enc.scale * post["shift"]
+            units = "J units"
+        post["j_sim"], post["j_real"] = j_sim, j_real
+        post["delta_j"] = j_real - j_sim
+        post["g_j"] = abs(post["delta_j"])
+        post["delta_j"].attrs.update({"long_name": "transfer delta δ_J = J_real − J_sim "
+                                                   "(positive: real is better)", "units": units})
+        post["g_j"].attrs.update({"long_name": "performance discrepancy G_J = |δ_J|",
+                                  "units": units})
+        groups: dict[str, xr.Dataset] = {"posterior": post}
+        if "sample_stats" in idata.children:
+            groups["sample_stats"] = idata["sample_stats"].to_dataset()
+        groups["constant_data"] = xr.Dataset(
+            {"rows": ("policy", enc.rows[:n]),
+             **{k: ("policy", v[:n]) for k, v in enc.arrays.items()}},
+            coords={"policy": enc.policies})
+        dt = xr.DataTree.from_dict(groups)
+        dt.attrs.update({"model": "transfer", "family": enc.family, "units": units,
+                         "sign": "delta_j = J_real − J_sim; positive when real is better",
+                         "y_center": enc.center, "y_scale": enc.scale,
+                         **{f"prior_{k}": v for k, v in asdict(self.priors).items()}})
+        return dt
+
+    @staticmethod
+    def decision_draws(idata: xr.DataTree) -> xr.Dataset:
+        """``delta_j`` and ``g_j`` as (``sample``, ``policy``) draws (sample = chain × draw)."""
+        post = idata["posterior"].to_dataset()[["delta_j", "g_j"]]
+        stacked = post.stack(sample=("chain", "draw")).transpose("sample", "policy")
+        stacked = stacked.drop_vars(["sample", "chain", "draw"])
+        return stacked.assign_coords(sample=np.arange(stacked.sizes["sample"]))
