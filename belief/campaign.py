@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.candidates import CandidateSet
+from belief.cvu import CVUSettings, cvu_for_state
 from belief.decision import decide, decision_table
 from belief.evidence import Evidence
 from belief.fitting import BeliefFitter, FitSettings
@@ -66,6 +67,9 @@ class CampaignSettings:
     gate : SafetyGate
     fit : FitSettings
     seed : int
+    cvu : CVUSettings
+        Monte Carlo settings of CVU (computed when β > 0, before the horizon; exact refits
+        where k̂ > 0.7, at most ``cvu.max_refits`` per candidate).
     alpha_deploy : float
         Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
         at the stop with the gate's δ and method (never mixed with execution events).
@@ -79,6 +83,7 @@ class CampaignSettings:
     fit: FitSettings = field(default_factory=FitSettings)
     seed: int = 0
     stability_resamples: int = 200
+    cvu: CVUSettings = field(default_factory=lambda: CVUSettings(max_refits=4))
     alpha_deploy: float = 0.05
 
     def __post_init__(self) -> None:
@@ -103,7 +108,6 @@ class CampaignResult:
     ``deployment_check`` is the result of :func:`belief.risk.deployment_check` on the final
     policy (pass/fail with both bounds and the reason).
     """
-
 
     decisions: list[xr.Dataset]
     evidence: Evidence
@@ -186,8 +190,17 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
         state = State(step=step, budget=budget, policy=policy, belief=belief,
                       history=tuple(history), horizon=settings.horizon,
                       available=tuple(available))
+        cvu = None
+        if settings.beta > 0 and not state.is_terminal:
+            from belief.refit import exact_refit
+
+            cvu = cvu_for_state(state, candidates, functional=settings.functional,
+                                weights=weights, gate=settings.gate,
+                                settings=replace(settings.cvu, seed=seed),
+                                refit=exact_refit(fitter, evidence, state, settings.cvu.trials,
+                                                  seed, settings.cvu.refit_draws))
         decision = decide(state, candidates, functional=settings.functional, weights=weights,
-                          beta=settings.beta, gate=settings.gate,
+                          beta=settings.beta, gate=settings.gate, cvu=cvu,
                           stability_resamples=settings.stability_resamples, seed=seed)
         decisions.append(decision)
         step_seconds.append(time.perf_counter() - t0)
@@ -205,7 +218,8 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
             break
         chosen = decision.attrs["chosen"]
         outcome = world.execute(chosen, step)
-        evidence = evidence.append(paired=outcome.paired, safety=outcome.safety)
+        evidence = evidence.append(paired=outcome.paired, safety=outcome.safety,
+                                   gain_estimates=getattr(outcome, "gain_estimates", None))
         cost = np.array([float(outcome.cost.get(r, 0.0)) for r in budget["resource"].values])
         new_budget = budget - cost
         record = {"step": step, "policy": policy, "budget": _named(budget), "chosen": chosen,
@@ -213,6 +227,8 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
                   "realised_cost": dict(zip(budget["resource"].values, cost, strict=True)),
                   "budget_after": _named(new_budget), "policy_after": outcome.policy,
                   "paired": outcome.paired.to_dict("records"),
+                  "gain_estimates": getattr(outcome, "gain_estimates",
+                                            pd.DataFrame()).to_dict("records"),
                   "safety": outcome.safety.to_dict("records"),
                   "flip_probability": decision.attrs["flip_probability"]}
         if hasattr(outcome, "true_gain"):

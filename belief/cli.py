@@ -21,8 +21,8 @@ def _decision_rich_table(decision, title: str):
 
     table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
     for col, justify in (("candidate", "left"), ("role", "left"), ("φ(ΔJ)", "right"),
-                         ("C_λ", "right"), ("U0", "right"), ("MV", "right"), ("Q", "right"),
-                         ("feasible", "center"), ("", "left")):
+                         ("C_λ", "right"), ("U0", "right"), ("MV", "right"), ("CVU", "right"),
+                         ("Q", "right"), ("feasible", "center"), ("", "left")):
         table.add_column(col, justify=justify)
     for i, cid in enumerate(decision["candidate"].values):
         d = decision.isel(candidate=i)
@@ -31,7 +31,8 @@ def _decision_rich_table(decision, title: str):
         style = "bold green" if chosen else ("dim" if not bool(d["feasible"]) else "")
         table.add_row(str(cid), str(d["role"].values), _fmt(float(d["phi_gain"])),
                       _fmt(float(d["c_lambda"])), _fmt(float(d["u0"])), _fmt(float(d["mv"]), 2),
-                      _fmt(float(d["q"])), "yes" if bool(d["feasible"]) else "no",
+                      _fmt(float(d["cvu"])), _fmt(float(d["q"])),
+                      "yes" if bool(d["feasible"]) else "no",
                       "◀ chosen" if chosen else reason[:60], style=style)
     return table
 
@@ -46,7 +47,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console = Console()
     world = SyntheticWorld(seed=args.seed)
     settings = CampaignSettings(horizon=args.steps, seed=args.seed, functional=args.functional,
-                                beta=0.0, fit=FitSettings(draws=args.draws, tune=args.draws))
+                                beta=args.beta, fit=FitSettings(draws=args.draws, tune=args.draws))
     out = Path(args.out)
     console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
                   + ", ".join(f"{r}={v:g}" for r, v in world.budget_values.items())
@@ -109,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="posterior draws (and tuning steps) per chain (default 500)")
     demo.add_argument("--functional", default="mean",
                       help="decision functional: mean, lcb:Q or cvar:A (default mean)")
+    demo.add_argument("--beta", type=float, default=1.0,
+                      help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
+                           "0 = myopic U0)")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -89,6 +89,8 @@ class CVUSettings:
         Outcomes processed at once (bounds memory at ~chunk·C·S floats for LCB/CVaR).
     trials : int
         Trials per arm of a simulated paired evaluation.
+    refit_draws : int
+        Draws (and tuning steps) per chain of an exact refit.
     seed : int
     """
 
@@ -97,6 +99,7 @@ class CVUSettings:
     max_refits: int = 16
     chunk: int = 64
     trials: int = 100
+    refit_draws: int = 250
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -202,7 +202,7 @@ def decide(state: State, candidates: CandidateSet, *,
                 "method": belief["method"]},
     )
     if cvu is not None and not state.is_terminal:
-        for extra in ("cvu_mcse", "pareto_k", "cvu_method"):
+        for extra in ("cvu_mcse", "pareto_k", "pareto_k_bad", "n_refits", "cvu_method"):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
     ds.attrs.update({

@@ -23,10 +23,16 @@ dr_1e6         adaptation    data            DR           (0, 10, 0.5)        0.
 dr_1e7         adaptation    data            DR           (0, 80, 1)          0.50      —
 da_camera      adaptation    representation  DA           (0, 30, 4)          0.15      —
 ft_real_100    adaptation    optimization    FT           (5, 5, 2)           0.35      0.03
+ft_pilot       diagnosis     optimization    FT pilot     (0.5, 1, 0.5)       0         0.005
 cotrain        adaptation    data            co-training  (3, 60, 5)          0.45      0.02
 =============  ============  ==============  ===========  ==================  ========  ====
 
 Repeatable: dr_1e6, dr_1e7 (d = 0.6) and ft_real_100 (d = 0.5); the others run once.
+
+``ft_pilot`` is a cheap diagnosis: 10 real trajectories of fine-tuning, evaluated quickly, that
+estimate the logit gain of ``ft_real_100`` from the current policy without adopting the result
+(``informs = ["ft_real_100"]``): estimate = g_ft(now) + 0.15·z_run + 0.15·ε (its own run's
+noise and a measurement error with ``measurement_se = 0.15``); one ``gain_estimates`` row.
 
 Interactions I[a → m]: SI first lowers DR's later gain (si_friction → dr_*: ×0.5); DR first
 raises FT's (dr_* → ft_real_100: ×1.5); a refreshed simulator helps DR (sim_refresh → dr_*:
@@ -35,8 +41,8 @@ raises FT's (dr_* → ft_real_100: ×1.5); a refreshed simulator helps DR (sim_r
 Evidence: every adaptation is evaluated in a paired binary evaluation, 100 trials per arm
 (control π, treated π'); hardware executions emit safety events (si_friction 10 runs,
 latency_probe 10, ft_real_100 100, cotrain 30), unsafe ~ Binomial(runs, P_exec).  Before the
-campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/100 safety runs of
-the four hardware candidates.  Budget
+campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/60/100 safety runs of
+the five hardware candidates (si_friction, latency_probe, ft_real_100, ft_pilot, cotrain).  Budget
 b_0 = (12, 300, 20); default weights λ = (0.01, 0.0002, 0.004) success probability per unit.
 
 Deployment safety (kept apart from execution safety): every policy has a true probability
@@ -113,12 +119,13 @@ class TrueCandidate:
 
 
 def _c(id, role, lens, method, cost, *, recipe="", batch="", hw=False, repeatable=False,
-       group=None, targets=(), **truth) -> TrueCandidate:
+       group=None, targets=(), informs=(), measurement_se=None, **truth) -> TrueCandidate:
     cand = Candidate(id=id, role=role, lens=lens, method=method,
                      cost=dict(zip(("real_h", "compute", "eng_h"), cost, strict=True)),
                      recipe=recipe, batch=batch, drives_hardware=hw,
                      changes_policy=role == "adaptation", repeatable=repeatable,
-                     hardware_group=group, targets=tuple(targets))
+                     hardware_group=group, targets=tuple(targets), informs=tuple(informs),
+                     measurement_se=measurement_se)
     return TrueCandidate(cand, **truth)
 
 
@@ -144,6 +151,10 @@ DEFAULT_CANDIDATES = (
        recipe="fine-tune on real data", batch="100 trajectories", hw=True, group="arm",
        repeatable=True, targets=("friction", "latency", "camera"), logit_gain=0.35,
        p_unsafe=0.03, decay=0.5, runs_per_execution=100, bench_runs=150),
+    _c("ft_pilot", "diagnosis", "optimization", "FT pilot", (0.5, 1, 0.5),
+       recipe="fine-tune pilot on 10 real trajectories", batch="10 trajectories", hw=True,
+       group="arm", informs=("ft_real_100",), measurement_se=0.15, p_unsafe=0.005,
+       runs_per_execution=10, bench_runs=60),
     _c("cotrain", "adaptation", "data", "co-training", (3, 60, 5),
        recipe="sim-and-real co-training", batch="30 real + 1e6 sim", hw=True, group="arm",
        targets=("camera", "friction"), logit_gain=0.45, p_unsafe=0.02, runs_per_execution=30,
@@ -184,6 +195,7 @@ class Outcome:
     cost: dict[str, float]
     policy: str
     true_gain: float
+    gain_estimates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass
@@ -355,6 +367,13 @@ class SyntheticWorld:
                 "treated_policy": new_policy}])
             true_gain = float(expit(new_eta) - expit(eta))
             self.policy = new_policy
+        estimates = pd.DataFrame([{
+            "step": step, "candidate": target, "policy": control,
+            "eval_protocol": EVAL_PROTOCOL, "source": candidate_id,
+            "estimate": float(self.mean_logit_gain(target)
+                              + self.execution_sd * rng.standard_normal()
+                              + cand.measurement_se * rng.standard_normal()),
+            "se": float(cand.measurement_se)} for target in cand.informs])
         safety = pd.DataFrame()
         if cand.drives_hardware and t.runs_per_execution:
             safety = pd.DataFrame([{
@@ -363,7 +382,7 @@ class SyntheticWorld:
                 "policy": control}])
         self.history.append(candidate_id)
         return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
-                       true_gain)
+                       true_gain, estimates)
 
     # -- sensitivity sweeps and sim/real transfer (issue 6) ---------------------------------
     def _sweep_logit(self, policy: str, u: dict[str, np.ndarray]) -> np.ndarray:

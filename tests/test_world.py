@@ -46,4 +46,16 @@ def test_execution_changes_policy_only_for_adaptations():
     ev = w.initial_evidence()
     assert ev["policy_evaluations"]["trials"].tolist() == [100]
     assert set(ev["safety_events"]["candidate"]) == {"si_friction", "latency_probe",
-                                                     "ft_real_100", "cotrain"}
+                                                     "ft_real_100", "ft_pilot", "cotrain"}
+
+
+def test_pilot_estimates_the_informed_gain_without_changing_policy():
+    w = SyntheticWorld(seed=4)
+    ests = [w.execute("ft_pilot", step).gain_estimates for step in range(400)]
+    assert w.policy == "pi0"
+    est = np.array([e["estimate"].item() for e in ests])
+    assert set(ests[0]["candidate"]) == {"ft_real_100"} and ests[0]["se"].item() == 0.15
+    # estimate = g + 0.15 z + 0.15 ε: mean g, s.d. 0.15·√2
+    sd = 0.15 * np.sqrt(2)
+    assert abs(est.mean() - 0.35) < 4 * sd / np.sqrt(est.size)
+    assert est.std() == pytest.approx(sd, rel=0.15)
