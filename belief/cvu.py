@@ -31,7 +31,9 @@ predicts it) still changes budget, λ, the candidate set and the policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +48,7 @@ from belief.state import State
 from belief.weights import WeightRule, as_weight_rule
 
 __all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state",
-           "experiments_from_belief", "weighted_phi"]
+           "experiments_from_belief", "psis", "weighted_phi"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,50 @@ class CVUSettings:
                                             f"{self.n_outcomes!r}")
         if not 0 < self.k_threshold:
             raise InputError("CVUSettings", f"k_threshold must be > 0, got {self.k_threshold}")
+
+
+_PATCH_LOCK = threading.Lock()
+
+
+@contextmanager
+def _fast_psis_logsumexp() -> Iterator[None]:
+    """Let ArviZ's PSIS use a plain-numpy logsumexp for 1-D inputs while inside the block.
+
+    ``arviz_stats`` smooths one row at a time and calls ``scipy.special.logsumexp`` twice per
+    row; on 2000-draw rows scipy's per-call array-API overhead (~0.1 ms) is most of PSIS's cost.
+    For 1-D arrays without ``b``/``keepdims``/``return_sign`` the replacement computes the same
+    m + log Σ exp(a − m) (tests check equality with the unpatched PSIS); anything else goes to
+    scipy.  The patch is scoped and restored on exit.
+    """
+    from arviz_stats.base import diagnostics
+
+    original = diagnostics.logsumexp
+
+    def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+        arr = np.asarray(a)
+        if arr.ndim == 1 and b is None and not keepdims and not return_sign and arr.size:
+            m = arr.max()
+            if np.isfinite(m):
+                return m + np.log(np.exp(arr - m).sum())
+        return original(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+
+    with _PATCH_LOCK:
+        diagnostics.logsumexp = logsumexp
+        try:
+            yield
+        finally:
+            diagnostics.logsumexp = original
+
+
+def psis(loglik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pareto-smoothed, self-normalised log-weights of log-likelihood rows (J, S) and k̂ (J,).
+
+    ArviZ's ``psislw`` follows the LOO convention — it smooths exp(−ary) — so the importance
+    log-ratios log p(Y_j | θ_i) go in negated.  r_eff = 1 (the draws are treated as
+    independent).
+    """
+    with _fast_psis_logsumexp(), np.errstate(over="ignore", invalid="ignore"):
+        return array_stats.psislw(-loglik, r_eff=1, axis=-1)
 
 
 def weighted_phi(functional: Functional, draws: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -211,10 +257,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         khat = np.empty(settings.n_outcomes)
         for start in range(0, settings.n_outcomes, settings.chunk):
             sl = slice(start, start + settings.chunk)
-            # arviz_stats' psislw follows the LOO convention: it smooths exp(−ary), so the
-            # log importance ratios log p(Y_j | θ_i) go in negated.
-            with np.errstate(over="ignore", invalid="ignore"):  # k̂ fits of degenerate tails
-                lw, khat[sl] = array_stats.psislw(-exp.loglik(y[sl]), r_eff=1, axis=-1)
+            lw, khat[sl] = psis(exp.loglik(y[sl]))
             w = np.exp(lw - lw.max(axis=-1, keepdims=True))
             phi = weighted_phi(functional, next_gain, w)
             g0_j[sl] = _g0(phi - c_lam_next[None, :], feasible_next[None, :])

@@ -495,13 +495,26 @@ def simulate(draws: xr.Dataset, m: str, rng: np.random.Generator, idx: np.ndarra
     return np.stack([rng.binomial(trials, expit(eta)), rng.binomial(trials, expit(eta2))], -1)
 
 
+def _binom_logpmf(y: np.ndarray, n: int, logit_p: np.ndarray) -> np.ndarray:
+    """log Bin(y_j | n, logistic(η_i)) as an outer (J, S) array.
+
+    = log C(n, y_j) + y_j·log p_i + (n − y_j)·log(1 − p_i), with log p = −log1p(e^{−η}) and
+    log(1 − p) = −log1p(e^{η}) (stable for any η); the binomial coefficient is computed once
+    per outcome.
+    """
+    from scipy.special import gammaln
+
+    y = np.asarray(y, dtype=float)
+    log_p = -np.logaddexp(0.0, -logit_p)
+    log_q = -np.logaddexp(0.0, logit_p)
+    coef = gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)
+    return coef[:, None] + np.outer(y, log_p) + np.outer(n - y, log_q)
+
+
 def loglik(draws: xr.Dataset, m: str, y: np.ndarray, trials: int = 100) -> np.ndarray:
     """log p(Y_j | draw i) of paired outcomes ``y`` (J, 2) for every draw: shape (J, S)."""
-    from scipy.stats import binom
-
-    p0 = expit(draws["gains_eta"].values)[None, :]
-    p1 = expit(executed_logit(draws, m))[None, :]
-    return binom.logpmf(y[:, :1], trials, p0) + binom.logpmf(y[:, 1:], trials, p1)
+    return (_binom_logpmf(y[:, 0], trials, draws["gains_eta"].values)
+            + _binom_logpmf(y[:, 1], trials, executed_logit(draws, m)))
 
 
 def _estimate_moments(draws: xr.Dataset, target: str, se: float) -> tuple[np.ndarray, ...]:

@@ -158,3 +158,20 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
     np.testing.assert_allclose(d["q"].sel(candidate=avail),
                                (d["u0"] + d["cvu"]).sel(candidate=avail))
     assert d.attrs["cvu_status"] == "estimated" and "pareto_k" in d
+
+
+def test_psis_shim_gives_arviz_results_and_is_scoped():
+    from arviz_stats.base import array_stats, diagnostics
+
+    from belief.cvu import psis
+
+    rng = np.random.default_rng(5)
+    ll = rng.normal(size=(7, 2000)) * 3
+    lw, k = psis(ll)
+    ref_lw, ref_k = array_stats.psislw(-ll, r_eff=1, axis=-1)
+    np.testing.assert_allclose(lw, ref_lw, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(k, ref_k, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.exp(lw).sum(-1), 1.0)
+    from scipy.special import logsumexp
+
+    assert diagnostics.logsumexp is logsumexp  # restored

@@ -99,3 +99,19 @@ def test_priors_are_validated():
 
     with pytest.raises(InputError, match="lens_sigma must be > 0"):
         GainsPriors(lens_sigma=0.0)
+
+
+def test_loglik_matches_scipy_binomial(fitted):
+    from scipy.special import expit
+    from scipy.stats import binom
+
+    from models.gains import DRAW_VARS, executed_logit, loglik
+
+    _, belief = fitted
+    draws = belief[list(DRAW_VARS)]
+    y = np.array([[30, 41], [0, 100], [100, 0]])
+    got = loglik(draws, "dr_1e6", y, 100)
+    p0 = expit(draws["gains_eta"].values)
+    p1 = expit(executed_logit(draws, "dr_1e6"))
+    ref = binom.logpmf(y[:, :1], 100, p0[None]) + binom.logpmf(y[:, 1:], 100, p1[None])
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-8)
