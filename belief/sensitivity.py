@@ -36,6 +36,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.candidates import CandidateSet
+from belief.diagnostics import check_convergence
 from belief.errors import InputError
 
 __all__ = [
@@ -98,6 +99,10 @@ class SensitivityReport:
         Scale of the linear predictor (logit of the success probability, or J).
     prob : float
         Interval probability.
+    reliable : bool
+        Whether the fit passed the convergence checks (R-hat ≤ 1.01, bulk/tail ESS ≥ 10 % of
+        the draws, no divergences) on ``S``, ``gamma`` and ``alpha``.
+    reliability_reason : str
     """
 
     policy: str
@@ -107,6 +112,8 @@ class SensitivityReport:
     standardisation: str
     link: str
     prob: float = 0.9
+    reliable: bool = True
+    reliability_reason: str = "not checked"
 
     @property
     def directions(self) -> list[str]:
@@ -215,8 +222,10 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> Se
                              joint=joint, synergy=syn.astype(int))
     draws.attrs.update({"policy": policy, "standardisation": idata.attrs["standardisation"],
                         "link": idata.attrs["link"]})
+    conv = check_convergence(idata, [v for v in ("S", "gamma", "alpha") if v in post],
+                             ess_min=0.1 * s.sizes["sample"])
     return SensitivityReport(policy, draws, ranking, synergy, idata.attrs["standardisation"],
-                             idata.attrs["link"], prob)
+                             idata.attrs["link"], prob, conv.reliable, conv.reason)
 
 
 def sensitivity_reports(idata: xr.DataTree, prob: float = 0.9) -> dict[str, SensitivityReport]:

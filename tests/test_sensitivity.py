@@ -145,6 +145,7 @@ def test_report_ranks_directions_within_a_policy(sensitivity_fit):
     syn = r0.synergy.loc["friction×latency"]
     assert syn["p_synergy"] > 0.9 and syn["p_gamma_negative"] > 0.9
     assert r0.draws["S"].dims == ("sample", "direction")
+    assert isinstance(r0.reliable, bool) and r0.reliability_reason  # convergence is reported
     with pytest.raises(InputError, match="policy 'pi9' has no sensitivity runs"):
         sensitivity_report(sensitivity_fit, "pi9")
 
