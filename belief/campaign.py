@@ -1,21 +1,31 @@
 """The closed loop s_t → m*_t → Y_t → s_{t+1} against a world, with an append-only log.
 
-Each step: fit the models on D_t (compiled once), build q_t, decide, execute m*_t in the world,
-append the evidence, deduct the realised cost b_{t+1} = b_t − ΔC, move to the new policy if m*
-changed it, drop m* if it is not repeatable.  Stops on the economic stop, when the budget is
-exhausted, or at the horizon T.  At the stop, the deployment chance constraint
-P_deploy(unsafe | π_T) ≤ α_deploy is checked on the final policy from deployment evidence (the
-world's deployment evaluation when it offers one) and logged as a final record with
-``"deployment_check"``.
+Each step: fit the models on D_t (compiled once), build q_t, decide (with CVU when β > 0),
+let the allocation policy pick (see :mod:`belief.policies`), execute the pick in the world,
+append the evidence, deduct the realised cost b_{t+1} = b_t − ΔC, move to the new policy if the
+pick changed it, drop it if it is not repeatable; λ_{t+1} = λ(s_{t+1}) follows from the weight
+rule at the next step.  Stops on the economic stop, when the budget is exhausted, or at the
+horizon T.  At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is
+checked on the final policy from deployment evidence only.
+
+The world interface (:class:`World`) is small: ``candidates``, ``initial_policy``,
+``execute(m, step)`` returning an outcome with evidence rows (``paired``, ``safety``,
+``gain_estimates`` DataFrames), the realised ``cost`` (mapping resource → amount) and the
+``policy`` after; optionally ``initial_budget``, ``initial_evidence()``,
+``deployment_evaluation(step, policy)``, ``expected_gain(m)`` (truth, for the oracle) and
+``describe()`` (how to rebuild it when resuming).  :class:`~belief.world.SyntheticWorld` and
+:class:`~belief.manual.ManualWorld` implement it.
+
+Every step is logged (:mod:`belief.campaign_log`); :meth:`Campaign.resume` continues an
+interrupted campaign from its log with results identical to an uninterrupted run of the same
+seed (every random choice is seeded by (seed, step)).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,18 +33,30 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from belief.candidates import CandidateSet
+import belief as _pkg
+from belief.campaign_log import (
+    LOG_FORMAT,
+    LOG_NAME,
+    append_record,
+    jsonable,
+    read_log,
+    repair_tail,
+)
+from belief.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.cvu import CVUSettings, cvu_for_state
 from belief.decision import decide, decision_table
+from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.fitting import BeliefFitter, FitSettings
 from belief.functionals import Functional, parse_functional
+from belief.policies import check_policy, choose
 from belief.risk import SafetyGate, deployment_check
 from belief.scores import check_beta
 from belief.state import State
-from belief.weights import WeightRule, as_weight_rule
+from belief.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
 
-__all__ = ["CampaignResult", "CampaignSettings", "World", "run_campaign"]
+__all__ = ["Campaign", "CampaignResult", "CampaignSettings", "World", "run_campaign",
+           "settings_from_dict", "settings_to_dict"]
 
 
 class World(Protocol):
@@ -49,9 +71,6 @@ class World(Protocol):
         """Run m at ``step``; returns an object with ``paired``, ``safety`` (DataFrames),
         ``cost`` (mapping resource → realised amount) and ``policy`` (the policy after)."""
 
-    # Optional: ``deployment_evaluation(step, policy) -> DataFrame`` of ``deployment_safety``
-    # rows; when present the loop runs it on the final policy at the stop.
-
 
 @dataclass(frozen=True)
 class CampaignSettings:
@@ -62,17 +81,22 @@ class CampaignSettings:
     horizon : int
         T, the maximum number of steps.
     functional : str or Functional
-    weights : WeightRule or mapping
+    weights : WeightRule or mapping, optional
+        λ rule; default the world's ``weight_values`` (fixed).
     beta : float
+        β in Q = U0 + β·CVU (used by the ``q`` allocation).
     gate : SafetyGate
     fit : FitSettings
     seed : int
+    stability_resamples : int
     cvu : CVUSettings
         Monte Carlo settings of CVU (computed when β > 0, before the horizon; exact refits
         where k̂ > 0.7, at most ``cvu.max_refits`` per candidate).
     alpha_deploy : float
         Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
         at the stop with the gate's δ and method (never mixed with execution events).
+    allocation : str
+        The allocation policy (:data:`belief.policies.POLICIES`); ``q`` is the engine's.
     """
 
     horizon: int = 6
@@ -85,28 +109,66 @@ class CampaignSettings:
     stability_resamples: int = 200
     cvu: CVUSettings = field(default_factory=lambda: CVUSettings(max_refits=4))
     alpha_deploy: float = 0.05
+    allocation: str = "q"
 
     def __post_init__(self) -> None:
         parse_functional(self.functional)
         a = self.alpha_deploy
         if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
-            from belief.errors import InputError
-
             raise InputError("alpha_deploy", f"alpha_deploy must satisfy 0 < alpha_deploy < 1, "
                                              f"got {a!r}")
         check_beta(self.beta)
-        if not isinstance(self.horizon, int) or self.horizon < 1:
-            from belief.errors import InputError
-
+        check_policy(self.allocation)
+        if not isinstance(self.horizon, int) or isinstance(self.horizon, bool) \
+                or self.horizon < 1:
             raise InputError("horizon", f"horizon must be an integer >= 1, got {self.horizon!r}")
+
+
+def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
+    """JSON-able settings (weights: fixed values or scarcity parameters; callables refused)."""
+    w = s.weights
+    if w is None or isinstance(w, Mapping):
+        weights: Any = None if w is None else {"kind": "fixed", "values": dict(w)}
+    elif isinstance(w, FixedWeights):
+        weights = {"kind": "fixed", "values": dict(w.values)}
+    elif isinstance(w, ScarcityWeights):
+        weights = {"kind": "scarcity", **{k: (dict(v) if isinstance(v, Mapping) else v)
+                                          for k, v in asdict(w).items()}}
+    else:
+        weights = {"kind": "custom", "describe": w.describe()}
+    return {"horizon": s.horizon, "functional": str(parse_functional(s.functional)),
+            "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
+            "seed": s.seed, "stability_resamples": s.stability_resamples,
+            "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation}
+
+
+def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
+    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored)."""
+    w = d.get("weights")
+    weights: Any = None
+    if w is not None:
+        if w.get("kind") == "fixed":
+            weights = dict(w["values"])
+        elif w.get("kind") == "scarcity":
+            weights = ScarcityWeights(w["base"], w["initial_budget"], w["kappa"], w["floor"])
+        else:
+            raise InputError("campaign log", f"weights {w.get('describe')!r} are a user "
+                                             "callable; pass settings= explicitly to resume")
+    return CampaignSettings(
+        horizon=int(d["horizon"]), functional=d["functional"], weights=weights,
+        beta=float(d["beta"]), gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
+        seed=int(d["seed"]), stability_resamples=int(d["stability_resamples"]),
+        cvu=CVUSettings(**d["cvu"]), alpha_deploy=float(d["alpha_deploy"]),
+        allocation=d.get("allocation", "q"))
 
 
 @dataclass
 class CampaignResult:
     """What a campaign produced.
 
-    ``deployment_check`` is the result of :func:`belief.risk.deployment_check` on the final
-    policy (pass/fail with both bounds and the reason).
+    ``decisions`` holds the decision Datasets of the steps run in this process (a resumed
+    campaign's earlier steps are in its log); ``deployment_check`` is the result of
+    :func:`belief.risk.deployment_check` on the final policy.
     """
 
     decisions: list[xr.Dataset]
@@ -121,158 +183,314 @@ class CampaignResult:
     deployment_check: xr.Dataset | None = None
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.bool_ | bool):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating | float):
-        return None if not np.isfinite(obj) else float(obj)
-    return obj
-
-
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line and fsync, so a crash loses at most the record being written."""
-    line = json.dumps(_jsonable(record), sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def run_campaign(world: World, settings: CampaignSettings, out: Path | None = None, *,
-                 on_step: Callable[[int, xr.Dataset, Any], None] | None = None,
-                 fitter: BeliefFitter | None = None) -> CampaignResult:
-    """Run the closed loop for at most ``settings.horizon`` steps.
-
-    Parameters
-    ----------
-    world : World
-        Executes candidates (the synthetic world, or a manual one).
-    settings : CampaignSettings
-    out : Path, optional
-        Folder for the campaign log (``campaign_log.jsonl``), per-step decision tables
-        (``decisions/step_XXX.csv``), the evidence tables and the final belief.
-    on_step : callable, optional
-        Called as ``on_step(step, decision, outcome)`` after each step (progress display).
-    fitter : BeliefFitter, optional
-        Re-use an already compiled fitter.
-    """
-    candidates = world.candidates
-    weights = as_weight_rule(settings.weights if settings.weights is not None
-                             else getattr(world, "weight_values", None))
-    fitter = fitter or BeliefFitter(candidates, settings.fit)
-    evidence = Evidence(candidates)
-    if hasattr(world, "initial_evidence"):
-        evidence = evidence.append(**world.initial_evidence())
-    budget = candidates.budget if candidates.budget is not None else world.initial_budget
-    policy = world.initial_policy
-    history: list[str] = []
-    available = list(candidates.ids)
-    decisions: list[xr.Dataset] = []
-    step_seconds: list[float] = []
-    log_path = None
-    if out is not None:
-        out = Path(out)
-        (out / "decisions").mkdir(parents=True, exist_ok=True)
-        log_path = out / "campaign_log.jsonl"
-        log_path.unlink(missing_ok=True)
-    stop_reason = f"horizon T = {settings.horizon} reached"
-    idata = belief = None
-    for step in range(settings.horizon):
-        t0 = time.perf_counter()
-        seed = int(np.random.default_rng([settings.seed, step]).integers(2**31))
-        idata, belief = fitter.fit(evidence, policy, step, seed)
-        state = State(step=step, budget=budget, policy=policy, belief=belief,
-                      history=tuple(history), horizon=settings.horizon,
-                      available=tuple(available))
-        cvu = None
-        if settings.beta > 0 and not state.is_terminal:
-            from belief.refit import exact_refit
-
-            cvu = cvu_for_state(state, candidates, functional=settings.functional,
-                                weights=weights, gate=settings.gate,
-                                settings=replace(settings.cvu, seed=seed),
-                                refit=exact_refit(fitter, evidence, state, settings.cvu.trials,
-                                                  seed, settings.cvu.refit_draws))
-        decision = decide(state, candidates, functional=settings.functional, weights=weights,
-                          beta=settings.beta, gate=settings.gate, cvu=cvu,
-                          stability_resamples=settings.stability_resamples, seed=seed)
-        decisions.append(decision)
-        step_seconds.append(time.perf_counter() - t0)
-        if out is not None:
-            decision_table(decision).to_csv(out / "decisions" / f"step_{step:03d}.csv")
-        if decision.attrs["stop"]:
-            stop_reason = decision.attrs["stop_reason"]
-            record = {"step": step, "policy": policy, "budget": _named(budget),
-                      "chosen": None, "stop": True, "stop_reason": stop_reason,
-                      "decision": _records(decision), "seed": seed}
-            if log_path:
-                append_record(log_path, record)
-            if on_step:
-                on_step(step, decision, None)
-            break
-        chosen = decision.attrs["chosen"]
-        outcome = world.execute(chosen, step)
-        evidence = evidence.append(paired=outcome.paired, safety=outcome.safety,
-                                   gain_estimates=getattr(outcome, "gain_estimates", None))
-        cost = np.array([float(outcome.cost.get(r, 0.0)) for r in budget["resource"].values])
-        new_budget = budget - cost
-        record = {"step": step, "policy": policy, "budget": _named(budget), "chosen": chosen,
-                  "stop": False, "decision": _records(decision), "seed": seed,
-                  "realised_cost": dict(zip(budget["resource"].values, cost, strict=True)),
-                  "budget_after": _named(new_budget), "policy_after": outcome.policy,
-                  "paired": outcome.paired.to_dict("records"),
-                  "gain_estimates": getattr(outcome, "gain_estimates",
-                                            pd.DataFrame()).to_dict("records"),
-                  "safety": outcome.safety.to_dict("records"),
-                  "flip_probability": decision.attrs["flip_probability"]}
-        if hasattr(outcome, "true_gain"):
-            record["true_gain"] = outcome.true_gain
-        if log_path:
-            append_record(log_path, record)
-        budget = new_budget
-        policy = outcome.policy
-        history.append(chosen)
-        if not candidates[chosen].repeatable:
-            available.remove(chosen)
-        if on_step:
-            on_step(step, decision, outcome)
-    else:
-        # Horizon reached: refresh the belief on the last evidence for the final report.
-        seed = int(np.random.default_rng([settings.seed, settings.horizon]).integers(2**31))
-        idata, belief = fitter.fit(evidence, policy, settings.horizon, seed)
-    # At the stop: the deployment chance constraint on π_T, from deployment evidence only.
-    end_step = (int(decisions[-1].attrs["step"]) if decisions and decisions[-1].attrs["stop"]
-                else settings.horizon)
-    rows = None
-    if hasattr(world, "deployment_evaluation"):
-        rows = world.deployment_evaluation(end_step, policy)
-        evidence = evidence.append(deployment_safety=rows)
-    deployment = deployment_check(evidence, policy, settings.alpha_deploy, settings.gate.delta,
-                                  settings.gate.method)
-    if log_path:
-        append_record(log_path, {"step": end_step, "record": "deployment_check",
-                                 "policy": policy, "deployment_check": dict(deployment.attrs),
-                                 "deployment_safety": [] if rows is None
-                                 else rows.to_dict("records")})
-    result = CampaignResult(decisions, evidence, budget, policy, history, stop_reason, belief,
-                            idata, step_seconds, deployment)
-    if out is not None:
-        _write_outputs(out, result)
-    return result
+def step_seed(seed: int, step: int) -> int:
+    """The seed of step t, derived from the campaign seed (same on resume)."""
+    return int(np.random.default_rng([seed, step]).integers(2**31))
 
 
 def _named(da: xr.DataArray) -> dict[str, float]:
     return {str(r): float(v) for r, v in zip(da["resource"].values, da.values, strict=True)}
 
 
-def _records(decision: xr.Dataset) -> list[dict[str, Any]]:
-    return decision_table(decision).reset_index().to_dict("records")
+def _records(df: pd.DataFrame | None) -> list[dict[str, Any]]:
+    return [] if df is None or df.empty else jsonable(df.to_dict("records"))
+
+
+class Campaign:
+    """A campaign that can be stepped, run to the end, or resumed from its log.
+
+    Parameters
+    ----------
+    world : World
+    settings : CampaignSettings
+    out : Path, optional
+        Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables,
+        ``choices.csv`` and the final ``belief.nc``.  An existing log there is replaced (use
+        :meth:`resume` to continue it).
+    fitter : BeliefFitter, optional
+        Re-use compiled models.
+
+    Examples
+    --------
+    >>> c = Campaign(SyntheticWorld(seed=1), CampaignSettings(horizon=4, beta=1.0))
+    >>> result = c.run()
+    """
+
+    def __init__(self, world: World, settings: CampaignSettings, out: str | Path | None = None,
+                 fitter: BeliefFitter | None = None, *, _fresh: bool = True) -> None:
+        self.world = world
+        self.candidates: CandidateSet = world.candidates
+        if settings.weights is None:
+            if getattr(world, "weight_values", None) is None:
+                raise InputError("weights", "resource weights λ are required: the world has no "
+                                            "default (weight_values); set settings.weights")
+            settings = replace(settings, weights=dict(world.weight_values))
+        self.settings = settings
+        self.weights = as_weight_rule(settings.weights)
+        self.fitter = fitter or BeliefFitter(self.candidates, settings.fit)
+        init = world.initial_evidence() if hasattr(world, "initial_evidence") else {}
+        self.initial_evidence = {k: v for k, v in init.items() if v is not None}
+        self.evidence = Evidence(self.candidates).append(**self.initial_evidence)
+        self.budget = (self.candidates.budget if self.candidates.budget is not None
+                       else world.initial_budget)
+        self.initial_budget = self.budget
+        self.policy = world.initial_policy
+        self.history: list[str] = []
+        self.available = list(self.candidates.ids)
+        self.step_index = 0
+        self.decisions: list[xr.Dataset] = []
+        self.step_seconds: list[float] = []
+        self.stop_reason: str | None = None
+        self.belief: xr.Dataset | None = None
+        self.idata: xr.DataTree | None = None
+        self.out = Path(out) if out is not None else None
+        self.log_path = self.out / LOG_NAME if self.out is not None else None
+        self._deployment_logged = False
+        if self.out is not None and _fresh:
+            (self.out / "decisions").mkdir(parents=True, exist_ok=True)
+            self.log_path.unlink(missing_ok=True)
+            append_record(self.log_path, self._header())
+
+    # -- log --------------------------------------------------------------------------------
+    def _header(self) -> dict[str, Any]:
+        return {"record": "header", "format": LOG_FORMAT, "belief_version": _pkg.__version__,
+                "world": (self.world.describe() if hasattr(self.world, "describe")
+                          else {"kind": type(self.world).__name__}),
+                "settings": settings_to_dict(self.settings),
+                "candidates": candidates_to_dict(self.candidates),
+                "initial_budget": _named(self.budget), "initial_policy": self.policy,
+                "initial_evidence": {k: _records(v) for k, v in self.initial_evidence.items()}}
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.log_path is not None:
+            append_record(self.log_path, record)
+
+    # -- one step ---------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None or self.step_index >= self.settings.horizon
+
+    def decide_next(self) -> xr.Dataset:
+        """Fit on D_t, build q_t and score every candidate at the current step."""
+        s = self.settings
+        step = self.step_index
+        seed = step_seed(s.seed, step)
+        self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, step, seed)
+        state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
+                      history=tuple(self.history), horizon=s.horizon,
+                      available=tuple(self.available))
+        beta = s.beta if s.allocation == "q" else 0.0
+        cvu = None
+        if beta > 0 and not state.is_terminal:
+            from belief.refit import exact_refit
+
+            cvu = cvu_for_state(state, self.candidates, functional=s.functional,
+                                weights=self.weights, gate=s.gate,
+                                settings=replace(s.cvu, seed=seed),
+                                refit=exact_refit(self.fitter, self.evidence, state,
+                                                  s.cvu.trials, seed, s.cvu.refit_draws))
+        decision = decide(state, self.candidates, functional=s.functional,
+                          weights=self.weights, beta=beta, gate=s.gate, cvu=cvu,
+                          stability_resamples=s.stability_resamples, seed=seed)
+        if s.allocation != "q":
+            pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
+                          history=tuple(self.history),
+                          rng=np.random.default_rng([seed, 7]))
+            ids = list(decision["candidate"].values)
+            decision = decision.assign(chosen=("candidate", np.array(ids) == pick.candidate))
+            decision.attrs.update({"q_choice": decision.attrs["chosen"],
+                                   "chosen": pick.candidate, "stop": int(pick.stop),
+                                   "stop_reason": pick.reason if pick.stop else ""})
+        decision.attrs["allocation"] = s.allocation
+        decision.attrs["seed"] = seed
+        return decision
+
+    def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
+        """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
+        resources = list(self.budget["resource"].values)
+        unknown = [r for r in outcome.cost if r not in resources]
+        if unknown:
+            raise InputError("outcome", f"realised cost names unknown resource(s) {unknown}; "
+                                        f"resources are {resources}")
+        cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        over = [r for r, c, b in zip(resources, cost, self.budget.values, strict=True)
+                if c > b + 1e-9]
+        if np.any(cost < 0) or over:
+            raise InputError("outcome", f"realised cost must be >= 0 and within the budget "
+                                        f"left; over budget: {over}")
+        tables = {"paired": getattr(outcome, "paired", None),
+                  "safety": getattr(outcome, "safety", None),
+                  "gain_estimates": getattr(outcome, "gain_estimates", None)}
+        self.evidence = self.evidence.append(**tables)
+        self.budget = self.budget - cost
+        self.policy = outcome.policy
+        self.history.append(chosen)
+        if not self.candidates[chosen].repeatable and chosen in self.available:
+            self.available.remove(chosen)
+        self.step_index += 1
+        return tables, cost
+
+    def apply(self, decision: xr.Dataset, outcome: Any) -> dict[str, Any]:
+        """Apply an outcome of the chosen candidate and log the step record (returned)."""
+        step, policy, budget = self.step_index, self.policy, self.budget
+        chosen = decision.attrs["chosen"]
+        tables, cost = self._update(chosen, outcome)
+        resources = list(budget["resource"].values)
+        record = {
+            "record": "step", "step": step, "policy": policy, "budget": _named(budget),
+            "lambda": {r: decision.attrs.get(f"lambda_{r}") for r in resources},
+            "reliable": decision.attrs.get("reliable", 1),
+            "reliability_reason": decision.attrs.get("reliability_reason", ""),
+            "allocation": decision.attrs.get("allocation", "q"), "chosen": chosen,
+            "decision": _records(decision_table(decision).reset_index()),
+            "flip_probability": decision.attrs.get("flip_probability"),
+            "seed": decision.attrs.get("seed"),
+            "outcome": {k: _records(v) for k, v in tables.items()},
+            "realised_cost": dict(zip(resources, cost, strict=True)),
+            "budget_after": _named(self.budget), "policy_after": self.policy}
+        if hasattr(outcome, "true_gain"):
+            record["true_gain"] = outcome.true_gain
+        if hasattr(self.world, "true_success"):
+            record["true_success_after"] = self.world.true_success(self.policy)
+        self._log(record)
+        return record
+
+    def step(self) -> tuple[xr.Dataset, Any]:
+        """Decide, execute the pick in the world and apply the outcome (None when stopping)."""
+        t0 = time.perf_counter()
+        decision = self.decide_next()
+        self.decisions.append(decision)
+        self.step_seconds.append(time.perf_counter() - t0)
+        if self.out is not None:
+            decision_table(decision).to_csv(
+                self.out / "decisions" / f"step_{self.step_index:03d}.csv")
+        if decision.attrs["stop"]:
+            self.stop_reason = decision.attrs["stop_reason"]
+            self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
+                       "budget": _named(self.budget), "stop_reason": self.stop_reason,
+                       "decision": _records(decision_table(decision).reset_index()),
+                       "seed": decision.attrs.get("seed")})
+            return decision, None
+        outcome = self.world.execute(decision.attrs["chosen"], self.step_index)
+        self.apply(decision, outcome)
+        return decision, outcome
+
+    def run(self, on_step: Callable[[int, xr.Dataset, Any], None] | None = None
+            ) -> CampaignResult:
+        """Step until a stop or the horizon, then check deployment and write the outputs."""
+        while not self.finished:
+            step = self.step_index
+            decision, outcome = self.step()
+            if on_step is not None:
+                on_step(step, decision, outcome)
+        return self.finish()
+
+    def finish(self) -> CampaignResult:
+        """Final belief, deployment check on π_T, outputs; idempotent for a finished log."""
+        s = self.settings
+        if self.stop_reason is None:
+            self.stop_reason = f"horizon T = {s.horizon} reached"
+        end = self.step_index
+        if self.belief is None or self.belief.attrs.get("step") != end or \
+                self.belief.attrs.get("policy") != self.policy:
+            self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, end,
+                                                      step_seed(s.seed, end))
+        rows = None
+        if hasattr(self.world, "deployment_evaluation"):
+            rows = self.world.deployment_evaluation(end, self.policy)
+            self.evidence = self.evidence.append(deployment_safety=rows)
+        deployment = deployment_check(self.evidence, self.policy, s.alpha_deploy, s.gate.delta,
+                                      s.gate.method)
+        if not self._deployment_logged:
+            self._log({"record": "deployment_check", "step": end, "policy": self.policy,
+                       "deployment_check": dict(deployment.attrs),
+                       "deployment_safety": _records(rows)})
+            self._deployment_logged = True
+        result = CampaignResult(self.decisions, self.evidence, self.budget, self.policy,
+                                self.history, self.stop_reason, self.belief, self.idata,
+                                self.step_seconds, deployment)
+        if self.out is not None:
+            _write_outputs(self.out, result)
+        return result
+
+    # -- resume -----------------------------------------------------------------------------
+    @classmethod
+    def resume(cls, out: str | Path, world: World | None = None,
+               settings: CampaignSettings | None = None,
+               fitter: BeliefFitter | None = None) -> Campaign:
+        """Continue the campaign logged in ``out``.
+
+        The log is validated (a truncated last record — a crash mid-write — is cut off; any
+        other broken record stops the resume with an error naming it); the state after the
+        last intact step is rebuilt from the header and the step records; the world is brought
+        to the same point by re-executing the logged steps (a world whose outcomes differ from
+        the log is refused).  The next steps then use the same seeds as an uninterrupted run.
+        """
+        log = read_log(out)
+        if log.problem and not log.problem.endswith("(no end of line)"):
+            raise InputError(str(log.path), f"cannot resume: {log.problem}")
+        h = log.header
+        settings = settings or settings_from_dict(h["settings"])
+        if world is None:
+            from belief.world import world_from_spec
+
+            world = world_from_spec(h["world"])
+        logged = candidates_from_dict(h["candidates"], source=str(log.path))
+        if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
+            raise InputError(str(log.path), "the world's candidates differ from the log's")
+        c = cls(world, settings, out, fitter, _fresh=False)
+        if settings_to_dict(c.settings) != h["settings"]:
+            raise InputError(str(log.path), "settings differ from the logged campaign's; "
+                                            "resume with the logged settings")
+        repair_tail(log)
+        (Path(out) / "decisions").mkdir(parents=True, exist_ok=True)
+        for rec in log.steps:
+            step = rec["step"]
+            outcome = _LoggedOutcome.from_record(rec)
+            if hasattr(world, "replay"):
+                world.replay(rec["chosen"], step, outcome)
+            else:
+                replayed = world.execute(rec["chosen"], step)
+                _check_replay(replayed, outcome, step, log.path)
+            c._update(rec["chosen"], outcome)
+        if log.stop is not None:
+            c.stop_reason = log.stop["stop_reason"]
+        c._deployment_logged = log.deployment is not None
+        return c
+
+
+@dataclass
+class _LoggedOutcome:
+    paired: pd.DataFrame
+    safety: pd.DataFrame
+    gain_estimates: pd.DataFrame
+    cost: dict[str, float]
+    policy: str
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> _LoggedOutcome:
+        o = rec.get("outcome", {})
+        return cls(pd.DataFrame(o.get("paired", [])), pd.DataFrame(o.get("safety", [])),
+                   pd.DataFrame(o.get("gain_estimates", [])), dict(rec["realised_cost"]),
+                   rec["policy_after"])
+
+
+def _check_replay(replayed: Any, logged: _LoggedOutcome, step: int, path: Path) -> None:
+    for name in ("paired", "safety", "gain_estimates"):
+        a = _records(getattr(replayed, name, None))
+        b = _records(getattr(logged, name))
+        if a != b:
+            raise InputError(str(path), f"step {step}: the world's {name} differ from the log "
+                                        "(different world or seed?)")
+    if replayed.policy != logged.policy:
+        raise InputError(str(path), f"step {step}: the world's policy differs from the log")
+
+
+def run_campaign(world: World, settings: CampaignSettings, out: Path | None = None, *,
+                 on_step: Callable[[int, xr.Dataset, Any], None] | None = None,
+                 fitter: BeliefFitter | None = None) -> CampaignResult:
+    """Run the closed loop for at most ``settings.horizon`` steps (see :class:`Campaign`)."""
+    return Campaign(world, settings, out, fitter).run(on_step)
 
 
 def _write_outputs(out: Path, result: CampaignResult) -> None:
@@ -283,8 +501,10 @@ def _write_outputs(out: Path, result: CampaignResult) -> None:
     for name, table in result.evidence.tables().items():
         table.to_csv(ev / f"{name}.csv", index=False)
     save_belief(out / "belief.nc", result.belief, result.idata)
-    summary = pd.DataFrame({"step": [int(d.attrs["step"]) for d in result.decisions],
-                            "chosen": [d.attrs["chosen"] for d in result.decisions],
-                            "flip_probability": [d.attrs["flip_probability"]
-                                                 for d in result.decisions]})
+    log = read_log(out)
+    summary = pd.DataFrame({"step": [r["step"] for r in log.steps],
+                            "chosen": [r["chosen"] for r in log.steps],
+                            "policy_after": [r["policy_after"] for r in log.steps],
+                            "flip_probability": [r.get("flip_probability")
+                                                 for r in log.steps]})
     summary.to_csv(out / "choices.csv", index=False)

@@ -330,6 +330,32 @@ def candidates_from_dict(doc: Mapping[str, Any], source: str = "candidates") -> 
     return CandidateSet(cands, resources, eval_protocol, budget, source, interface)
 
 
+def candidates_to_dict(cs: CandidateSet) -> dict[str, Any]:
+    """The TOML-shaped document of a candidate set (inverse of :func:`candidates_from_dict`)."""
+    campaign: dict[str, Any] = {"eval_protocol": cs.eval_protocol,
+                                "resources": list(cs.resources)}
+    if getattr(cs, "policy_interface", None):
+        campaign["policy_interface"] = cs.policy_interface
+    doc: dict[str, Any] = {"campaign": campaign, "candidate": []}
+    if cs.budget is not None:
+        doc["budget"] = {str(r): float(v) for r, v in zip(cs.budget["resource"].values,
+                                                          cs.budget.values, strict=True)}
+    for c in cs.candidates:
+        entry: dict[str, Any] = {"id": c.id, "role": c.role, "lens": c.lens, "method": c.method,
+                                 "cost": {r: float(v) for r, v in c.cost.items()},
+                                 "recipe": c.recipe, "batch": c.batch,
+                                 "drives_hardware": c.drives_hardware,
+                                 "changes_policy": c.changes_policy, "repeatable": c.repeatable,
+                                 "targets": list(c.targets), "description": c.description}
+        if c.hardware_group is not None:
+            entry["hardware_group"] = c.hardware_group
+        if c.informs:
+            entry["informs"] = list(c.informs)
+            entry["measurement_se"] = c.measurement_se
+        doc["candidate"].append(entry)
+    return doc
+
+
 def load_candidates(path: str | Path) -> CandidateSet:
     """Load candidates (and optionally a starting budget) from a TOML file.
 

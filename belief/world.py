@@ -100,6 +100,7 @@ import xarray as xr
 from scipy.special import expit, logit
 
 from belief.candidates import Candidate, CandidateSet, make_budget
+from belief.errors import InputError
 
 __all__ = ["Outcome", "SyntheticWorld", "TrueCandidate"]
 
@@ -248,6 +249,32 @@ class SyntheticWorld:
     transfer_truth: dict[str, tuple[float, float | None]] = field(
         default_factory=lambda: dict(DEFAULT_TRANSFER))
     transfer_trials: int = 100
+    variation: int | None = None
+
+    @classmethod
+    def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
+        """A perturbed copy of the default world, for benchmarks over many worlds.
+
+        With ``rng = default_rng([variation, 30_000])``: J(π_0) ~ U(0.2, 0.45); every
+        adaptation's logit gain × LogNormal(0, 0.4); every cost × LogNormal(0, 0.3); every
+        interaction multiplier raised to a power U(0, 2) (so it can vanish or double);
+        every P_exec × LogNormal(0, 0.6), capped at 0.3.  ``seed`` still seeds the outcomes.
+        """
+        from dataclasses import replace as _replace
+
+        rng = np.random.default_rng([variation, 30_000])
+        truth = []
+        for t in DEFAULT_CANDIDATES:
+            c = t.candidate
+            cost = {r: float(v * rng.lognormal(0.0, 0.3)) for r, v in c.cost.items()}
+            truth.append(_replace(
+                t, candidate=_replace(c, cost=cost),
+                logit_gain=float(t.logit_gain * rng.lognormal(0.0, 0.4)),
+                p_unsafe=float(min(0.3, t.p_unsafe * rng.lognormal(0.0, 0.6)))))
+        interactions = {k: float(v ** rng.uniform(0.0, 2.0))
+                        for k, v in DEFAULT_INTERACTIONS.items()}
+        return cls(seed=seed, initial_success=float(rng.uniform(0.2, 0.45)), truth=tuple(truth),
+                   interactions=interactions, variation=variation)
 
     def __post_init__(self) -> None:
         self._truth = {t.candidate.id: t for t in self.truth}
@@ -477,3 +504,19 @@ class SyntheticWorld:
                          "sim_successes": int(rng.binomial(n, j_sim)), "sim_trials": n,
                          "real_successes": int(rng.binomial(n, j_real)), "real_trials": n})
         return pd.DataFrame(rows)
+
+    # -- resume -----------------------------------------------------------------------------
+    def describe(self) -> dict[str, object]:
+        """How to rebuild this world (:func:`world_from_spec`), stored in campaign logs."""
+        return {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
+
+
+def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
+    """Rebuild a world from :meth:`SyntheticWorld.describe` (logged campaigns)."""
+    if spec.get("kind") != "synthetic":
+        raise InputError("campaign log", f"cannot rebuild a {spec.get('kind')!r} world from the "
+                                         "log; pass the world to resume")
+    variation = spec.get("variation")
+    if variation is None:
+        return SyntheticWorld(seed=int(spec["seed"]))
+    return SyntheticWorld.varied(int(variation), seed=int(spec["seed"]))

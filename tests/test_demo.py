@@ -13,6 +13,8 @@ def test_demo_end_to_end_small(tmp_path):
     code = main(["demo", "--steps", "3", "--seed", "1", "--draws", "200", "--out", str(out)])
     assert code == 0
     records = [json.loads(line) for line in (out / "campaign_log.jsonl").read_text().splitlines()]
+    header = records.pop(0)
+    assert header["record"] == "header" and header["settings"]["horizon"] == 3
     final = records.pop()  # the deployment chance constraint on π_T, checked at the stop
     assert final["record"] == "deployment_check" and final["policy"] == records[-1].get(
         "policy_after", records[-1]["policy"])
@@ -22,8 +24,9 @@ def test_demo_end_to_end_small(tmp_path):
     assert (out / "evidence" / "deployment_safety.csv").exists()
     assert [r["step"] for r in records] == list(range(len(records)))
     assert 1 <= len(records) <= 3
+    assert {r["record"] for r in records} <= {"step", "stop"}
     for r in records:
-        if not r["stop"]:
+        if r["record"] == "step":
             spent = {k: r["budget"][k] - r["budget_after"][k] for k in r["budget"]}
             assert spent == r["realised_cost"]
             table = pd.read_csv(out / "decisions" / f"step_{r['step']:03d}.csv")

@@ -1,0 +1,329 @@
+"""The closed loop, its log, resume (in-process and after a kill), replay, policies, Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from belief.campaign import Campaign, CampaignSettings
+from belief.campaign_log import read_log
+from belief.cvu import CVUSettings
+from belief.decision import STOP
+from belief.errors import InputError
+from belief.fitting import FitSettings
+from belief.world import SyntheticWorld
+
+FAST_FIT = FitSettings(draws=200, tune=200)
+SETTINGS = CampaignSettings(horizon=3, seed=4, beta=1.0, fit=FAST_FIT, stability_resamples=50,
+                            cvu=CVUSettings(n_outcomes=32, max_refits=0))
+
+
+def lines(path):
+    return [json.loads(x) for x in (Path(path) / "campaign_log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory, fitter):
+    out = tmp_path_factory.mktemp("full")
+    result = Campaign(SyntheticWorld(seed=4), SETTINGS, out, fitter).run()
+    return out, result
+
+
+def test_loop_dynamics_and_log(full_run, world_candidates):
+    out, result = full_run
+    recs = lines(out)
+    assert recs[0]["record"] == "header" and recs[-1]["record"] == "deployment_check"
+    steps = [r for r in recs if r["record"] == "step"]
+    assert [r["step"] for r in steps] == list(range(len(steps)))
+    budget = recs[0]["initial_budget"]
+    for r in steps:
+        assert r["budget"] == budget  # b_t continues from b_{t−1} − ΔC
+        assert {k: budget[k] - r["realised_cost"][k] for k in budget} == r["budget_after"]
+        budget = r["budget_after"]
+        table = pd.DataFrame(r["decision"]).set_index("candidate")
+        assert table.loc[r["chosen"], "chosen"] and table.loc[r["chosen"], "feasible"]
+        assert set(r["lambda"]) == {"real_h", "compute", "eng_h"}
+    assert result.history == [r["chosen"] for r in steps]
+    assert float(result.budget.sel(resource="compute")) == pytest.approx(budget["compute"])
+    for r in steps:  # a non-repeatable candidate is never chosen twice
+        if not world_candidates[r["chosen"]].repeatable:
+            assert result.history.count(r["chosen"]) == 1
+    assert result.deployment_check is not None
+    assert (out / "choices.csv").exists() and (out / "belief.nc").exists()
+
+
+def test_resume_in_process_gives_identical_log(full_run, fitter, tmp_path):
+    out, _ = full_run
+    part = tmp_path / "part"
+    c = Campaign(SyntheticWorld(seed=4), SETTINGS, part, fitter)
+    c.step()
+    resumed = Campaign.resume(part, fitter=fitter)
+    assert resumed.step_index == 1 and resumed.history == c.history
+    resumed.run()
+    assert lines(part) == lines(out)
+
+
+def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_path):
+    out, _ = full_run
+    with pytest.raises(InputError, match="settings differ"):
+        Campaign.resume(out, settings=replace(SETTINGS, beta=0.5), fitter=fitter)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    recs = lines(out)
+    recs[2]["step"] = 5
+    (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InputError, match=r"record 3: step 5 follows step 0: step 1 is missing"):
+        Campaign.resume(broken, fitter=fitter)
+
+
+def _write(path: Path, recs: list[dict], tail: str = "") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + tail)
+    return path
+
+
+@pytest.mark.parametrize("edit, rule", [
+    (lambda r: r[2].update(step=0), "record 3: step 0 is out of order (expected 1)"),
+    (lambda r: r[1].update(chosen="teleport"), "record 2: decision names unknown candidate"),
+    (lambda r: r[1]["realised_cost"].update(compute=1e6), "exceeds the budget that was left"),
+    (lambda r: r[2]["budget"].update(compute=1.0), "does not follow from the previous record"),
+])
+def test_log_rules_name_record_and_rule(full_run, tmp_path, edit, rule):
+    out, _ = full_run
+    recs = lines(out)
+    edit(recs)
+    log = read_log(_write(tmp_path / "log", recs))
+    assert rule in log.problem
+    bad_record = int(log.problem.split()[1].rstrip(":"))
+    assert len(log.steps) == bad_record - 2  # nothing past the first broken record
+    with pytest.raises(InputError, match=rule.split(":")[0]):
+        read_log(tmp_path / "log", strict=True)
+
+
+def test_truncated_tail_is_reported_and_cut_on_resume(full_run, fitter, tmp_path):
+    out, _ = full_run
+    recs = lines(out)[:2]
+    path = _write(tmp_path / "trunc", recs, tail=json.dumps(lines(out)[2])[:40])
+    log = read_log(path)
+    assert "truncated final record" in log.problem and len(log.steps) == 1
+    c = Campaign.resume(path, fitter=fitter)
+    assert c.step_index == 1
+    assert read_log(path).problem is None  # the broken tail was cut, earlier records intact
+    assert lines(path) == recs
+
+
+def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
+    """A `belief demo` process is killed after its first step; `--resume` finishes it."""
+    args = ["--steps", "3", "--seed", "2", "--draws", "150", "--beta", "0"]
+    killed = tmp_path / "killed"
+    env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "150"}
+    proc = subprocess.Popen([sys.executable, "-m", "belief.cli", "demo", *args, "--out",
+                             str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
+    log = killed / "campaign_log.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 2:
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"demo ended early: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_before = len(read_log(killed).steps)
+    assert 1 <= n_before < 3
+    from belief.cli import main
+
+    assert main(["demo", "--resume", str(killed)]) == 0
+    whole = tmp_path / "whole"
+    assert main(["demo", *args, "--out", str(whole)]) == 0
+    strip = [{k: v for k, v in r.items() if k != "created"} for r in lines(whole)]
+    assert [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)] == strip
+
+
+# -- replay -------------------------------------------------------------------------------
+
+def test_replay_same_settings_agrees_and_regret_is_nonnegative(full_run, fitter):
+    from belief.replay import replay
+
+    out, result = full_run
+    tree = replay(out, fitter=fitter, seed=SETTINGS.seed)
+    steps = tree["steps"].to_dataset()
+    assert steps.sizes["step"] == len(result.history) + (result.stop_reason.startswith(
+        "economic") or result.stop_reason.startswith("budget"))
+    assert bool(steps["agree"].all()) and np.allclose(steps["regret"], 0.0)
+    averse = replay(out, fitter=fitter, seed=SETTINGS.seed, functional="cvar:0.2", beta=0.0)
+    s2 = averse["steps"].to_dataset()
+    feasible = s2["logged_feasible"].values.astype(bool)
+    assert (s2["regret"].values[feasible] >= -1e-12).all()
+    assert (s2["regret_lo"] <= s2["regret_hi"]).all()
+    scores = averse["scores"].to_dataset()
+    assert scores["q"].dims == ("step", "candidate")
+    assert averse["budget"].to_dataset()["budget"].sizes["step"] == len(result.history) + 1
+
+
+def _csv_layout(folder: Path, full_run) -> Path:
+    out, _ = full_run
+    recs = lines(out)
+    folder.mkdir()
+    world = SyntheticWorld()
+    toml = ['[campaign]\neval_protocol = "pick_place_v1"\n',
+            "[budget]\n" + "".join(f"{k} = {v}\n" for k, v in world.budget_values.items())]
+    for c in world.candidates:
+        cost = ", ".join(f"{k} = {v}" for k, v in c.cost.items())
+        extra = f'hardware_group = "{c.hardware_group}"\n' if c.hardware_group else ""
+        if c.informs:
+            extra += f'informs = ["{c.informs[0]}"]\nmeasurement_se = {c.measurement_se}\n'
+        toml.append(f'[[candidate]]\nid = "{c.id}"\nrole = "{c.role}"\nlens = "{c.lens}"\n'
+                    f'method = "{c.method}"\ncost = {{ {cost} }}\n'
+                    f"drives_hardware = {str(c.drives_hardware).lower()}\n"
+                    f"repeatable = {str(c.repeatable).lower()}\n{extra}")
+    (folder / "candidates.toml").write_text("\n".join(toml))
+    steps = [r for r in recs if r["record"] == "step"]
+    pd.DataFrame([{"step": r["step"], "candidate": r["chosen"], "policy": r["policy"],
+                   "policy_after": r["policy_after"],
+                   **{f"cost_{k}": v for k, v in r["realised_cost"].items()}}
+                  for r in steps]).to_csv(folder / "steps.csv", index=False)
+    paired = [row for r in steps for row in r["outcome"].get("paired", [])]
+    pd.DataFrame(paired).to_csv(folder / "paired_evaluations.csv", index=False)
+    (folder / "initial").mkdir()
+    for name, rows in recs[0]["initial_evidence"].items():
+        pd.DataFrame(rows).to_csv(folder / "initial" / f"{name}.csv", index=False)
+    return folder
+
+
+def test_replay_accepts_the_plain_csv_layout_and_reports_broken_records(full_run, fitter,
+                                                                         tmp_path):
+    from belief.replay import load_campaign
+
+    folder = _csv_layout(tmp_path / "csv", full_run)
+    camp = load_campaign(folder)
+    assert camp.problem is None and len(camp.steps) == len(full_run[1].history)
+    steps = pd.read_csv(folder / "steps.csv")
+    bad = steps.copy()
+    bad.loc[len(bad) - 1, "cost_compute"] = 1e9
+    bad.to_csv(folder / "steps.csv", index=False)
+    camp = load_campaign(folder)
+    assert f"record {len(bad)}: cost_compute = 1e+09 exceeds the budget" in camp.problem
+    assert len(camp.steps) == len(bad) - 1
+    bad = steps.copy()
+    bad.loc[0, "candidate"] = "nope"
+    bad.to_csv(folder / "steps.csv", index=False)
+    assert "record 1: decision names unknown candidate 'nope'" in load_campaign(folder).problem
+    bad = steps.drop(index=0)
+    bad.to_csv(folder / "steps.csv", index=False)
+    assert "step 0 is missing" in load_campaign(folder).problem
+
+
+def test_replay_cli_never_tracebacks_on_malformed_files(tmp_path, capsys):
+    from belief.cli import main
+
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\x00\xffnot json\n")
+    assert main(["replay", str(junk), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "first record must be" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_replay_folder_serial_equals_dask(full_run, fitter, tmp_path):
+    from belief import many
+
+    out, _ = full_run
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"c{i}.jsonl").write_text((out / "campaign_log.jsonl").read_text())
+    kwargs = {"fitter": fitter, "seed": 1, "beta": 0.0}
+    serial = many.replay_folder(folder, **kwargs)
+    dask = many.replay_folder(folder, workers=1, threads=True, **kwargs)
+    assert list(serial) == list(dask) == ["c0", "c1"]
+    for name in serial:
+        xr.testing.assert_identical(serial[name]["scores"].to_dataset(),
+                                    dask[name]["scores"].to_dataset())
+
+
+# -- policies -----------------------------------------------------------------------------
+
+def _decision(u0, mv, feasible, c_lambda=None):
+    ids = [f"m{i}" for i in range(len(u0))]
+    c = np.ones(len(u0)) * 0.01 if c_lambda is None else np.asarray(c_lambda)
+    return xr.Dataset({"u0": ("candidate", np.asarray(u0, float)),
+                       "mv": ("candidate", np.asarray(mv, float)),
+                       "c_lambda": ("candidate", c), "feasible": ("candidate", feasible)},
+                      coords={"candidate": ids}, attrs={"chosen": ids[0], "stop_reason": ""})
+
+
+def test_policies_choose_within_feasible_and_stop():
+    from belief.policies import choose
+
+    d = _decision([0.05, 0.2, 0.1], [5.0, 2.0, 9.0], np.array([True, False, True]))
+    assert choose("u0", d).candidate == "m2"  # m1 has the best U0 but is infeasible
+    assert choose("mv", d).candidate == "m2"
+    assert choose("round_robin", d, history=("m0",)).candidate == "m2"
+    assert choose("round_robin", d, history=("m2",)).candidate == "m0"
+    d2 = _decision([-0.1, -0.2, -0.3], [0.5, np.nan, 0.2], np.array([True, True, True]))
+    assert choose("u0", d2).stop and choose("mv", d2).stop
+    assert not choose("round_robin", d2).stop  # spends the budget regardless of value
+
+    class Oracle:
+        def expected_gain(self, m):
+            return {"m0": 0.02, "m1": 0.5, "m2": 0.3}[m]
+
+    assert choose("oracle", d, world=Oracle()).candidate == "m2"
+    belief = xr.Dataset({"gain": (("sample", "candidate"), np.array([[0.0, 1.0, 0.5]] * 4))},
+                        coords={"candidate": ["m0", "m1", "m2"]})
+    pick = choose("thompson", d, belief=belief, rng=np.random.default_rng(0))
+    assert pick.candidate == "m2"
+    none = _decision([0.1], [2.0], np.array([False]))
+    for name in ("u0", "mv", "round_robin", "oracle"):
+        assert choose(name, none, world=Oracle()).candidate == STOP
+    with pytest.raises(InputError, match="unknown allocation policy"):
+        choose("greedy", d)
+
+
+def test_a_baseline_policy_runs_the_loop(fitter):
+    s = replace(SETTINGS, allocation="round_robin", beta=0.0, horizon=2)
+    result = Campaign(SyntheticWorld(seed=4), s, None, fitter).run()
+    assert len(result.history) == 2
+    assert result.decisions[0].attrs["allocation"] == "round_robin"
+    assert result.decisions[0].attrs["chosen"] == result.history[0]
+
+
+# -- manual world -------------------------------------------------------------------------
+
+def test_manual_world_from_a_script(fitter, world_candidates, tmp_path):
+    from belief.manual import ManualWorld
+
+    def ask(world, m, step):
+        c = world.candidates[m]
+        kw = {}
+        if c.changes_policy:
+            kw.update(control=(30, 100), treated=(40, 100))
+        if c.drives_hardware:
+            kw["unsafe"] = (0, 10)
+        if c.informs:
+            kw["estimates"] = {t: 0.3 for t in c.informs}
+        return world.outcome(m, step, **kw)
+
+    init = SyntheticWorld(seed=0).initial_evidence()
+    world = ManualWorld(world_candidates, "pi0", init, ask=ask)
+    s = replace(SETTINGS, horizon=2, beta=0.0,
+                weights=SyntheticWorld().weight_values)
+    result = Campaign(world, s, tmp_path / "manual", fitter).run()
+    assert len(result.history) >= 1
+    recs = lines(tmp_path / "manual")
+    assert recs[0]["world"] == {"kind": "manual"}
+    with pytest.raises(InputError, match="give the paired evaluation"):
+        world.outcome("dr_1e6", 5)
