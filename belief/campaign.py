@@ -44,7 +44,7 @@ from belief.campaign_log import (
 )
 from belief.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.cvu import CVUSettings, cvu_for_state
-from belief.decision import decide, decision_table
+from belief.decision import STOP, decide, decision_table
 from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.fitting import BeliefFitter, FitSettings
@@ -97,6 +97,11 @@ class CampaignSettings:
         at the stop with the gate's δ and method (never mixed with execution events).
     allocation : str
         The allocation policy (:data:`belief.policies.POLICIES`); ``q`` is the engine's.
+    act_on_unreliable : bool
+        A belief whose fit fails the convergence checks (R-hat, ESS, divergences) is re-fitted
+        once with twice the draws and tuning steps; if it still fails, the loop refuses to act
+        on it (a stop with the reason) unless this is True — then it acts and the decision
+        carries the flag.
     """
 
     horizon: int = 6
@@ -110,6 +115,7 @@ class CampaignSettings:
     cvu: CVUSettings = field(default_factory=lambda: CVUSettings(max_refits=4))
     alpha_deploy: float = 0.05
     allocation: str = "q"
+    act_on_unreliable: bool = False
 
     def __post_init__(self) -> None:
         parse_functional(self.functional)
@@ -139,7 +145,8 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     return {"horizon": s.horizon, "functional": str(parse_functional(s.functional)),
             "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
             "seed": s.seed, "stability_resamples": s.stability_resamples,
-            "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation}
+            "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
+            "act_on_unreliable": s.act_on_unreliable}
 
 
 def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
@@ -159,7 +166,8 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
         beta=float(d["beta"]), gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
         seed=int(d["seed"]), stability_resamples=int(d["stability_resamples"]),
         cvu=CVUSettings(**d["cvu"]), alpha_deploy=float(d["alpha_deploy"]),
-        allocation=d.get("allocation", "q"))
+        allocation=d.get("allocation", "q"),
+        act_on_unreliable=bool(d.get("act_on_unreliable", False)))
 
 
 @dataclass
@@ -276,6 +284,12 @@ class Campaign:
         step = self.step_index
         seed = step_seed(s.seed, step)
         self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, step, seed)
+        if not self.belief.attrs.get("reliable", 1):
+            first = self.belief.attrs.get("reliability_reason", "")
+            longer = replace(s.fit, draws=2 * s.fit.draws, tune=2 * s.fit.tune)
+            self.idata, self.belief = self._fitter_for(longer).fit(self.evidence, self.policy,
+                                                                   step, seed)
+            self.belief.attrs["refit_reason"] = f"refit with 2x draws after: {first}"
         state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
                       history=tuple(self.history), horizon=s.horizon,
                       available=tuple(self.available))
@@ -301,9 +315,25 @@ class Campaign:
             decision.attrs.update({"q_choice": decision.attrs["chosen"],
                                    "chosen": pick.candidate, "stop": int(pick.stop),
                                    "stop_reason": pick.reason if pick.stop else ""})
+        if not self.belief.attrs.get("reliable", 1) and not s.act_on_unreliable \
+                and not decision.attrs["stop"]:
+            reason = ("refusing to act on an unreliable belief ("
+                      f"{self.belief.attrs.get('reliability_reason', '')}); re-run with more "
+                      "draws or set act_on_unreliable=True")
+            decision = decision.assign(chosen=("candidate", np.zeros(decision.sizes["candidate"],
+                                                                     bool)))
+            decision.attrs.update({"q_choice": decision.attrs["chosen"], "chosen": STOP,
+                                   "stop": 1, "stop_reason": reason})
         decision.attrs["allocation"] = s.allocation
         decision.attrs["seed"] = seed
         return decision
+
+    def _fitter_for(self, fit: FitSettings) -> BeliefFitter:
+        """A fitter with other sampler settings (compiled models are shared by structure)."""
+        cache = self.__dict__.setdefault("_fitters", {})
+        if fit not in cache:
+            cache[fit] = BeliefFitter(self.candidates, fit, self.fitter.gains_priors)
+        return cache[fit]
 
     def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
         """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""

@@ -327,3 +327,22 @@ def test_manual_world_from_a_script(fitter, world_candidates, tmp_path):
     assert recs[0]["world"] == {"kind": "manual"}
     with pytest.raises(InputError, match="give the paired evaluation"):
         world.outcome("dr_1e6", 5)
+
+
+# -- convergence gating -------------------------------------------------------------------
+
+def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
+    tiny = replace(SETTINGS, beta=0.0, horizon=2, fit=FitSettings(draws=15, tune=15))
+    result = Campaign(SyntheticWorld(seed=4), tiny, tmp_path / "gate", fitter).run()
+    assert result.history == []
+    assert result.stop_reason.startswith("refusing to act on an unreliable belief")
+    d = result.decisions[0]
+    assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
+    assert "refit with 2x draws" in result.belief.attrs.get("refit_reason", "") or \
+        result.belief.attrs["reliable"] == 0
+    stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
+    assert stop and stop[0]["stop_reason"].startswith("refusing")
+    told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True), None,
+                    fitter).run()
+    assert len(told.history) >= 1
+    assert told.decisions[0].attrs["reliable"] == 0
