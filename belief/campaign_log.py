@@ -123,6 +123,7 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
     steps: list[dict[str, Any]] = []
     stop = deployment = None
     problem = None
+    context: _Context | None = None
     good = 0
     for i, line in enumerate(lines):
         line_no = i + 1
@@ -145,9 +146,10 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
             if kind != "header" or rec.get("format") != LOG_FORMAT:
                 raise InputError(table, f"record {line_no}: the first record must be a "
                                         f"{LOG_FORMAT!r} header", row=None)
+            context = _check_header(rec, table)
             header = rec
         elif kind == "step":
-            problem = _check_step(rec, header, steps, line_no)
+            problem = _check_step(rec, header, steps, line_no, context)
             if problem:
                 break
             steps.append(rec)
@@ -172,40 +174,98 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
     return CampaignLog(header, steps, stop, deployment, problem, good, path)
 
 
+@dataclass
+class _Context:
+    """What the header fixes, used to validate the step records."""
+
+    candidates: Any
+    resources: list[str]
+    evidence: Any
+
+
+def _check_header(rec: dict[str, Any], table: str) -> _Context:
+    """Validate the header record (raises InputError naming record 1 and the rule)."""
+    from belief.candidates import candidates_from_dict, make_budget
+    from belief.evidence import Evidence
+
+    where = "record 1 (header)"
+    for key, kind in (("candidates", dict), ("initial_budget", dict), ("initial_policy", str),
+                      ("settings", dict), ("initial_evidence", dict), ("world", dict)):
+        if not isinstance(rec.get(key), kind):
+            raise InputError(table, f"{where}: {key} must be a {kind.__name__}")
+    try:
+        cands = candidates_from_dict(rec["candidates"], source="candidates")
+        make_budget(rec["initial_budget"], cands.resources, table="initial_budget")
+        evidence = Evidence(cands).append(**_tables(rec["initial_evidence"], "initial_evidence"))
+    except InputError as err:
+        raise InputError(table, f"{where}: {err}") from None
+    return _Context(cands, list(cands.resources), evidence)
+
+
+def _tables(obj: Any, name: str) -> dict[str, Any]:
+    """Evidence tables of a record as DataFrames (lists of row objects only)."""
+    import pandas as pd
+
+    if not isinstance(obj, dict):
+        raise InputError(name, "must map table names to lists of rows")
+    out = {}
+    for key, rows in obj.items():  # unknown table names are refused by Evidence.append
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise InputError(name, f"table {key!r} must be a list of row objects")
+        if rows:
+            out[key] = pd.DataFrame(rows)
+    return out
+
+
 def _check_step(rec: dict[str, Any], header: dict[str, Any], steps: list[dict[str, Any]],
-                line_no: int) -> str | None:
+                line_no: int, context: _Context) -> str | None:
     where = f"record {line_no}"
     expected = len(steps)
     step = rec.get("step")
-    if not isinstance(step, int):
+    if not isinstance(step, int) or isinstance(step, bool):
         return f"{where}: step must be an integer, got {step!r}"
     if step > expected:
         return f"{where}: step {step} follows step {expected - 1}: step {expected} is missing"
     if step < expected:
         return f"{where}: step {step} is out of order (expected {expected})"
-    ids = [c["id"] for c in header.get("candidates", {}).get("candidate", [])]
     chosen = rec.get("chosen")
-    if chosen not in ids:
+    if chosen not in context.candidates.ids:
         return f"{where}: decision names unknown candidate {chosen!r}"
+    for key in ("policy", "policy_after"):
+        if not isinstance(rec.get(key), str) or not rec[key]:
+            return f"{where}: {key} must be a non-empty string"
     budget = rec.get("budget")
     cost = rec.get("realised_cost")
     after = rec.get("budget_after")
     if not (isinstance(budget, dict) and isinstance(cost, dict) and isinstance(after, dict)):
         return f"{where}: budget, realised_cost and budget_after are required"
-    previous = steps[-1]["budget_after"] if steps else header.get("initial_budget", {})
-    for r, v in budget.items():
-        if r in previous and not np.isclose(previous[r], v):
-            return (f"{where}: budget {r}={v} does not follow from the previous record "
+    resources = context.resources
+    for name, values in (("budget", budget), ("realised_cost", cost),
+                         ("budget_after", after)):
+        if sorted(values) != sorted(resources):
+            return f"{where}: {name} must give every resource of {resources}"
+        bad = [r for r, v in values.items()
+               if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v)]
+        if bad:
+            return f"{where}: {name} {bad[0]} must be a finite number"
+    previous = steps[-1]["budget_after"] if steps else header["initial_budget"]
+    for r in resources:
+        if not np.isclose(previous[r], budget[r]):
+            return (f"{where}: budget {r}={budget[r]} does not follow from the previous record "
                     f"({previous[r]})")
-    for r, c in cost.items():
-        if r not in budget:
-            return f"{where}: realised cost names unknown resource {r!r}"
-        if not isinstance(c, int | float) or c < 0:
-            return f"{where}: realised cost {r}={c!r} must be a number >= 0"
+    for r in resources:
+        c = cost[r]
+        if c < 0:
+            return f"{where}: realised cost {r}={c!r} must be >= 0"
         if c > budget[r] + 1e-9:
             return f"{where}: cost {r}={c:g} exceeds the budget that was left ({budget[r]:g})"
-        if not np.isclose(after.get(r, np.nan), budget[r] - c):
+        if not np.isclose(after[r], budget[r] - c):
             return f"{where}: budget_after {r} is not budget − realised cost"
+    try:
+        context.evidence = context.evidence.append(**_tables(rec.get("outcome", {}),
+                                                             "outcome"))
+    except InputError as err:
+        return f"{where}: outcome refused: {err}"
     return None
 
 

@@ -108,6 +108,8 @@ def _integer_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
             raise InputError(table, f"{col} must be an integer count, got {_show(v)}", row=i)
         if fv < 0:
             raise InputError(table, f"{col} must be >= 0 (negative count {_show(v)})", row=i)
+        if fv > 2**53:
+            raise InputError(table, f"{col} is implausibly large ({_show(v)})", row=i)
     return values.astype(float).astype(np.int64)
 
 
