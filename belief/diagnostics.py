@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import xarray as xr
 
-__all__ = ["Convergence", "check_convergence"]
+__all__ = ["Convergence", "check_convergence", "convergence_table"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,72 @@ def check_convergence(idata: xr.DataTree, var_names: list[str] | None = None, *,
     if div > max_divergences:
         problems.append(f"{div} divergent transitions")
     return Convergence(r, eb, et, div, not problems, "; ".join(problems) or "converged")
+
+
+def _worst(da: xr.DataArray, pick) -> tuple[float, str]:
+    """Worst value of ``da`` (``pick`` = np.nanargmax or np.nanargmin) and where it is."""
+    values = np.asarray(da.values, dtype=float)
+    if not values.size or not np.isfinite(values).any():
+        return float("nan"), ""
+    flat = int(pick(np.where(np.isfinite(values), values, np.nan).ravel()))
+    index = np.unravel_index(flat, values.shape) if values.ndim else ()
+    labels = [str(da[d].values[i]) if d in da.coords else str(i)
+              for d, i in zip(da.dims, index, strict=True)]
+    where = f"{da.name}[{', '.join(labels)}]" if labels else str(da.name)
+    return float(values.ravel()[flat]), where
+
+
+def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
+                      rhat_max: float = 1.01, ess_min: float = 400.0,
+                      max_divergences: int = 0) -> pd.DataFrame:
+    """Per-variable convergence diagnostics of one fit, naming the worst element of each.
+
+    Parameters
+    ----------
+    idata : DataTree
+        A fit with ``posterior`` (and ``sample_stats`` for divergences).
+    var_names : list of str, optional
+        Variables to check (default: every posterior variable).
+    rhat_max, ess_min, max_divergences
+        Thresholds (see :func:`check_convergence`).
+
+    Returns
+    -------
+    DataFrame
+        One row per variable (index ``variable``): ``rhat`` (max) and ``rhat_at`` (the element),
+        ``ess_bulk`` / ``ess_tail`` (min) and where, ``divergences`` (of the whole fit),
+        ``passed`` and ``problem`` (the thresholds broken, in words).
+    """
+    post = idata["posterior"].to_dataset()
+    names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
+
+    def as_ds(obj) -> xr.Dataset:
+        return obj.to_dataset() if isinstance(obj, xr.DataTree) else obj
+
+    rhat = as_ds(az.rhat(idata, var_names=names))
+    ess_b = as_ds(az.ess(idata, var_names=names, method="bulk"))
+    ess_t = as_ds(az.ess(idata, var_names=names, method="tail"))
+    div = 0
+    if "sample_stats" in idata.children and "diverging" in idata["sample_stats"].data_vars:
+        div = int(idata["sample_stats"]["diverging"].sum())
+    rows = []
+    for name in names:
+        r, r_at = _worst(rhat[name].rename(name), np.nanargmax)
+        eb, eb_at = _worst(ess_b[name].rename(name), np.nanargmin)
+        et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
+        problems = []
+        if not r <= rhat_max:
+            problems.append(f"R-hat {r:.3f} > {rhat_max:g} at {r_at}")
+        if not eb >= ess_min:
+            problems.append(f"bulk ESS {eb:.0f} < {ess_min:g} at {eb_at}")
+        if not et >= ess_min:
+            problems.append(f"tail ESS {et:.0f} < {ess_min:g} at {et_at}")
+        if div > max_divergences:
+            problems.append(f"{div} divergent transitions > {max_divergences}")
+        rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
+                     "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
+                     "divergences": div, "passed": not problems,
+                     "problem": "; ".join(problems)})
+    columns = ["variable", "rhat", "rhat_at", "ess_bulk", "ess_bulk_at", "ess_tail",
+               "ess_tail_at", "divergences", "passed", "problem"]
+    return pd.DataFrame(rows, columns=columns).set_index("variable")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import xarray as xr
 
 import belief as _pkg
 from belief.errors import InputError
 
-__all__ = ["load_belief", "save_belief"]
+__all__ = ["load_belief", "load_tree", "save_belief"]
 
 FORMAT = "belief-netcdf-1"
 
@@ -30,15 +32,34 @@ def _clean(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None = None) -> Path:
-    """Write q_t (and the posterior tree) to ``path`` atomically."""
+def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None = None, *,
+                groups: Mapping[str, xr.Dataset] | None = None,
+                attrs: Mapping[str, Any] | None = None) -> Path:
+    """Write q_t (and the posterior tree) to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+    belief : Dataset
+        q_t, stored as ``/belief``.
+    idata : DataTree, optional
+        The fitted posteriors, stored under ``/posterior`` (every node with data or attributes,
+        so model-level attributes such as priors survive).
+    groups : mapping of str to Dataset, optional
+        Further groups by path (e.g. ``"evidence/paired_evaluations"``).
+    attrs : mapping, optional
+        Further root attributes (netCDF-compatible values: str, int, float).
+    """
     path = Path(path)
     tree: dict[str, xr.Dataset] = {"belief": _clean(belief)}
     if idata is not None:
         for node in idata.subtree:
-            if node.has_data and node.path != "/":
+            if (node.has_data or node.attrs) and node.path != "/":
                 tree[f"posterior{node.path}"] = _clean(node.to_dataset(inherit=False))
+    for name, ds in (groups or {}).items():
+        tree[name] = _clean(ds)
     dt = xr.DataTree.from_dict(tree)
+    dt.attrs.update(dict(attrs or {}))
     dt.attrs.update({"format": FORMAT, "belief_version": _pkg.__version__})
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -47,6 +68,9 @@ def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None 
         dt.to_netcdf(tmp, engine="h5netcdf")
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -56,6 +80,21 @@ def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None 
 
 def load_belief(path: str | Path) -> tuple[xr.Dataset, xr.DataTree | None]:
     """Read a file written by :func:`save_belief`; refuses other formats and versions."""
+    dt = load_tree(path)
+    belief = dt["belief"].to_dataset()
+    idata = dt["posterior"] if "posterior" in dt.children else None
+    return belief, idata
+
+
+def load_tree(path: str | Path) -> xr.DataTree:
+    """The whole tree of a file written by :func:`save_belief` (loaded into memory).
+
+    Raises
+    ------
+    InputError
+        When the file is missing, unreadable (truncated, not netCDF), not a belief file, written
+        by another version of ``belief``, or has no ``/belief`` group.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(str(path), "file not found")
@@ -72,6 +111,4 @@ def load_belief(path: str | Path) -> tuple[xr.Dataset, xr.DataTree | None]:
                                     f"is {_pkg.__version__}; re-fit with this version")
     if "belief" not in dt.children:
         raise InputError(str(path), "no /belief group")
-    belief = dt["belief"].to_dataset()
-    idata = dt["posterior"] if "posterior" in dt.children else None
-    return belief, idata
+    return dt
