@@ -3,6 +3,19 @@
 Data flows one way: evidence → models (PyMC posteriors) → belief state q_t (xarray) → decision.
 Submodules are imported lazily so that ``import belief`` stays cheap (PyMC is loaded only when a
 model is fitted).
+
+From your own tables (details in :mod:`belief.api`)::
+
+    import belief
+
+    fitted = belief.fit("evidence/", "candidates.toml")   # fit every model that has data
+    fitted.save("belief.nc")                               # belief + posteriors + settings
+    fitted = belief.load("belief.nc")                      # checked: version, settings, hashes
+    decision = fitted.decide(functional="lcb:0.2")         # xarray.Dataset over candidate
+    fitted.convergence()                                   # R-hat, ESS, divergences per model
+    belief.write_report(fitted, decision, "report.html")
+
+``belief.example_paths()`` gives the shipped example (evidence folder, candidate file).
 """
 
 from __future__ import annotations
@@ -21,6 +34,14 @@ _EXPORTS = {
     "parse_budget": "belief.candidates",
     "Evidence": "belief.evidence",
     "read_table": "belief.evidence",
+    "FittedBelief": "belief.api",
+    "fit": "belief.api",
+    "load": "belief.api",
+    "save": "belief.api",
+    "decide_from": "belief.api",
+    "read_evidence_dir": "belief.api",
+    "write_report": "belief.report",
+    "example_paths": "belief.example",
 }
 
 

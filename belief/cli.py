@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
                            "0 = myopic U0)")
     demo.set_defaults(func=cmd_demo)
+    from belief.commands import register
+
+    register(sub)  # fit, decide, check, report (the statistician's path)
     return parser
 
 

@@ -1,0 +1,161 @@
+"""Python API of the statistician's path: evidence folders, costs, policy rule, persistence."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import xarray as xr
+
+import belief
+from belief import api
+from belief.errors import InputError
+from belief.example import example_paths, write_example
+
+EVIDENCE, CANDIDATES = example_paths()
+
+
+@pytest.fixture(scope="module")
+def example_fit(fitter):
+    """belief.fit on the shipped example with the session's compiled fitter."""
+    return belief.fit(EVIDENCE, CANDIDATES, fitter=fitter, seed=3)
+
+
+def test_save_load_round_trip_is_exact(example_fit, tmp_path):
+    path = example_fit.save(tmp_path / "b.nc")
+    back = belief.load(path)
+    xr.testing.assert_identical(back.belief, example_fit.belief)
+    paths = [node.path for node in example_fit.idata.subtree]
+    assert paths == [node.path for node in back.idata.subtree]
+    for p in paths:
+        xr.testing.assert_identical(back.idata[p].to_dataset(inherit=False),
+                                    example_fit.idata[p].to_dataset(inherit=False))
+    assert back.idata["sensitivity"].attrs["standardisation"]  # model-level attrs survive
+    assert back.settings == example_fit.settings
+    assert back.candidates.text == example_fit.candidates.text
+    for name, table in example_fit.evidence.tables().items():
+        pd.testing.assert_frame_equal(back.evidence.tables()[name].reset_index(drop=True),
+                                      table.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(back.costs, example_fit.costs, check_dtype=False)
+    assert back.sensitivity_reports().keys() == example_fit.sensitivity_reports().keys()
+
+
+def _edited(path, tmp_path, name, **attrs):
+    """A copy of ``path`` with root attributes replaced (in place with h5py: fast)."""
+    import h5py
+
+    out = tmp_path / name
+    shutil.copy(path, out)
+    with h5py.File(out, "r+") as f:
+        for key, value in attrs.items():
+            f.attrs[key] = value
+    return out
+
+
+def test_load_checks_settings_and_candidate_hash(example_fit, tmp_path):
+    path = example_fit.save(tmp_path / "b.nc")
+    text = example_fit.candidates.text.replace("0.01", "0.02")
+    with pytest.raises(InputError, match="does not match its SHA-256"):
+        belief.load(_edited(path, tmp_path, "edited.nc", candidates_toml=text))
+    settings = dict(example_fit.settings, step=7)
+    with pytest.raises(InputError, match=r"settings \(policy 'pi2', step 7\) disagree"):
+        belief.load(_edited(path, tmp_path, "step.nc", settings=json.dumps(settings)))
+    del settings["priors"]
+    with pytest.raises(InputError, match=r"settings lack \['priors'\]"):
+        belief.load(_edited(path, tmp_path, "nopriors.nc", settings=json.dumps(settings)))
+    with pytest.raises(InputError, match="not valid JSON"):
+        belief.load(_edited(path, tmp_path, "json.nc", settings="{draws: 3"))
+
+
+def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
+    from belief.persistence import save_belief
+
+    path = save_belief(tmp_path / "bare.nc", example_fit.belief, example_fit.idata)
+    with pytest.raises(InputError, match="holds no candidate set"):
+        belief.load(path)
+    fitted = belief.load(path, CANDIDATES)
+    decision = fitted.decide(beta=0.0)
+    assert decision.attrs["chosen"] in [*fitted.candidate_set.ids, "(stop)"]
+
+
+def test_refit_option_re_samples_where_khat_is_high(example_fit):
+    decision = example_fit.decide(cvu_outcomes=8, refit=True)
+    assert decision.attrs["cvu_refits"].startswith("exact refits")
+    assert set(decision["cvu_method"].values) <= {"psis", "psis+refit", "psis+partial refit",
+                                                  "no outcome", "not computed"}
+
+
+def test_parquet_tables_read_like_csv(tmp_path):
+    cands = api.load_candidate_file(CANDIDATES).candidates
+    ev = tmp_path / "ev"
+    shutil.copytree(EVIDENCE, ev)
+    for name in ("paired_evaluations", "sensitivity_runs", "costs"):
+        pd.read_csv(ev / f"{name}.csv").to_parquet(ev / f"{name}.parquet")
+        (ev / f"{name}.csv").unlink()
+    (ev / "notes.txt").write_text("not a table")
+    a = api.read_evidence_dir(EVIDENCE, cands)
+    b = api.read_evidence_dir(ev, cands)
+    assert b.ignored == ["notes.txt"]
+    for name, table in a.evidence.tables().items():
+        pd.testing.assert_frame_equal(b.evidence.tables()[name], table, check_dtype=False)
+    pd.testing.assert_frame_equal(b.costs, a.costs, check_dtype=False)
+    (ev / "costs.csv").write_text("step,candidate,real_h,compute,eng_h\n")
+    with pytest.raises(InputError, match="table 'costs' is given twice"):
+        api.read_evidence_dir(ev, cands)
+
+
+def test_costs_budget_and_history_rules():
+    from belief.costs import executed_actions, remaining_budget, validate_costs
+
+    cands = api.load_candidate_file(CANDIDATES).candidates
+    costs = validate_costs(pd.DataFrame({"step": [0, 1], "candidate": ["dr_1e6", "cotrain"],
+                                         "real_h": [0, 3.5], "compute": [10, 60],
+                                         "eng_h": [0.5, 5]}), cands)
+    left = remaining_budget(cands, costs)
+    assert left.sel(resource="real_h").item() == 12 - 3.5
+    assert executed_actions(costs) == ["dr_1e6", "cotrain"]
+    over = costs.assign(compute=[250.0, 60.0])
+    with pytest.raises(InputError, match=r"compute: spent 310 > budget 300"):
+        remaining_budget(cands, over)
+    with pytest.raises(InputError, match=r"costs, row 1: real_h must be >= 0"):
+        validate_costs(costs.assign(real_h=[0.0, -1.0]), cands)
+    with pytest.raises(InputError, match=r"missing required column\(s\) \['eng_h'\]"):
+        validate_costs(costs.drop(columns="eng_h"), cands)
+    with pytest.raises(InputError, match="unknown candidate 'dr_9'"):
+        validate_costs(costs.assign(candidate=["dr_9", "cotrain"]), cands)
+
+
+def test_current_policy_rule():
+    cands = api.load_candidate_file(CANDIDATES).candidates
+    tables = api.read_evidence_dir(EVIDENCE, cands)
+    assert api.infer_policy(tables.evidence)[0] == "pi2"
+    only_baseline = belief.Evidence(cands).append(
+        policy_evals=tables.evidence.policy_evals)
+    assert api.infer_policy(only_baseline) == ("pi0", "the single policy evaluated (no paired "
+                                                      "evaluations)")
+    two = only_baseline.append(policy_evals=tables.evidence.policy_evals.assign(policy="pi_x"))
+    with pytest.raises(InputError, match="several evaluated policies"):
+        api.infer_policy(two)
+    with pytest.raises(InputError, match="cannot tell the current policy"):
+        api.infer_policy(belief.Evidence(cands))
+
+
+def test_candidates_toml_round_trip_and_diff(world_candidates):
+    text = api.candidates_toml(world_candidates, {"real_h": 0.01, "compute": 0.0, "eng_h": 1})
+    back = api._parse_candidate_text(text, "t.toml")
+    assert api.diff_candidates(world_candidates, back.candidates) == []
+    assert back.weights == {"real_h": 0.01, "compute": 0.0, "eng_h": 1.0}
+    with pytest.raises(InputError, match=r"t.toml \[weights\]: λ names resource\(s\) \['gpu'\]"):
+        api._parse_candidate_text(text.replace("eng_h = 1.0\n", "eng_h = 1.0\ngpu = 2.0\n", 1),
+                                  "t.toml")
+
+
+def test_example_generator_writes_valid_tables(tmp_path):
+    ev, toml = write_example(tmp_path / "ex")
+    cf = api.load_candidate_file(toml)
+    tables = api.read_evidence_dir(ev, cf.candidates)
+    assert tables.rows() == api.read_evidence_dir(EVIDENCE, cf.candidates).rows()
+    assert cf.weights is not None and cf.candidates.budget is not None
+    assert sorted(p.name for p in ev.iterdir()) == sorted(p.name for p in EVIDENCE.iterdir())

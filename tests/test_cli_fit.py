@@ -1,0 +1,263 @@
+"""The statistician's path through the CLI: fit, decide, check, report, and refused input.
+
+Commands run in-process (``belief.cli.main``) so that the compiled models are shared with the
+rest of the session.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from belief.cli import main
+from belief.example import example_paths
+
+EVIDENCE, CANDIDATES = example_paths()
+DRAWS = ["--draws", "300"]
+FAST_DECIDE = ["--cvu-outcomes", "64"]
+
+
+@pytest.fixture(scope="module")
+def fitted_file(tmp_path_factory):
+    """``belief fit`` on the shipped example data (once per module)."""
+    out = tmp_path_factory.mktemp("fit") / "belief.nc"
+    code = main(["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out),
+                 *DRAWS])
+    assert code == 0
+    return out
+
+
+def _refused(capsys, argv, *needles):
+    """Run the CLI, expect exit 2 and a one-line error naming every needle."""
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("belief: error: ") and "\n" not in err, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    return err
+
+
+def _copy_example(tmp_path):
+    dest = tmp_path / "evidence"
+    shutil.copytree(EVIDENCE, dest)
+    return dest
+
+
+# -- the happy path -------------------------------------------------------------------------
+def test_fit_writes_belief_posteriors_evidence_and_settings(fitted_file, capsys):
+    from belief import api
+
+    fitted = api.load(fitted_file)
+    assert fitted.models == ["gains", "exec_risk", "transfer", "sensitivity"]
+    assert fitted.policy == "pi2" and fitted.step == 3
+    assert "treated_policy of the last paired evaluation" in fitted.settings["policy_rule"]
+    assert fitted.settings["draws"] == 300 and fitted.settings["chains"] == 2
+    assert fitted.settings["evidence_rows"]["sensitivity_runs"] == 54
+    assert fitted.history() == ["dr_1e7", "si_friction", "ft_pilot"]
+    assert "si_friction" not in fitted.available() and "dr_1e7" in fitted.available()
+    assert len(fitted.evidence.paired) == 2 and len(fitted.costs) == 3
+
+
+def test_decide_prints_table_and_writes_csv_and_figures(fitted_file, tmp_path, capsys):
+    out = tmp_path / "decision"
+    code = main(["decide", str(fitted_file), "--budget", "real_h=10,compute=200,eng_h=15",
+                 "--weights", "real_h=0.01,compute=0.0002,eng_h=0.004", "--functional",
+                 "lcb:0.2", "--beta", "1", "--alpha-exec", "0.1", "--out", str(out),
+                 *FAST_DECIDE])
+    text = capsys.readouterr().out
+    assert code == 0
+    table = pd.read_csv(out / "decision.csv")
+    chosen = table.loc[table["chosen"], "candidate"].tolist()
+    assert len(chosen) == 1 and f"recommendation: {chosen[0]}" in text
+    assert len(table) == 9 and {"q", "u0", "cvu", "p_exec_bound"} <= set(table.columns)
+    assert table.set_index("candidate").loc["si_friction", "excluded_reason"].startswith(
+        "not available")
+    assert "no exact refits" in text and "budget: real_h=10" in text
+    for name in ("gains", "q_decomposition", "safety", "sensitivity_pi0"):
+        assert (out / f"{name}.png").stat().st_size > 1000
+
+
+def test_decide_budget_defaults_to_file_budget_minus_costs(fitted_file, tmp_path, capsys):
+    from belief import api
+
+    decision = api.decide_from(fitted_file, beta=0.0)
+    # [budget] (12, 300, 20) minus realised costs (1.5, 86, 4.5) in costs.csv
+    assert (decision.attrs["budget_real_h"], decision.attrs["budget_compute"],
+            decision.attrs["budget_eng_h"]) == (10.5, 214.0, 15.5)
+    assert "minus realised costs" in decision.attrs["budget_source"]
+    assert decision.attrs["cvu_refits"] == "CVU not computed (β = 0)"
+
+
+def test_cli_and_python_api_agree(fitted_file, tmp_path, capsys):
+    import belief
+
+    out = tmp_path / "d"
+    assert main(["decide", str(fitted_file), "--functional", "cvar:0.3", "--out", str(out),
+                 *FAST_DECIDE]) == 0
+    cli = pd.read_csv(out / "decision.csv").set_index("candidate")
+    py = belief.load(fitted_file).decide(functional="cvar:0.3", cvu_outcomes=64)
+    np.testing.assert_allclose(cli["q"].to_numpy(), py["q"].values, equal_nan=True)
+    assert cli.index[cli["chosen"]].tolist() == [py.attrs["chosen"]] or py.attrs["stop"]
+    saved = xr.open_dataset(out / "decision.nc", engine="h5netcdf").load()
+    np.testing.assert_allclose(saved["q"].values, py["q"].values, equal_nan=True)
+
+
+def test_check_exit_codes(fitted_file, capsys):
+    assert main(["check", str(fitted_file), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
+    assert "converged: 12 variables of 4 models pass" in capsys.readouterr().out
+    assert main(["check", str(fitted_file), "--ess-min", "1e9"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL gains: effect: " in out and "bulk ESS" in out and "< 1e+09 at effect[" in out
+    assert "FAIL sensitivity: S: " in out and "not converged: 12 of 12" in out
+
+
+def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp_path,
+                                                                  capsys):
+    dec = tmp_path / "dec"
+    assert main(["decide", str(fitted_file), "--out", str(dec), *FAST_DECIDE]) == 0
+    html = tmp_path / "report.html"
+    assert main(["report", str(fitted_file), "--decision", str(dec), "--out", str(html)]) == 0
+    text = html.read_text()
+    for section in ("Decision", "Posterior gains per candidate", "Execution safety against "
+                    "α_exec", "Sensitivities S_k(π)", "Convergence", "Transfer delta"):
+        assert section in text, section
+    assert text.count("data:image/png;base64,") >= 5
+    assert 'src="http' not in text and "<link" not in text
+    md = tmp_path / "report.md"
+    assert main(["report", str(fitted_file), "--out", str(md), "--beta", "0"]) == 0
+    body = md.read_text()
+    assert "](report_files/q_decomposition.png)" in body
+    assert (tmp_path / "report_files" / "safety.png").exists()
+    assert "| candidate | role |" in body
+
+
+# -- refused input: one line, exit 2, nothing written ----------------------------------------
+def test_fit_refuses_missing_required_table(tmp_path, capsys):
+    ev = _copy_example(tmp_path)
+    (ev / "paired_evaluations.csv").unlink()
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             str(ev), "missing required table paired_evaluations.csv")
+    assert not out.exists()
+
+
+def test_fit_refuses_files_that_are_not_csv_or_parquet(tmp_path, capsys):
+    ev = _copy_example(tmp_path)
+    (ev / "safety_events.csv").rename(ev / "safety_events.xlsx")
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "safety_events.xlsx", "neither CSV (.csv) nor Parquet")
+    (ev / "safety_events.xlsx").unlink()
+    (ev / "safety_event.csv").write_text("step,candidate\n")
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "safety_event.csv", "not a known evidence table")
+    (ev / "safety_event.csv").unlink()
+    (ev / "transfer_evaluations.parquet").write_bytes(b"PAR1 this is not parquet")
+    (ev / "transfer_evaluations.csv").unlink()
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "transfer_evaluations.parquet", "cannot read")
+    assert not out.exists()
+
+
+def test_fit_refuses_columns_of_the_wrong_type(tmp_path, capsys):
+    ev = _copy_example(tmp_path)
+    paired = pd.read_csv(ev / "paired_evaluations.csv")
+    paired["control_trials"] = paired["control_trials"].astype(object)
+    paired.loc[1, "control_trials"] = "many"
+    paired.to_csv(ev / "paired_evaluations.csv", index=False)
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "paired_evaluations.csv", "row 1 (line 3 of the file)",
+             "control_trials must be an integer count, got 'many'")
+    assert not out.exists()
+
+
+def test_fit_refuses_a_resource_the_candidates_do_not_use(tmp_path, capsys):
+    ev = _copy_example(tmp_path)
+    costs = pd.read_csv(ev / "costs.csv")
+    costs["gpu_h"] = 1.0
+    costs.to_csv(ev / "costs.csv", index=False)
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "costs.csv", "['gpu_h'] name no resource of the candidates")
+    assert not out.exists()
+
+
+def test_fit_refuses_unknown_policy_and_bad_settings(tmp_path, capsys):
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out),
+                      "--policy", "pi9"], "--policy", "'pi9' appears in no evidence table")
+    _refused(capsys, ["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out),
+                      "--draws", "0"], "--draws", "must be an integer >= 1")
+    _refused(capsys, ["fit", str(tmp_path / "nowhere"), "--candidates", str(CANDIDATES),
+                      "--out", str(out)], "nowhere", "evidence folder not found")
+    assert not out.exists()
+
+
+def test_decide_refuses_bad_budget_weights_and_options(fitted_file, tmp_path, capsys):
+    out = tmp_path / "dec"
+    base = ["decide", str(fitted_file), "--out", str(out)]
+    _refused(capsys, [*base, "--budget", "real_h=ten,compute=1,eng_h=1"], "--budget",
+             "cannot parse amount 'ten' of 'real_h'")
+    _refused(capsys, [*base, "--budget", "real_h 10"], "--budget", "expected resource=amount")
+    _refused(capsys, [*base, "--budget", "real_h=1,compute=1,eng_h=1,gpu=3"], "--budget",
+             "unknown resource(s) ['gpu']")
+    _refused(capsys, [*base, "--weights", "real_h=0.01,compute=0.1,eng_h=0.1,gpu=1"],
+             "--weights", "['gpu'] that the candidates do not use")
+    _refused(capsys, [*base, "--functional", "median"], "unknown functional 'median'")
+    _refused(capsys, [*base, "--alpha-exec", "1.5"], "alpha_exec")
+    assert not out.exists()
+
+
+def test_decide_refuses_other_version_truncated_and_not_a_belief(fitted_file, tmp_path,
+                                                                   capsys):
+    out = tmp_path / "dec"
+    import h5py
+
+    old = tmp_path / "old.nc"
+    shutil.copy(fitted_file, old)
+    with h5py.File(old, "r+") as f:
+        f.attrs["belief_version"] = "0.0.9"
+    _refused(capsys, ["decide", str(old), "--out", str(out)], "old.nc",
+             "written by belief 0.0.9")
+    cut = tmp_path / "cut.nc"
+    data = fitted_file.read_bytes()
+    cut.write_bytes(data[: len(data) // 3])
+    _refused(capsys, ["decide", str(cut), "--out", str(out)], "cut.nc",
+             "truncated or not netCDF")
+    _refused(capsys, ["check", str(CANDIDATES)], "candidates.toml", "not netCDF")
+    assert not out.exists()
+
+
+def test_decide_refuses_candidates_that_differ_from_the_fit(fitted_file, tmp_path, capsys):
+    text = CANDIDATES.read_text().replace('id = "cotrain"', 'id = "cotrain_v2"')
+    text = text.replace("cost = { real_h = 0.0, compute = 10.0, eng_h = 0.5 }",
+                        "cost = { real_h = 0.0, compute = 12.0, eng_h = 0.5 }")
+    other = tmp_path / "other.toml"
+    other.write_text(text)
+    out = tmp_path / "dec"
+    err = _refused(capsys, ["decide", str(fitted_file), "--candidates", str(other),
+                            "--out", str(out)], "other.toml",
+                   "candidates differ from those the belief", "['cotrain'] missing",
+                   "['cotrain_v2'] not in the fitted belief", "dr_1e6.cost")
+    assert "compute': 10.0" in err and "compute': 12.0" in err
+    assert not out.exists()
+    # the same candidates with another budget are accepted: the budget is a decision input
+    same = tmp_path / "same.toml"
+    same.write_text(CANDIDATES.read_text().replace("real_h = 12.0", "real_h = 6.0"))
+    assert main(["decide", str(fitted_file), "--candidates", str(same), "--beta", "0",
+                 "--out", str(out)]) == 0
+    assert "budget: real_h=4.5" in capsys.readouterr().out
+
+
+def test_report_refuses_bad_suffix_and_foreign_decision(fitted_file, tmp_path, capsys):
+    _refused(capsys, ["report", str(fitted_file), "--out", str(tmp_path / "r.pdf")],
+             "--out", "expected a .html or .htm or .md or .markdown file")
+    _refused(capsys, ["report", str(fitted_file), "--decision", str(tmp_path / "none.nc"),
+                      "--out", str(tmp_path / "r.html")], "none.nc", "file not found")
+    assert not (tmp_path / "r.html").exists()
