@@ -159,3 +159,18 @@ def test_example_generator_writes_valid_tables(tmp_path):
     assert tables.rows() == api.read_evidence_dir(EVIDENCE, cf.candidates).rows()
     assert cf.weights is not None and cf.candidates.budget is not None
     assert sorted(p.name for p in ev.iterdir()) == sorted(p.name for p in EVIDENCE.iterdir())
+
+
+def test_header_only_paired_table_before_any_adaptation(tmp_path):
+    cands = api.load_candidate_file(CANDIDATES).candidates
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    header = pd.read_csv(EVIDENCE / "paired_evaluations.csv").iloc[:0]
+    header.to_csv(ev / "paired_evaluations.csv", index=False)
+    shutil.copy(EVIDENCE / "policy_evaluations.csv", ev)
+    tables = api.read_evidence_dir(ev, cands)
+    assert len(tables.evidence.paired) == 0 and len(tables.costs) == 0
+    assert api.infer_policy(tables.evidence)[0] == "pi0"
+    (ev / "paired_evaluations.csv").write_text("")
+    with pytest.raises(InputError, match=r"paired_evaluations\.csv: cannot read"):
+        api.read_evidence_dir(ev, cands)
