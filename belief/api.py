@@ -607,10 +607,11 @@ class FittedBelief:
         groups = {f"evidence/{name}": _table_ds(df)
                   for name, df in self.evidence.tables().items()}
         groups["evidence/costs"] = _table_ds(self.costs)
-        attrs = {"settings": json.dumps(_jsonable(self.settings), sort_keys=True),
-                 "candidates_toml": self.candidates.text,
+        attrs = {"candidates_toml": self.candidates.text,
                  "candidates_sha256": self.candidates.sha256,
                  "candidates_source": self.candidates.source}
+        if self.settings:  # a belief fitted here; one loaded from a bare file has none
+            attrs["settings"] = json.dumps(_jsonable(self.settings), sort_keys=True)
         path = save_belief(path, self.belief, self.idata, groups=groups, attrs=attrs)
         self.path = Path(path)
         return self.path
@@ -1013,12 +1014,14 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
             raise InputError(label, f"stored candidate set is invalid: {err}") from None
         stored = CandidateFile(stored.candidates, text, stored.weights,
                                str(attrs.get("candidates_source", "candidates")))
-        try:
-            settings = json.loads(str(attrs.get("settings", "")))
-        except json.JSONDecodeError:
-            raise InputError(label, "settings attribute is not valid JSON (file damaged)") \
-                from None
-        settings = _check_settings(settings, label)
+        settings = {}  # no settings attribute: saved from a belief that had none (bare file)
+        if "settings" in attrs:
+            try:
+                settings = json.loads(str(attrs["settings"]))
+            except json.JSONDecodeError:
+                raise InputError(label, "settings attribute is not valid JSON (file "
+                                        "damaged)") from None
+            settings = _check_settings(settings, label)
     belief = _read_group(path, "belief")
     ids = [str(c) for c in belief["candidate"].values]
     if ids != stored.candidates.ids:

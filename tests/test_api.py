@@ -78,6 +78,8 @@ def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
     fitted = belief.load(path, CANDIDATES)
     decision = fitted.decide(beta=0.0)
     assert decision.attrs["chosen"] in [*fitted.candidate_set.ids, "(stop)"]
+    again = belief.load(fitted.save(tmp_path / "again.nc"))  # now with its candidate set
+    assert again.settings == {} and again.candidates.text == fitted.candidates.text
 
 
 def test_refit_option_re_samples_where_khat_is_high(example_fit):
