@@ -84,6 +84,7 @@ __all__ = [
     "EvidenceTables",
     "FittedBelief",
     "candidates_toml",
+    "check_file",
     "decide_from",
     "diff_candidates",
     "fit",
@@ -92,6 +93,7 @@ __all__ = [
     "load_candidate_file",
     "load_decision",
     "parse_weights",
+    "posterior_convergence",
     "read_evidence_dir",
     "save",
     "save_decision",
@@ -629,23 +631,8 @@ class FittedBelief:
             Index (``model``, ``variable``); columns of
             :func:`belief.diagnostics.convergence_table`.
         """
-        from belief.diagnostics import convergence_table
-
-        rhat_max = float(self.settings.get("rhat_max", 1.01) if rhat_max is None else rhat_max)
-        ess_min = float(self.settings.get("ess_min", 100.0) if ess_min is None else ess_min)
-        frames = {}
-        for name in self.models:
-            node = self.idata[name]
-            if "posterior" not in node.children:
-                continue
-            frames[name] = convergence_table(node, CHECK_VARS.get(name), rhat_max=rhat_max,
-                                             ess_min=ess_min, max_divergences=max_divergences)
-        if not frames:
-            raise InputError(str(self.path or "belief"), "no fitted model to check")
-        table = pd.concat(frames, names=["model", "variable"])
-        table.attrs.update({"rhat_max": rhat_max, "ess_min": ess_min,
-                            "max_divergences": max_divergences})
-        return table
+        return posterior_convergence(self.idata, self.settings, rhat_max, ess_min,
+                                     max_divergences, label=str(self.path or "belief"))
 
     # -- decisions ------------------------------------------------------------------------------
     def budget(self, budget: str | Mapping[str, float] | xr.DataArray | None = None
@@ -813,6 +800,52 @@ class FittedBelief:
             "p_positive": (g > 0).mean("sample").values},
             index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
         return out
+
+
+def posterior_convergence(idata: xr.DataTree, settings: Mapping[str, Any] | None = None,
+                          rhat_max: float | None = None, ess_min: float | None = None,
+                          max_divergences: int = 0, label: str = "belief") -> pd.DataFrame:
+    """Convergence table of every model in ``idata`` (see :meth:`FittedBelief.convergence`).
+
+    Default thresholds: the fit's settings; without them R-hat ≤ 1.01 and ESS ≥ 10 % of each
+    model's draws × chains (the rule of :class:`belief.fitting.FitSettings`).
+    """
+    from belief.diagnostics import convergence_table
+
+    settings = settings or {}
+    rhat_max = float(settings.get("rhat_max", 1.01) if rhat_max is None else rhat_max)
+    frames = {}
+    thresholds = []
+    for name, node in idata.children.items():
+        if "posterior" not in node.children:
+            continue
+        post = node["posterior"]
+        ess = ess_min if ess_min is not None else settings.get(
+            "ess_min", 0.1 * post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
+        thresholds.append(float(ess))
+        frames[name] = convergence_table(node, CHECK_VARS.get(name), rhat_max=rhat_max,
+                                         ess_min=float(ess), max_divergences=max_divergences)
+    if not frames:
+        raise InputError(label, "no fitted model to check")
+    table = pd.concat(frames, names=["model", "variable"])
+    table.attrs.update({"rhat_max": rhat_max, "ess_min": min(thresholds),
+                        "max_divergences": max_divergences})
+    return table
+
+
+def check_file(path: str | Path, candidates: str | Path | None = None,
+               rhat_max: float | None = None, ess_min: float | None = None,
+               max_divergences: int = 0) -> pd.DataFrame:
+    """Convergence table of a belief file (``belief check``); works on files without a
+    candidate set too (e.g. ``belief demo``'s ``belief.nc``)."""
+    path = Path(path)
+    attrs, groups = _open_checked(path)
+    if candidates is not None or "candidates_toml" in attrs:
+        return load(path, candidates).convergence(rhat_max, ess_min, max_divergences)
+    if "posterior" not in groups:
+        raise InputError(str(path), "no fitted model to check (no /posterior group)")
+    return posterior_convergence(_read_tree(path, "posterior"), None, rhat_max, ess_min,
+                                 max_divergences, label=str(path))
 
 
 # -- fit, save, load ----------------------------------------------------------------------------

@@ -233,13 +233,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     from belief import api
 
-    fitted = api.load(args.belief, args.candidates)
     for name, value in (("--rhat-max", args.rhat_max), ("--ess-min", args.ess_min)):
         if value is not None and not value > 0:
             raise InputError(name, f"must be > 0, got {value}")
     if args.max_divergences < 0:
         raise InputError("--max-divergences", f"must be >= 0, got {args.max_divergences}")
-    table = fitted.convergence(args.rhat_max, args.ess_min, args.max_divergences)
+    table = api.check_file(args.belief, args.candidates, args.rhat_max, args.ess_min,
+                           args.max_divergences)
+    models = table.index.get_level_values("model").unique()
     console = _console()
     t = Table(title=f"convergence of {_esc(args.belief)} (R-hat ≤ {table.attrs['rhat_max']:g}, "
                     f"ESS ≥ {table.attrs['ess_min']:g}, divergences ≤ "
@@ -258,7 +259,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"FAIL {model}: {var}: {row['problem']}")
         print(f"not converged: {len(failed)} of {len(table)} checked variables fail")
         return 1
-    print(f"converged: {len(table)} variables of {len(fitted.models)} models pass")
+    print(f"converged: {len(table)} variables of {len(models)} models pass")
     return 0
 
 
@@ -329,7 +330,7 @@ def register(sub: Any) -> None:
                                        "model. Exit 0 converged, 1 fails, 2 bad input.")
     check.add_argument("belief", metavar="BELIEF")
     check.add_argument("--candidates", default=None, metavar="FILE",
-                       help="needed only for belief files without a stored candidate set")
+                       help="optional: check the stored candidates against this file too")
     check.add_argument("--rhat-max", type=float, default=None,
                        help="R-hat threshold (default: the fit's, 1.01)")
     check.add_argument("--ess-min", type=float, default=None,

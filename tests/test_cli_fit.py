@@ -116,6 +116,19 @@ def test_check_exit_codes(fitted_file, capsys):
     assert "FAIL sensitivity: S: " in out and "not converged: 12 of 12" in out
 
 
+def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
+    """A file from save_belief alone (e.g. belief demo's) has no candidates: check still runs,
+    with ESS ≥ 10 % of the draws by default."""
+    from belief import api
+    from belief.persistence import save_belief
+
+    fitted = api.load(fitted_file)
+    bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
+    assert main(["check", str(bare), "--rhat-max", "1.2"]) == 0
+    out = capsys.readouterr().out
+    assert "ESS ≥ 60" in out and "converged: 12 variables of 4 models pass" in out
+
+
 def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp_path,
                                                                   capsys):
     dec = tmp_path / "dec"
