@@ -123,7 +123,7 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
         et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
         problems = []
         if not r <= rhat_max:
-            problems.append(f"R-hat {r:.3f} > {rhat_max:g} at {r_at}")
+            problems.append(f"R-hat {r:.4f} > {rhat_max:g} at {r_at}")
         if not eb >= ess_min:
             problems.append(f"bulk ESS {eb:.0f} < {ess_min:g} at {eb_at}")
         if not et >= ess_min:
