@@ -209,6 +209,11 @@ def test_fit_refuses_unknown_policy_and_bad_settings(tmp_path, capsys):
                       "--draws", "0"], "--draws", "must be an integer >= 1")
     _refused(capsys, ["fit", str(tmp_path / "nowhere"), "--candidates", str(CANDIDATES),
                       "--out", str(out)], "nowhere", "evidence folder not found")
+    _refused(capsys, ["fit", str(EVIDENCE), "--candidates", str(tmp_path / "c.toml"),
+                      "--out", str(out)], "c.toml", "file not found")
+    (tmp_path / "c.toml").write_text("[campaign\n")
+    _refused(capsys, ["fit", str(EVIDENCE), "--candidates", str(tmp_path / "c.toml"),
+                      "--out", str(out)], "c.toml", "not a valid TOML file")
     assert not out.exists()
 
 
