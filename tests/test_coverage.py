@@ -1,0 +1,170 @@
+"""Coverage of decisions on synthetic worlds (issue 9; see :mod:`belief.calibration`).
+
+Slow tests: scripted campaigns on 40 varied worlds (``SyntheticWorld.varied(v)``), fitted at two
+checkpoints (after 2 and 5 executions) with the session's fast fitter (2 × 300 draws).
+
+- gains: the 90 % posterior interval of the mean gain μ(m | θ) is compared with the world's
+  ``expected_gain(m)``, the 90 % interval of the predictive gain ``belief["gain"]`` with one
+  realised gain.  Neither may under-cover (upper end of the exact two-sided 99 %
+  Clopper–Pearson interval of the observed rate ≥ 0.90), and for candidates the world had
+  executed before (their own evidence dominates) the rate must be nominal (0.90 inside that
+  interval).  Nominal coverage over *all* rows is an expected failure: the worlds' gains are not
+  drawn from the model's priors and the intervals of candidates not executed yet over-cover
+  (see the calibration report).
+- gate: the one-sided 95 % Clopper–Pearson bound must cover the true p_unsafe at ≥ 0.95 on the
+  worlds and on simulated bench runs (upper end of the 99 % interval ≥ 0.95), and its exact
+  coverage at every world's (p, n) must be ≥ 0.95.  The hierarchical posterior bound has no
+  frequentist guarantee; its coverage is printed, and the per-candidate check is an expected
+  failure (shrinkage pulls the riskiest candidate's bound below its truth; see the report).
+
+Rows of one world share evidence and truth; the binomial intervals treat rows as independent
+(stated), so they are somewhat too narrow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from scipy.special import expit
+
+from belief.calibration import (
+    binomial_interval,
+    coverage_table,
+    cp_bench_coverage,
+    cp_exact_coverage,
+    mean_gain_draws,
+    run_world_coverage,
+)
+from belief.errors import InputError
+
+WORLDS = range(40)
+LEVEL = 0.99  # confidence of the binomial intervals the assertions use
+
+
+# -- fast ----------------------------------------------------------------------------------------
+def _fake_belief(n: int = 4000) -> xr.Dataset:
+    rng = np.random.default_rng(0)
+    return xr.Dataset(
+        {"gains_eta": ("sample", rng.normal(-0.8, 0.1, n)),
+         "gains_theta": (("sample", "candidate"), rng.normal([0.3, 0.6], 0.1, (n, 2))),
+         "gains_rho": ("sample", rng.uniform(0.6, 0.9, n)),
+         "gains_tau": ("sample", rng.uniform(0.1, 0.4, n)),
+         "gains_repeats": ("candidate", np.array([0.0, 2.0]))},
+        coords={"candidate": ["a", "b"]})
+
+
+def test_mean_gain_integrates_out_run_noise():
+    b = _fake_belief()
+    mean = mean_gain_draws(b)
+    i = 7
+    eta, tau, rho = (float(b[v][i]) for v in ("gains_eta", "gains_tau", "gains_rho"))
+    z = np.random.default_rng(1).standard_normal(100_000)
+    for j, k in enumerate((0, 2)):
+        theta = float(b["gains_theta"][i, j])
+        mc = np.mean(expit(eta + theta * rho**k + tau * z)) - expit(eta)
+        assert mean.values[i, j] == pytest.approx(mc, abs=1e-3)
+    with pytest.raises(InputError, match="joint draws"):
+        mean_gain_draws(b.drop_vars("gains_tau"))
+
+
+def test_binomial_interval_and_exact_cp_coverage():
+    lo, hi = binomial_interval(90, 100)
+    assert lo == pytest.approx(0.8238, abs=1e-3) and hi == pytest.approx(0.9510, abs=1e-3)
+    assert binomial_interval(0, 10)[0] == 0.0
+    for n in (10, 40, 150):
+        for p in (0.001, 0.01, 0.03, 0.1, 0.3):
+            assert cp_exact_coverage(p, n, 0.05) >= 0.95
+    table = coverage_table(pd.DataFrame({"hit": [True] * 9 + [False], "g": [0, 1] * 5}),
+                           "hit", "g")
+    assert table["hits"].tolist() == [5, 4] and table["n"].tolist() == [5, 5]
+
+
+def test_cp_bench_coverage_rows():
+    bench = cp_bench_coverage([0, 1], 2)
+    assert len(bench) == 2 * 2 * 5  # five hardware candidates with bench runs
+    assert (bench["ucb_cp"] >= bench["unsafe"] / bench["executions"]).all()
+
+
+def test_world_coverage_refuses_bad_settings(fitter):
+    with pytest.raises(InputError, match="checkpoints"):
+        run_world_coverage(fitter, [0], checkpoints=(99,))
+    with pytest.raises(InputError, match="level"):
+        run_world_coverage(fitter, [0], level=1.5)
+    with pytest.raises(InputError, match="unknown candidates"):
+        run_world_coverage(fitter, [0], sequence=("nope",), checkpoints=(1,))
+
+
+# -- slow ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def world_run(fitter):
+    return run_world_coverage(fitter, WORLDS, seed=9)
+
+
+def _show(title: str, table) -> None:
+    print(f"\n{title}")
+    for r in table.itertuples():
+        print(f"  {r.group!s:>14}: {r.hits}/{r.n} = {r.coverage:.3f} "
+              f"[{r.ci_low:.3f}, {r.ci_high:.3f}]")
+
+
+@pytest.mark.slow
+def test_gain_intervals_do_not_under_cover_world_truth(world_run):
+    gains = world_run.gains.assign(executed=world_run.gains["executed_before"] > 0)
+    for col in ("covered_mean", "covered_pred"):
+        _show(f"{col} (95 % CP intervals)", coverage_table(gains, col))
+        for by in ("candidate", "checkpoint", "executed"):
+            _show(f"{col} per {by}", coverage_table(gains, col, by))
+    for col, what in (("covered_mean", "mean gain vs expected gain"),
+                      ("covered_pred", "predictive gain vs realised gain")):
+        rate = coverage_table(gains, col, level=LEVEL).iloc[0]
+        assert rate.ci_high >= 0.90, (
+            f"90 % intervals of the {what} under-cover: {rate.coverage:.3f} "
+            f"[{rate.ci_low:.3f}, {rate.ci_high:.3f}] (99 % CI)")
+        # where the world executed m before, m's own evidence dominates its interval
+        own = coverage_table(gains[gains["executed"]], col, level=LEVEL).iloc[0]
+        assert own.ci_low <= 0.90 <= own.ci_high, (
+            f"90 % intervals of the {what}, candidates executed before: {own.coverage:.3f} "
+            f"[{own.ci_low:.3f}, {own.ci_high:.3f}] (99 % CI) excludes 0.90")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="over-coverage on worlds: intervals of candidates not "
+                   "executed yet rest on priors wider than the worlds' spread of gains (≈0.97 "
+                   "at checkpoint 2); see the calibration report")
+def test_mean_gain_coverage_is_nominal_on_worlds(world_run):
+    rate = coverage_table(world_run.gains, "covered_mean", level=LEVEL).iloc[0]
+    assert rate.ci_low <= 0.90 <= rate.ci_high, (
+        f"90 % intervals of the mean gain cover {rate.coverage:.3f} of {rate.n} true expected "
+        f"gains; 99 % CI [{rate.ci_low:.3f}, {rate.ci_high:.3f}] excludes 0.90")
+
+
+@pytest.mark.slow
+def test_clopper_pearson_gate_covers_true_risk(world_run):
+    gate, delta = world_run.gate, world_run.delta
+    _show("gate CP bound (95 % CP intervals)", coverage_table(gate, "covered_cp"))
+    _show("gate posterior bound", coverage_table(gate, "covered_posterior"))
+    _show("gate posterior bound per candidate",
+          coverage_table(gate, "covered_posterior", "candidate"))
+    cp = coverage_table(gate, "covered_cp", level=LEVEL).iloc[0]
+    assert cp.ci_high >= 1 - delta, f"CP bound covers only {cp.coverage:.3f}"
+    exact = [cp_exact_coverage(p, int(n), delta)
+             for p, n in gate[["p_true", "executions"]].drop_duplicates().to_numpy()]
+    assert min(exact) >= 1 - delta
+    runs = cp_bench_coverage(range(100), 10, delta)
+    _show("CP bound on simulated bench runs", coverage_table(runs, "covered_cp"))
+    bench = coverage_table(runs, "covered_cp", level=LEVEL).iloc[0]
+    assert bench.ci_high >= 1 - delta, f"CP bound on bench runs covers {bench.coverage:.3f}"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="hierarchical shrinkage: the posterior bound of the "
+                   "riskiest arm candidate (ft_real_100) falls below its true p_unsafe more "
+                   "often than δ on varied worlds; the gate's default method is Clopper–Pearson")
+def test_posterior_gate_bound_covers_every_candidate(world_run):
+    per = coverage_table(world_run.gate, "covered_posterior", "candidate", level=LEVEL)
+    worst = per.loc[per["coverage"].idxmin()]
+    assert worst.ci_high >= 1 - world_run.delta, (
+        f"posterior bound of {worst.group} covers {worst.coverage:.3f} "
+        f"[{worst.ci_low:.3f}, {worst.ci_high:.3f}] < {1 - world_run.delta}")
