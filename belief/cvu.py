@@ -108,8 +108,9 @@ class CVUSettings:
         if not isinstance(self.n_outcomes, int) or self.n_outcomes < 2:
             raise InputError("CVUSettings", f"n_outcomes must be an integer >= 2, got "
                                             f"{self.n_outcomes!r}")
-        if not 0 < self.k_threshold:
-            raise InputError("CVUSettings", f"k_threshold must be > 0, got {self.k_threshold}")
+        if not np.isfinite(self.k_threshold):
+            raise InputError("CVUSettings", f"k_threshold must be finite, got "
+                                            f"{self.k_threshold}")
 
 
 _PATCH_LOCK = threading.Lock()
