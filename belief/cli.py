@@ -40,18 +40,28 @@ def _decision_rich_table(decision, title: str):
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from belief.campaign import CampaignSettings, run_campaign
+    from belief.campaign import Campaign, CampaignSettings
     from belief.fitting import BeliefFitter, FitSettings
     from belief.world import SyntheticWorld
 
     console = Console()
-    world = SyntheticWorld(seed=args.seed)
-    settings = CampaignSettings(horizon=args.steps, seed=args.seed, functional=args.functional,
-                                beta=args.beta, fit=FitSettings(draws=args.draws, tune=args.draws))
-    out = Path(args.out)
-    console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
-                  + ", ".join(f"{r}={v:g}" for r, v in world.budget_values.items())
-                  + f", horizon {args.steps}, seed {args.seed} → {out}/")
+    if args.resume:
+        out = Path(args.resume)
+        campaign = Campaign.resume(out)
+        world, settings = campaign.world, campaign.settings
+        console.print(f"[bold]belief demo --resume[/bold] {out}/: continuing at step "
+                      f"{campaign.step_index} of {settings.horizon} (policy {campaign.policy})")
+    else:
+        world = SyntheticWorld(seed=args.seed)
+        settings = CampaignSettings(horizon=args.steps, seed=args.seed,
+                                    functional=args.functional, beta=args.beta,
+                                    allocation=args.allocation,
+                                    fit=FitSettings(draws=args.draws, tune=args.draws))
+        out = Path(args.out)
+        console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
+                      + ", ".join(f"{r}={v:g}" for r, v in world.budget_values.items())
+                      + f", horizon {args.steps}, seed {args.seed}, allocation "
+                      f"{args.allocation} → {out}/")
     t_start = time.perf_counter()
     fitter = BeliefFitter(world.candidates, settings.fit)
     with console.status("compiling the models (once per process; ~30 s the first time)"):
@@ -79,7 +89,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                          f"{r.treated_successes}/{r.treated_trials} → policy {outcome.policy}")
             console.print(line + "\n")
 
-    result = run_campaign(world, settings, out, on_step=on_step, fitter=fitter)
+    if args.resume:
+        campaign.fitter = fitter
+    else:
+        campaign = Campaign(world, settings, out, fitter)
+    result = campaign.run(on_step=on_step)
     console.print(f"[bold]done[/bold] in {time.perf_counter() - t_start:.1f} s: "
                   f"{' → '.join(result.history) or 'no action'}; stop: {result.stop_reason}; "
                   f"true J(π_0) = {world.true_success('pi0'):.3f} → J({result.policy}) = "
@@ -95,6 +109,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
                       f"{world.true_p_deploy(result.policy):.4f}")
     console.print(f"wrote {out}/belief.nc, {out}/campaign_log.jsonl, {out}/decisions/, "
                   f"{out}/evidence/")
+    if result.stop_reason.startswith("refusing to act"):
+        console.print("[red]the campaign stopped on an unreliable belief (exit code 1)[/red]")
+        return 1
     return 0
 
 
@@ -110,10 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="posterior draws (and tuning steps) per chain (default 500)")
     demo.add_argument("--functional", default="mean",
                       help="decision functional: mean, lcb:Q or cvar:A (default mean)")
+    demo.add_argument("--allocation", default="q",
+                      help="allocation policy: q (default), u0, mv, thompson, round_robin, "
+                           "oracle")
+    demo.add_argument("--resume", metavar="DIR", default=None,
+                      help="continue the campaign logged in DIR (settings come from its log)")
     demo.add_argument("--beta", type=float, default=1.0,
                       help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
                            "0 = myopic U0)")
     demo.set_defaults(func=cmd_demo)
+    from belief.cli_campaign import add_campaign_commands
+
+    add_campaign_commands(sub)
     from belief.commands import register
 
     register(sub)  # fit, decide, check, report (the statistician's path)
