@@ -99,7 +99,7 @@ class CampaignSettings:
         The allocation policy (:data:`belief.policies.POLICIES`); ``q`` is the engine's.
     act_on_unreliable : bool
         A belief whose fit fails the convergence checks (R-hat, ESS, divergences) is re-fitted
-        once with twice the draws and tuning steps; if it still fails, the loop refuses to act
+        with 2x, then 4x the draws and tuning steps; if it still fails, the loop refuses to act
         on it (a stop with the reason) unless this is True — then it acts and the decision
         carries the flag.
     """
@@ -284,12 +284,14 @@ class Campaign:
         step = self.step_index
         seed = step_seed(s.seed, step)
         self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, step, seed)
-        if not self.belief.attrs.get("reliable", 1):
+        for factor in (2, 4):  # escalate: longer chains until the checks pass
+            if self.belief.attrs.get("reliable", 1):
+                break
             first = self.belief.attrs.get("reliability_reason", "")
-            longer = replace(s.fit, draws=2 * s.fit.draws, tune=2 * s.fit.tune)
+            longer = replace(s.fit, draws=factor * s.fit.draws, tune=factor * s.fit.tune)
             self.idata, self.belief = self._fitter_for(longer).fit(self.evidence, self.policy,
                                                                    step, seed)
-            self.belief.attrs["refit_reason"] = f"refit with 2x draws after: {first}"
+            self.belief.attrs["refit_reason"] = f"refit with {factor}x draws after: {first}"
         state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
                       history=tuple(self.history), horizon=s.horizon,
                       available=tuple(self.available))

@@ -150,6 +150,8 @@ def policy_run(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
             "gate_violations": sum(m in hw_unsafe for m in result.history),
             "unsafe_events": unsafe_events,
             "stop_reason": result.stop_reason,
+            "unreliable_decisions": sum(1 - int(d.attrs.get("reliable", 1))
+                                        for d in result.decisions),
             "seconds": time.perf_counter() - t0,
             "step_seconds": list(result.step_seconds)}
 

@@ -338,7 +338,7 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     assert result.stop_reason.startswith("refusing to act on an unreliable belief")
     d = result.decisions[0]
     assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
-    assert "refit with 2x draws" in result.belief.attrs.get("refit_reason", "") or \
+    assert "refit with 4x draws" in result.belief.attrs.get("refit_reason", "") or \
         result.belief.attrs["reliable"] == 0
     stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
     assert stop and stop[0]["stop_reason"].startswith("refusing")
