@@ -283,15 +283,8 @@ class Campaign:
         s = self.settings
         step = self.step_index
         seed = step_seed(s.seed, step)
-        self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, step, seed)
-        for factor in (2, 4):  # escalate: longer chains until the checks pass
-            if self.belief.attrs.get("reliable", 1):
-                break
-            first = self.belief.attrs.get("reliability_reason", "")
-            longer = replace(s.fit, draws=factor * s.fit.draws, tune=factor * s.fit.tune)
-            self.idata, self.belief = self._fitter_for(longer).fit(self.evidence, self.policy,
-                                                                   step, seed)
-            self.belief.attrs["refit_reason"] = f"refit with {factor}x draws after: {first}"
+        self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, step,
+                                                           seed)
         state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
                       history=tuple(self.history), horizon=s.horizon,
                       available=tuple(self.available))
@@ -329,13 +322,6 @@ class Campaign:
         decision.attrs["allocation"] = s.allocation
         decision.attrs["seed"] = seed
         return decision
-
-    def _fitter_for(self, fit: FitSettings) -> BeliefFitter:
-        """A fitter with other sampler settings (compiled models are shared by structure)."""
-        cache = self.__dict__.setdefault("_fitters", {})
-        if fit not in cache:
-            cache[fit] = BeliefFitter(self.candidates, fit, self.fitter.gains_priors)
-        return cache[fit]
 
     def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
         """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
@@ -425,8 +411,8 @@ class Campaign:
         end = self.step_index
         if self.belief is None or self.belief.attrs.get("step") != end or \
                 self.belief.attrs.get("policy") != self.policy:
-            self.idata, self.belief = self.fitter.fit(self.evidence, self.policy, end,
-                                                      step_seed(s.seed, end))
+            self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, end,
+                                                               step_seed(s.seed, end))
         rows = None
         if hasattr(self.world, "deployment_evaluation"):
             rows = self.world.deployment_evaluation(end, self.policy)

@@ -56,6 +56,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         settings = CampaignSettings(horizon=args.steps, seed=args.seed,
                                     functional=args.functional, beta=args.beta,
                                     allocation=args.allocation,
+                                    act_on_unreliable=args.act_on_unreliable,
                                     fit=FitSettings(draws=args.draws, tune=args.draws))
         out = Path(args.out)
         console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--allocation", default="q",
                       help="allocation policy: q (default), u0, mv, thompson, round_robin, "
                            "oracle")
+    demo.add_argument("--act-on-unreliable", action="store_true",
+                      help="act even when a fit still fails the convergence checks after the "
+                           "2x/4x refits (default: stop and say so)")
     demo.add_argument("--resume", metavar="DIR", default=None,
                       help="continue the campaign logged in DIR (settings come from its log)")
     demo.add_argument("--beta", type=float, default=1.0,

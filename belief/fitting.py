@@ -6,7 +6,7 @@ decision-quantity function, and assembles the draws with :func:`belief.state.mak
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import xarray as xr
@@ -29,8 +29,8 @@ __all__ = ["BeliefFitter", "FitSettings"]
 class FitSettings:
     """Sampler settings shared by every model fit.
 
-    ``ess_min`` is the convergence threshold on bulk and tail ESS; the default scales with
-    the number of draws (100 per chain of 500, i.e. 20 %).
+    ``ess_min`` is the convergence threshold on bulk and tail ESS; the default is 10 % of all
+    draws but at least 100 (so very short runs cannot pass on a tiny threshold).
     """
 
     draws: int = 500
@@ -42,7 +42,9 @@ class FitSettings:
 
     @property
     def ess_threshold(self) -> float:
-        return self.ess_min if self.ess_min is not None else 0.2 * self.draws * self.chains / 2
+        if self.ess_min is not None:
+            return self.ess_min
+        return max(100.0, 0.1 * self.draws * self.chains)
 
 
 @dataclass
@@ -131,6 +133,29 @@ class BeliefFitter:
             children["transfer"] = transfer_idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
+
+    def fit_reliable(self, evidence: Evidence, policy: str, step: int, seed: int,
+                     factors: tuple[int, ...] = (2, 4)) -> tuple[xr.DataTree, xr.Dataset]:
+        """:meth:`fit`, then re-fit with ``factor``× the draws and tuning steps while the
+        belief fails the convergence checks (the reason of the last refit is kept in the
+        ``refit_reason`` attribute; the result may still be unreliable)."""
+        idata, belief = self.fit(evidence, policy, step, seed)
+        for factor in factors:
+            if belief.attrs.get("reliable", 1):
+                break
+            first = belief.attrs.get("reliability_reason", "")
+            idata, belief = self._scaled(factor).fit(evidence, policy, step, seed)
+            belief.attrs["refit_reason"] = f"refit with {factor}x draws after: {first}"
+        return idata, belief
+
+    def _scaled(self, factor: int) -> BeliefFitter:
+        """The same fitter with ``factor``× draws and tuning (compiled models are shared)."""
+        cache = self.__dict__.setdefault("_scaled_fitters", {})
+        if factor not in cache:
+            s = self.settings
+            cache[factor] = replace(self, settings=replace(s, draws=factor * s.draws,
+                                                           tune=factor * s.tune))
+        return cache[factor]
 
     def fit_transfer(self, evidence: Evidence, policy: str | tuple[str, ...] = (),
                      seed: int = 0, progressbar: bool = False) -> xr.DataTree:

@@ -254,7 +254,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         evidence = camp.evidence_before(t)
         budget = camp.budget_before(t)
         sd = step_seed(seed, t)
-        _, belief = fitter.fit(evidence, policy, t, sd)
+        _, belief = fitter.fit_reliable(evidence, policy, t, sd)
         state = State(step=t, budget=budget, policy=policy, belief=belief,
                       history=tuple(history), horizon=s.horizon, available=tuple(available))
         cvu = None

@@ -25,8 +25,10 @@ from belief.fitting import FitSettings
 from belief.world import SyntheticWorld
 
 FAST_FIT = FitSettings(draws=200, tune=200)
+# short chains: the loop mechanics are tested acting on whatever the fit gives (the
+# convergence gate has its own test below)
 SETTINGS = CampaignSettings(horizon=3, seed=4, beta=1.0, fit=FAST_FIT, stability_resamples=50,
-                            cvu=CVUSettings(n_outcomes=32, max_refits=0))
+                            cvu=CVUSettings(n_outcomes=32, max_refits=0), act_on_unreliable=True)
 
 
 def lines(path):
@@ -125,7 +127,8 @@ def test_truncated_tail_is_reported_and_cut_on_resume(full_run, fitter, tmp_path
 
 def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     """A `belief demo` process is killed after its first step; `--resume` finishes it."""
-    args = ["--steps", "3", "--seed", "2", "--draws", "150", "--beta", "0"]
+    args = ["--steps", "3", "--seed", "2", "--draws", "150", "--beta", "0",
+            "--act-on-unreliable"]
     killed = tmp_path / "killed"
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "150"}
     proc = subprocess.Popen([sys.executable, "-m", "belief.cli", "demo", *args, "--out",
@@ -332,8 +335,10 @@ def test_manual_world_from_a_script(fitter, world_candidates, tmp_path):
 # -- convergence gating -------------------------------------------------------------------
 
 def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
-    tiny = replace(SETTINGS, beta=0.0, horizon=2, fit=FitSettings(draws=15, tune=15))
-    result = Campaign(SyntheticWorld(seed=4), tiny, tmp_path / "gate", fitter).run()
+    tiny = replace(SETTINGS, beta=0.0, horizon=2, fit=FitSettings(draws=15, tune=15),
+                   act_on_unreliable=False)
+    # no shared fitter: the campaign builds one with the tiny settings (compiles are shared)
+    result = Campaign(SyntheticWorld(seed=4), tiny, tmp_path / "gate").run()
     assert result.history == []
     assert result.stop_reason.startswith("refusing to act on an unreliable belief")
     d = result.decisions[0]
@@ -342,7 +347,6 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
         result.belief.attrs["reliable"] == 0
     stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
     assert stop and stop[0]["stop_reason"].startswith("refusing")
-    told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True), None,
-                    fitter).run()
+    told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True)).run()
     assert len(told.history) >= 1
     assert told.decisions[0].attrs["reliable"] == 0

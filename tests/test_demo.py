@@ -10,7 +10,8 @@ from belief.persistence import load_belief
 
 def test_demo_end_to_end_small(tmp_path):
     out = tmp_path / "demo"
-    code = main(["demo", "--steps", "3", "--seed", "1", "--draws", "200", "--out", str(out)])
+    code = main(["demo", "--steps", "3", "--seed", "1", "--draws", "200", "--act-on-unreliable",
+                 "--out", str(out)])
     assert code == 0
     records = [json.loads(line) for line in (out / "campaign_log.jsonl").read_text().splitlines()]
     header = records.pop(0)
