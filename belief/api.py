@@ -70,7 +70,14 @@ import pandas as pd
 import xarray as xr
 
 import belief as _pkg
-from belief.candidates import CandidateSet, candidates_from_dict, make_budget, parse_budget
+from belief.candidates import (
+    CandidateSet,
+    candidates_from_dict,
+    candidates_to_dict,
+    make_budget,
+    parse_assignments,
+    parse_budget,
+)
 from belief.costs import empty_costs, executed_actions, remaining_budget, validate_costs
 from belief.errors import InputError
 from belief.evidence import Evidence
@@ -194,40 +201,24 @@ def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None
                     header: str = "") -> str:
     """A candidate set as a TOML document in the format of :mod:`belief.candidates`.
 
-    ``load`` of the text gives back an equal set (:func:`diff_candidates` is empty); ``weights``
-    adds a ``[weights]`` table and ``header`` leading comment lines.
+    Renders :func:`belief.candidates.candidates_to_dict`; ``load`` of the text gives back an
+    equal set (:func:`diff_candidates` is empty); ``weights`` adds a ``[weights]`` table and
+    ``header`` leading comment lines.
     """
+    doc = candidates_to_dict(cs)
     lines = [f"# {h}" if h else "#" for h in header.splitlines()]
     if lines:
         lines.append("")
-    lines += ["[campaign]", f"eval_protocol = {_toml_value(cs.eval_protocol)}",
-              f"resources = {_toml_value(list(cs.resources))}"]
-    if cs.policy_interface:
-        lines.append(f"policy_interface = {_toml_value(cs.policy_interface)}")
-    for title, values in (("budget", None if cs.budget is None else dict(zip(
-            [str(r) for r in cs.budget["resource"].values], cs.budget.values.tolist(),
-            strict=True))), ("weights", weights)):
+    lines += ["[campaign]"] + [f"{_toml_key(k)} = {_toml_value(v)}"
+                               for k, v in doc["campaign"].items()]
+    for title, values in (("budget", doc.get("budget")), ("weights", weights)):
         if values is not None:
             lines += ["", f"[{title}]"] + [f"{_toml_key(r)} = {_toml_value(float(v))}"
                                            for r, v in values.items()]
-    for c in cs.candidates:
+    for entry in doc["candidate"]:
         lines += ["", "[[candidate]]"]
-        entry: dict[str, Any] = {"id": c.id, "role": c.role, "lens": c.lens,
-                                 "method": c.method}
-        for name in ("recipe", "batch", "description"):
-            if getattr(c, name):
-                entry[name] = getattr(c, name)
-        entry["cost"] = {r: float(v) for r, v in c.cost.items()}
-        entry["drives_hardware"] = c.drives_hardware
-        entry["repeatable"] = c.repeatable
-        if c.hardware_group is not None:
-            entry["hardware_group"] = c.hardware_group
-        if c.targets:
-            entry["targets"] = list(c.targets)
-        if c.informs:
-            entry["informs"] = list(c.informs)
-            entry["measurement_se"] = float(c.measurement_se)
-        lines += [f"{k} = {_toml_value(v)}" for k, v in entry.items()]
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()
+                  if v not in ("", [], None)]
     return "\n".join(lines) + "\n"
 
 
@@ -281,16 +272,7 @@ def parse_weights(text: str, resources: list[str] | tuple[str, ...],
         For a part without ``=``, an amount that is not a number, an unknown or missing
         resource, or a negative weight.
     """
-    values: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in str(text).split(","))):
-        name, sep, amount = part.partition("=")
-        if not sep:
-            raise InputError(table, f"cannot parse {part!r}: expected resource=weight")
-        try:
-            values[name.strip()] = float(amount)
-        except ValueError:
-            raise InputError(table, f"cannot parse weight {amount!r} of {name.strip()!r}: "
-                                    "expected a number") from None
+    values = parse_assignments(text, table, what="weight")
     lam = check_weights(values, list(resources), name=table)
     return {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values, strict=True)}
 

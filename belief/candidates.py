@@ -59,6 +59,7 @@ __all__ = [
     "CandidateSet",
     "load_candidates",
     "make_budget",
+    "parse_assignments",
     "parse_budget",
 ]
 
@@ -400,16 +401,21 @@ def make_budget(values: Mapping[str, float], resources: Iterable[str],
                         name="budget")
 
 
-def parse_budget(text: str, resources: Iterable[str], table: str = "--budget") -> xr.DataArray:
-    """Parse ``"real_h=20,compute=400,eng_h=30"`` into a budget DataArray."""
+def parse_assignments(text: str, table: str, what: str = "amount") -> dict[str, float]:
+    """Parse ``"name=number,name=number"`` into a mapping (the ``--budget``/``--weights`` form)."""
     values: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
         name, sep, amount = part.partition("=")
         if not sep:
-            raise InputError(table, f"cannot parse {part!r}: expected resource=amount")
+            raise InputError(table, f"cannot parse {part!r}: expected resource={what}")
         try:
             values[name.strip()] = float(amount)
         except ValueError:
-            raise InputError(table, f"cannot parse amount {amount!r} of {name.strip()!r}: "
+            raise InputError(table, f"cannot parse {what} {amount!r} of {name.strip()!r}: "
                                     "expected a number") from None
-    return make_budget(values, resources, table=table)
+    return values
+
+
+def parse_budget(text: str, resources: Iterable[str], table: str = "--budget") -> xr.DataArray:
+    """Parse ``"real_h=20,compute=400,eng_h=30"`` into a budget DataArray."""
+    return make_budget(parse_assignments(text, table), resources, table=table)

@@ -13,10 +13,9 @@ __all__ = ["add_campaign_commands"]
 def _weights(text: str | None, resources):
     if text is None:
         return None
-    from belief.candidates import parse_budget
+    from belief.api import parse_weights
 
-    lam = parse_budget(text, resources, table="--weights")
-    return {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values, strict=True)}
+    return parse_weights(text, resources)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

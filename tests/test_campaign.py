@@ -180,19 +180,9 @@ def _csv_layout(folder: Path, full_run) -> Path:
     out, _ = full_run
     recs = lines(out)
     folder.mkdir()
-    world = SyntheticWorld()
-    toml = ['[campaign]\neval_protocol = "pick_place_v1"\n',
-            "[budget]\n" + "".join(f"{k} = {v}\n" for k, v in world.budget_values.items())]
-    for c in world.candidates:
-        cost = ", ".join(f"{k} = {v}" for k, v in c.cost.items())
-        extra = f'hardware_group = "{c.hardware_group}"\n' if c.hardware_group else ""
-        if c.informs:
-            extra += f'informs = ["{c.informs[0]}"]\nmeasurement_se = {c.measurement_se}\n'
-        toml.append(f'[[candidate]]\nid = "{c.id}"\nrole = "{c.role}"\nlens = "{c.lens}"\n'
-                    f'method = "{c.method}"\ncost = {{ {cost} }}\n'
-                    f"drives_hardware = {str(c.drives_hardware).lower()}\n"
-                    f"repeatable = {str(c.repeatable).lower()}\n{extra}")
-    (folder / "candidates.toml").write_text("\n".join(toml))
+    from belief.api import candidates_toml
+
+    (folder / "candidates.toml").write_text(candidates_toml(SyntheticWorld().candidates))
     steps = [r for r in recs if r["record"] == "step"]
     pd.DataFrame([{"step": r["step"], "candidate": r["chosen"], "policy": r["policy"],
                    "policy_after": r["policy_after"],
