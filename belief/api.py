@@ -55,9 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Mapping
@@ -481,29 +479,6 @@ def _netcdf_ready(tree: xr.DataTree) -> xr.DataTree:
 
     return xr.DataTree.from_dict({node.path: _clean(node.to_dataset(inherit=False))
                                   for node in tree.subtree})
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic(path: Path, write: Callable[[str], None]) -> Path:
-    """Write through ``write(tmp)`` into a temporary file next to ``path``, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
 
 
 @dataclass
@@ -1135,7 +1110,9 @@ def save_decision(path: str | Path, decision: xr.Dataset) -> Path:
     ds.attrs = {k: (int(v) if isinstance(v, bool | np.bool_) else v)
                 for k, v in decision.attrs.items()}
     ds.attrs.update({"format": DECISION_FORMAT, "belief_version": _pkg.__version__})
-    return _atomic(Path(path), lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+    from belief.persistence import atomic_write
+
+    return atomic_write(Path(path), lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
 
 
 def load_decision(path: str | Path) -> xr.Dataset:

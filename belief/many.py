@@ -68,21 +68,10 @@ def map_tasks(fn: Callable[..., Any], items: Sequence[Any], *, scheduler: str | 
 
 
 def write_tree(tree: xr.DataTree, path: Path) -> Path:
-    """Write a DataTree to netCDF atomically (temporary file, fsync, rename)."""
-    import os
-    import tempfile
+    """Write a DataTree to netCDF atomically (see :func:`belief.persistence.atomic_write`)."""
+    from belief.persistence import atomic_write
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        tree.to_netcdf(tmp, engine="h5netcdf")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic_write(path, lambda tmp: tree.to_netcdf(tmp, engine="h5netcdf"))
 
 
 def _replay_one(args: tuple[str, dict[str, Any]]) -> xr.DataTree:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import xarray as xr
 import belief as _pkg
 from belief.errors import InputError
 
-__all__ = ["load_belief", "load_tree", "save_belief"]
+__all__ = ["atomic_write", "load_belief", "load_tree", "save_belief"]
 
 FORMAT = "belief-netcdf-1"
 
@@ -61,11 +61,19 @@ def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None 
     dt = xr.DataTree.from_dict(tree)
     dt.attrs.update(dict(attrs or {}))
     dt.attrs.update({"format": FORMAT, "belief_version": _pkg.__version__})
+    return atomic_write(path, lambda tmp: dt.to_netcdf(tmp, engine="h5netcdf"))
+
+
+def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
+    """Write a file atomically: ``write(tmp)`` into a temporary file in the same folder, fsync,
+    give it the usual permissions, and rename it over ``path``; a crash leaves the previous
+    file (or none) and at worst a stray ``.<name>.*.tmp``, never a half-written ``path``."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        dt.to_netcdf(tmp, engine="h5netcdf")
+        write(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         mask = os.umask(0)
