@@ -130,13 +130,7 @@ def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
     policy-changing; ``eval_protocol`` equal to the campaign's E_shared; a ``treated_policy``
     produced by exactly one (policy, candidate) and never its own control.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in PAIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(table, f"missing required column(s) {missing}; required: "
-                                f"{list(PAIRED_COLUMNS)}")
-    df = df.reset_index(drop=True)
+    df = _frame(df, PAIRED_COLUMNS, table)
     out = pd.DataFrame({"step": _integer_column(df, "step", table)})
     for col in ("candidate", "policy", "eval_protocol"):
         out[col] = _string_column(df, col, table)
@@ -176,13 +170,7 @@ def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
     Columns :data:`SAFETY_COLUMNS` (``policy`` optional). Rules: non-negative integer counts,
     ``unsafe`` ≤ ``executions``, candidate known and driving hardware.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in SAFETY_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(table, f"missing required column(s) {missing}; required: "
-                                f"{list(SAFETY_COLUMNS)}")
-    df = df.reset_index(drop=True)
+    df = _frame(df, SAFETY_COLUMNS, table)
     out = pd.DataFrame({"step": _integer_column(df, "step", table),
                         "candidate": _string_column(df, "candidate", table),
                         "executions": _integer_column(df, "executions", table),
@@ -211,13 +199,7 @@ def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
     Columns :data:`POLICY_EVAL_COLUMNS`. Rules: non-negative integer counts, successes ≤
     trials, ``eval_protocol`` equal to the campaign's E_shared.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in POLICY_EVAL_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(table, f"missing required column(s) {missing}; required: "
-                                f"{list(POLICY_EVAL_COLUMNS)}")
-    df = df.reset_index(drop=True)
+    df = _frame(df, POLICY_EVAL_COLUMNS, table)
     out = pd.DataFrame({"step": _integer_column(df, "step", table),
                         "policy": _string_column(df, "policy", table),
                         "eval_protocol": _string_column(df, "eval_protocol", table),
@@ -245,13 +227,7 @@ def validate_deployment(df: pd.DataFrame, candidates: CandidateSet,
     non-empty name, ``trials`` and ``unsafe`` non-negative integer counts with
     ``unsafe`` ≤ ``trials``.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in DEPLOYMENT_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(table, f"missing required column(s) {missing}; required: "
-                                f"{list(DEPLOYMENT_COLUMNS)}")
-    df = df.reset_index(drop=True)
+    df = _frame(df, DEPLOYMENT_COLUMNS, table)
     out = pd.DataFrame({"step": _integer_column(df, "step", table),
                         "policy": _string_column(df, "policy", table),
                         "trials": _integer_column(df, "trials", table),
@@ -351,13 +327,7 @@ def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
     that produced it, optional).  Rules: candidate known and policy-changing, finite estimate,
     se > 0, ``eval_protocol`` equal to E_shared.
     """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in GAIN_ESTIMATE_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(table, f"missing required column(s) {missing}; required: "
-                                f"{list(GAIN_ESTIMATE_COLUMNS)}")
-    df = df.reset_index(drop=True)
+    df = _frame(df, GAIN_ESTIMATE_COLUMNS, table)
     out = pd.DataFrame({"step": _integer_column(df, "step", table),
                         "candidate": _string_column(df, "candidate", table),
                         "policy": _string_column(df, "policy", table),
@@ -470,6 +440,14 @@ def _check_columns(df: pd.DataFrame, cols: tuple[str, ...], table: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise InputError(table, f"missing required column(s) {missing}; required: {list(cols)}")
+
+
+def _frame(df: pd.DataFrame, cols: tuple[str, ...], table: str) -> pd.DataFrame:
+    """A DataFrame with every required column, re-indexed 0..n−1 (rows are named by position)."""
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
+    _check_columns(df, cols, table)
+    return df.reset_index(drop=True)
 
 
 def _base_columns(df: pd.DataFrame, candidates: CandidateSet, table: str) -> pd.DataFrame:
