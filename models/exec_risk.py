@@ -249,7 +249,8 @@ class ExecRiskModel:
         compiled = self._compiled().with_data(executions=n, unsafe=k)
         t0 = time.perf_counter()
         idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept)
+                              progress_bar=progressbar, target_accept=target_accept,
+                              save_warmup=False)
         self.last_timing["sample_s"] = time.perf_counter() - t0
         post = idata["posterior"].to_dataset()
         post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])

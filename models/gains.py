@@ -361,7 +361,8 @@ class GainsModel:
         compiled = self._compiled().with_data(**enc.data(), **est.data())
         t0 = time.perf_counter()
         idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept)
+                              progress_bar=progressbar, target_accept=target_accept,
+                              save_warmup=False)
         self.last_timing["sample_s"] = time.perf_counter() - t0
         return self._label(idata, enc)
 

@@ -241,7 +241,8 @@ class TransferModel:
         if thin < 1:
             raise InputError("TransferModel.fit", f"thin must be >= 1, got {thin}")
         idata = nutpie.sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept)
+                              progress_bar=progressbar, target_accept=target_accept,
+                              save_warmup=False)
         self.last_timing["sample_s"] = time.perf_counter() - t0
         return self._label(idata, enc, thin)
 
