@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from belief.errors import InputError
+from belief.persistence import atomic_write
 
 __all__ = ["register"]
 
@@ -168,7 +169,7 @@ def _decision_table(decision, title: str):
 
 
 def _save_figure(fig: Any, path: Path) -> None:
-    from belief.api import _atomic
+    from belief.persistence import atomic_write as _atomic
 
     _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
 
@@ -195,7 +196,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     table = decision.drop_vars([v for v in decision.data_vars
                                 if decision[v].dims != ("candidate",)]).to_dataframe()
-    api._atomic(out / "decision.csv", lambda tmp: table.to_csv(tmp))
+    atomic_write(out / "decision.csv", lambda tmp: table.to_csv(tmp))
     api.save_decision(out / "decision.nc", decision)
     for name, fig in figs.items():
         _save_figure(fig, out / f"{name}.png")

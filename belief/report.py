@@ -305,7 +305,7 @@ def write_report(fitted: Any, decision: xr.Dataset | None, path: str | Path,
     InputError
         For an unknown format or a decision made from other candidates.
     """
-    from belief.api import _atomic
+    from belief.persistence import atomic_write as _atomic
 
     path = Path(path)
     fmt = fmt or FORMATS.get(path.suffix.lower())
