@@ -109,7 +109,7 @@ TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_
 """Table names of an evidence folder (file stem = table name)."""
 REQUIRED_TABLES = ("paired_evaluations",)
 SUFFIXES = (".csv", ".parquet", ".pq")
-CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec"],
+CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho"],
               "exec_risk": ["p_unsafe", "group_logit"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
               "sensitivity": ["S", "gamma", "alpha"]}
@@ -677,6 +677,10 @@ class FittedBelief:
         if isinstance(cvu_outcomes, bool) or not isinstance(cvu_outcomes, int | np.integer) \
                 or cvu_outcomes < 2:
             raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {cvu_outcomes!r}")
+        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)
+                                    or horizon <= self.step):
+            raise InputError("horizon", f"horizon must be an integer > the current step "
+                                        f"{self.step}, got {horizon!r}")
         cs = self.candidate_set
         state = State(step=self.step, budget=b, policy=self.policy, belief=self.belief,
                       history=tuple(self.history()), horizon=horizon,

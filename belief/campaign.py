@@ -125,6 +125,8 @@ class CampaignSettings:
                                              f"got {a!r}")
         check_beta(self.beta)
         check_policy(self.allocation)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.horizon, int) or isinstance(self.horizon, bool) \
                 or self.horizon < 1:
             raise InputError("horizon", f"horizon must be an integer >= 1, got {self.horizon!r}")
@@ -213,8 +215,8 @@ class Campaign:
     settings : CampaignSettings
     out : Path, optional
         Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables,
-        ``choices.csv`` and the final ``belief.nc``.  An existing log there is replaced (use
-        :meth:`resume` to continue it).
+        ``choices.csv`` and the final ``belief.nc``.  An existing log there is refused unless
+        ``overwrite=True`` (use :meth:`resume` to continue it).
     fitter : BeliefFitter, optional
         Re-use compiled models.
 
@@ -225,7 +227,8 @@ class Campaign:
     """
 
     def __init__(self, world: World, settings: CampaignSettings, out: str | Path | None = None,
-                 fitter: BeliefFitter | None = None, *, _fresh: bool = True) -> None:
+                 fitter: BeliefFitter | None = None, *, overwrite: bool = False,
+                 _fresh: bool = True) -> None:
         self.world = world
         self.candidates: CandidateSet = world.candidates
         if settings.weights is None:
@@ -255,6 +258,9 @@ class Campaign:
         self.log_path = self.out / LOG_NAME if self.out is not None else None
         self._deployment_logged = False
         if self.out is not None and _fresh:
+            if self.log_path.exists() and not overwrite:
+                raise InputError(str(self.log_path), "a campaign log exists here: resume it "
+                                                     "(Campaign.resume) or pass overwrite=True")
             (self.out / "decisions").mkdir(parents=True, exist_ok=True)
             self.log_path.unlink(missing_ok=True)
             append_record(self.log_path, self._header())
@@ -325,6 +331,11 @@ class Campaign:
 
     def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
         """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
+        for attr, expected in (("candidate", chosen), ("step", self.step_index)):
+            got = getattr(outcome, attr, expected)
+            if got != expected:
+                raise InputError("outcome", f"the outcome is for {attr} {got!r}, but the "
+                                            f"campaign applies {attr} {expected!r}")
         resources = list(self.budget["resource"].values)
         unknown = [r for r in outcome.cost if r not in resources]
         if unknown:
@@ -346,6 +357,8 @@ class Campaign:
         if not self.candidates[chosen].repeatable and chosen in self.available:
             self.available.remove(chosen)
         self.step_index += 1
+        if hasattr(self.world, "record"):  # worlds that learn their state from the campaign
+            self.world.record(chosen, self.step_index - 1, outcome)
         return tables, cost
 
     def apply(self, decision: xr.Dataset, outcome: Any) -> dict[str, Any]:
@@ -373,12 +386,9 @@ class Campaign:
         self._log(record)
         return record
 
-    def step(self) -> tuple[xr.Dataset, Any]:
-        """Decide, execute the pick in the world and apply the outcome (None when stopping)."""
-        t0 = time.perf_counter()
-        decision = self.decide_next()
+    def record_decision(self, decision: xr.Dataset) -> bool:
+        """Keep a decision (table CSV; a ``stop`` record when it stops); True when it stops."""
         self.decisions.append(decision)
-        self.step_seconds.append(time.perf_counter() - t0)
         if self.out is not None:
             decision_table(decision).to_csv(
                 self.out / "decisions" / f"step_{self.step_index:03d}.csv")
@@ -388,6 +398,14 @@ class Campaign:
                        "budget": _named(self.budget), "stop_reason": self.stop_reason,
                        "decision": _records(decision_table(decision).reset_index()),
                        "seed": decision.attrs.get("seed")})
+        return bool(decision.attrs["stop"])
+
+    def step(self) -> tuple[xr.Dataset, Any]:
+        """Decide, execute the pick in the world and apply the outcome (None when stopping)."""
+        t0 = time.perf_counter()
+        decision = self.decide_next()
+        self.step_seconds.append(time.perf_counter() - t0)
+        if self.record_decision(decision):
             return decision, None
         outcome = self.world.execute(decision.attrs["chosen"], self.step_index)
         self.apply(decision, outcome)
@@ -413,10 +431,11 @@ class Campaign:
                 self.belief.attrs.get("policy") != self.policy:
             self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, end,
                                                                step_seed(s.seed, end))
-        rows = None
-        if hasattr(self.world, "deployment_evaluation"):
+        rows = self.__dict__.get("_deployment_rows")
+        if rows is None and hasattr(self.world, "deployment_evaluation"):
             rows = self.world.deployment_evaluation(end, self.policy)
             self.evidence = self.evidence.append(deployment_safety=rows)
+            self._deployment_rows = rows
         deployment = deployment_check(self.evidence, self.policy, s.alpha_deploy, s.gate.delta,
                                       s.gate.method)
         if not self._deployment_logged:
@@ -448,11 +467,17 @@ class Campaign:
         if log.problem and not log.problem.endswith("(no end of line)"):
             raise InputError(str(log.path), f"cannot resume: {log.problem}")
         h = log.header
-        settings = settings or settings_from_dict(h["settings"])
-        if world is None:
-            from belief.world import world_from_spec
+        try:
+            settings = settings or settings_from_dict(h["settings"])
+            if world is None:
+                from belief.world import world_from_spec
 
-            world = world_from_spec(h["world"])
+                world = world_from_spec(h["world"])
+        except (KeyError, TypeError, ValueError) as err:
+            if isinstance(err, InputError):
+                raise
+            raise InputError(str(log.path), f"record 1 (header): unusable settings or world "
+                                            f"description ({type(err).__name__}: {err})") from None
         logged = candidates_from_dict(h["candidates"], source=str(log.path))
         if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
             raise InputError(str(log.path), "the world's candidates differ from the log's")
@@ -460,14 +485,19 @@ class Campaign:
         if settings_to_dict(c.settings) != h["settings"]:
             raise InputError(str(log.path), "settings differ from the logged campaign's; "
                                             "resume with the logged settings")
+        logged_initial = {k: pd.DataFrame(v) for k, v in h["initial_evidence"].items() if v}
+        if c.initial_evidence and {k: _records(v) for k, v in c.initial_evidence.items()} != \
+                {k: _records(v) for k, v in logged_initial.items()}:
+            raise InputError(str(log.path), "the world's initial evidence differs from the "
+                                            "log's (different world or seed?)")
+        c.initial_evidence = logged_initial  # the log is the record of what was known
+        c.evidence = Evidence(c.candidates).append(**logged_initial)
         repair_tail(log)
         (Path(out) / "decisions").mkdir(parents=True, exist_ok=True)
         for rec in log.steps:
             step = rec["step"]
             outcome = _LoggedOutcome.from_record(rec)
-            if hasattr(world, "replay"):
-                world.replay(rec["chosen"], step, outcome)
-            else:
+            if not hasattr(world, "record"):  # bring a self-driven world to the same point
                 replayed = world.execute(rec["chosen"], step)
                 _check_replay(replayed, outcome, step, log.path)
             c._update(rec["chosen"], outcome)
@@ -508,7 +538,7 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
                  on_step: Callable[[int, xr.Dataset, Any], None] | None = None,
                  fitter: BeliefFitter | None = None) -> CampaignResult:
     """Run the closed loop for at most ``settings.horizon`` steps (see :class:`Campaign`)."""
-    return Campaign(world, settings, out, fitter).run(on_step)
+    return Campaign(world, settings, out, fitter, overwrite=True).run(on_step)
 
 
 def _write_outputs(out: Path, result: CampaignResult) -> None:

@@ -148,6 +148,10 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
                                         f"{LOG_FORMAT!r} header", row=None)
             context = _check_header(rec, table)
             header = rec
+        elif stop is not None or deployment is not None:
+            problem = (f"record {line_no}: a {kind!r} record after the campaign's "
+                       f"{'stop' if stop is not None else 'deployment check'}")
+            break
         elif kind == "step":
             problem = _check_step(rec, header, steps, line_no, context)
             if problem:
@@ -234,6 +238,25 @@ def _check_step(rec: dict[str, Any], header: dict[str, Any], steps: list[dict[st
     for key in ("policy", "policy_after"):
         if not isinstance(rec.get(key), str) or not rec[key]:
             return f"{where}: {key} must be a non-empty string"
+    previous_policy = steps[-1]["policy_after"] if steps else header["initial_policy"]
+    if rec["policy"] != previous_policy:
+        return (f"{where}: policy {rec['policy']!r} does not follow from the previous record "
+                f"({previous_policy!r})")
+    cand = context.candidates[chosen]
+    if not cand.repeatable and any(r["chosen"] == chosen for r in steps):
+        return f"{where}: {chosen!r} is not repeatable but was executed before"
+    paired = rec.get("outcome", {}).get("paired", []) if isinstance(rec.get("outcome"),
+                                                                     dict) else []
+    if cand.changes_policy:
+        ok = isinstance(paired, list) and any(
+            isinstance(r, dict) and r.get("candidate") == chosen
+            and r.get("policy") == rec["policy"] and r.get("treated_policy") == rec["policy_after"]
+            for r in paired)
+        if not ok:
+            return (f"{where}: {chosen!r} changes the policy, but no paired evaluation "
+                    f"{rec['policy']!r} → {rec['policy_after']!r} of it is in the outcome")
+    elif rec["policy_after"] != rec["policy"]:
+        return f"{where}: {chosen!r} does not change the policy, but policy_after differs"
     budget = rec.get("budget")
     cost = rec.get("realised_cost")
     after = rec.get("budget_after")

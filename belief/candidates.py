@@ -281,14 +281,14 @@ def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> C
         raise InputError(table, "cost must be a table {resource = amount}", row=row)
     role = entry["role"]
     targets = entry.get("targets", ())
-    if isinstance(targets, str) or not all(isinstance(t, str) for t in targets):
+    if not isinstance(targets, list | tuple) or not all(isinstance(t, str) for t in targets):
         raise InputError(table, "targets must be a list of strings", row=row)
     text_fields = ("id", "role", "lens", "method", "recipe", "batch", "description")
     for name in text_fields:
         if name in entry and not isinstance(entry[name], str):
             raise InputError(table, f"{name} must be a string, got {entry[name]!r}", row=row)
     informs = entry.get("informs", ())
-    if isinstance(informs, str) or not all(isinstance(t, str) for t in informs):
+    if not isinstance(informs, list | tuple) or not all(isinstance(t, str) for t in informs):
         raise InputError(table, "informs must be a list of candidate ids", row=row)
     group = entry.get("hardware_group")
     if group is not None and not isinstance(group, str):
@@ -309,9 +309,11 @@ def candidates_from_dict(doc: Mapping[str, Any], source: str = "candidates") -> 
     campaign = doc.get("campaign", {})
     if not isinstance(campaign, Mapping):
         raise InputError(source, "[campaign] must be a table")
-    resources = tuple(campaign.get("resources", DEFAULT_RESOURCES))
-    if not all(isinstance(r, str) and r for r in resources):
+    resources = campaign.get("resources", DEFAULT_RESOURCES)
+    if not isinstance(resources, list | tuple) or not all(isinstance(r, str) and r
+                                                           for r in resources):
         raise InputError(source, "[campaign] resources must be a list of names")
+    resources = tuple(resources)
     eval_protocol = campaign.get("eval_protocol", "default")
     if not isinstance(eval_protocol, str) or not eval_protocol:
         raise InputError(source, "[campaign] eval_protocol must be a non-empty string")

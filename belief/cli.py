@@ -93,7 +93,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.resume:
         campaign.fitter = fitter
     else:
-        campaign = Campaign(world, settings, out, fitter)
+        campaign = Campaign(world, settings, out, fitter, overwrite=True)  # a demo restarts
     result = campaign.run(on_step=on_step)
     console.print(f"[bold]done[/bold] in {time.perf_counter() - t_start:.1f} s: "
                   f"{' → '.join(result.history) or 'no action'}; stop: {result.stop_reason}; "

@@ -113,10 +113,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
         campaign = Campaign(world, settings, out)
     while not campaign.finished:
         decision = campaign.decide_next()
-        campaign.decisions.append(decision)
         console.print(decision_table(decision).round(4).to_string())
-        if decision.attrs["stop"]:
-            campaign.stop_reason = decision.attrs["stop_reason"]
+        if campaign.record_decision(decision):
             console.print(f"stop: {campaign.stop_reason}")
             break
         outcome = world.execute(decision.attrs["chosen"], campaign.step_index)
@@ -138,9 +136,10 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
                     help="α_exec of the safety gate (default: the log's)")
     rp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=…")
     rp.add_argument("--draws", type=int, default=None, help="posterior draws per chain")
-    rp.add_argument("--seed", type=int, default=0)
-    rp.add_argument("--refits", action="store_true",
-                    help="allow CVU's exact-refit fallback (slow)")
+    rp.add_argument("--seed", type=int, default=None,
+                    help="seed of the re-fits (default: the campaign's)")
+    rp.add_argument("--refits", action=argparse.BooleanOptionalAction, default=None,
+                    help="allow CVU's exact-refit fallback (default: as the campaign did)")
     rp.add_argument("--workers", type=int, default=None,
                     help="replay a folder of logs on a local Dask cluster with N workers")
     rp.add_argument("--scheduler", default=None, help="address of a Dask scheduler")

@@ -77,7 +77,7 @@ def validate_costs(df: pd.DataFrame, candidates: CandidateSet,
                         "candidate": np.array([""] * len(df), dtype=object)})
     for i, v in enumerate(df["step"].to_numpy()):
         fv = _number(v)
-        if fv is None or fv != np.floor(fv) or fv < 0:
+        if fv is None or not np.isfinite(fv) or fv != np.floor(fv) or fv < 0 or fv > 2**53:
             raise InputError(table, f"step must be an integer >= 0, got {_show(v)}", row=i)
         out.loc[i, "step"] = int(fv)
     known = set(candidates.ids)

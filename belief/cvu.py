@@ -44,6 +44,7 @@ from belief.candidates import CandidateSet
 from belief.errors import InputError
 from belief.functionals import Functional, parse_functional
 from belief.risk import SafetyGate
+from belief.scores import g0
 from belief.state import State
 from belief.weights import WeightRule, as_weight_rule
 
@@ -108,7 +109,17 @@ class CVUSettings:
         if not isinstance(self.n_outcomes, int) or self.n_outcomes < 2:
             raise InputError("CVUSettings", f"n_outcomes must be an integer >= 2, got "
                                             f"{self.n_outcomes!r}")
-        if not np.isfinite(self.k_threshold):
+        for name in ("chunk", "trials", "refit_draws"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError("CVUSettings", f"{name} must be an integer >= 1, got {v!r}")
+        if isinstance(self.max_refits, bool) or not isinstance(self.max_refits, int) \
+                or self.max_refits < 0:
+            raise InputError("CVUSettings", f"max_refits must be an integer >= 0, got "
+                                            f"{self.max_refits!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("CVUSettings", f"seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.k_threshold, int | float) or not np.isfinite(self.k_threshold):
             raise InputError("CVUSettings", f"k_threshold must be finite, got "
                                             f"{self.k_threshold}")
 
@@ -171,14 +182,10 @@ def weighted_phi(functional: Functional, draws: np.ndarray, weights: np.ndarray)
     ws = w[:, order.T]  # (J, C, S)
     cw = np.cumsum(ws, axis=-1)
     if functional.kind == "lcb":
-        idx = np.minimum((cw < functional.param - 1e-12).sum(-1), xs.shape[-1] - 1)  # (J, C)
+        idx = np.minimum((cw < functional.param * (1 - 1e-12)).sum(-1), xs.shape[-1] - 1)
         return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
     portion = np.minimum(ws, np.clip(functional.param - (cw - ws), 0.0, None))
     return (xs[None] * portion).sum(-1) / portion.sum(-1)
-
-
-def _g0(u0: np.ndarray, feasible: np.ndarray) -> np.ndarray:
-    return np.maximum(0.0, np.where(feasible, u0, -np.inf).max(axis=-1))
 
 
 def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
@@ -229,9 +236,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     lam_now = np.asarray(weights(budget), float)
     phi_now = functional(gain_now.T)
     feasible_now = available & safe & (costs <= budget + 1e-12).all(axis=1)
-    g0_null = float(_g0(phi_now - costs @ lam_now, feasible_now))
+    g0_null = float(g0(phi_now - costs @ lam_now, feasible_now))
 
-    rng = np.random.default_rng(settings.seed)
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "pareto_k", "pareto_k_bad")}
     n_refits = np.zeros(n_c, int)
     method = np.array([""] * n_c, dtype=object)
@@ -248,11 +254,14 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         feasible_next = avail_next & safe & (costs <= b_next + 1e-12).all(axis=1)
         next_gain = np.asarray(exp.next_gain, float)
         if exp.simulate is None:
-            g0 = _g0(functional(next_gain.T) - c_lam_next, feasible_next)
-            out["cvu"][c], out["cvu_mcse"][c] = float(g0) - g0_null, 0.0
+            g0_next = g0(functional(next_gain.T) - c_lam_next, feasible_next)
+            out["cvu"][c], out["cvu_mcse"][c] = float(g0_next) - g0_null, 0.0
             method[c] = "no outcome"
             continue
-        idx = rng.integers(0, n_s, settings.n_outcomes)
+        # one stream per candidate (its CVU does not depend on which others are scored);
+        # the same draw indices for every candidate (common random numbers)
+        rng = np.random.default_rng([settings.seed, 101, c])
+        idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
         y = exp.simulate(rng, idx)
         g0_j = np.empty(settings.n_outcomes)
         khat = np.empty(settings.n_outcomes)
@@ -261,13 +270,13 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
             lw, khat[sl] = psis(exp.loglik(y[sl]))
             w = np.exp(lw - lw.max(axis=-1, keepdims=True))
             phi = weighted_phi(functional, next_gain, w)
-            g0_j[sl] = _g0(phi - c_lam_next[None, :], feasible_next[None, :])
+            g0_j[sl] = g0(phi - c_lam_next[None, :], feasible_next[None, :])
         bad = np.flatnonzero(khat > settings.k_threshold)
         method[c] = "psis"
         if bad.size and exp.refit is not None:
             for j in bad[np.argsort(-khat[bad])][: settings.max_refits]:
                 exact = np.asarray(exp.refit(y[j]), float)
-                g0_j[j] = _g0(functional(exact.T) - c_lam_next, feasible_next)
+                g0_j[j] = g0(functional(exact.T) - c_lam_next, feasible_next)
                 n_refits[c] += 1
             method[c] = "psis+refit" if n_refits[c] == bad.size else "psis+partial refit"
         out["cvu"][c] = g0_j.mean() - g0_null
@@ -340,6 +349,9 @@ def cvu_for_state(state: State, candidates: CandidateSet, *,
     gate = gate or SafetyGate()
     belief = state.belief
     ids = candidates.ids
+    if list(belief["candidate"].values) != ids:
+        raise InputError("belief", f"belief candidates {list(belief['candidate'].values)} do "
+                                   f"not match the candidate set {ids}")
     costs = candidates.costs()
     budget = state.budget.sel(resource=costs["resource"])
     resources = list(costs["resource"].values)
@@ -353,7 +365,11 @@ def cvu_for_state(state: State, candidates: CandidateSet, *,
     safe = gate.evaluate(candidates, belief["executions"], belief["unsafe"],
                          belief.get("p_unsafe"))["safe"].values.astype(bool)
     exps = experiments_from_belief(belief, candidates, settings.trials, refit)
-    exps = {k: v for k, v in exps.items() if available[ids.index(k)]}
+    affordable = (costs <= state.budget.sel(resource=costs["resource"]) + 1e-12).all(
+        "resource").values
+    # Q only matters where the candidate is feasible now: the others are not scored
+    exps = {k: v for k, v in exps.items()
+            if available[ids.index(k)] and safe[ids.index(k)] and affordable[ids.index(k)]}
     repeatable = np.array([c.repeatable for c in candidates])
     gain_now = belief["gain"].transpose("sample", "candidate").values
     return continuation_value(gain_now, exps, ids, costs.values, budget.values, lam, fn,

@@ -108,6 +108,8 @@ def decide(state: State, candidates: CandidateSet, *,
     """
     fn = parse_functional(functional)
     beta = check_beta(beta)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InputError("seed", f"seed must be an integer >= 0, got {seed!r}")
     if weights is None:
         raise InputError("weights", "resource weights λ are required (a mapping resource→λ or "
                                     "a WeightRule)")

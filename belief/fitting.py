@@ -96,7 +96,7 @@ class BeliefFitter:
                                      gain_estimates=evidence.gain_estimates,
                                      draws=s.draws, tune=s.tune,
                                      chains=s.chains, seed=seed, progressbar=progressbar)
-        conv = check_convergence(gains_idata, ["effect", "policy_logit", "tau_exec"],
+        conv = check_convergence(gains_idata, ["effect", "policy_logit", "tau_exec", "rho"],
                                  rhat_max=s.rhat_max, ess_min=s.ess_threshold)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains_idata, policy, rng)

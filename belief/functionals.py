@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import xarray as xr
 
 from belief.errors import InputError
 
@@ -48,7 +47,8 @@ class Functional:
                 raise InputError("functional", "mean takes no parameter")
             return
         p = self.param
-        if p is None or isinstance(p, bool) or not np.isfinite(p):
+        if p is None or isinstance(p, bool) or not isinstance(p, int | float | np.number) \
+                or not np.isfinite(p):
             raise InputError("functional", f"{self.kind} needs a finite parameter, got {p!r}")
         if self.kind == "lcb" and not 0 < p < 1:
             raise InputError("functional", f"lcb quantile q must satisfy 0 < q < 1, got {p}")
@@ -57,7 +57,7 @@ class Functional:
                                            f"got {p}")
 
     def __str__(self) -> str:
-        return self.kind if self.param is None else f"{self.kind}:{self.param:g}"
+        return self.kind if self.param is None else f"{self.kind}:{float(self.param)!r}"
 
     def __call__(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """φ of ``draws`` along the last axis (optionally importance-weighted)."""
@@ -107,7 +107,7 @@ def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.nd
     xs, ws = _sorted(*_normalised(draws, weights))
     cw = np.cumsum(ws, axis=-1)
     # first index whose cumulative weight reaches q (guarding against round-off at the top)
-    idx = np.minimum((cw < q - 1e-12).sum(axis=-1), xs.shape[-1] - 1)
+    idx = np.minimum((cw < q * (1 - 1e-12)).sum(axis=-1), xs.shape[-1] - 1)
     return np.take_along_axis(xs, idx[..., None], -1)[..., 0]
 
 
@@ -128,8 +128,3 @@ def apply_functional(functional: Functional, draws: np.ndarray,
     if functional.kind == "lcb":
         return lcb(draws, functional.param, weights)
     return cvar(draws, functional.param, weights)
-
-
-def phi(gain: xr.DataArray, functional: Functional, dim: str = "sample") -> xr.DataArray:
-    """φ over ``dim`` of a DataArray of draws (thin xarray wrapper)."""
-    return xr.apply_ufunc(functional, gain, input_core_dims=[[dim]])

@@ -133,21 +133,17 @@ class ManualWorld:
         return ManualOutcome(candidate, step, paired, safety, estimates_df, realised,
                              policy_after)
 
-    def _advance(self, outcome: Any) -> None:
-        if outcome.policy != self.policy:
-            self.n_policies += 1
-        self.policy = outcome.policy
-
     def execute(self, candidate: str, step: int) -> ManualOutcome:
         """Ask for the outcome of executing ``candidate`` (see ``ask``)."""
         ask = self.ask or prompt_outcome()
-        outcome = ask(self, candidate, step)
-        self._advance(outcome)
-        return outcome
+        return ask(self, candidate, step)
 
-    def replay(self, candidate: str, step: int, outcome: Any) -> None:
-        """Fast-forward through a logged step (used when resuming)."""
-        self._advance(outcome)
+    def record(self, candidate: str, step: int, outcome: Any) -> None:
+        """Called by the campaign when it applies an outcome (also when resuming a log):
+        the world moves to the policy the outcome produced."""
+        if outcome.policy != self.policy:
+            self.n_policies += 1
+        self.policy = outcome.policy
 
 
 def prompt_outcome(input_fn: Callable[[str], str] = input,

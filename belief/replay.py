@@ -201,7 +201,7 @@ def load_campaign(path: str | Path) -> LoggedCampaign:
 def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | None = None, *,
            functional: str | None = None, weights: Any = None, beta: float | None = None,
            alpha_exec: float | None = None, fitter: BeliefFitter | None = None,
-           use_refits: bool = False, seed: int = 0,
+           use_refits: bool | None = None, seed: int | None = None,
            progress: Any = None) -> xr.DataTree:
     """Re-decide every logged step and compare with what was done.
 
@@ -211,8 +211,12 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     settings : CampaignSettings, optional
         Base settings (default: the log's, else defaults); ``functional``, ``weights``,
         ``beta`` and ``alpha_exec`` override single fields.
-    use_refits : bool
-        Allow CVU's exact-refit fallback (slow) where k̂ > 0.7.
+    use_refits : bool, optional
+        Allow CVU's exact-refit fallback (slow) where k̂ > 0.7; default: as the campaign did
+        (``settings.cvu.max_refits > 0``).
+    seed : int, optional
+        Seed of the per-step fits and CVU; default the campaign's, so that a replay with the
+        same settings reproduces the logged decisions.
     progress : callable(step, n_steps), optional
 
     Returns
@@ -235,6 +239,9 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     if alpha_exec is not None:
         changes["gate"] = replace(s.gate, alpha_exec=alpha_exec)
     s = replace(s, **changes)
+    seed = s.seed if seed is None else seed
+    if use_refits is None:
+        use_refits = s.cvu.max_refits > 0
     w = s.weights if s.weights is not None else None
     if w is None:
         raise InputError("replay", "resource weights are needed: the log has none; pass "

@@ -35,7 +35,8 @@ METHODS = ("clopper_pearson", "posterior")
 
 
 def _check_level(value: float, name: str) -> None:
-    if isinstance(value, bool) or not np.isfinite(value) or not 0 < value < 1:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number) \
+            or not np.isfinite(value) or not 0 < value < 1:
         raise InputError(name, f"{name} must satisfy 0 < {name} < 1, got {value!r}")
 
 

@@ -37,7 +37,8 @@ def check_weights(lam: Mapping[str, float] | xr.DataArray, resources: list[str] 
     out = []
     for r in resources:
         v = values[r]
-        if isinstance(v, bool) or not np.isfinite(v) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int | float | np.number) \
+                or not np.isfinite(v) or v < 0:
             raise InputError(name, f"λ[{r}] must be a finite number >= 0, got {v!r}")
         out.append(float(v))
     return xr.DataArray(np.array(out), dims=("resource",), coords={"resource": resources},

@@ -277,6 +277,8 @@ class SyntheticWorld:
                    interactions=interactions, variation=variation)
 
     def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
         self._truth = {t.candidate.id: t for t in self.truth}
         self.reset()
 

@@ -65,7 +65,6 @@ def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
     # re-fit with less evidence: same compiled model, different posterior
     _, belief2 = fitter.fit(ev.until(2), "pi2", step=2, seed=1)
     assert len(gains_module._COMPILED) == n_compiled
-    assert fitter.gains.last_timing["sample_s"] < 30
     assert belief2.attrs["policy"] == "pi2"
     assert not np.allclose(belief2["gain"].mean("sample"), belief["gain"].mean("sample"))
 
