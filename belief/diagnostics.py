@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import arviz as az
+import arviz_stats as az
 import numpy as np
 import pandas as pd
 import xarray as xr

@@ -13,7 +13,7 @@ joint information.
 
 from __future__ import annotations
 
-import arviz as az
+import arviz_stats as az
 import numpy as np
 import xarray as xr
 

@@ -109,7 +109,7 @@ def test_cli_and_python_api_agree(fitted_file, tmp_path, capsys):
 
 def test_check_exit_codes(fitted_file, capsys):
     assert main(["check", str(fitted_file), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
-    assert "converged: 12 variables of 4 models pass" in capsys.readouterr().out
+    assert "converged: 13 variables of 4 models pass" in capsys.readouterr().out
     assert main(["check", str(fitted_file), "--ess-min", "1e9"]) == 1
     out = capsys.readouterr().out
     assert "FAIL gains: effect: " in out and "bulk ESS" in out and "< 1e+09 at effect[" in out
@@ -126,7 +126,7 @@ def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
     bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
     assert main(["check", str(bare), "--rhat-max", "1.2"]) == 0
     out = capsys.readouterr().out
-    assert "ESS ≥ 60" in out and "converged: 12 variables of 4 models pass" in out
+    assert "ESS ≥ 60" in out and "converged: 13 variables of 4 models pass" in out
 
 
 def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp_path,
