@@ -113,7 +113,7 @@ def test_check_exit_codes(fitted_file, capsys):
     assert main(["check", str(fitted_file), "--ess-min", "1e9"]) == 1
     out = capsys.readouterr().out
     assert "FAIL gains: effect: " in out and "bulk ESS" in out and "< 1e+09 at effect[" in out
-    assert "FAIL sensitivity: S: " in out and "not converged: 12 of 12" in out
+    assert "FAIL sensitivity: S: " in out and "not converged: 13 of 13" in out
 
 
 def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
