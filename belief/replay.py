@@ -7,7 +7,9 @@ settings (functional, λ rule, β, α_exec), and compared with what was done:
 - agreement between the logged and the recommended choice;
 - the posterior expected regret of the logged choice, Q(recommended) − Q(logged) (a stop counts
   as Q = 0), with a 90 % interval from the posterior of the per-draw net-gain difference
-  ΔJ_s(rec) − C_λ(rec) − (ΔJ_s(logged) − C_λ(logged)) + β·(CVU(rec) − CVU(logged));
+  ΔJ_s(rec) − C_λ(rec) − (ΔJ_s(logged) − C_λ(logged)) + β·(CVU(rec) − CVU(logged)) — a
+  mean-based interval: with an LCB or CVaR functional the point regret uses φ, which has no
+  per-draw version, and can lie outside it;
 - the budget trajectory per resource.
 
 Inputs
