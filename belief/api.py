@@ -301,7 +301,7 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
             CandidateFile(candidates, candidates_toml(candidates), None, candidates.source)
             if isinstance(candidates, CandidateSet) else load_candidate_file(candidates))
     text = attrs.get("candidates_toml")
-    if text is None:  # a bare save_belief file (e.g. from belief demo): candidates must be given
+    if text is None:  # a bare save_belief file: candidates must be given
         if given is None:
             raise InputError(label, "the file holds no candidate set (not written by belief "
                                     "fit); pass --candidates")

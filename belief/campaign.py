@@ -447,7 +447,10 @@ class Campaign:
                                 self.history, self.stop_reason, self.belief, self.idata,
                                 self.step_seconds, deployment)
         if self.out is not None:
-            _write_outputs(self.out, result)
+            weights = self.settings.weights if isinstance(self.settings.weights, dict) \
+                else None
+            _write_outputs(self.out, result, replace(self.candidates,
+                                                     budget=self.initial_budget), weights)
         return result
 
     # -- resume -----------------------------------------------------------------------------
@@ -541,14 +544,38 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
     return Campaign(world, settings, out, fitter, overwrite=True).run(on_step)
 
 
-def _write_outputs(out: Path, result: CampaignResult) -> None:
-    from belief.persistence import save_belief
+def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
+                   weights: dict[str, float] | None) -> None:
+    """Write the evidence folder (tables and ``costs.csv``), ``candidates.toml``, ``belief.nc``
+    and ``choices.csv``.
+
+    ``belief.nc`` is a complete belief file (:func:`belief.api.load`): it carries the candidate
+    set (``[budget]`` = b_0), the evidence and the realised costs, so that
+    ``belief decide OUT/belief.nc`` continues from where the campaign stopped (budget
+    b_0 − Σ realised costs, executed non-repeatable candidates removed).  It holds no fit
+    settings, so exact CVU refits (``--refit``) are refused for it.
+    """
+    from belief.candidate_file import CandidateFile, candidates_toml
+    from belief.costs import validate_costs
+    from belief.evidence_dir import EvidenceTables
+    from belief.fitted import FittedBelief
 
     ev = out / "evidence"
     ev.mkdir(exist_ok=True)
     for name, table in result.evidence.tables().items():
         table.to_csv(ev / f"{name}.csv", index=False)
-    save_belief(out / "belief.nc", result.belief, result.idata)
+    log = read_log(out)
+    costs = validate_costs(pd.DataFrame(
+        [{"step": r["step"], "candidate": r["chosen"], **r["realised_cost"],
+          "policy": r["policy"]} for r in log.steps],
+        columns=["step", "candidate", *candidates.resources, "policy"]), candidates)
+    costs.to_csv(ev / "costs.csv", index=False)
+    text = candidates_toml(candidates, weights, header="candidate set of the campaign in "
+                                                      f"{out.name}/ ([budget] = its b_0)")
+    (out / "candidates.toml").write_text(text, encoding="utf-8")
+    FittedBelief(result.belief, result.idata, CandidateFile(candidates, text, weights,
+                                                            str(out / "candidates.toml")),
+                 EvidenceTables(result.evidence, costs), {}).save(out / "belief.nc")
     log = read_log(out)
     summary = pd.DataFrame({"step": [r["step"] for r in log.steps],
                             "chosen": [r["chosen"] for r in log.steps],

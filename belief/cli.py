@@ -109,7 +109,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                       f"{a['ucb_posterior']:.4f}; true P_deploy = "
                       f"{world.true_p_deploy(result.policy):.4f}")
     console.print(f"wrote {out}/belief.nc, {out}/campaign_log.jsonl, {out}/decisions/, "
-                  f"{out}/evidence/")
+                  f"{out}/candidates.toml, {out}/evidence/")
     if result.stop_reason.startswith("refusing to act"):
         console.print("[red]the campaign stopped on an unreliable belief (exit code 1)[/red]")
         return 1

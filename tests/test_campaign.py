@@ -65,6 +65,28 @@ def test_loop_dynamics_and_log(full_run, world_candidates):
     assert (out / "choices.csv").exists() and (out / "belief.nc").exists()
 
 
+def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_run):
+    """belief.nc carries candidates (b_0 as [budget]), evidence and realised costs: deciding
+    from it continues where the campaign stopped; evidence/ + candidates.toml read back."""
+    from belief import api
+
+    out, result = full_run
+    fitted = api.load(out / "belief.nc")
+    budget, source = fitted.budget()
+    assert "minus realised costs" in source
+    np.testing.assert_allclose(budget.values, result.budget.values, rtol=0, atol=1e-9)
+    assert result.history and fitted.history() == result.history
+    done = {c for c in result.history if not fitted.candidate_set[c].repeatable}
+    assert not done & set(fitted.available())
+    decision = fitted.decide(beta=0.0, stability_resamples=20)
+    assert decision.attrs["chosen"] not in done
+    tables = api.read_evidence_dir(out / "evidence",
+                                   api.load_candidate_file(out / "candidates.toml").candidates)
+    assert tables.rows() == fitted.tables.rows() and len(tables.costs) == len(result.history)
+    with pytest.raises(InputError, match="no fit settings"):
+        fitted.decide(refit=True, stability_resamples=20)
+
+
 def test_resume_in_process_gives_identical_log(full_run, fitter, tmp_path):
     out, _ = full_run
     part = tmp_path / "part"

@@ -117,7 +117,7 @@ def test_check_exit_codes(fitted_file, capsys):
 
 
 def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
-    """A file from save_belief alone (e.g. belief demo's) has no candidates: check still runs,
+    """A file from save_belief alone has no candidates: check still runs,
     with ESS ≥ 10 % of the draws by default."""
     from belief import api
     from belief.persistence import save_belief
