@@ -45,7 +45,7 @@ from belief.errors import InputError
 from belief.functionals import Functional, parse_functional
 from belief.risk import SafetyGate
 from belief.scores import g0
-from belief.state import State
+from belief.state import State, check_belief_candidates
 from belief.weights import WeightRule, as_weight_rule
 
 __all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state",
@@ -349,9 +349,7 @@ def cvu_for_state(state: State, candidates: CandidateSet, *,
     gate = gate or SafetyGate()
     belief = state.belief
     ids = candidates.ids
-    if list(belief["candidate"].values) != ids:
-        raise InputError("belief", f"belief candidates {list(belief['candidate'].values)} do "
-                                   f"not match the candidate set {ids}")
+    check_belief_candidates(belief, candidates)
     costs = candidates.costs()
     budget = state.budget.sel(resource=costs["resource"])
     resources = list(costs["resource"].values)

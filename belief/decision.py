@@ -20,7 +20,7 @@ from belief.errors import InputError
 from belief.functionals import Functional, parse_functional
 from belief.risk import SafetyGate
 from belief.scores import check_beta, marginal_value, net_utility, q_score, weighted_cost
-from belief.state import State
+from belief.state import State, check_belief_candidates
 from belief.transfer import transfer_attrs
 from belief.weights import WeightRule, as_weight_rule, next_weights
 
@@ -117,9 +117,7 @@ def decide(state: State, candidates: CandidateSet, *,
     gate = gate or SafetyGate()
     belief = state.belief
     ids = candidates.ids
-    if list(belief["candidate"].values) != ids:
-        raise InputError("belief", f"belief candidates {list(belief['candidate'].values)} do "
-                                   f"not match the candidate set {ids}")
+    check_belief_candidates(belief, candidates)
     lam = rule(state.budget, state)
     costs = candidates.costs()
     budget = state.budget.sel(resource=costs["resource"])

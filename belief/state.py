@@ -19,8 +19,9 @@ import numpy as np
 import xarray as xr
 
 from belief.candidates import CandidateSet
+from belief.errors import InputError
 
-__all__ = ["State", "make_belief", "summarize"]
+__all__ = ["State", "check_belief_candidates", "make_belief", "summarize"]
 
 
 def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, policy: str,
@@ -73,6 +74,14 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
     ds["gain"].attrs.update({"long_name": "posterior-predictive gain of the next execution",
                              "units": "success probability"})
     return ds
+
+
+def check_belief_candidates(belief: xr.Dataset, candidates: CandidateSet) -> None:
+    """Refuse a belief whose ``candidate`` coordinate is not the candidate set, in order."""
+    got = [str(c) for c in belief["candidate"].values]
+    if got != candidates.ids:
+        raise InputError("belief", f"belief candidates {got} do not match the candidate set "
+                                   f"{candidates.ids}")
 
 
 def summarize(belief: xr.Dataset, quantiles: tuple[float, ...] = (0.05, 0.5, 0.95)) -> xr.Dataset:

@@ -48,6 +48,7 @@ from scipy import stats
 
 from belief.candidates import CandidateSet
 from belief.errors import InputError
+from models.sampling import sample, slot_posterior
 
 __all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "simulate"]
 
@@ -243,17 +244,12 @@ class ExecRiskModel:
             ``sigma_candidate``; ``sample_stats``; ``observed_data`` (``unsafe``) and
             ``constant_data`` (``executions``, ``hardware_group``).
         """
-        import nutpie
-
         n, k = self.counts(executions, unsafe)
         compiled = self._compiled().with_data(executions=n, unsafe=k)
-        t0 = time.perf_counter()
-        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept,
-                              save_warmup=False)
-        self.last_timing["sample_s"] = time.perf_counter() - t0
-        post = idata["posterior"].to_dataset()
-        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
+        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar,
+                       timing=self.last_timing)
+        post = slot_posterior(idata["posterior"].to_dataset())
         groups: dict[str, xr.Dataset] = {"posterior": post}
         if "sample_stats" in idata.children:
             groups["sample_stats"] = idata["sample_stats"].to_dataset()

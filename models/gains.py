@@ -54,6 +54,7 @@ from scipy.special import expit
 from belief.candidates import CandidateSet
 from belief.errors import InputError
 from belief.evidence import PolicyTree, policy_tree
+from models.sampling import sample, slot_posterior
 
 __all__ = ["GainsModel", "GainsPriors", "decision_draws", "encode_estimates", "encode_policies",
            "gain_from_draws", "loglik", "next_gain", "simulate"]
@@ -352,26 +353,19 @@ class GainsModel:
             ``posterior`` with ``policy_logit`` over named policies (unused slots dropped),
             ``sample_stats``, and ``constant_data`` with the encoded counts.
         """
-        import nutpie
-
         current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
         enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals,
                               gain_estimates)
         est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates)
         compiled = self._compiled().with_data(**enc.data(), **est.data())
-        t0 = time.perf_counter()
-        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept,
-                              save_warmup=False)
-        self.last_timing["sample_s"] = time.perf_counter() - t0
+        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar,
+                       timing=self.last_timing)
         return self._label(idata, enc)
 
     def _label(self, idata: xr.DataTree, enc: PolicyEncoding) -> xr.DataTree:
         n = len(enc.names)
-        post = idata["posterior"].to_dataset()
-        post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
-        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
-        post = post.assign_coords(policy=enc.names)
+        post = slot_posterior(idata["posterior"].to_dataset(), enc.names)
         groups: dict[str, xr.Dataset] = {"posterior": post}
         if "sample_stats" in idata.children:
             groups["sample_stats"] = idata["sample_stats"].to_dataset()

@@ -42,6 +42,7 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.evidence import XI_PREFIX, outcome_family, xi_directions
+from models.sampling import sample, slot_posterior
 
 __all__ = ["SensitivityEncoding", "SensitivityModel", "SensitivityPriors", "encode_sensitivity",
            "pair_label"]
@@ -272,8 +273,6 @@ class SensitivityModel:
             and the pair structure; ``sample_stats``.  ``attrs["standardisation"]`` states it
             in words.
         """
-        import nutpie
-
         family = outcome_family(runs)
         if family != self.family:
             raise InputError("sensitivity_runs", f"the table's outcome family is {family!r}; "
@@ -288,19 +287,14 @@ class SensitivityModel:
             raise InputError("sensitivity_runs", f"{len(enc.policies)} policies exceed "
                                                  f"max_policies={self.max_policies}")
         compiled = self._compiled().with_data(**enc.data())
-        t0 = time.perf_counter()
-        idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept,
-                              save_warmup=False)
-        self.last_timing["sample_s"] = time.perf_counter() - t0
+        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar,
+                       timing=self.last_timing)
         return self._label(idata, enc)
 
     def _label(self, idata: xr.DataTree, enc: SensitivityEncoding) -> xr.DataTree:
         n = len(enc.policies)
-        post = idata["posterior"].to_dataset()
-        post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
-        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
-        post = post.assign_coords(policy=enc.policies)
+        post = slot_posterior(idata["posterior"].to_dataset(), enc.policies)
         ys = enc.y_scale
         for name in ("S", "S_mu", "S_tau", "gamma", "sigma"):
             if name in post:

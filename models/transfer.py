@@ -41,6 +41,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 from belief.evidence import outcome_family
+from models.sampling import sample, slot_posterior
 
 __all__ = ["TransferEncoding", "TransferModel", "TransferPriors", "encode_transfer"]
 
@@ -231,19 +232,15 @@ class TransferModel:
             plus ``shift`` (logit or standardised), ``shift_mu``, ``shift_tau``;
             ``constant_data`` with the rows per policy; ``sample_stats``.
         """
-        import nutpie
-
         extra = (policies,) if isinstance(policies, str) else tuple(policies)
         family = outcome_family(transfer)
         enc = encode_transfer(transfer, self.max_policies, extra, family)
         compiled = self._compiled(family).with_data(**enc.arrays)
-        t0 = time.perf_counter()
         if thin < 1:
             raise InputError("TransferModel.fit", f"thin must be >= 1, got {thin}")
-        idata = nutpie.sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
-                              progress_bar=progressbar, target_accept=target_accept,
-                              save_warmup=False)
-        self.last_timing["sample_s"] = time.perf_counter() - t0
+        idata = sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar,
+                       timing=self.last_timing)
         return self._label(idata, enc, thin)
 
     def _label(self, idata: xr.DataTree, enc: TransferEncoding, thin: int = 1) -> xr.DataTree:
@@ -255,10 +252,7 @@ class TransferModel:
             ds = ds.isel(draw=slice(thin - 1, None, thin))
             return ds.assign_coords(draw=np.arange(ds.sizes["draw"]))
 
-        post = thinned(idata["posterior"].to_dataset())
-        post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
-        post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
-        post = post.assign_coords(policy=enc.policies)
+        post = slot_posterior(thinned(idata["posterior"].to_dataset()), enc.policies)
         if enc.family == "binomial":
             j_sim = xr.apply_ufunc(expit, post["eta_sim"])
             j_real = xr.apply_ufunc(expit, post["eta_sim"] + post["shift"])
