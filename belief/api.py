@@ -22,10 +22,13 @@ Where the parts live
 
 What the saved file holds (checked by :func:`load`)
     ``/belief`` (q_t), ``/posterior/<model>`` (every fitted model's DataTree, attributes
-    included), ``/evidence/<table>`` (the validated evidence), and root attributes
-    ``belief_version``, ``settings`` (JSON: draws, tune, chains, seed, policy and the rule that
-    chose it, step, thresholds, every model's priors, evidence files and their SHA-256),
-    ``candidates_toml`` (the candidate file's text) and ``candidates_sha256``.
+    included), ``/evidence/<table>`` (the validated evidence and ``costs``, the realised
+    costs), and root attributes ``belief_version``, ``settings`` (JSON: draws, tune, chains,
+    seed, policy and the rule that chose it, step, thresholds, every model's priors, evidence
+    files and their SHA-256; absent from a campaign's ``belief.nc``, which was not fitted by
+    :func:`fit`), ``candidates_toml`` (the candidate file's text), ``candidates_sha256``,
+    ``candidates_source`` and ``costs_complete`` (1 when the costs table lists every executed
+    action, as a campaign's does).
 """
 
 from __future__ import annotations
@@ -105,8 +108,8 @@ _SETTINGS_KEYS = ("belief_version", "draws", "tune", "chains", "seed", "policy",
 def check_file(path: str | Path, candidates: str | Path | None = None,
                rhat_max: float | None = None, ess_min: float | None = None,
                max_divergences: int = 0) -> pd.DataFrame:
-    """Convergence table of a belief file (``belief check``); works on files without a
-    candidate set too (e.g. ``belief demo``'s ``belief.nc``)."""
+    """Convergence table of a belief file (``belief check``); works on bare files without a
+    candidate set too (:func:`belief.persistence.save_belief` alone)."""
     path = Path(path)
     attrs, groups = _open_checked(path)
     if candidates is not None or "candidates_toml" in attrs:
@@ -281,11 +284,11 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
          ) -> FittedBelief:
     """Read a belief written by :meth:`FittedBelief.save` (``belief fit``), checking it.
 
-    Checks: format and package version; the stored settings (JSON, every key, priors valid for
-    this version, policy and step equal to q_t's); the candidate text against its SHA-256 and
-    q_t's candidates; the stored evidence against its validators.  With ``candidates`` given,
-    a candidate set that differs from the fitted one is refused, naming every difference; its
-    ``[budget]`` and ``[weights]`` are then the decision defaults.
+    Checks: format and package version; the stored settings when present (JSON, every key,
+    priors valid for this version, policy and step equal to q_t's); the candidate text against
+    its SHA-256 and q_t's candidates; the stored evidence against its validators.  With
+    ``candidates`` given, a candidate set that differs from the fitted one is refused, naming
+    every difference; its ``[budget]`` and ``[weights]`` are then the decision defaults.
 
     Raises
     ------
@@ -356,7 +359,8 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
     except InputError as err:
         raise InputError(label, f"stored evidence is invalid: {err}") from None
     files = {k: str(v) for k, v in settings.get("evidence_files", {}).items()}
-    tables = EvidenceTables(ev, costs, files, dict(settings.get("evidence_sha256", {})))
+    tables = EvidenceTables(ev, costs, files, dict(settings.get("evidence_sha256", {})),
+                            costs_complete=str(attrs.get("costs_complete", 0)) == "1")
     loader = (lambda: _read_tree(path, "posterior")) if "posterior" in groups else None
     return FittedBelief(belief, None, stored, tables, settings, path, loader)
 

@@ -214,9 +214,10 @@ class Campaign:
     world : World
     settings : CampaignSettings
     out : Path, optional
-        Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables,
-        ``choices.csv`` and the final ``belief.nc``.  An existing log there is refused unless
-        ``overwrite=True`` (use :meth:`resume` to continue it).
+        Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables
+        with ``costs.csv`` (``evidence/``), ``candidates.toml``, ``choices.csv`` and the final
+        ``belief.nc`` (a complete belief file, see :func:`belief.api.load`).  An existing log
+        there is refused unless ``overwrite=True`` (use :meth:`resume` to continue it).
     fitter : BeliefFitter, optional
         Re-use compiled models.
 
@@ -447,10 +448,9 @@ class Campaign:
                                 self.history, self.stop_reason, self.belief, self.idata,
                                 self.step_seconds, deployment)
         if self.out is not None:
-            weights = self.settings.weights if isinstance(self.settings.weights, dict) \
-                else None
             _write_outputs(self.out, result, replace(self.candidates,
-                                                     budget=self.initial_budget), weights)
+                                                     budget=self.initial_budget),
+                           settings_to_dict(self.settings)["weights"])
         return result
 
     # -- resume -----------------------------------------------------------------------------
@@ -545,41 +545,48 @@ def run_campaign(world: World, settings: CampaignSettings, out: Path | None = No
 
 
 def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
-                   weights: dict[str, float] | None) -> None:
-    """Write the evidence folder (tables and ``costs.csv``), ``candidates.toml``, ``belief.nc``
-    and ``choices.csv``.
+                   weight_rule: dict[str, Any] | None) -> None:
+    """Write ``choices.csv``, the evidence folder (tables and ``costs.csv``),
+    ``candidates.toml`` and ``belief.nc``.
 
     ``belief.nc`` is a complete belief file (:func:`belief.api.load`): it carries the candidate
-    set (``[budget]`` = b_0), the evidence and the realised costs, so that
-    ``belief decide OUT/belief.nc`` continues from where the campaign stopped (budget
-    b_0 − Σ realised costs, executed non-repeatable candidates removed).  It holds no fit
-    settings, so exact CVU refits (``--refit``) are refused for it.
+    set (``[budget]`` = b_0; ``[weights]`` = λ when the campaign's weight rule was fixed), the
+    evidence and the realised costs of every step (marked complete, so the history is exactly
+    the campaign's), so that ``belief decide OUT/belief.nc`` continues from where the campaign
+    stopped (budget b_0 − Σ realised costs, executed non-repeatable candidates removed).  It
+    holds no fit settings, so exact CVU refits (``--refit``) are refused for it.
     """
     from belief.candidate_file import CandidateFile, candidates_toml
     from belief.costs import validate_costs
     from belief.evidence_dir import EvidenceTables
     from belief.fitted import FittedBelief
+    from belief.persistence import atomic_write
 
+    log = read_log(out)
+    steps = log.steps
+    summary = pd.DataFrame({"step": [r["step"] for r in steps],
+                            "chosen": [r["chosen"] for r in steps],
+                            "policy_after": [r["policy_after"] for r in steps],
+                            "flip_probability": [r.get("flip_probability") for r in steps]})
+    atomic_write(out / "choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
     ev = out / "evidence"
     ev.mkdir(exist_ok=True)
-    for name, table in result.evidence.tables().items():
-        table.to_csv(ev / f"{name}.csv", index=False)
-    log = read_log(out)
-    costs = validate_costs(pd.DataFrame(
+    tables = dict(result.evidence.tables())
+    tables["costs"] = validate_costs(pd.DataFrame(
         [{"step": r["step"], "candidate": r["chosen"], **r["realised_cost"],
-          "policy": r["policy"]} for r in log.steps],
+          "policy": r["policy"]} for r in steps],
         columns=["step", "candidate", *candidates.resources, "policy"]), candidates)
-    costs.to_csv(ev / "costs.csv", index=False)
-    text = candidates_toml(candidates, weights, header="candidate set of the campaign in "
-                                                      f"{out.name}/ ([budget] = its b_0)")
-    (out / "candidates.toml").write_text(text, encoding="utf-8")
-    FittedBelief(result.belief, result.idata, CandidateFile(candidates, text, weights,
-                                                            str(out / "candidates.toml")),
-                 EvidenceTables(result.evidence, costs), {}).save(out / "belief.nc")
-    log = read_log(out)
-    summary = pd.DataFrame({"step": [r["step"] for r in log.steps],
-                            "chosen": [r["chosen"] for r in log.steps],
-                            "policy_after": [r["policy_after"] for r in log.steps],
-                            "flip_probability": [r.get("flip_probability")
-                                                 for r in log.steps]})
-    summary.to_csv(out / "choices.csv", index=False)
+    for name, table in tables.items():
+        atomic_write(ev / f"{name}.csv", lambda tmp, table=table: table.to_csv(tmp, index=False))
+    fixed = weight_rule is not None and weight_rule.get("kind") == "fixed"
+    weights = {str(k): float(v) for k, v in weight_rule["values"].items()} if fixed else None
+    header = f"candidate set of the campaign in {out.name}/ ([budget] = its b_0)"
+    if weight_rule is not None and not fixed:
+        header += (f"\nits λ rule was {weight_rule['kind']!r}, not fixed: no [weights]; pass "
+                   "--weights to belief decide")
+    text = candidates_toml(candidates, weights, header=header)
+    atomic_write(out / "candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
+    FittedBelief(result.belief, result.idata,
+                 CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
+                 EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
+                 {}).save(out / "belief.nc")

@@ -138,14 +138,16 @@ def remaining_budget(candidates: CandidateSet, costs: pd.DataFrame,
 
 
 def executed_actions(costs: pd.DataFrame, paired: pd.DataFrame | None = None,
-                     gain_estimates: pd.DataFrame | None = None) -> list[str]:
+                     gain_estimates: pd.DataFrame | None = None, *,
+                     costs_complete: bool = False) -> list[str]:
     """Candidates executed so far, in step order, without repeats of the same row.
 
     Taken from the costs table (one row per executed action); when it has no rows, from the
     paired evaluations (each one is an executed adaptation) and the ``source`` of gain
-    estimates (each one is an executed diagnosis).
+    estimates (each one is an executed diagnosis) — unless ``costs_complete`` says that the
+    costs table lists every action (a campaign's own record), so that no rows means none.
     """
-    if len(costs):
+    if len(costs) or costs_complete:
         rows = costs.sort_values("step", kind="stable")
         return [str(c) for c in rows["candidate"]]
     frames = []

@@ -59,6 +59,9 @@ class EvidenceTables:
         Table name → SHA-256 of the file's bytes (empty for DataFrames).
     ignored : list of str
         Files of the folder that are not tables.
+    costs_complete : bool
+        The costs table lists every executed action (a campaign's own record): the history
+        is taken from it even when it has no rows (:func:`belief.costs.executed_actions`).
     """
 
     evidence: Evidence
@@ -66,6 +69,7 @@ class EvidenceTables:
     files: dict[str, str] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
+    costs_complete: bool = False
 
     def rows(self) -> dict[str, int]:
         """Rows per table (every documented table, 0 when absent)."""

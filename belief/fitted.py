@@ -134,7 +134,8 @@ class FittedBelief:
 
     def history(self) -> list[str]:
         """Candidates executed so far, in step order (see the module docstring)."""
-        return executed_actions(self.costs, self.evidence.paired, self.evidence.gain_estimates)
+        return executed_actions(self.costs, self.evidence.paired, self.evidence.gain_estimates,
+                                costs_complete=self.tables.costs_complete)
 
     def available(self) -> tuple[str, ...]:
         """Candidates still available: executed non-repeatable ones leave the set."""
@@ -143,7 +144,8 @@ class FittedBelief:
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        """Write everything to ``path`` (netCDF, atomically); :func:`load` reads it back."""
+        """Write everything to ``path`` (netCDF, atomically); :func:`belief.api.load` reads
+        it back."""
         from belief.persistence import save_belief
 
         groups = {f"evidence/{name}": _table_ds(df)
@@ -151,7 +153,8 @@ class FittedBelief:
         groups["evidence/costs"] = _table_ds(self.costs)
         attrs = {"candidates_toml": self.candidates.text,
                  "candidates_sha256": self.candidates.sha256,
-                 "candidates_source": self.candidates.source}
+                 "candidates_source": self.candidates.source,
+                 "costs_complete": "1" if self.tables.costs_complete else "0"}
         if self.settings:  # a belief fitted here; one loaded from a bare file has none
             attrs["settings"] = json.dumps(jsonable(self.settings), sort_keys=True)
         path = save_belief(path, self.belief, self.idata, groups=groups, attrs=attrs)

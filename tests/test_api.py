@@ -118,6 +118,9 @@ def test_costs_budget_and_history_rules():
     left = remaining_budget(cands, costs)
     assert left.sel(resource="real_h").item() == 12 - 3.5
     assert executed_actions(costs) == ["dr_1e6", "cotrain"]
+    paired = pd.DataFrame({"step": [0], "candidate": ["si_friction"]})
+    assert executed_actions(costs.iloc[:0], paired) == ["si_friction"]  # fallback: no costs
+    assert executed_actions(costs.iloc[:0], paired, costs_complete=True) == []
     over = costs.assign(compute=[250.0, 60.0])
     with pytest.raises(InputError, match=r"compute: spent 310 > budget 300"):
         remaining_budget(cands, over)

@@ -83,8 +83,34 @@ def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_ru
     tables = api.read_evidence_dir(out / "evidence",
                                    api.load_candidate_file(out / "candidates.toml").candidates)
     assert tables.rows() == fitted.tables.rows() and len(tables.costs) == len(result.history)
+    assert fitted.weights()[0] == SyntheticWorld(seed=4).weight_values  # fixed λ → [weights]
     with pytest.raises(InputError, match="no fit settings"):
         fitted.decide(refit=True, stability_resamples=20)
+
+
+def test_campaign_outputs_without_steps_or_fixed_weights(full_run, tmp_path):
+    """A scarcity λ rule writes no [weights] (and says so); a campaign without steps has an
+    empty, complete history even where other evidence names candidates."""
+    import shutil
+
+    from belief import api
+    from belief.campaign import _write_outputs
+
+    out, result = full_run
+    shutil.copy(out / "campaign_log.jsonl", tmp_path / "campaign_log.jsonl")
+    cands = api.load(out / "belief.nc").candidate_set
+    _write_outputs(tmp_path, result, cands, {"kind": "scarcity", "kappa": 1.0})
+    assert "pass --weights to belief decide" in (tmp_path / "candidates.toml").read_text()
+    with pytest.raises(InputError, match="no resource weights"):
+        api.load(tmp_path / "belief.nc").weights()
+    log = lines(out)
+    (tmp_path / "campaign_log.jsonl").write_text(json.dumps(log[0]) + "\n")  # header only
+    paired = result.evidence.paired
+    assert len(paired)  # the evidence still names executed candidates …
+    _write_outputs(tmp_path, result, cands, None)
+    fitted = api.load(tmp_path / "belief.nc")
+    assert fitted.history() == [] and fitted.available() == tuple(cands.ids)  # … costs decide
+    assert pd.read_csv(tmp_path / "evidence" / "costs.csv").empty
 
 
 def test_resume_in_process_gives_identical_log(full_run, fitter, tmp_path):
