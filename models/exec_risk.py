@@ -48,6 +48,7 @@ from scipy import stats
 
 from belief.candidates import CandidateSet
 from belief.errors import InputError
+from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
 __all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "simulate"]
@@ -82,13 +83,7 @@ class ExecRiskPriors:
         if self.mu0_dist not in _MU0_DISTS:
             raise InputError("ExecRiskPriors", f"mu0_dist must be one of {list(_MU0_DISTS)}, "
                                                f"got {self.mu0_dist!r}")
-        for name, value in asdict(self).items():
-            if name == "mu0_dist":
-                continue
-            if isinstance(value, bool) or not np.isfinite(value):
-                raise InputError("ExecRiskPriors", f"{name} must be finite, got {value!r}")
-            if name != "mu0_mu" and value <= 0:
-                raise InputError("ExecRiskPriors", f"{name} must be > 0, got {value}")
+        check_priors(self, locations=("mu0_mu",), skip=("mu0_dist",))
 
     @classmethod
     def flat(cls) -> ExecRiskPriors:

@@ -54,6 +54,7 @@ from scipy.special import expit
 from belief.candidates import CandidateSet
 from belief.errors import InputError
 from belief.evidence import PolicyTree, policy_tree
+from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
 __all__ = ["GainsModel", "GainsPriors", "decision_draws", "encode_estimates", "encode_policies",
@@ -91,11 +92,7 @@ class GainsPriors:
     repeat_beta: float = 2.0
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if not np.isfinite(value):
-                raise InputError("GainsPriors", f"{name} must be finite, got {value}")
-            if name not in ("baseline_mu", "effect_mu_mu") and value <= 0:
-                raise InputError("GainsPriors", f"{name} must be > 0, got {value}")
+        check_priors(self, locations=("baseline_mu", "effect_mu_mu"))
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.evidence import XI_PREFIX, outcome_family, xi_directions
+from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
 __all__ = ["SensitivityEncoding", "SensitivityModel", "SensitivityPriors", "encode_sensitivity",
@@ -81,11 +82,7 @@ class SensitivityPriors:
     residual_sigma: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if not np.isfinite(value):
-                raise InputError("SensitivityPriors", f"{name} must be finite, got {value}")
-            if name != "alpha_mu" and value <= 0:
-                raise InputError("SensitivityPriors", f"{name} must be > 0, got {value}")
+        check_priors(self, locations=("alpha_mu",))
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 from belief.evidence import outcome_family
+from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
 __all__ = ["TransferEncoding", "TransferModel", "TransferPriors", "encode_transfer"]
@@ -68,11 +69,7 @@ class TransferPriors:
     shift_tau_sigma: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if not np.isfinite(value):
-                raise InputError("TransferPriors", f"{name} must be finite, got {value}")
-            if name != "sim_mu" and value <= 0:
-                raise InputError("TransferPriors", f"{name} must be > 0, got {value}")
+        check_priors(self, locations=("sim_mu",))
 
 
 @dataclass(frozen=True)
