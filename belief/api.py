@@ -57,6 +57,7 @@ from belief.candidate_file import (
 )
 from belief.candidates import CandidateSet
 from belief.decision_file import load_decision, save_decision
+from belief.diagnostics import CHECK_VARS
 from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.evidence_dir import (
@@ -71,7 +72,6 @@ from belief.evidence_dir import (
     read_evidence_dir,
 )
 from belief.fitted import (
-    CHECK_VARS,
     FittedBelief,
     _ds_table,
     _netcdf_ready,
@@ -222,9 +222,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         sens = fitter.fit_sensitivity(
             ev, seed=int(np.random.default_rng([seed, 4]).integers(2**31)),
             progressbar=progressbar)
-        conv = check_convergence(sens, [v for v in CHECK_VARS["sensitivity"]
-                                        if v in sens["posterior"].data_vars],
-                                 rhat_max=s.rhat_max, ess_min=s.ess_threshold)
+        conv = check_convergence(sens, CHECK_VARS["sensitivity"], rhat_max=s.rhat_max,
+                                 ess_min=s.ess_threshold)
         q.attrs.update(conv.as_attrs("sensitivity_"))
         children["sensitivity"] = sens
         say(f"sensitivity model (compile + sample) in {time.perf_counter() - t2:.1f} s")

@@ -13,7 +13,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["Convergence", "check_convergence", "convergence_table"]
+__all__ = ["CHECK_VARS", "Convergence", "check_convergence", "convergence_table"]
+
+CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho"],
+              "exec_risk": ["p_unsafe", "group_logit"],
+              "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
+              "sensitivity": ["S", "gamma", "alpha"]}
+"""Variables whose convergence is checked, per model (others: every posterior variable)."""
 
 
 @dataclass(frozen=True)
@@ -41,33 +47,50 @@ def check_convergence(idata: xr.DataTree, var_names: list[str] | None = None, *,
     """Check R-hat (rank-normalised), bulk and tail ESS, and divergent transitions.
 
     Thresholds follow Vehtari et al. (2021): R-hat ≤ 1.01, ESS ≥ 400 (scale ``ess_min`` down
-    for short test runs), and no divergences.
+    for short test runs), and no divergences.  The worst values over the variables of
+    :func:`convergence_table`: max R-hat, min bulk and tail ESS (NaN entries, e.g. of
+    constant elements, are skipped), with the element where each occurs in the reason.
     """
-    rhat = az.rhat(idata, var_names=var_names)
-    ess_b = az.ess(idata, var_names=var_names, method="bulk")
-    ess_t = az.ess(idata, var_names=var_names, method="tail")
+    table = convergence_table(idata, var_names, rhat_max=rhat_max, ess_min=ess_min,
+                              max_divergences=max_divergences)
+    r, r_at = _extreme(table, "rhat", largest=True)
+    eb, eb_at = _extreme(table, "ess_bulk", largest=False)
+    et, et_at = _extreme(table, "ess_tail", largest=False)
+    div = _divergences(idata)
+    problems = _problems(r, r_at, eb, eb_at, et, et_at, div, rhat_max, ess_min,
+                         max_divergences)
+    return Convergence(r, eb, et, div, not problems, "; ".join(problems) or "converged")
 
-    def worst(ds: xr.Dataset, fn) -> float:
-        vals = [fn(v.values) for v in ds.data_vars.values() if v.size]
-        vals = [v for v in vals if np.isfinite(v)]
-        return float(fn(np.array(vals))) if vals else float("nan")
 
-    r = worst(rhat.to_dataset() if isinstance(rhat, xr.DataTree) else rhat, np.nanmax)
-    eb = worst(ess_b.to_dataset() if isinstance(ess_b, xr.DataTree) else ess_b, np.nanmin)
-    et = worst(ess_t.to_dataset() if isinstance(ess_t, xr.DataTree) else ess_t, np.nanmin)
-    div = 0
+def _extreme(table: pd.DataFrame, column: str, largest: bool) -> tuple[float, str]:
+    """The largest (or smallest) finite value of a convergence-table column and its element."""
+    values = table[column].astype(float)
+    values = values[np.isfinite(values)]
+    if values.empty:
+        return float("nan"), ""
+    name = values.idxmax() if largest else values.idxmin()
+    return float(values[name]), str(table.at[name, f"{column}_at"])
+
+
+def _divergences(idata: xr.DataTree) -> int:
     if "sample_stats" in idata.children and "diverging" in idata["sample_stats"].data_vars:
-        div = int(idata["sample_stats"]["diverging"].sum())
+        return int(idata["sample_stats"]["diverging"].sum())
+    return 0
+
+
+def _problems(r: float, r_at: str, eb: float, eb_at: str, et: float, et_at: str, div: int,
+              rhat_max: float, ess_min: float, max_divergences: int) -> list[str]:
+    """The thresholds broken, in words (NaN R-hat or ESS counts as broken)."""
     problems = []
     if not r <= rhat_max:
-        problems.append(f"R-hat {r:.3f} > {rhat_max}")
+        problems.append(f"R-hat {r:.4f} > {rhat_max:g} at {r_at}")
     if not eb >= ess_min:
-        problems.append(f"bulk ESS {eb:.0f} < {ess_min:.0f}")
+        problems.append(f"bulk ESS {eb:.0f} < {ess_min:g} at {eb_at}")
     if not et >= ess_min:
-        problems.append(f"tail ESS {et:.0f} < {ess_min:.0f}")
+        problems.append(f"tail ESS {et:.0f} < {ess_min:g} at {et_at}")
     if div > max_divergences:
-        problems.append(f"{div} divergent transitions")
-    return Convergence(r, eb, et, div, not problems, "; ".join(problems) or "converged")
+        problems.append(f"{div} divergent transitions > {max_divergences}")
+    return problems
 
 
 def _worst(da: xr.DataArray, pick) -> tuple[float, str]:
@@ -113,23 +136,14 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
     rhat = as_ds(az.rhat(idata, var_names=names))
     ess_b = as_ds(az.ess(idata, var_names=names, method="bulk"))
     ess_t = as_ds(az.ess(idata, var_names=names, method="tail"))
-    div = 0
-    if "sample_stats" in idata.children and "diverging" in idata["sample_stats"].data_vars:
-        div = int(idata["sample_stats"]["diverging"].sum())
+    div = _divergences(idata)
     rows = []
     for name in names:
         r, r_at = _worst(rhat[name].rename(name), np.nanargmax)
         eb, eb_at = _worst(ess_b[name].rename(name), np.nanargmin)
         et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
-        problems = []
-        if not r <= rhat_max:
-            problems.append(f"R-hat {r:.4f} > {rhat_max:g} at {r_at}")
-        if not eb >= ess_min:
-            problems.append(f"bulk ESS {eb:.0f} < {ess_min:g} at {eb_at}")
-        if not et >= ess_min:
-            problems.append(f"tail ESS {et:.0f} < {ess_min:g} at {et_at}")
-        if div > max_divergences:
-            problems.append(f"{div} divergent transitions > {max_divergences}")
+        problems = _problems(r, r_at, eb, eb_at, et, et_at, div, rhat_max, ess_min,
+                             max_divergences)
         rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
                      "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
                      "divergences": div, "passed": not problems,

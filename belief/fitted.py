@@ -28,16 +28,11 @@ from belief.candidates import (
     parse_budget,
 )
 from belief.costs import executed_actions, remaining_budget
+from belief.diagnostics import CHECK_VARS
 from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.evidence_dir import EvidenceTables
 from belief.weights import check_weights
-
-CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho"],
-              "exec_risk": ["p_unsafe", "group_logit"],
-              "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
-              "sensitivity": ["S", "gamma", "alpha"]}
-"""Variables whose convergence is checked, per model (others: every posterior variable)."""
 
 
 def _table_ds(df: pd.DataFrame) -> xr.Dataset:

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from belief.candidates import CandidateSet
-from belief.diagnostics import check_convergence
+from belief.diagnostics import CHECK_VARS, check_convergence
 from belief.errors import InputError
 from belief.evidence import Evidence
 from belief.state import make_belief
@@ -96,7 +96,7 @@ class BeliefFitter:
                                      gain_estimates=evidence.gain_estimates,
                                      draws=s.draws, tune=s.tune,
                                      chains=s.chains, seed=seed, progressbar=progressbar)
-        conv = check_convergence(gains_idata, ["effect", "policy_logit", "tau_exec", "rho"],
+        conv = check_convergence(gains_idata, CHECK_VARS["gains"],
                                  rhat_max=s.rhat_max, ess_min=s.ess_threshold)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains_idata, policy, rng)
@@ -110,7 +110,7 @@ class BeliefFitter:
                 executions, unsafe, draws=s.draws, tune=s.tune, chains=s.chains,
                 seed=int(np.random.default_rng([seed, 2]).integers(2**31)),
                 progressbar=progressbar)
-            exec_conv = check_convergence(exec_idata, ["p_unsafe", "group_logit"],
+            exec_conv = check_convergence(exec_idata, CHECK_VARS["exec_risk"],
                                           rhat_max=s.rhat_max, ess_min=s.ess_threshold)
             p_unsafe = p_unsafe_draws(exec_idata)  # same sample count (draws × chains) as gain
             children["exec_risk"] = exec_idata
@@ -125,7 +125,7 @@ class BeliefFitter:
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
             transfer_idata = self.fit_transfer(evidence, policy, seed, progressbar)
             transfer_conv = check_convergence(
-                transfer_idata, ["eta_sim", "shift", "shift_mu", "shift_tau"],
+                transfer_idata, CHECK_VARS["transfer"],
                 rhat_max=s.rhat_max, ess_min=s.ess_threshold)
             belief = with_transfer(belief, self.transfer.decision_draws(transfer_idata),
                                    transfer_idata["constant_data"]["rows"].values,

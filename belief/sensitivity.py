@@ -36,7 +36,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.candidates import CandidateSet
-from belief.diagnostics import check_convergence
+from belief.diagnostics import CHECK_VARS, check_convergence
 from belief.errors import InputError
 
 __all__ = [
@@ -222,7 +222,7 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> Se
                              joint=joint, synergy=syn.astype(int))
     draws.attrs.update({"policy": policy, "standardisation": idata.attrs["standardisation"],
                         "link": idata.attrs["link"]})
-    conv = check_convergence(idata, [v for v in ("S", "gamma", "alpha") if v in post],
+    conv = check_convergence(idata, CHECK_VARS["sensitivity"],
                              ess_min=0.1 * s.sizes["sample"])
     return SensitivityReport(policy, draws, ranking, synergy, idata.attrs["standardisation"],
                              idata.attrs["link"], prob, conv.reliable, conv.reason)

@@ -1,0 +1,43 @@
+"""Convergence summaries: the whole-fit check is the worst row of the per-variable table."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from belief.diagnostics import check_convergence, convergence_table
+
+
+def _fit(shift: float, divergent: int) -> xr.DataTree:
+    """Two chains × 500 iid normal draws; element ``b`` of ``y`` differs by ``shift`` between
+    chains (R-hat ≫ 1.01 for shift = 3, ≈ 1 for 0)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 500))
+    y = rng.normal(size=(2, 500, 3))
+    y[1, :, 1] += shift
+    div = np.zeros((2, 500), dtype=bool)
+    div[0, :divergent] = True
+    coords = {"chain": [0, 1], "draw": np.arange(500)}
+    post = xr.Dataset({"x": (("chain", "draw"), x), "y": (("chain", "draw", "k"), y)},
+                      coords={**coords, "k": ["a", "b", "c"]})
+    stats = xr.Dataset({"diverging": (("chain", "draw"), div)}, coords=coords)
+    return xr.DataTree.from_dict({"posterior": post, "sample_stats": stats})
+
+
+def test_check_is_the_worst_row_of_the_table():
+    idata = _fit(shift=3.0, divergent=2)
+    table = convergence_table(idata, ess_min=100)
+    conv = check_convergence(idata, ess_min=100)
+    assert conv.rhat_max == table["rhat"].max() > 1.5
+    assert conv.ess_bulk_min == table["ess_bulk"].min()
+    assert conv.ess_tail_min == table["ess_tail"].min()
+    assert table.loc["y", "rhat_at"] == "y[b]"
+    assert not table.loc["x", "passed"]  # divergences belong to the whole fit, so every row
+    assert conv.divergences == 2 and not conv.reliable
+    assert "at y[b]" in conv.reason and "2 divergent transitions > 0" in conv.reason
+
+
+def test_a_converged_fit_passes():
+    conv = check_convergence(_fit(shift=0.0, divergent=2), ess_min=100, max_divergences=2)
+    assert conv.reliable and conv.reason == "converged" and conv.rhat_max < 1.01
+    assert not check_convergence(_fit(shift=0.0, divergent=0), ess_min=5000).reliable
