@@ -77,6 +77,7 @@ from belief.fitted import (
     _netcdf_ready,
     posterior_convergence,
 )
+from belief.persistence import UNREADABLE, check_header, read_file
 
 __all__ = [
     "CHECK_VARS",
@@ -116,8 +117,8 @@ def check_file(path: str | Path, candidates: str | Path | None = None,
         return load(path, candidates).convergence(rhat_max, ess_min, max_divergences)
     if "posterior" not in groups:
         raise InputError(str(path), "no fitted model to check (no /posterior group)")
-    return posterior_convergence(_read_tree(path, "posterior"), None, rhat_max, ess_min,
-                                 max_divergences, label=str(path))
+    return posterior_convergence(_read_group(path, "posterior", tree=True), None, rhat_max,
+                                 ess_min, max_divergences, label=str(path))
 
 
 
@@ -360,7 +361,8 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
     files = {k: str(v) for k, v in settings.get("evidence_files", {}).items()}
     tables = EvidenceTables(ev, costs, files, dict(settings.get("evidence_sha256", {})),
                             costs_complete=str(attrs.get("costs_complete", 0)) == "1")
-    loader = (lambda: _read_tree(path, "posterior")) if "posterior" in groups else None
+    loader = (lambda: _read_group(path, "posterior", tree=True)) if "posterior" in groups \
+        else None
     return FittedBelief(belief, None, stored, tables, settings, path, loader)
 
 
@@ -369,44 +371,25 @@ def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     of :func:`belief.persistence.load_tree` (read with h5py: no data is decoded)."""
     import h5py
 
-    from belief.persistence import FORMAT
-
-    label = str(path)
-    if not path.exists():
-        raise InputError(label, "file not found")
-    try:
-        with h5py.File(path, "r") as f:
+    def header(p: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
+        with h5py.File(p, "r") as f:
             attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
             groups = {name: sorted(f[name].keys()) for name in f.keys()
                       if isinstance(f[name], h5py.Group)}
-    except Exception as err:
-        raise InputError(label, f"not a readable belief file (truncated or not netCDF): "
-                                f"{type(err).__name__}") from None
-    if attrs.get("format") != FORMAT:
-        raise InputError(label, f"not a belief file (format {attrs.get('format')!r}, "
-                                f"expected {FORMAT!r})")
-    if attrs.get("belief_version") != _pkg.__version__:
-        raise InputError(label, f"written by belief {attrs.get('belief_version')}, this "
-                                f"is {_pkg.__version__}; re-fit with this version")
+        return attrs, groups
+
+    attrs, groups = read_file(path, header, UNREADABLE.format(what="belief file"))
+    check_header(attrs, path)
     if "belief" not in groups:
-        raise InputError(label, "no /belief group")
+        raise InputError(str(path), "no /belief group")
     return attrs, groups
 
 
-def _read_group(path: Path, group: str) -> xr.Dataset:
-    try:
-        return xr.open_dataset(path, group=group, engine="h5netcdf").load()
-    except Exception as err:
-        raise InputError(str(path), f"cannot read /{group} (truncated or damaged file): "
-                                    f"{type(err).__name__}") from None
-
-
-def _read_tree(path: Path, group: str) -> xr.DataTree:
-    try:
-        return xr.open_datatree(path, group=group, engine="h5netcdf").load()
-    except Exception as err:
-        raise InputError(str(path), f"cannot read /{group} (truncated or damaged file): "
-                                    f"{type(err).__name__}") from None
+def _read_group(path: Path, group: str, tree: bool = False) -> xr.Dataset | xr.DataTree:
+    """One group of a checked belief file, loaded (a DataTree with ``tree``)."""
+    opener = xr.open_datatree if tree else xr.open_dataset
+    return read_file(path, lambda p: opener(p, group=group, engine="h5netcdf").load(),
+                     f"cannot read /{group} (truncated or damaged file)")
 
 
 def decide_from(source: str | Path | FittedBelief, *,

@@ -18,9 +18,33 @@ import xarray as xr
 import belief as _pkg
 from belief.errors import InputError
 
-__all__ = ["atomic_write", "load_belief", "load_tree", "save_belief"]
+__all__ = ["atomic_write", "check_header", "load_belief", "load_tree", "read_file",
+           "save_belief"]
 
 FORMAT = "belief-netcdf-1"
+UNREADABLE = "not a readable {what} (truncated or not netCDF)"
+
+
+def read_file[T](path: Path, read: Callable[[Path], T], problem: str) -> T:
+    """``read(path)``, with a missing file or any failure of ``read`` (a truncated or foreign
+    file) turned into an :class:`InputError` naming the file, ``problem`` and the error type."""
+    if not path.exists():
+        raise InputError(str(path), "file not found")
+    try:
+        return read(path)
+    except Exception as err:
+        raise InputError(str(path), f"{problem}: {type(err).__name__}") from None
+
+
+def check_header(attrs: Mapping[str, Any], path: Path, *, fmt: str = FORMAT,
+                 what: str = "belief file", redo: str = "re-fit with this version") -> None:
+    """Refuse a file whose root ``format`` is not ``fmt`` or that another version wrote."""
+    if attrs.get("format") != fmt:
+        raise InputError(str(path), f"not a {what} (format {attrs.get('format')!r}, "
+                                    f"expected {fmt!r})")
+    if attrs.get("belief_version") != _pkg.__version__:
+        raise InputError(str(path), f"written by belief {attrs.get('belief_version')}, this "
+                                    f"is {_pkg.__version__}; {redo}")
 
 
 def _clean(ds: xr.Dataset) -> xr.Dataset:
@@ -104,19 +128,9 @@ def load_tree(path: str | Path) -> xr.DataTree:
         by another version of ``belief``, or has no ``/belief`` group.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError(str(path), "file not found")
-    try:
-        dt = xr.open_datatree(path, engine="h5netcdf").load()
-    except Exception as err:
-        raise InputError(str(path), f"not a readable belief file (truncated or not netCDF): "
-                                    f"{type(err).__name__}") from None
-    if dt.attrs.get("format") != FORMAT:
-        raise InputError(str(path), f"not a belief file (format {dt.attrs.get('format')!r}, "
-                                    f"expected {FORMAT!r})")
-    if dt.attrs.get("belief_version") != _pkg.__version__:
-        raise InputError(str(path), f"written by belief {dt.attrs.get('belief_version')}, this "
-                                    f"is {_pkg.__version__}; re-fit with this version")
+    dt = read_file(path, lambda p: xr.open_datatree(p, engine="h5netcdf").load(),
+                   UNREADABLE.format(what="belief file"))
+    check_header(dt.attrs, path)
     if "belief" not in dt.children:
         raise InputError(str(path), "no /belief group")
     return dt
