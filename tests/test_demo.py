@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
+from scipy import stats
 
 from belief.cli import main
 from belief.persistence import load_belief
@@ -20,7 +22,10 @@ def test_demo_end_to_end_small(tmp_path):
     assert final["record"] == "deployment_check" and final["policy"] == records[-1].get(
         "policy_after", records[-1]["policy"])
     check = final["deployment_check"]
-    assert check["passed"] in (0, 1) and check["trials"] == 400
+    k = check["unsafe"]
+    assert check["trials"] == 400 and 0 <= k <= 400
+    assert check["ucb_clopper_pearson"] == pytest.approx(stats.beta.ppf(0.95, k + 1, 400 - k))
+    assert check["passed"] == int(check["ucb_clopper_pearson"] <= 0.05)  # the default method
     assert check["reason"].startswith(("pass", "fail")) and "α_deploy 0.05" in check["reason"]
     assert (out / "evidence" / "deployment_safety.csv").exists()
     assert [r["step"] for r in records] == list(range(len(records)))

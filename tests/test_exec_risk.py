@@ -54,8 +54,9 @@ def test_pooling_narrows_the_bound_of_a_sparse_candidate(fitter, exec_flat_model
     pooled, mcse = _q95_and_mcse(idata, "si_friction")
     cp = float(clopper_pearson_upper(0, 5, DELTA))  # 0.451
     unpooled = exec_flat_model.fit([5], [0], draws=1000, tune=500, seed=3)
-    alone, _ = _q95_and_mcse(unpooled, "solo")  # ≈ Beta(1, 6) quantile 0.393
-    assert alone == pytest.approx(stats.beta.ppf(0.95, 1, 6), abs=0.03)
+    # flat prior alone: the Beta(1, 6) 95 % quantile 0.393 (measured 0.397 ± 0.011)
+    alone, alone_mcse = _q95_and_mcse(unpooled, "solo")
+    assert abs(alone - stats.beta.ppf(0.95, 1, 6)) <= 4 * alone_mcse
     assert pooled + 4 * mcse < 0.25 * cp
     assert pooled + 4 * mcse < 0.25 * alone
     # the well-tested siblings keep bounds close to their own data
@@ -129,7 +130,8 @@ def test_simulate_and_loglik_for_cvu():
     rng = np.random.default_rng(0)
     p = np.array([0.01, 0.2, 0.5])
     y = simulate(np.repeat(p, 20_000), 30, rng).reshape(3, -1)
-    np.testing.assert_allclose(y.mean(axis=1), 30 * p, rtol=0.03)
+    se = np.sqrt(30 * p * (1 - p) / 20_000)  # s.e. of the mean of 20,000 Binomial(30, p)
+    assert (np.abs(y.mean(axis=1) - 30 * p) <= 4 * se).all()
     ys = np.array([0, 3, 30])
     ll = loglik(p, 30, ys)
     assert ll.shape == (3, 3)

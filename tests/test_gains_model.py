@@ -60,8 +60,9 @@ def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
     obs = idata["gains"]["observed_data"]["successes"] / idata["gains"]["constant_data"]["trials"]
     from scipy.special import expit
 
-    fitted_p = expit(post["policy_logit"]).mean(("chain", "draw"))
-    np.testing.assert_allclose(fitted_p.values, obs.values, atol=0.06)
+    p = expit(post["policy_logit"])
+    # each observed rate lies within 3 posterior s.d. of the posterior mean success rate
+    assert (abs(p.mean(("chain", "draw")) - obs) <= 3 * p.std(("chain", "draw"))).all()
     # re-fit with less evidence: same compiled model, different posterior
     _, belief2 = fitter.fit(ev.until(2), "pi2", step=2, seed=1)
     assert len(gains_module._COMPILED) == n_compiled
@@ -85,12 +86,27 @@ def test_belief_shape_and_zero_gain_for_non_adaptations(fitted, world_candidates
 
 
 def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidates):
+    """ΔJ_next(m | π) = logistic(η_π + θ_m ρ^{k_m(π)} + τ·z) − logistic(η_π), with k_m(π) the
+    executions of m on π's lineage (pi0 → dr_1e7 → si_friction → dr_1e6 → ft_real_100)."""
+    from scipy.special import expit
+
+    from belief.errors import InputError
+
     idata, _ = fitted
-    rng = np.random.default_rng(0)
-    g = fitter.gains.predictive_gain(idata["gains"], "pi4", rng)
-    assert g.sizes["candidate"] == len(fitter.gains.gain_ids)
-    with pytest.raises(Exception, match="not part of the fit"):
-        fitter.gains.predictive_gain(idata["gains"], "pi99", rng)
+    ids = fitter.gains.gain_ids
+    d = fitter.gains.decision_draws(idata["gains"], "pi4", np.random.default_rng(0))
+    g = fitter.gains.predictive_gain(idata["gains"], "pi4", np.random.default_rng(0))
+    assert list(g["candidate"].values) == ids
+    lineage = {"dr_1e7", "si_friction", "dr_1e6", "ft_real_100"}
+    assert d["gains_repeats"].values.tolist() == [int(c in lineage) for c in ids]
+    eta, rho, tau = (d[v].values[:, None] for v in ("gains_eta", "gains_rho", "gains_tau"))
+    k = d["gains_repeats"].values[None, :]
+    expected = expit(eta + d["gains_theta"].values * rho ** k
+                     + tau * d["gains_z_now"].values) - expit(eta)
+    np.testing.assert_allclose(g.values, expected, rtol=1e-12)
+    assert 0 < float(rho.max()) < 1 and int(k.sum()) >= 3  # the discount bites
+    with pytest.raises(InputError, match="not part of the fit"):
+        fitter.gains.predictive_gain(idata["gains"], "pi99", np.random.default_rng(0))
 
 
 def test_priors_are_validated():

@@ -144,7 +144,9 @@ def test_delta_j_joins_belief_and_decision(fitter, campaign_evidence, tmp_path):
     for key in ("delta_j_mean", "delta_j_lo90", "delta_j_hi90", "g_j_mean", "g_j_lo90",
                 "g_j_hi90", "delta_j_reliable"):
         assert key in decision.attrs
-    assert decision.attrs["g_j_lo90"] >= 0
+    g_now = belief["g_j"].sel(transfer_policy=world.policy).values  # the current policy's G_J
+    assert decision.attrs["g_j_lo90"] == pytest.approx(np.quantile(g_now, 0.05))
+    assert decision.attrs["g_j_hi90"] == pytest.approx(np.quantile(g_now, 0.95))
     # δ_J is reported, not scored: the scores do not depend on it
     plain = decide(State(step=4, budget=world.initial_budget, policy=world.policy,
                          belief=belief.drop_vars(["delta_j", "g_j"])), world.candidates,
