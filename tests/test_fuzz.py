@@ -3,6 +3,7 @@ and nothing is written or changed."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import string
@@ -26,7 +27,7 @@ from belief.evidence import (
     validate_safety,
 )
 
-FUZZ = settings(max_examples=60, deadline=None,
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 
@@ -56,8 +57,11 @@ def test_evidence_validators_raise_only_input_error(validate, columns, world_can
     def run(df):
         try:
             out = validate(df, world_candidates)
-        except InputError as err:
-            assert str(err)  # names table, row and rule
+        except InputError as err:  # names the table (the validator's default), row and rule
+            table = inspect.signature(validate).parameters["table"].default
+            assert err.table.startswith(table) and err.rule
+            assert str(err).startswith(f"{err.table}, row {err.row}: " if err.row is not None
+                                       else f"{err.table}: ")
             return
         assert isinstance(out, pd.DataFrame)
 
@@ -152,9 +156,11 @@ def test_budget_strings_raise_only_input_error(text):
                                                        st.none()), max_size=4))
 def test_budget_mappings_raise_only_input_error(values):
     try:
-        make_budget(values, ["real_h", "compute"])
+        b = make_budget(values, ["real_h", "compute"])
     except InputError:
-        pass
+        return
+    assert list(b["resource"].values) == ["real_h", "compute"]
+    assert all(math.isfinite(v) and v >= 0 for v in b.values)
 
 
 @pytest.fixture(scope="module")
