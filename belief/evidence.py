@@ -349,36 +349,34 @@ def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
     return out
 
 
+_TEXT_COLUMNS = frozenset({"candidate", "policy", "eval_protocol", "source", "treated_policy"})
+
+
+def _empty(columns: tuple[str, ...], floats: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A table without rows: text columns ``object``, ``floats`` float, the rest int64."""
+    return pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT_COLUMNS
+                                      else float if c in floats else np.int64)
+                         for c in columns})
+
+
 def _empty_gain_estimates() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("candidate", "policy",
-                                                            "eval_protocol", "source")
-                                      else (np.int64 if c == "step" else float))
-                         for c in (*GAIN_ESTIMATE_COLUMNS, "source")})
+    return _empty((*GAIN_ESTIMATE_COLUMNS, "source"), floats=("estimate", "se"))
 
 
 def _empty_paired() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("candidate", "policy",
-                                                            "eval_protocol") else np.int64)
-                         for c in PAIRED_COLUMNS}).assign(treated_policy=pd.Series(dtype=object))
+    return _empty((*PAIRED_COLUMNS, "treated_policy"))
 
 
 def _empty_safety() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "candidate": pd.Series(dtype=object),
-                         "executions": pd.Series(dtype=np.int64),
-                         "unsafe": pd.Series(dtype=np.int64)})
+    return _empty(SAFETY_COLUMNS)
 
 
 def _empty_policy_evals() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
-                         "eval_protocol": pd.Series(dtype=object),
-                         "successes": pd.Series(dtype=np.int64),
-                         "trials": pd.Series(dtype=np.int64)})
+    return _empty(POLICY_EVAL_COLUMNS)
 
 
 def _empty_deployment() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
-                         "trials": pd.Series(dtype=np.int64),
-                         "unsafe": pd.Series(dtype=np.int64)})
+    return _empty(DEPLOYMENT_COLUMNS)
 
 
 # -- sensitivity runs and transfer evaluations (issue 6) -------------------------------------
@@ -623,17 +621,11 @@ def outcome_family(df: pd.DataFrame) -> str | None:
 
 
 def _empty_sensitivity() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
-                         "eval_protocol": pd.Series(dtype=object),
-                         "successes": pd.Series(dtype=np.int64),
-                         "trials": pd.Series(dtype=np.int64)})
+    return _empty(POLICY_EVAL_COLUMNS)
 
 
 def _empty_transfer() -> pd.DataFrame:
-    return pd.DataFrame({"step": pd.Series(dtype=np.int64), "policy": pd.Series(dtype=object),
-                         "eval_protocol": pd.Series(dtype=object),
-                         **{c: pd.Series(dtype=np.int64)
-                            for c in _TRANSFER_FAMILIES["binomial"]}})
+    return _empty(("step", "policy", "eval_protocol", *_TRANSFER_FAMILIES["binomial"]))
 
 
 _TABLES = {"paired_evaluations": ("paired", validate_paired),
