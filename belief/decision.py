@@ -24,7 +24,8 @@ from belief.state import State, check_belief_candidates
 from belief.transfer import transfer_attrs
 from belief.weights import WeightRule, as_weight_rule, next_weights
 
-__all__ = ["budget_feasibility", "decide", "decision_stability", "decision_table"]
+__all__ = ["argmax_or_stop", "budget_feasibility", "decide", "decision_stability",
+           "decision_table"]
 
 STOP = "(stop)"
 
@@ -41,9 +42,10 @@ def budget_feasibility(costs: xr.DataArray, budget: xr.DataArray) -> tuple[np.nd
     return ~over.any(axis=1), reasons
 
 
-def _argmax_or_stop(q: np.ndarray, eligible: np.ndarray) -> np.ndarray:
-    """Index of the best eligible candidate with Q > 0 along the last axis, −1 for stop."""
-    masked = np.where(eligible & (q > 0), q, -np.inf)
+def argmax_or_stop(q: np.ndarray, eligible: np.ndarray, threshold: float = 0.0) -> np.ndarray:
+    """Index of the best eligible candidate with value > ``threshold`` along the last axis
+    (first on ties; NaN never qualifies), −1 for stop."""
+    masked = np.where(eligible & (q > threshold), q, -np.inf)
     best = masked.argmax(axis=-1)
     return np.where(np.isfinite(np.take_along_axis(masked, best[..., None], -1)[..., 0]),
                     best, -1)
@@ -66,7 +68,7 @@ def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.nd
     boot = gain[idx]  # (B, n, C)
     phi = functional(np.moveaxis(boot, 1, -1))  # (B, C)
     q = phi - c_lambda[None, :] + bonus[None, :]
-    picks = _argmax_or_stop(q, feasible[None, :])
+    picks = argmax_or_stop(q, feasible[None, :])
     return float(np.mean(picks != chosen))
 
 
@@ -149,7 +151,7 @@ def decide(state: State, candidates: CandidateSet, *,
     q = q_score(u0, cvu_da, beta)
 
     feasible = available & budget_ok & safe
-    pick = int(_argmax_or_stop(q.values, feasible))
+    pick = int(argmax_or_stop(q.values, feasible))
     chosen = ids[pick] if pick >= 0 else STOP
     if pick >= 0:
         stop, stop_reason = False, ""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belief.decision import STOP
+from belief.decision import STOP, argmax_or_stop
 from belief.errors import InputError
 
 __all__ = ["POLICIES", "Choice", "choose"]
@@ -55,11 +55,10 @@ def check_policy(name: str) -> str:
 
 def _argmax(values: np.ndarray, ok: np.ndarray, ids: list[str], threshold: float,
             label: str) -> Choice:
-    masked = np.where(ok, values, -np.inf)
-    i = int(np.argmax(masked))
-    if not np.isfinite(masked[i]) or masked[i] <= threshold:
+    i = int(argmax_or_stop(values, ok, threshold))
+    if i < 0:
         return Choice(STOP, f"stop: no feasible candidate has {label} > {threshold:g}")
-    return Choice(ids[i], f"argmax {label} = {masked[i]:.4g}")
+    return Choice(ids[i], f"argmax {label} = {values[i]:.4g}")
 
 
 def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
@@ -91,9 +90,7 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
     if name == "u0":
         return _argmax(decision["u0"].values, feasible, ids, 0.0, "U0")
     if name == "mv":
-        mv = decision["mv"].values
-        return _argmax(np.nan_to_num(mv, nan=-np.inf), feasible & np.isfinite(mv), ids, 1.0,
-                       "MV")
+        return _argmax(decision["mv"].values, feasible, ids, 1.0, "MV")  # NaN MV never wins
     if name == "thompson":
         if belief is None or rng is None:
             raise InputError("allocation", "thompson needs the belief and a random generator")
