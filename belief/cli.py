@@ -12,35 +12,11 @@ from belief.errors import InputError
 __all__ = ["main"]
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-    return "—" if x != x else f"{x:.{digits}f}"  # NaN check
-
-
-def _decision_rich_table(decision, title: str):
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    for col, justify in (("candidate", "left"), ("role", "left"), ("φ(ΔJ)", "right"),
-                         ("C_λ", "right"), ("U0", "right"), ("MV", "right"), ("CVU", "right"),
-                         ("Q", "right"), ("feasible", "center"), ("", "left")):
-        table.add_column(col, justify=justify)
-    for i, cid in enumerate(decision["candidate"].values):
-        d = decision.isel(candidate=i)
-        chosen = bool(d["chosen"])
-        reason = str(d["excluded_reason"].values)
-        style = "bold green" if chosen else ("dim" if not bool(d["feasible"]) else "")
-        table.add_row(str(cid), str(d["role"].values), _fmt(float(d["phi_gain"])),
-                      _fmt(float(d["c_lambda"])), _fmt(float(d["u0"])), _fmt(float(d["mv"]), 2),
-                      _fmt(float(d["cvu"])), _fmt(float(d["q"])),
-                      "yes" if bool(d["feasible"]) else "no",
-                      "◀ chosen" if chosen else reason[:60], style=style)
-    return table
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from belief.campaign import Campaign, CampaignSettings
+    from belief.commands import decision_rich_table
     from belief.fitting import BeliefFitter, FitSettings
     from belief.world import SyntheticWorld
 
@@ -78,7 +54,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                  + f" · Pr(flip) {a['flip_probability']:.2f}")
         if not a.get("reliable", 1):
             title += f" · [red]unreliable fit: {a['reliability_reason']}[/red]"
-        console.print(_decision_rich_table(decision, title))
+        console.print(decision_rich_table(decision, title, demo=True))
         if outcome is None:
             console.print(f"[bold]stop[/bold]: {a['stop_reason']}")
         else:

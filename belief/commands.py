@@ -143,13 +143,19 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 # -- belief decide -------------------------------------------------------------------------------
-def _decision_table(decision, title: str):
+def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any:
+    """The decision as a rich table: one row per candidate, the chosen one in green, the
+    infeasible ones dimmed with their reason.  ``demo`` adds the role and MV columns and
+    leaves out the safety bound."""
     from rich.table import Table
 
+    columns = [("candidate", "left"), *([("role", "left")] if demo else []),
+               ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
+               *([("MV", "right")] if demo else []), ("CVU", "right"), ("Q", "right"),
+               *([] if demo else [("P_exec UCB", "right")]), ("feasible", "center"),
+               ("", "left")]
     table = Table(title=title, title_justify="left", pad_edge=False)
-    for col, justify in (("candidate", "left"), ("φ(ΔJ)", "right"), ("C_λ", "right"),
-                         ("U0", "right"), ("CVU", "right"), ("Q", "right"),
-                         ("P_exec UCB", "right"), ("feasible", "center"), ("", "left")):
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for i, cid in enumerate(decision["candidate"].values):
         d = decision.isel(candidate=i)
@@ -159,12 +165,13 @@ def _decision_table(decision, title: str):
                 and float(d["cvu_mcse"]) > 0:
             cvu += f"±{float(d['cvu_mcse']):.3f}"
         style = "bold green" if chosen else ("dim" if not bool(d["feasible"]) else "")
-        table.add_row(_esc(cid), _num(float(d["phi_gain"])), _num(float(d["c_lambda"])),
-                      _num(float(d["u0"])), cvu, _num(float(d["q"])),
-                      _num(float(d["p_exec_bound"])),
-                      "yes" if bool(d["feasible"]) else "no",
-                      "◀ chosen" if chosen else _esc(str(d["excluded_reason"].values)[:60]),
-                      style=style)
+        cells = [_esc(cid), *([_esc(d["role"].values)] if demo else []),
+                 _num(float(d["phi_gain"])), _num(float(d["c_lambda"])), _num(float(d["u0"])),
+                 *([_num(float(d["mv"]), 2)] if demo else []), cvu, _num(float(d["q"])),
+                 *([] if demo else [_num(float(d["p_exec_bound"]))]),
+                 "yes" if bool(d["feasible"]) else "no",
+                 "◀ chosen" if chosen else _esc(str(d["excluded_reason"].values)[:60])]
+        table.add_row(*cells, style=style)
     return table
 
 
@@ -203,7 +210,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         plt.close(fig)
     title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
              f" · Pr(flip) {a['flip_probability']:.2f}")
-    console.print(_decision_table(decision, _esc(title)))
+    console.print(decision_rich_table(decision, _esc(title)))
     res = fitted.candidate_set.resources
     lines = ["budget: " + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in res)
              + f" ({a['budget_source']})",
