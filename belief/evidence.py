@@ -121,6 +121,16 @@ def _string_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
     return np.array([str(v) for v in values], dtype=object)
 
 
+def _at_most(out: pd.DataFrame, part: str, whole: str, table: str, *, verb: str = "exceed",
+             prefix: str = "") -> None:
+    """Refuse the first row whose count ``part`` is above its ``whole`` (successes ≤ trials)."""
+    bad = np.flatnonzero(out[part] > out[whole])
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(table, f"{prefix}{part} ({out[part][i]}) {verb} {whole} "
+                                f"({out[whole][i]})", row=i)
+
+
 def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
                     table: str = "paired_evaluations") -> pd.DataFrame:
     """Validate a paired binary evaluation table and return a clean copy.
@@ -137,11 +147,7 @@ def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
     for col in _COUNT_COLUMNS:
         out[col] = _integer_column(df, col, table)
     for arm in ("control", "treated"):
-        bad = np.flatnonzero(out[f"{arm}_successes"] > out[f"{arm}_trials"])
-        if bad.size:
-            i = int(bad[0])
-            raise InputError(table, f"{arm}_successes ({out[f'{arm}_successes'][i]}) exceed "
-                                    f"{arm}_trials ({out[f'{arm}_trials'][i]})", row=i)
+        _at_most(out, f"{arm}_successes", f"{arm}_trials", table)
     known = set(candidates.ids)
     for i, cid in enumerate(out["candidate"]):
         if cid not in known:
@@ -177,11 +183,7 @@ def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
                         "unsafe": _integer_column(df, "unsafe", table)})
     if "policy" in df.columns:  # optional: the policy running when the events happened
         out["policy"] = df["policy"].fillna("").astype(str).to_numpy()
-    bad = np.flatnonzero(out["unsafe"] > out["executions"])
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(table, f"unsafe ({out['unsafe'][i]}) exceeds executions "
-                                f"({out['executions'][i]})", row=i)
+    _at_most(out, "unsafe", "executions", table, verb="exceeds")
     known = set(candidates.ids)
     for i, cid in enumerate(out["candidate"]):
         if cid not in known:
@@ -205,11 +207,7 @@ def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
                         "eval_protocol": _string_column(df, "eval_protocol", table),
                         "successes": _integer_column(df, "successes", table),
                         "trials": _integer_column(df, "trials", table)})
-    bad = np.flatnonzero(out["successes"] > out["trials"])
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(table, f"successes ({out['successes'][i]}) exceed trials "
-                                f"({out['trials'][i]})", row=i)
+    _at_most(out, "successes", "trials", table)
     for i, proto in enumerate(out["eval_protocol"]):
         if proto != candidates.eval_protocol:
             raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
@@ -232,11 +230,7 @@ def validate_deployment(df: pd.DataFrame, candidates: CandidateSet,
                         "policy": _string_column(df, "policy", table),
                         "trials": _integer_column(df, "trials", table),
                         "unsafe": _integer_column(df, "unsafe", table)})
-    bad = np.flatnonzero(out["unsafe"] > out["trials"])
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(table, f"unsafe ({out['unsafe'][i]}) exceeds trials "
-                                f"({out['trials'][i]})", row=i)
+    _at_most(out, "unsafe", "trials", table, verb="exceeds")
     return out
 
 
@@ -553,11 +547,7 @@ def _check_counts(out: pd.DataFrame, succ: str, trials: str, table: str) -> None
         i = int(bad[0])
         raise InputError(table, f"outcome out of range: {trials} must be >= 1, got "
                                 f"{out[trials][i]}", row=i)
-    bad = np.flatnonzero(out[succ] > out[trials])
-    if bad.size:
-        i = int(bad[0])
-        raise InputError(table, f"outcome out of range: {succ} ({out[succ][i]}) exceed "
-                                f"{trials} ({out[trials][i]})", row=i)
+    _at_most(out, succ, trials, table, prefix="outcome out of range: ")
 
 
 def validate_transfer(df: pd.DataFrame, candidates: CandidateSet,
