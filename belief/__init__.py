@@ -4,7 +4,7 @@ Data flows one way: evidence → models (PyMC posteriors) → belief state q_t (
 Submodules are imported lazily so that ``import belief`` stays cheap (PyMC is loaded only when a
 model is fitted).
 
-From your own tables (details in :mod:`belief.api`)::
+From your own tables (details in :mod:`belief.posterior.belief_file`)::
 
     import belief
 
@@ -26,23 +26,50 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    # errors
     "InputError": "belief.errors",
-    "Candidate": "belief.candidates",
-    "CandidateSet": "belief.candidates",
-    "load_candidates": "belief.candidates",
-    "make_budget": "belief.candidates",
-    "parse_budget": "belief.candidates",
-    "Evidence": "belief.evidence",
-    "read_table": "belief.evidence",
-    "FittedBelief": "belief.api",
-    "fit": "belief.api",
-    "load": "belief.api",
-    "save": "belief.api",
-    "decide_from": "belief.api",
-    "read_evidence_dir": "belief.api",
-    "write_report": "belief.report",
-    "example_paths": "belief.example",
+    # inputs
+    "Candidate": "belief.inputs.candidates",
+    "CandidateSet": "belief.inputs.candidates",
+    "load_candidates": "belief.inputs.candidate_file",
+    "load_candidate_file": "belief.inputs.candidate_file",
+    "make_budget": "belief.inputs.resources",
+    "parse_budget": "belief.inputs.resources",
+    "Evidence": "belief.inputs.evidence",
+    "read_table": "belief.inputs.evidence",
+    "read_evidence_dir": "belief.inputs.evidence_dir",
+    "example_paths": "belief.inputs.example",
+    # posterior
+    "BeliefFitter": "belief.posterior.fitter",
+    "FitSettings": "belief.posterior.fitter",
+    "FittedBelief": "belief.posterior.fitted",
+    "fit": "belief.posterior.fit",
+    "load": "belief.posterior.belief_file",
+    "save": "belief.posterior.belief_file",
+    "check_file": "belief.posterior.belief_file",
+    "decide_from": "belief.posterior.belief_file",
+    # decision
+    "State": "belief.decision.state",
+    "decide": "belief.decision.engine",
+    "decision_table": "belief.decision.engine",
+    "Functional": "belief.decision.functionals",
+    "FixedWeights": "belief.decision.weights",
+    "ScarcityWeights": "belief.decision.weights",
+    "SafetyGate": "belief.decision.safety",
+    "CVUSettings": "belief.decision.cvu",
+    "load_decision": "belief.decision.decision_file",
+    "save_decision": "belief.decision.decision_file",
+    # campaign
+    "Campaign": "belief.campaign.loop",
+    "CampaignSettings": "belief.campaign.loop",
+    "SyntheticWorld": "belief.campaign.synthetic",
+    "ManualWorld": "belief.campaign.manual",
+    "replay": "belief.campaign.replay",
+    # report
+    "write_report": "belief.report.document",
 }
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -18,12 +18,13 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 
-from belief.candidates import candidates_from_dict, make_budget
-from belief.cvu import CVUSettings, cvu_for_state
-from belief.evidence import Evidence
-from belief.fitting import BeliefFitter, FitSettings
-from belief.refit import exact_refit
-from belief.state import State
+from belief.decision.cvu import CVUSettings, cvu_for_state
+from belief.decision.state import State
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.evidence import Evidence
+from belief.inputs.resources import make_budget
+from belief.posterior.fitter import BeliefFitter, FitSettings
+from belief.posterior.refit import exact_refit
 
 LENSES = ("model", "data", "representation", "optimization")
 

@@ -13,8 +13,8 @@ import argparse
 import statistics
 import time
 
-from belief.evidence import Evidence
-from belief.world import SyntheticWorld
+from belief.campaign.synthetic import SyntheticWorld
+from belief.inputs.evidence import Evidence
 from models.gains import GainsModel, encode_policies
 
 

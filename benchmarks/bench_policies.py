@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from belief.campaign import CampaignSettings, settings_to_dict
-from belief.cvu import CVUSettings
-from belief.fitting import FitSettings
-from belief.many import run_policies
-from belief.policies import POLICIES
+from belief.campaign.loop import CampaignSettings, settings_to_dict
+from belief.campaign.many import run_policies
+from belief.decision.allocation import POLICIES
+from belief.decision.cvu import CVUSettings
+from belief.posterior.fitter import FitSettings
 
 
 def main() -> None:

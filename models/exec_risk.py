@@ -46,8 +46,8 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from belief.candidates import CandidateSet
 from belief.errors import InputError
+from belief.inputs.candidates import CandidateSet
 from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
@@ -179,7 +179,7 @@ class ExecRiskModel:
 
         Accepts, for each, a DataArray over ``candidate``, a mapping id → count, or an array
         either over the hardware candidates (model order) or over every candidate of the set
-        (set order, as returned by :meth:`belief.evidence.Evidence.safety_counts`).
+        (set order, as returned by :meth:`belief.inputs.evidence.Evidence.safety_counts`).
 
         Raises
         ------

@@ -51,9 +51,9 @@ import pandas as pd
 import xarray as xr
 from scipy.special import expit
 
-from belief.candidates import CandidateSet
 from belief.errors import InputError
-from belief.evidence import PolicyTree, policy_tree
+from belief.inputs.candidates import CandidateSet
+from belief.inputs.evidence import PolicyTree, policy_tree
 from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
@@ -562,6 +562,6 @@ def _stack(da: xr.DataArray) -> np.ndarray:
 
 
 def _no_rows() -> pd.DataFrame:
-    from belief.evidence import _empty_paired
+    from belief.inputs.evidence import empty_paired
 
-    return _empty_paired()
+    return empty_paired()

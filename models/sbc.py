@@ -52,8 +52,8 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from belief.candidates import candidates_from_dict
 from belief.errors import InputError
+from belief.inputs.candidates import candidates_from_dict
 
 __all__ = ["MISSPECIFIED_SCALE", "SBCCase", "SBCResult", "exec_risk_case", "gains_case",
            "model_case", "rank_uniformity", "ranks_to_pit", "run_sbc", "scaled_priors",

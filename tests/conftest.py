@@ -10,8 +10,8 @@ import pytest
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from belief.fitting import BeliefFitter, FitSettings
-from belief.world import SyntheticWorld
+from belief.campaign.synthetic import SyntheticWorld
+from belief.posterior.fitter import BeliefFitter, FitSettings
 
 FAST = FitSettings(draws=300, tune=300, chains=2)
 
@@ -30,7 +30,7 @@ def fitter(world_candidates):
 @pytest.fixture(scope="session")
 def campaign_evidence(world_candidates):
     """Evidence from a short scripted run of the synthetic world (no fitting involved)."""
-    from belief.evidence import Evidence
+    from belief.inputs.evidence import Evidence
 
     world = SyntheticWorld(seed=3)
     init = world.initial_evidence()
@@ -52,7 +52,7 @@ def fitted(fitter, campaign_evidence):
 @pytest.fixture(scope="session")
 def exec_flat_model():
     """Execution-risk model of one hardware candidate with the flat (Beta(1, 1)) prior."""
-    from belief.candidates import candidates_from_dict
+    from belief.inputs.candidates import candidates_from_dict
     from models.exec_risk import ExecRiskModel, ExecRiskPriors
 
     cs = candidates_from_dict({"campaign": {"eval_protocol": "E"}, "candidate": [
@@ -65,7 +65,7 @@ def exec_flat_model():
 @pytest.fixture(scope="session")
 def sweep_evidence(world_candidates):
     """Evidence with one sensitivity sweep and the transfer evaluations of the default world."""
-    from belief.evidence import Evidence
+    from belief.inputs.evidence import Evidence
 
     world = SyntheticWorld(seed=0)
     return Evidence(world_candidates).append(sensitivity_runs=world.sensitivity_sweep(),

@@ -10,9 +10,15 @@ import pytest
 import xarray as xr
 
 import belief
-from belief import api
 from belief.errors import InputError
-from belief.example import example_paths, write_example
+from belief.inputs.candidate_file import (
+    candidates_toml,
+    diff_candidates,
+    load_candidate_file,
+    parse_candidate_text,
+)
+from belief.inputs.evidence_dir import infer_policy, read_evidence_dir
+from belief.inputs.example import example_paths, write_example
 
 EVIDENCE, CANDIDATES = example_paths()
 
@@ -70,7 +76,7 @@ def test_load_checks_settings_and_candidate_hash(example_fit, tmp_path):
 
 
 def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
-    from belief.persistence import save_belief
+    from belief.posterior.belief_file import save_belief
 
     path = save_belief(tmp_path / "bare.nc", example_fit.belief, example_fit.idata)
     with pytest.raises(InputError, match="holds no candidate set"):
@@ -90,28 +96,28 @@ def test_refit_option_re_samples_where_khat_is_high(example_fit):
 
 
 def test_parquet_tables_read_like_csv(tmp_path):
-    cands = api.load_candidate_file(CANDIDATES).candidates
+    cands = load_candidate_file(CANDIDATES).candidates
     ev = tmp_path / "ev"
     shutil.copytree(EVIDENCE, ev)
     for name in ("paired_evaluations", "sensitivity_runs", "costs"):
         pd.read_csv(ev / f"{name}.csv").to_parquet(ev / f"{name}.parquet")
         (ev / f"{name}.csv").unlink()
     (ev / "notes.txt").write_text("not a table")
-    a = api.read_evidence_dir(EVIDENCE, cands)
-    b = api.read_evidence_dir(ev, cands)
+    a = read_evidence_dir(EVIDENCE, cands)
+    b = read_evidence_dir(ev, cands)
     assert b.ignored == ["notes.txt"]
     for name, table in a.evidence.tables().items():
         pd.testing.assert_frame_equal(b.evidence.tables()[name], table, check_dtype=False)
     pd.testing.assert_frame_equal(b.costs, a.costs, check_dtype=False)
     (ev / "costs.csv").write_text("step,candidate,real_h,compute,eng_h\n")
     with pytest.raises(InputError, match="table 'costs' is given twice"):
-        api.read_evidence_dir(ev, cands)
+        read_evidence_dir(ev, cands)
 
 
 def test_costs_budget_and_history_rules():
-    from belief.costs import executed_actions, remaining_budget, validate_costs
+    from belief.inputs.costs import executed_actions, remaining_budget, validate_costs
 
-    cands = api.load_candidate_file(CANDIDATES).candidates
+    cands = load_candidate_file(CANDIDATES).candidates
     costs = validate_costs(pd.DataFrame({"step": [0, 1], "candidate": ["dr_1e6", "cotrain"],
                                          "real_h": [0, 3.5], "compute": [10, 60],
                                          "eng_h": [0.5, 5]}), cands)
@@ -133,49 +139,49 @@ def test_costs_budget_and_history_rules():
 
 
 def test_current_policy_rule():
-    cands = api.load_candidate_file(CANDIDATES).candidates
-    tables = api.read_evidence_dir(EVIDENCE, cands)
-    assert api.infer_policy(tables.evidence)[0] == "pi2"
+    cands = load_candidate_file(CANDIDATES).candidates
+    tables = read_evidence_dir(EVIDENCE, cands)
+    assert infer_policy(tables.evidence)[0] == "pi2"
     only_baseline = belief.Evidence(cands).append(
         policy_evals=tables.evidence.policy_evals)
-    assert api.infer_policy(only_baseline) == ("pi0", "the single policy evaluated (no paired "
+    assert infer_policy(only_baseline) == ("pi0", "the single policy evaluated (no paired "
                                                       "evaluations)")
     two = only_baseline.append(policy_evals=tables.evidence.policy_evals.assign(policy="pi_x"))
     with pytest.raises(InputError, match="several evaluated policies"):
-        api.infer_policy(two)
+        infer_policy(two)
     with pytest.raises(InputError, match="cannot tell the current policy"):
-        api.infer_policy(belief.Evidence(cands))
+        infer_policy(belief.Evidence(cands))
 
 
 def test_candidates_toml_round_trip_and_diff(world_candidates):
-    text = api.candidates_toml(world_candidates, {"real_h": 0.01, "compute": 0.0, "eng_h": 1})
-    back = api._parse_candidate_text(text, "t.toml")
-    assert api.diff_candidates(world_candidates, back.candidates) == []
+    text = candidates_toml(world_candidates, {"real_h": 0.01, "compute": 0.0, "eng_h": 1})
+    back = parse_candidate_text(text, "t.toml")
+    assert diff_candidates(world_candidates, back.candidates) == []
     assert back.weights == {"real_h": 0.01, "compute": 0.0, "eng_h": 1.0}
     with pytest.raises(InputError, match=r"t.toml \[weights\]: λ names resource\(s\) \['gpu'\]"):
-        api._parse_candidate_text(text.replace("eng_h = 1.0\n", "eng_h = 1.0\ngpu = 2.0\n", 1),
+        parse_candidate_text(text.replace("eng_h = 1.0\n", "eng_h = 1.0\ngpu = 2.0\n", 1),
                                   "t.toml")
 
 
 def test_example_generator_writes_valid_tables(tmp_path):
     ev, toml = write_example(tmp_path / "ex")
-    cf = api.load_candidate_file(toml)
-    tables = api.read_evidence_dir(ev, cf.candidates)
-    assert tables.rows() == api.read_evidence_dir(EVIDENCE, cf.candidates).rows()
+    cf = load_candidate_file(toml)
+    tables = read_evidence_dir(ev, cf.candidates)
+    assert tables.rows() == read_evidence_dir(EVIDENCE, cf.candidates).rows()
     assert cf.weights is not None and cf.candidates.budget is not None
     assert sorted(p.name for p in ev.iterdir()) == sorted(p.name for p in EVIDENCE.iterdir())
 
 
 def test_header_only_paired_table_before_any_adaptation(tmp_path):
-    cands = api.load_candidate_file(CANDIDATES).candidates
+    cands = load_candidate_file(CANDIDATES).candidates
     ev = tmp_path / "ev"
     ev.mkdir()
     header = pd.read_csv(EVIDENCE / "paired_evaluations.csv").iloc[:0]
     header.to_csv(ev / "paired_evaluations.csv", index=False)
     shutil.copy(EVIDENCE / "policy_evaluations.csv", ev)
-    tables = api.read_evidence_dir(ev, cands)
+    tables = read_evidence_dir(ev, cands)
     assert len(tables.evidence.paired) == 0 and len(tables.costs) == 0
-    assert api.infer_policy(tables.evidence)[0] == "pi0"
+    assert infer_policy(tables.evidence)[0] == "pi0"
     (ev / "paired_evaluations.csv").write_text("")
     with pytest.raises(InputError, match=r"paired_evaluations\.csv: cannot read"):
-        api.read_evidence_dir(ev, cands)
+        read_evidence_dir(ev, cands)

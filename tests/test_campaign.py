@@ -16,13 +16,13 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from belief.campaign import Campaign, CampaignSettings
-from belief.campaign_log import read_log
-from belief.cvu import CVUSettings
-from belief.decision import STOP
+from belief.campaign.log import read_log
+from belief.campaign.loop import Campaign, CampaignSettings
+from belief.campaign.synthetic import SyntheticWorld
+from belief.decision.cvu import CVUSettings
+from belief.decision.engine import STOP
 from belief.errors import InputError
-from belief.fitting import FitSettings
-from belief.world import SyntheticWorld
+from belief.posterior.fitter import FitSettings
 
 FAST_FIT = FitSettings(draws=200, tune=200)
 # short chains: the loop mechanics are tested acting on whatever the fit gives (the
@@ -68,10 +68,12 @@ def test_loop_dynamics_and_log(full_run, world_candidates):
 def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_run):
     """belief.nc carries candidates (b_0 as [budget]), evidence and realised costs: deciding
     from it continues where the campaign stopped; evidence/ + candidates.toml read back."""
-    from belief import api
+    from belief.inputs.candidate_file import load_candidate_file
+    from belief.inputs.evidence_dir import read_evidence_dir
+    from belief.posterior.belief_file import load
 
     out, result = full_run
-    fitted = api.load(out / "belief.nc")
+    fitted = load(out / "belief.nc")
     budget, source = fitted.budget()
     assert "minus realised costs" in source
     np.testing.assert_allclose(budget.values, result.budget.values, rtol=0, atol=1e-9)
@@ -80,8 +82,8 @@ def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_ru
     assert not done & set(fitted.available())
     decision = fitted.decide(beta=0.0, stability_resamples=20)
     assert decision.attrs["chosen"] not in done
-    tables = api.read_evidence_dir(out / "evidence",
-                                   api.load_candidate_file(out / "candidates.toml").candidates)
+    tables = read_evidence_dir(out / "evidence",
+                                   load_candidate_file(out / "candidates.toml").candidates)
     assert tables.rows() == fitted.tables.rows() and len(tables.costs) == len(result.history)
     assert fitted.weights()[0] == SyntheticWorld(seed=4).weight_values  # fixed λ → [weights]
     with pytest.raises(InputError, match="no fit settings"):
@@ -93,22 +95,22 @@ def test_campaign_outputs_without_steps_or_fixed_weights(full_run, tmp_path):
     empty, complete history even where other evidence names candidates."""
     import shutil
 
-    from belief import api
-    from belief.campaign import _write_outputs
+    from belief.campaign.loop import _write_outputs
+    from belief.posterior.belief_file import load
 
     out, result = full_run
     shutil.copy(out / "campaign_log.jsonl", tmp_path / "campaign_log.jsonl")
-    cands = api.load(out / "belief.nc").candidate_set
+    cands = load(out / "belief.nc").candidate_set
     _write_outputs(tmp_path, result, cands, {"kind": "scarcity", "kappa": 1.0})
     assert "pass --weights to belief decide" in (tmp_path / "candidates.toml").read_text()
     with pytest.raises(InputError, match="no resource weights"):
-        api.load(tmp_path / "belief.nc").weights()
+        load(tmp_path / "belief.nc").weights()
     log = lines(out)
     (tmp_path / "campaign_log.jsonl").write_text(json.dumps(log[0]) + "\n")  # header only
     paired = result.evidence.paired
     assert len(paired)  # the evidence still names executed candidates …
     _write_outputs(tmp_path, result, cands, None)
-    fitted = api.load(tmp_path / "belief.nc")
+    fitted = load(tmp_path / "belief.nc")
     assert fitted.history() == [] and fitted.available() == tuple(cands.ids)  # … costs decide
     assert pd.read_csv(tmp_path / "evidence" / "costs.csv").empty
 
@@ -179,7 +181,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
             "--act-on-unreliable"]
     killed = tmp_path / "killed"
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "150"}
-    proc = subprocess.Popen([sys.executable, "-m", "belief.cli", "demo", *args, "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "belief.cli.main", "demo", *args, "--out",
                              str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=env)
     log = killed / "campaign_log.jsonl"
@@ -194,7 +196,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     proc.wait()
     n_before = len(read_log(killed).steps)
     assert 1 <= n_before < 3
-    from belief.cli import main
+    from belief.cli.main import main
 
     assert main(["demo", "--resume", str(killed)]) == 0
     whole = tmp_path / "whole"
@@ -206,7 +208,7 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
 # -- replay -------------------------------------------------------------------------------
 
 def test_replay_same_settings_agrees_and_regret_is_nonnegative(full_run, fitter):
-    from belief.replay import replay
+    from belief.campaign.replay import replay
 
     out, result = full_run
     tree = replay(out, fitter=fitter, seed=SETTINGS.seed)
@@ -234,7 +236,7 @@ def _csv_layout(folder: Path, full_run) -> Path:
     out, _ = full_run
     recs = lines(out)
     folder.mkdir()
-    from belief.api import candidates_toml
+    from belief.inputs.candidate_file import candidates_toml
 
     (folder / "candidates.toml").write_text(candidates_toml(SyntheticWorld().candidates))
     steps = [r for r in recs if r["record"] == "step"]
@@ -252,7 +254,7 @@ def _csv_layout(folder: Path, full_run) -> Path:
 
 def test_replay_accepts_the_plain_csv_layout_and_reports_broken_records(full_run, fitter,
                                                                          tmp_path):
-    from belief.replay import load_campaign
+    from belief.campaign.replay import load_campaign
 
     folder = _csv_layout(tmp_path / "csv", full_run)
     camp = load_campaign(folder)
@@ -274,7 +276,7 @@ def test_replay_accepts_the_plain_csv_layout_and_reports_broken_records(full_run
 
 
 def test_replay_cli_never_tracebacks_on_malformed_files(tmp_path, capsys):
-    from belief.cli import main
+    from belief.cli.main import main
 
     junk = tmp_path / "junk.jsonl"
     junk.write_bytes(b"\x00\xffnot json\n")
@@ -285,7 +287,7 @@ def test_replay_cli_never_tracebacks_on_malformed_files(tmp_path, capsys):
 
 
 def test_replay_folder_serial_equals_dask(full_run, fitter, tmp_path):
-    from belief import many
+    from belief.campaign import many
 
     out, _ = full_run
     folder = tmp_path / "logs"
@@ -313,7 +315,7 @@ def _decision(u0, mv, feasible, c_lambda=None):
 
 
 def test_policies_choose_within_feasible_and_stop():
-    from belief.policies import choose
+    from belief.decision.allocation import choose
 
     d = _decision([0.05, 0.2, 0.1], [5.0, 2.0, 9.0], np.array([True, False, True]))
     assert choose("u0", d).candidate == "m2"  # m1 has the best U0 but is infeasible
@@ -351,7 +353,7 @@ def test_a_baseline_policy_runs_the_loop(fitter):
 # -- manual world -------------------------------------------------------------------------
 
 def test_manual_world_from_a_script(fitter, world_candidates, tmp_path):
-    from belief.manual import ManualWorld
+    from belief.campaign.manual import ManualWorld
 
     def ask(world, m, step):
         c = world.candidates[m]
@@ -398,7 +400,7 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
 def test_manual_outcome_then_apply_moves_the_world_and_checks_the_step(fitter, world_candidates,
                                                                       tmp_path):
     """The documented notebook flow: decide, build the outcome, apply; twice."""
-    from belief.manual import ManualWorld
+    from belief.campaign.manual import ManualWorld
 
     init = SyntheticWorld(seed=0).initial_evidence()
     world = ManualWorld(world_candidates, "pi0", init)

@@ -5,8 +5,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from belief.candidates import candidates_from_dict, load_candidates, make_budget, parse_budget
 from belief.errors import InputError
+from belief.inputs.candidate_file import load_candidates
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.resources import make_budget, parse_budget
 
 GOOD = textwrap.dedent("""
     [campaign]

@@ -1,6 +1,6 @@
 """The statistician's path through the CLI: fit, decide, check, report, and refused input.
 
-Commands run in-process (``belief.cli.main``) so that the compiled models are shared with the
+Commands run in-process (``belief.cli.main.main``) so that the compiled models are shared with the
 rest of the session.
 """
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from belief.cli import main
-from belief.example import example_paths
+from belief.cli.main import main
+from belief.inputs.example import example_paths
 
 EVIDENCE, CANDIDATES = example_paths()
 DRAWS = ["--draws", "300"]
@@ -50,9 +50,9 @@ def _copy_example(tmp_path):
 
 # -- the happy path -------------------------------------------------------------------------
 def test_fit_writes_belief_posteriors_evidence_and_settings(fitted_file, capsys):
-    from belief import api
+    from belief.posterior.belief_file import load
 
-    fitted = api.load(fitted_file)
+    fitted = load(fitted_file)
     assert fitted.models == ["gains", "exec_risk", "transfer", "sensitivity"]
     assert fitted.policy == "pi2" and fitted.step == 3
     assert "treated_policy of the last paired evaluation" in fitted.settings["policy_rule"]
@@ -83,9 +83,9 @@ def test_decide_prints_table_and_writes_csv_and_figures(fitted_file, tmp_path, c
 
 
 def test_decide_budget_defaults_to_file_budget_minus_costs(fitted_file, tmp_path, capsys):
-    from belief import api
+    from belief.posterior.belief_file import decide_from
 
-    decision = api.decide_from(fitted_file, beta=0.0)
+    decision = decide_from(fitted_file, beta=0.0)
     # [budget] (12, 300, 20) minus realised costs (1.5, 86, 4.5) in costs.csv
     assert (decision.attrs["budget_real_h"], decision.attrs["budget_compute"],
             decision.attrs["budget_eng_h"]) == (10.5, 214.0, 15.5)
@@ -119,10 +119,9 @@ def test_check_exit_codes(fitted_file, capsys):
 def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
     """A file from save_belief alone has no candidates: check still runs,
     with ESS ≥ 10 % of the draws by default."""
-    from belief import api
-    from belief.persistence import save_belief
+    from belief.posterior.belief_file import load, save_belief
 
-    fitted = api.load(fitted_file)
+    fitted = load(fitted_file)
     bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
     assert main(["check", str(bare), "--rhat-max", "1.2"]) == 0
     out = capsys.readouterr().out

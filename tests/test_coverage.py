@@ -1,4 +1,4 @@
-"""Coverage of decisions on synthetic worlds (issue 9; see :mod:`belief.calibration`).
+"""Coverage of decisions on synthetic worlds (issue 9; see :mod:`belief.campaign.calibration`).
 
 Slow tests: scripted campaigns on 40 varied worlds (``SyntheticWorld.varied(v)``), fitted at two
 checkpoints (after 2 and 5 executions) with the session's fast fitter (2 × 300 draws).
@@ -30,7 +30,7 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.calibration import (
+from belief.campaign.calibration import (
     binomial_interval,
     coverage_table,
     cp_bench_coverage,

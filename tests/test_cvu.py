@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.cvu import CVUSettings, Experiment, continuation_value, cvu_for_state, weighted_phi
-from belief.functionals import Functional, cvar, lcb
+from belief.decision.cvu import (
+    CVUSettings,
+    Experiment,
+    continuation_value,
+    cvu_for_state,
+    weighted_phi,
+)
+from belief.decision.functionals import Functional, cvar, lcb
 
 MEAN = Functional("mean")
 IDS = ["act", "observe"]
@@ -137,10 +143,10 @@ def test_weighted_phi_matches_functionals(functional):
 
 
 def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
-    from belief.candidates import make_budget
-    from belief.decision import decide
-    from belief.state import State
-    from belief.world import SyntheticWorld
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.decision.engine import decide
+    from belief.decision.state import State
+    from belief.inputs.resources import make_budget
 
     _, belief = fitted
     world = SyntheticWorld()
@@ -163,7 +169,7 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
 def test_psis_shim_gives_arviz_results_and_is_scoped():
     from arviz_stats.base import array_stats, diagnostics
 
-    from belief.cvu import psis
+    from belief.decision.cvu import psis
 
     rng = np.random.default_rng(5)
     ll = rng.normal(size=(7, 2000)) * 3
@@ -186,10 +192,10 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
     from independent refits, so the Monte Carlo error of any single fit averages out (the
     PSIS estimator instead re-uses one fit in both terms, where that error cancels).
     """
-    from belief.candidates import make_budget
-    from belief.refit import exact_refit
-    from belief.state import State
-    from belief.world import SyntheticWorld
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.decision.state import State
+    from belief.inputs.resources import make_budget
+    from belief.posterior.refit import exact_refit
 
     ev, world = campaign_evidence
     _, belief = fitter.fit(ev, world.policy, step=4, seed=5)

@@ -5,13 +5,15 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.candidates import candidates_from_dict, make_budget
-from belief.decision import decide
+from belief.decision.engine import decide
+from belief.decision.safety import SafetyGate
+from belief.decision.scores import g0
+from belief.decision.state import State
+from belief.decision.weights import ScarcityWeights
 from belief.errors import InputError
-from belief.risk import SafetyGate
-from belief.scores import g0
-from belief.state import State, make_belief
-from belief.weights import ScarcityWeights
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.resources import make_budget
+from belief.posterior.belief_state import make_belief
 
 TOY = {"SI": (6, (0.5, 1, 1)), "DR": (15, (0, 50, 2)), "DA": (3, (0, 10, 3)),
        "FT": (9, (4, 2, 1))}
@@ -190,7 +192,7 @@ def test_lambda_next_uses_budget_after_the_action():
 def test_q_decomposition_plot(tmp_path):
     import matplotlib.pyplot as plt
 
-    from belief.plots import plot_q_decomposition
+    from belief.report.plots import plot_q_decomposition
 
     cs = toy_candidates()
     cvu = xr.Dataset({"cvu": ("candidate", [1.0, -2.0, 0.0, 0.5])}, coords={"candidate": cs.ids})

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from belief.cli import main
-from belief.persistence import load_belief
+from belief.cli.main import main
+from belief.posterior.belief_file import load_belief
 
 
 def test_demo_end_to_end_small(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belief.diagnostics import check_convergence, convergence_table
+from belief.posterior.diagnostics import check_convergence, convergence_table
 
 
 def _fit(shift: float, divergent: int) -> xr.DataTree:

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from belief.errors import InputError
-from belief.evidence import Evidence, policy_tree, validate_paired, validate_safety
+from belief.inputs.evidence import Evidence, policy_tree, validate_paired, validate_safety
 
 
 def row(**kw):

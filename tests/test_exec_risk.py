@@ -8,11 +8,12 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.candidates import candidates_from_dict, make_budget
-from belief.decision import decide
+from belief.decision.engine import decide
+from belief.decision.safety import SafetyGate, clopper_pearson_upper
+from belief.decision.state import State
 from belief.errors import InputError
-from belief.risk import SafetyGate, clopper_pearson_upper
-from belief.state import State
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.resources import make_budget
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, loglik, p_unsafe_draws, simulate
 
 DELTA = 0.05
@@ -196,8 +197,8 @@ def test_priors_are_validated():
 def test_campaign_checks_deployment_at_the_stop(tmp_path, fitter):
     import json
 
-    from belief.campaign import CampaignSettings, run_campaign
-    from belief.world import SyntheticWorld
+    from belief.campaign.loop import CampaignSettings, run_campaign
+    from belief.campaign.synthetic import SyntheticWorld
 
     world = SyntheticWorld(seed=2)
     settings = CampaignSettings(horizon=1, fit=fitter.settings, stability_resamples=0,

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from belief.decision.functionals import Functional, cvar, lcb, mean, parse_functional
 from belief.errors import InputError
-from belief.functionals import Functional, cvar, lcb, mean, parse_functional
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from belief.candidates import candidates_from_dict, load_candidates, make_budget, parse_budget
 from belief.errors import InputError
-from belief.evidence import (
+from belief.inputs.candidate_file import load_candidates
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.evidence import (
     GAIN_ESTIMATE_COLUMNS,
     PAIRED_COLUMNS,
     POLICY_EVAL_COLUMNS,
@@ -26,6 +27,7 @@ from belief.evidence import (
     validate_policy_evals,
     validate_safety,
 )
+from belief.inputs.resources import make_budget, parse_budget
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -165,9 +167,9 @@ def test_budget_mappings_raise_only_input_error(values):
 
 @pytest.fixture(scope="module")
 def valid_log(tmp_path_factory, fitter):
-    from belief.campaign import Campaign, CampaignSettings
-    from belief.fitting import FitSettings
-    from belief.world import SyntheticWorld
+    from belief.campaign.loop import Campaign, CampaignSettings
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.posterior.fitter import FitSettings
 
     out = tmp_path_factory.mktemp("log")
     s = CampaignSettings(horizon=2, seed=4, fit=FitSettings(draws=200, tune=200),
@@ -191,8 +193,8 @@ def mutated_logs(draw, lines):
 
 
 def test_logs_raise_only_input_error_and_write_nothing(valid_log, tmp_path):
-    from belief.campaign_log import read_log
-    from belief.replay import load_campaign
+    from belief.campaign.log import read_log
+    from belief.campaign.replay import load_campaign
 
     @FUZZ
     @given(st.one_of(mutated_logs(valid_log), st.binary(max_size=300).map(
@@ -215,7 +217,7 @@ def test_logs_raise_only_input_error_and_write_nothing(valid_log, tmp_path):
 
 
 def test_replay_cli_on_fuzzed_logs_exits_cleanly(valid_log, tmp_path, capsys):
-    from belief.cli import main
+    from belief.cli.main import main
 
     @settings(max_examples=25, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture])

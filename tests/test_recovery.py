@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.special import expit, logit
 
-from belief.evidence import Evidence
+from belief.inputs.evidence import Evidence
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from belief.campaign_log import read_log
+from belief.campaign.log import read_log
 
 
 def test_same_seed_same_belief_and_decision(fitter, campaign_evidence, world_candidates):
-    from belief.decision import decide
-    from belief.state import State
+    from belief.decision.engine import decide
+    from belief.decision.state import State
 
     ev, world = campaign_evidence
     _, a = fitter.fit(ev, world.policy, 4, seed=21)
@@ -35,9 +35,9 @@ def test_same_seed_same_belief_and_decision(fitter, campaign_evidence, world_can
 
 
 def test_policy_runs_identical_serial_and_on_dask(fitter):
-    from belief.campaign import CampaignSettings, settings_to_dict
-    from belief.fitting import FitSettings
-    from belief.many import run_policies
+    from belief.campaign.loop import CampaignSettings, settings_to_dict
+    from belief.campaign.many import run_policies
+    from belief.posterior.fitter import FitSettings
 
     s = settings_to_dict(CampaignSettings(horizon=2, fit=FitSettings(draws=150, tune=150),
                                           stability_resamples=20, act_on_unreliable=True,
@@ -58,9 +58,9 @@ WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     import xarray as xr
-    from belief.persistence import save_belief
-    from belief.state import make_belief
-    from belief.world import SyntheticWorld
+    from belief.posterior.belief_file import save_belief
+    from belief.posterior.belief_state import make_belief
+    from belief.campaign.synthetic import SyntheticWorld
 
     cands = SyntheticWorld().candidates
     path = sys.argv[1]
@@ -97,7 +97,7 @@ def _kill_writer_once(path, pause: float) -> tuple[int, bool]:
 
 
 def test_killed_belief_writer_leaves_a_loadable_belief(tmp_path):
-    from belief.persistence import load_belief
+    from belief.posterior.belief_file import load_belief
 
     interrupted = 0
     for k, pause in enumerate((0.05, 0.15, 0.3, 0.5)):
@@ -115,9 +115,9 @@ def test_killed_belief_writer_leaves_a_loadable_belief(tmp_path):
 
 LOGGER = textwrap.dedent("""
     import sys
-    from belief.campaign import Campaign, CampaignSettings
-    from belief.campaign_log import append_record
-    from belief.world import SyntheticWorld
+    from belief.campaign.loop import Campaign, CampaignSettings
+    from belief.campaign.log import append_record
+    from belief.campaign.synthetic import SyntheticWorld
 
     c = Campaign(SyntheticWorld(), CampaignSettings(), sys.argv[1])   # writes the header
     i = 0

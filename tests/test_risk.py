@@ -6,12 +6,17 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.campaign import CampaignSettings
-from belief.candidates import candidates_from_dict
+from belief.campaign.loop import CampaignSettings
+from belief.campaign.synthetic import SyntheticWorld
+from belief.decision.safety import (
+    SafetyGate,
+    clopper_pearson_upper,
+    deployment_check,
+    posterior_upper,
+)
 from belief.errors import InputError
-from belief.evidence import Evidence, validate_deployment
-from belief.risk import SafetyGate, clopper_pearson_upper, deployment_check, posterior_upper
-from belief.world import SyntheticWorld
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.evidence import Evidence, validate_deployment
 
 
 def test_matches_scipy_exact_interval():

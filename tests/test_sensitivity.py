@@ -8,16 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from belief.campaign.synthetic import SyntheticWorld
 from belief.errors import InputError
-from belief.evidence import Evidence, validate_sensitivity
-from belief.sensitivity import (
+from belief.inputs.evidence import Evidence, validate_sensitivity
+from belief.posterior.sensitivity import (
     PolicyConditionalError,
     compare_sensitivities,
     prioritise,
     sensitivity_report,
     sensitivity_reports,
 )
-from belief.world import SyntheticWorld
 
 
 def runs(n: int = 4, **override) -> pd.DataFrame:

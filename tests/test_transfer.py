@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from belief.candidates import candidates_from_dict
-from belief.decision import decide
+from belief.campaign.synthetic import SyntheticWorld
+from belief.decision.engine import decide
+from belief.decision.state import State
 from belief.errors import InputError
-from belief.evidence import validate_transfer
-from belief.state import State
-from belief.transfer import transfer_attrs
-from belief.world import SyntheticWorld
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.evidence import validate_transfer
+from belief.posterior.transfer import transfer_attrs
 
 
 def evals(**override) -> pd.DataFrame:
@@ -93,7 +93,7 @@ def test_campaign_policy_interface_from_toml():
 @pytest.fixture(scope="module")
 def transfer_fit(fitter, world_candidates):
     """Decisive data: real clearly worse for ``worse``, clearly better for ``better``."""
-    from belief.evidence import Evidence
+    from belief.inputs.evidence import Evidence
 
     df = pd.DataFrame({"step": 0, "policy": ["worse", "better", "same"],
                        "eval_protocol": "pick_place_v1", "sim_successes": [160, 60, 100],
@@ -115,7 +115,7 @@ def test_sign_convention_and_g_j(transfer_fit):
 
 
 def test_normal_family_reports_in_j_units(fitter, world_candidates):
-    from belief.evidence import Evidence
+    from belief.inputs.evidence import Evidence
 
     ev = Evidence(world_candidates).append(transfer_evaluations=normal_evals())
     dt = fitter.fit_transfer(ev, seed=1)
@@ -154,7 +154,7 @@ def test_delta_j_joins_belief_and_decision(fitter, campaign_evidence, tmp_path):
     np.testing.assert_array_equal(decision["q"].values, plain["q"].values)
     assert "delta_j_mean" not in plain.attrs
     # q_t with transfer draws survives the netCDF round trip
-    from belief.persistence import load_belief, save_belief
+    from belief.posterior.belief_file import load_belief, save_belief
 
     back, _ = load_belief(save_belief(tmp_path / "belief.nc", belief, idata))
     np.testing.assert_allclose(back["delta_j"], belief["delta_j"])

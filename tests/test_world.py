@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from belief.world import SyntheticWorld
+from belief.campaign.synthetic import SyntheticWorld
 
 
 def test_deterministic_for_a_seed():

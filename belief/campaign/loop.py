@@ -1,0 +1,589 @@
+"""The closed loop s_t → m*_t → Y_t → s_{t+1} against a world, with an append-only log.
+
+Each step: fit the models on D_t (compiled once), build q_t, decide (with CVU when β > 0),
+let the allocation policy pick (see :mod:`belief.decision.allocation`), execute the pick in the
+world,
+append the evidence, deduct the realised cost b_{t+1} = b_t − ΔC, move to the new policy if the
+pick changed it, drop it if it is not repeatable; λ_{t+1} = λ(s_{t+1}) follows from the weight
+rule at the next step.  Stops on the economic stop, when the budget is exhausted, or at the
+horizon T.  At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is
+checked on the final policy from deployment evidence only.
+
+The world interface (:class:`World`) is small: ``candidates``, ``initial_policy``,
+``execute(m, step)`` returning an outcome with evidence rows (``paired``, ``safety``,
+``gain_estimates`` DataFrames), the realised ``cost`` (mapping resource → amount) and the
+``policy`` after; optionally ``initial_budget``, ``initial_evidence()``,
+``deployment_evaluation(step, policy)``, ``expected_gain(m)`` (truth, for the oracle) and
+``describe()`` (how to rebuild it when resuming).
+:class:`~belief.campaign.synthetic.SyntheticWorld` and
+:class:`~belief.campaign.manual.ManualWorld` implement it.
+
+Every step is logged (:mod:`belief.campaign.log`); :meth:`Campaign.resume` continues an
+interrupted campaign from its log with results identical to an uninterrupted run of the same
+seed (every random choice is seeded by (seed, step)).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+import belief as _pkg
+from belief.campaign.log import LOG_FORMAT, LOG_NAME, append_record, read_log, repair_tail
+from belief.decision.allocation import check_policy, choose
+from belief.decision.cvu import CVUSettings, cvu_for_state
+from belief.decision.engine import STOP, decide, decision_table
+from belief.decision.functionals import Functional, parse_functional
+from belief.decision.safety import SafetyGate, deployment_check
+from belief.decision.scores import check_beta
+from belief.decision.state import State
+from belief.decision.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
+from belief.errors import InputError
+from belief.files import jsonable
+from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
+from belief.inputs.evidence import Evidence
+from belief.posterior.fitter import BeliefFitter, FitSettings
+
+__all__ = ["Campaign", "CampaignResult", "CampaignSettings", "World", "run_campaign",
+           "settings_from_dict", "settings_to_dict"]
+
+
+class World(Protocol):
+    """What the loop needs from a world (synthetic or real)."""
+
+    candidates: CandidateSet
+
+    @property
+    def initial_policy(self) -> str: ...
+
+    def execute(self, candidate_id: str, step: int) -> Any:
+        """Run m at ``step``; returns an object with ``paired``, ``safety`` (DataFrames),
+        ``cost`` (mapping resource → realised amount) and ``policy`` (the policy after)."""
+
+
+@dataclass(frozen=True)
+class CampaignSettings:
+    """Settings of one campaign.
+
+    Attributes
+    ----------
+    horizon : int
+        T, the maximum number of steps.
+    functional : str or Functional
+    weights : WeightRule or mapping, optional
+        λ rule; default the world's ``weight_values`` (fixed).
+    beta : float
+        β in Q = U0 + β·CVU (used by the ``q`` allocation).
+    gate : SafetyGate
+    fit : FitSettings
+    seed : int
+    stability_resamples : int
+    cvu : CVUSettings
+        Monte Carlo settings of CVU (computed when β > 0, before the horizon; exact refits
+        where k̂ > 0.7, at most ``cvu.max_refits`` per candidate).
+    alpha_deploy : float
+        Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
+        at the stop with the gate's δ and method (never mixed with execution events).
+    allocation : str
+        The allocation policy (:data:`belief.decision.allocation.POLICIES`); ``q`` is the engine's.
+    act_on_unreliable : bool
+        A belief whose fit fails the convergence checks (R-hat, ESS, divergences) is re-fitted
+        with 2x, then 4x the draws and tuning steps; if it still fails, the loop refuses to act
+        on it (a stop with the reason) unless this is True — then it acts and the decision
+        carries the flag.
+    """
+
+    horizon: int = 6
+    functional: str | Functional = "mean"
+    weights: WeightRule | dict[str, float] | None = None
+    beta: float = 0.0
+    gate: SafetyGate = field(default_factory=SafetyGate)
+    fit: FitSettings = field(default_factory=FitSettings)
+    seed: int = 0
+    stability_resamples: int = 200
+    cvu: CVUSettings = field(default_factory=lambda: CVUSettings(max_refits=4))
+    alpha_deploy: float = 0.05
+    allocation: str = "q"
+    act_on_unreliable: bool = False
+
+    def __post_init__(self) -> None:
+        parse_functional(self.functional)
+        a = self.alpha_deploy
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
+            raise InputError("alpha_deploy", f"alpha_deploy must satisfy 0 < alpha_deploy < 1, "
+                                             f"got {a!r}")
+        check_beta(self.beta)
+        check_policy(self.allocation)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.horizon, int) or isinstance(self.horizon, bool) \
+                or self.horizon < 1:
+            raise InputError("horizon", f"horizon must be an integer >= 1, got {self.horizon!r}")
+
+
+def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
+    """JSON-able settings (weights: fixed values or scarcity parameters; callables refused)."""
+    w = s.weights
+    if w is None or isinstance(w, Mapping):
+        weights: Any = None if w is None else {"kind": "fixed", "values": dict(w)}
+    elif isinstance(w, FixedWeights):
+        weights = {"kind": "fixed", "values": dict(w.values)}
+    elif isinstance(w, ScarcityWeights):
+        weights = {"kind": "scarcity", **{k: (dict(v) if isinstance(v, Mapping) else v)
+                                          for k, v in asdict(w).items()}}
+    else:
+        weights = {"kind": "custom", "describe": w.describe()}
+    return {"horizon": s.horizon, "functional": str(parse_functional(s.functional)),
+            "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
+            "seed": s.seed, "stability_resamples": s.stability_resamples,
+            "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
+            "act_on_unreliable": s.act_on_unreliable}
+
+
+def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
+    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored)."""
+    w = d.get("weights")
+    weights: Any = None
+    if w is not None:
+        if w.get("kind") == "fixed":
+            weights = dict(w["values"])
+        elif w.get("kind") == "scarcity":
+            weights = ScarcityWeights(w["base"], w["initial_budget"], w["kappa"], w["floor"])
+        else:
+            raise InputError("campaign log", f"weights {w.get('describe')!r} are a user "
+                                             "callable; pass settings= explicitly to resume")
+    return CampaignSettings(
+        horizon=int(d["horizon"]), functional=d["functional"], weights=weights,
+        beta=float(d["beta"]), gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
+        seed=int(d["seed"]), stability_resamples=int(d["stability_resamples"]),
+        cvu=CVUSettings(**d["cvu"]), alpha_deploy=float(d["alpha_deploy"]),
+        allocation=d.get("allocation", "q"),
+        act_on_unreliable=bool(d.get("act_on_unreliable", False)))
+
+
+@dataclass
+class CampaignResult:
+    """What a campaign produced.
+
+    ``decisions`` holds the decision Datasets of the steps run in this process (a resumed
+    campaign's earlier steps are in its log); ``deployment_check`` is the result of
+    :func:`belief.decision.safety.deployment_check` on the final policy.
+    """
+
+    decisions: list[xr.Dataset]
+    evidence: Evidence
+    budget: xr.DataArray
+    policy: str
+    history: list[str]
+    stop_reason: str
+    belief: xr.Dataset
+    idata: xr.DataTree
+    step_seconds: list[float]
+    deployment_check: xr.Dataset | None = None
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of step t, derived from the campaign seed (same on resume)."""
+    return int(np.random.default_rng([seed, step]).integers(2**31))
+
+
+def _named(da: xr.DataArray) -> dict[str, float]:
+    return {str(r): float(v) for r, v in zip(da["resource"].values, da.values, strict=True)}
+
+
+def _records(df: pd.DataFrame | None) -> list[dict[str, Any]]:
+    return [] if df is None or df.empty else jsonable(df.to_dict("records"))
+
+
+class Campaign:
+    """A campaign that can be stepped, run to the end, or resumed from its log.
+
+    Parameters
+    ----------
+    world : World
+    settings : CampaignSettings
+    out : Path, optional
+        Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables
+        with ``costs.csv`` (``evidence/``), ``candidates.toml``, ``choices.csv`` and the final
+        ``belief.nc`` (a complete belief file, see :func:`belief.posterior.belief_file.load`).  An
+        existing log there is refused unless ``overwrite=True`` (use :meth:`resume` to continue it).
+    fitter : BeliefFitter, optional
+        Re-use compiled models.
+
+    Examples
+    --------
+    >>> c = Campaign(SyntheticWorld(seed=1), CampaignSettings(horizon=4, beta=1.0))
+    >>> result = c.run()
+    """
+
+    def __init__(self, world: World, settings: CampaignSettings, out: str | Path | None = None,
+                 fitter: BeliefFitter | None = None, *, overwrite: bool = False,
+                 _fresh: bool = True) -> None:
+        self.world = world
+        self.candidates: CandidateSet = world.candidates
+        if settings.weights is None:
+            if getattr(world, "weight_values", None) is None:
+                raise InputError("weights", "resource weights λ are required: the world has no "
+                                            "default (weight_values); set settings.weights")
+            settings = replace(settings, weights=dict(world.weight_values))
+        self.settings = settings
+        self.weights = as_weight_rule(settings.weights)
+        self.fitter = fitter or BeliefFitter(self.candidates, settings.fit)
+        init = world.initial_evidence() if hasattr(world, "initial_evidence") else {}
+        self.initial_evidence = {k: v for k, v in init.items() if v is not None}
+        self.evidence = Evidence(self.candidates).append(**self.initial_evidence)
+        self.budget = (self.candidates.budget if self.candidates.budget is not None
+                       else world.initial_budget)
+        self.initial_budget = self.budget
+        self.policy = world.initial_policy
+        self.history: list[str] = []
+        self.available = list(self.candidates.ids)
+        self.step_index = 0
+        self.decisions: list[xr.Dataset] = []
+        self.step_seconds: list[float] = []
+        self.stop_reason: str | None = None
+        self.belief: xr.Dataset | None = None
+        self.idata: xr.DataTree | None = None
+        self.out = Path(out) if out is not None else None
+        self.log_path = self.out / LOG_NAME if self.out is not None else None
+        self._deployment_logged = False
+        if self.out is not None and _fresh:
+            if self.log_path.exists() and not overwrite:
+                raise InputError(str(self.log_path), "a campaign log exists here: resume it "
+                                                     "(Campaign.resume) or pass overwrite=True")
+            (self.out / "decisions").mkdir(parents=True, exist_ok=True)
+            self.log_path.unlink(missing_ok=True)
+            append_record(self.log_path, self._header())
+
+    # -- log --------------------------------------------------------------------------------
+    def _header(self) -> dict[str, Any]:
+        return {"record": "header", "format": LOG_FORMAT, "belief_version": _pkg.__version__,
+                "world": (self.world.describe() if hasattr(self.world, "describe")
+                          else {"kind": type(self.world).__name__}),
+                "settings": settings_to_dict(self.settings),
+                "candidates": candidates_to_dict(self.candidates),
+                "initial_budget": _named(self.budget), "initial_policy": self.policy,
+                "initial_evidence": {k: _records(v) for k, v in self.initial_evidence.items()}}
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.log_path is not None:
+            append_record(self.log_path, record)
+
+    # -- one step ---------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None or self.step_index >= self.settings.horizon
+
+    def decide_next(self) -> xr.Dataset:
+        """Fit on D_t, build q_t and score every candidate at the current step."""
+        s = self.settings
+        step = self.step_index
+        seed = step_seed(s.seed, step)
+        self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, step,
+                                                           seed)
+        state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
+                      history=tuple(self.history), horizon=s.horizon,
+                      available=tuple(self.available))
+        beta = s.beta if s.allocation == "q" else 0.0
+        cvu = None
+        if beta > 0 and not state.is_terminal:
+            from belief.posterior.refit import exact_refit
+
+            cvu = cvu_for_state(state, self.candidates, functional=s.functional,
+                                weights=self.weights, gate=s.gate,
+                                settings=replace(s.cvu, seed=seed),
+                                refit=exact_refit(self.fitter, self.evidence, state,
+                                                  s.cvu.trials, seed, s.cvu.refit_draws))
+        decision = decide(state, self.candidates, functional=s.functional,
+                          weights=self.weights, beta=beta, gate=s.gate, cvu=cvu,
+                          stability_resamples=s.stability_resamples, seed=seed)
+        if s.allocation != "q":
+            pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
+                          history=tuple(self.history),
+                          rng=np.random.default_rng([seed, 7]))
+            ids = list(decision["candidate"].values)
+            decision = decision.assign(chosen=("candidate", np.array(ids) == pick.candidate))
+            decision.attrs.update({"q_choice": decision.attrs["chosen"],
+                                   "chosen": pick.candidate, "stop": int(pick.stop),
+                                   "stop_reason": pick.reason if pick.stop else ""})
+        if not self.belief.attrs.get("reliable", 1) and not s.act_on_unreliable \
+                and not decision.attrs["stop"]:
+            reason = ("refusing to act on an unreliable belief ("
+                      f"{self.belief.attrs.get('reliability_reason', '')}); re-run with more "
+                      "draws or set act_on_unreliable=True")
+            decision = decision.assign(chosen=("candidate", np.zeros(decision.sizes["candidate"],
+                                                                     bool)))
+            decision.attrs.update({"q_choice": decision.attrs["chosen"], "chosen": STOP,
+                                   "stop": 1, "stop_reason": reason})
+        decision.attrs["allocation"] = s.allocation
+        decision.attrs["seed"] = seed
+        return decision
+
+    def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
+        """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
+        for attr, expected in (("candidate", chosen), ("step", self.step_index)):
+            got = getattr(outcome, attr, expected)
+            if got != expected:
+                raise InputError("outcome", f"the outcome is for {attr} {got!r}, but the "
+                                            f"campaign applies {attr} {expected!r}")
+        resources = list(self.budget["resource"].values)
+        unknown = [r for r in outcome.cost if r not in resources]
+        if unknown:
+            raise InputError("outcome", f"realised cost names unknown resource(s) {unknown}; "
+                                        f"resources are {resources}")
+        cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        over = [r for r, c, b in zip(resources, cost, self.budget.values, strict=True)
+                if c > b + 1e-9]
+        if np.any(cost < 0) or over:
+            raise InputError("outcome", f"realised cost must be >= 0 and within the budget "
+                                        f"left; over budget: {over}")
+        tables = {"paired": getattr(outcome, "paired", None),
+                  "safety": getattr(outcome, "safety", None),
+                  "gain_estimates": getattr(outcome, "gain_estimates", None)}
+        self.evidence = self.evidence.append(**tables)
+        self.budget = self.budget - cost
+        self.policy = outcome.policy
+        self.history.append(chosen)
+        if not self.candidates[chosen].repeatable and chosen in self.available:
+            self.available.remove(chosen)
+        self.step_index += 1
+        if hasattr(self.world, "record"):  # worlds that learn their state from the campaign
+            self.world.record(chosen, self.step_index - 1, outcome)
+        return tables, cost
+
+    def apply(self, decision: xr.Dataset, outcome: Any) -> dict[str, Any]:
+        """Apply an outcome of the chosen candidate and log the step record (returned)."""
+        step, policy, budget = self.step_index, self.policy, self.budget
+        chosen = decision.attrs["chosen"]
+        tables, cost = self._update(chosen, outcome)
+        resources = list(budget["resource"].values)
+        record = {
+            "record": "step", "step": step, "policy": policy, "budget": _named(budget),
+            "lambda": {r: decision.attrs.get(f"lambda_{r}") for r in resources},
+            "reliable": decision.attrs.get("reliable", 1),
+            "reliability_reason": decision.attrs.get("reliability_reason", ""),
+            "allocation": decision.attrs.get("allocation", "q"), "chosen": chosen,
+            "decision": _records(decision_table(decision).reset_index()),
+            "flip_probability": decision.attrs.get("flip_probability"),
+            "seed": decision.attrs.get("seed"),
+            "outcome": {k: _records(v) for k, v in tables.items()},
+            "realised_cost": dict(zip(resources, cost, strict=True)),
+            "budget_after": _named(self.budget), "policy_after": self.policy}
+        if hasattr(outcome, "true_gain"):
+            record["true_gain"] = outcome.true_gain
+        if hasattr(self.world, "true_success"):
+            record["true_success_after"] = self.world.true_success(self.policy)
+        self._log(record)
+        return record
+
+    def record_decision(self, decision: xr.Dataset) -> bool:
+        """Keep a decision (table CSV; a ``stop`` record when it stops); True when it stops."""
+        self.decisions.append(decision)
+        if self.out is not None:
+            decision_table(decision).to_csv(
+                self.out / "decisions" / f"step_{self.step_index:03d}.csv")
+        if decision.attrs["stop"]:
+            self.stop_reason = decision.attrs["stop_reason"]
+            self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
+                       "budget": _named(self.budget), "stop_reason": self.stop_reason,
+                       "decision": _records(decision_table(decision).reset_index()),
+                       "seed": decision.attrs.get("seed")})
+        return bool(decision.attrs["stop"])
+
+    def step(self) -> tuple[xr.Dataset, Any]:
+        """Decide, execute the pick in the world and apply the outcome (None when stopping)."""
+        t0 = time.perf_counter()
+        decision = self.decide_next()
+        self.step_seconds.append(time.perf_counter() - t0)
+        if self.record_decision(decision):
+            return decision, None
+        outcome = self.world.execute(decision.attrs["chosen"], self.step_index)
+        self.apply(decision, outcome)
+        return decision, outcome
+
+    def run(self, on_step: Callable[[int, xr.Dataset, Any], None] | None = None
+            ) -> CampaignResult:
+        """Step until a stop or the horizon, then check deployment and write the outputs."""
+        while not self.finished:
+            step = self.step_index
+            decision, outcome = self.step()
+            if on_step is not None:
+                on_step(step, decision, outcome)
+        return self.finish()
+
+    def finish(self) -> CampaignResult:
+        """Final belief, deployment check on π_T, outputs; idempotent for a finished log."""
+        s = self.settings
+        if self.stop_reason is None:
+            self.stop_reason = f"horizon T = {s.horizon} reached"
+        end = self.step_index
+        if self.belief is None or self.belief.attrs.get("step") != end or \
+                self.belief.attrs.get("policy") != self.policy:
+            self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, end,
+                                                               step_seed(s.seed, end))
+        rows = self.__dict__.get("_deployment_rows")
+        if rows is None and hasattr(self.world, "deployment_evaluation"):
+            rows = self.world.deployment_evaluation(end, self.policy)
+            self.evidence = self.evidence.append(deployment_safety=rows)
+            self._deployment_rows = rows
+        deployment = deployment_check(self.evidence, self.policy, s.alpha_deploy, s.gate.delta,
+                                      s.gate.method)
+        if not self._deployment_logged:
+            self._log({"record": "deployment_check", "step": end, "policy": self.policy,
+                       "deployment_check": dict(deployment.attrs),
+                       "deployment_safety": _records(rows)})
+            self._deployment_logged = True
+        result = CampaignResult(self.decisions, self.evidence, self.budget, self.policy,
+                                self.history, self.stop_reason, self.belief, self.idata,
+                                self.step_seconds, deployment)
+        if self.out is not None:
+            _write_outputs(self.out, result, replace(self.candidates,
+                                                     budget=self.initial_budget),
+                           settings_to_dict(self.settings)["weights"])
+        return result
+
+    # -- resume -----------------------------------------------------------------------------
+    @classmethod
+    def resume(cls, out: str | Path, world: World | None = None,
+               settings: CampaignSettings | None = None,
+               fitter: BeliefFitter | None = None) -> Campaign:
+        """Continue the campaign logged in ``out``.
+
+        The log is validated (a truncated last record — a crash mid-write — is cut off; any
+        other broken record stops the resume with an error naming it); the state after the
+        last intact step is rebuilt from the header and the step records; the world is brought
+        to the same point by re-executing the logged steps (a world whose outcomes differ from
+        the log is refused).  The next steps then use the same seeds as an uninterrupted run.
+        """
+        log = read_log(out)
+        if log.problem and not log.problem.endswith("(no end of line)"):
+            raise InputError(str(log.path), f"cannot resume: {log.problem}")
+        h = log.header
+        try:
+            settings = settings or settings_from_dict(h["settings"])
+            if world is None:
+                from belief.campaign.synthetic import world_from_spec
+
+                world = world_from_spec(h["world"])
+        except (KeyError, TypeError, ValueError) as err:
+            if isinstance(err, InputError):
+                raise
+            raise InputError(str(log.path), f"record 1 (header): unusable settings or world "
+                                            f"description ({type(err).__name__}: {err})") from None
+        logged = candidates_from_dict(h["candidates"], source=str(log.path))
+        if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
+            raise InputError(str(log.path), "the world's candidates differ from the log's")
+        c = cls(world, settings, out, fitter, _fresh=False)
+        if settings_to_dict(c.settings) != h["settings"]:
+            raise InputError(str(log.path), "settings differ from the logged campaign's; "
+                                            "resume with the logged settings")
+        logged_initial = {k: pd.DataFrame(v) for k, v in h["initial_evidence"].items() if v}
+        if c.initial_evidence and {k: _records(v) for k, v in c.initial_evidence.items()} != \
+                {k: _records(v) for k, v in logged_initial.items()}:
+            raise InputError(str(log.path), "the world's initial evidence differs from the "
+                                            "log's (different world or seed?)")
+        c.initial_evidence = logged_initial  # the log is the record of what was known
+        c.evidence = Evidence(c.candidates).append(**logged_initial)
+        repair_tail(log)
+        (Path(out) / "decisions").mkdir(parents=True, exist_ok=True)
+        for rec in log.steps:
+            step = rec["step"]
+            outcome = _LoggedOutcome.from_record(rec)
+            if not hasattr(world, "record"):  # bring a self-driven world to the same point
+                replayed = world.execute(rec["chosen"], step)
+                _check_replay(replayed, outcome, step, log.path)
+            c._update(rec["chosen"], outcome)
+        if log.stop is not None:
+            c.stop_reason = log.stop["stop_reason"]
+        c._deployment_logged = log.deployment is not None
+        return c
+
+
+@dataclass
+class _LoggedOutcome:
+    paired: pd.DataFrame
+    safety: pd.DataFrame
+    gain_estimates: pd.DataFrame
+    cost: dict[str, float]
+    policy: str
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> _LoggedOutcome:
+        o = rec.get("outcome", {})
+        return cls(pd.DataFrame(o.get("paired", [])), pd.DataFrame(o.get("safety", [])),
+                   pd.DataFrame(o.get("gain_estimates", [])), dict(rec["realised_cost"]),
+                   rec["policy_after"])
+
+
+def _check_replay(replayed: Any, logged: _LoggedOutcome, step: int, path: Path) -> None:
+    for name in ("paired", "safety", "gain_estimates"):
+        a = _records(getattr(replayed, name, None))
+        b = _records(getattr(logged, name))
+        if a != b:
+            raise InputError(str(path), f"step {step}: the world's {name} differ from the log "
+                                        "(different world or seed?)")
+    if replayed.policy != logged.policy:
+        raise InputError(str(path), f"step {step}: the world's policy differs from the log")
+
+
+def run_campaign(world: World, settings: CampaignSettings, out: Path | None = None, *,
+                 on_step: Callable[[int, xr.Dataset, Any], None] | None = None,
+                 fitter: BeliefFitter | None = None) -> CampaignResult:
+    """Run the closed loop for at most ``settings.horizon`` steps (see :class:`Campaign`)."""
+    return Campaign(world, settings, out, fitter, overwrite=True).run(on_step)
+
+
+def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
+                   weight_rule: dict[str, Any] | None) -> None:
+    """Write ``choices.csv``, the evidence folder (tables and ``costs.csv``),
+    ``candidates.toml`` and ``belief.nc``.
+
+    ``belief.nc`` is a complete belief file (:func:`belief.posterior.belief_file.load`): it carries
+    the candidate
+    set (``[budget]`` = b_0; ``[weights]`` = λ when the campaign's weight rule was fixed), the
+    evidence and the realised costs of every step (marked complete, so the history is exactly
+    the campaign's), so that ``belief decide OUT/belief.nc`` continues from where the campaign
+    stopped (budget b_0 − Σ realised costs, executed non-repeatable candidates removed).  It
+    holds no fit settings, so exact CVU refits (``--refit``) are refused for it.
+    """
+    from belief.files import atomic_write
+    from belief.inputs.candidate_file import CandidateFile, candidates_toml
+    from belief.inputs.costs import validate_costs
+    from belief.inputs.evidence_dir import EvidenceTables
+    from belief.posterior.fitted import FittedBelief
+
+    log = read_log(out)
+    steps = log.steps
+    summary = pd.DataFrame({"step": [r["step"] for r in steps],
+                            "chosen": [r["chosen"] for r in steps],
+                            "policy_after": [r["policy_after"] for r in steps],
+                            "flip_probability": [r.get("flip_probability") for r in steps]})
+    atomic_write(out / "choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
+    ev = out / "evidence"
+    ev.mkdir(exist_ok=True)
+    tables = dict(result.evidence.tables())
+    tables["costs"] = validate_costs(pd.DataFrame(
+        [{"step": r["step"], "candidate": r["chosen"], **r["realised_cost"],
+          "policy": r["policy"]} for r in steps],
+        columns=["step", "candidate", *candidates.resources, "policy"]), candidates)
+    for name, table in tables.items():
+        atomic_write(ev / f"{name}.csv", lambda tmp, table=table: table.to_csv(tmp, index=False))
+    fixed = weight_rule is not None and weight_rule.get("kind") == "fixed"
+    weights = {str(k): float(v) for k, v in weight_rule["values"].items()} if fixed else None
+    header = f"candidate set of the campaign in {out.name}/ ([budget] = its b_0)"
+    if weight_rule is not None and not fixed:
+        header += (f"\nits λ rule was {weight_rule['kind']!r}, not fixed: no [weights]; pass "
+                   "--weights to belief decide")
+    text = candidates_toml(candidates, weights, header=header)
+    atomic_write(out / "candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
+    FittedBelief(result.belief, result.idata,
+                 CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
+                 EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
+                 {}).save(out / "belief.nc")

@@ -1,0 +1,155 @@
+"""Many campaigns at once: replay a folder of logs, or run policies over many worlds.
+
+Work runs serially by default, or on a ``dask.distributed`` cluster: an existing scheduler
+(``scheduler="tcp://host:8786"``) or a local one (``workers=N``).  Every unit of work is seeded
+by its inputs alone, and results are returned in input order, so serial and distributed runs
+give identical results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from belief.errors import InputError
+
+__all__ = ["map_tasks", "policy_run", "replay_folder", "run_policies", "write_tree"]
+
+
+@contextmanager
+def _client(scheduler: str | None, workers: int | None, threads: bool = False):
+    if scheduler is None and not workers:
+        yield None
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as err:  # pragma: no cover - dask is a dependency
+        raise InputError("scheduler", f"dask.distributed is not available: {err}") from None
+    if scheduler is not None:
+        client = Client(scheduler)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    if not isinstance(workers, int) or workers < 1:
+        raise InputError("workers", f"workers must be an integer >= 1, got {workers!r}")
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=not threads,
+                           dashboard_address=None)
+    client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def map_tasks(fn: Callable[..., Any], items: Sequence[Any], *, scheduler: str | None = None,
+              workers: int | None = None, threads: bool = False,
+              progress: Callable[[int, int], None] | None = None) -> list[Any]:
+    """``[fn(item) for item in items]``, serially or on a Dask cluster, in input order."""
+    items = list(items)
+    with _client(scheduler, workers, threads) as client:
+        if client is None:
+            out = []
+            for i, item in enumerate(items):
+                if progress:
+                    progress(i, len(items))
+                out.append(fn(item))
+            return out
+        futures = client.map(fn, items, pure=False)
+        return client.gather(futures)
+
+
+def write_tree(tree: xr.DataTree, path: Path) -> Path:
+    """Write a DataTree to netCDF atomically (see :func:`belief.files.atomic_write`)."""
+    from belief.files import atomic_write
+
+    return atomic_write(path, lambda tmp: tree.to_netcdf(tmp, engine="h5netcdf"))
+
+
+def _replay_one(args: tuple[str, dict[str, Any]]) -> xr.DataTree:
+    from belief.campaign.replay import replay
+
+    path, kwargs = args
+    return replay(path, **kwargs)
+
+
+def replay_folder(folder: str | Path, out: str | Path | None = None, *,
+                  scheduler: str | None = None, workers: int | None = None,
+                  threads: bool = False, **replay_kwargs: Any) -> dict[str, xr.DataTree]:
+    """Replay every campaign in ``folder`` (each sub-folder or ``*.jsonl`` file).
+
+    Returns a mapping name → replay DataTree; with ``out`` each is saved as
+    ``out/<name>.nc``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(str(folder), "not a folder of campaign logs")
+    sources = sorted([p for p in folder.iterdir() if p.suffix == ".jsonl" or
+                      (p.is_dir() and ((p / "campaign_log.jsonl").exists()
+                                       or (p / "steps.csv").exists()))])
+    if not sources:
+        raise InputError(str(folder), "no campaign logs found (*.jsonl or run folders)")
+    trees = map_tasks(_replay_one, [(str(p), replay_kwargs) for p in sources],
+                      scheduler=scheduler, workers=workers, threads=threads)
+    result = {p.stem if p.is_file() else p.name: t for p, t in zip(sources, trees, strict=True)}
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for name, tree in result.items():
+            write_tree(tree, Path(out) / f"{name}.nc")
+    return result
+
+
+def policy_run(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
+    """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict."""
+    from belief.campaign.loop import Campaign, settings_from_dict
+    from belief.campaign.synthetic import SyntheticWorld
+
+    variation, policy, settings_dict = args
+    world = SyntheticWorld.varied(variation, seed=variation)
+    settings = replace(settings_from_dict(settings_dict), allocation=policy)
+    if policy != "q":
+        settings = replace(settings, beta=0.0)
+    import time
+
+    t0 = time.perf_counter()
+    campaign = Campaign(world, settings)
+    result = campaign.run()
+    b0 = world.initial_budget
+    hw_unsafe = [t.candidate.id for t in world.truth
+                 if t.candidate.drives_hardware and t.p_unsafe > settings.gate.alpha_exec]
+    n_initial = len(campaign.initial_evidence.get("safety_events", []))
+    unsafe_events = int(result.evidence.safety["unsafe"].iloc[n_initial:].sum())
+    return {"variation": variation, "policy": policy,
+            "final_success": world.true_success(result.policy),
+            "initial_success": world.initial_success,
+            "steps": len(result.history), "history": list(result.history),
+            "budget_used": {r: float(b0.sel(resource=r) - result.budget.sel(resource=r))
+                            for r in b0["resource"].values},
+            "budget_used_fraction": float(np.mean(
+                [(b0.sel(resource=r) - result.budget.sel(resource=r)) / b0.sel(resource=r)
+                 for r in b0["resource"].values])),
+            "gate_violations": sum(m in hw_unsafe for m in result.history),
+            "unsafe_events": unsafe_events,
+            "stop_reason": result.stop_reason,
+            "unreliable_decisions": sum(1 - int(d.attrs.get("reliable", 1))
+                                        for d in result.decisions),
+            "seconds": time.perf_counter() - t0,
+            "step_seconds": list(result.step_seconds)}
+
+
+def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
+                 *, scheduler: str | None = None, workers: int | None = None,
+                 threads: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Every policy on every world variation (the policy benchmark), in a fixed order."""
+    items = [(v, p, settings_dict) for v in variations for p in policies]
+    return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
+                     progress=progress)

@@ -1,0 +1,360 @@
+"""Offline replay of a past campaign: what did we believe, what would we have picked, at what cost.
+
+For every logged step t the models are re-fitted on the evidence available then (the initial
+evidence plus the outcomes of steps < t), the decision is re-taken under the same or different
+settings (functional, λ rule, β, α_exec), and compared with what was done:
+
+- agreement between the logged and the recommended choice;
+- the posterior expected regret of the logged choice, Q(recommended) − Q(logged) (a stop counts
+  as Q = 0), with a 90 % interval from the posterior of the per-draw net-gain difference
+  ΔJ_s(rec) − C_λ(rec) − (ΔJ_s(logged) − C_λ(logged)) + β·(CVU(rec) − CVU(logged)) — a
+  mean-based interval: with an LCB or CVaR functional the point regret uses φ, which has no
+  per-draw version, and can lie outside it;
+- the budget trajectory per resource.
+
+Inputs
+------
+A log written by this project (``campaign_log.jsonl`` or its folder), or a plain CSV layout that
+a team can export from its own records — a folder with:
+
+=========================  ====================================================================
+file                       content
+=========================  ====================================================================
+``candidates.toml``        the candidate file (see :mod:`belief.inputs.candidates`), with
+``[budget]``
+                           = the starting budget b_0 and ``[campaign] eval_protocol``
+``steps.csv``              one row per executed step: ``step`` (0, 1, …), ``candidate``,
+                           ``policy`` (before), ``policy_after``, and ``cost_<resource>`` for
+                           every resource (the realised cost)
+``<table>.csv``            evidence produced by the steps, in the documented tables
+                           (``paired_evaluations``, ``safety_events``, ``gain_estimates``,
+                           ``policy_evaluations``), each row's ``step`` = the step that produced
+                           it
+``initial/<table>.csv``    optional: evidence available before the first step
+=========================  ====================================================================
+
+A broken record (missing or out-of-order step, unknown candidate, cost above the budget that
+was left, truncated line) stops the replay there: the steps before it are replayed and the
+problem is reported naming the record and the rule; nothing after it is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from belief.campaign.log import LOG_NAME, read_log
+from belief.campaign.loop import CampaignSettings, settings_from_dict, step_seed
+from belief.decision.cvu import cvu_for_state
+from belief.decision.engine import STOP, decide
+from belief.decision.state import State
+from belief.errors import InputError
+from belief.inputs.candidate_file import load_candidates
+from belief.inputs.candidates import CandidateSet, candidates_from_dict
+from belief.inputs.evidence import Evidence, read_table
+from belief.inputs.resources import make_budget
+from belief.posterior.fitter import BeliefFitter
+
+__all__ = ["LoggedCampaign", "load_campaign", "plot_replay", "replay"]
+
+EVIDENCE_TABLES = ("paired_evaluations", "safety_events", "gain_estimates",
+                   "policy_evaluations")
+_ATTR = {"paired_evaluations": "paired", "safety_events": "safety",
+         "gain_estimates": "gain_estimates", "policy_evaluations": "policy_evals"}
+
+
+@dataclass
+class LoggedCampaign:
+    """A past campaign normalised for replay (from a JSON log or the CSV layout)."""
+
+    candidates: CandidateSet
+    initial_budget: xr.DataArray
+    initial_policy: str
+    initial_evidence: dict[str, pd.DataFrame]
+    steps: list[dict[str, Any]]  # step, chosen, policy, policy_after, cost, outcome tables
+    stop: dict[str, Any] | None = None
+    settings: CampaignSettings | None = None
+    problem: str | None = None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def evidence_before(self, t: int) -> Evidence:
+        """Initial evidence plus the outcomes of steps < t."""
+        ev = Evidence(self.candidates).append(**self.initial_evidence)
+        for rec in self.steps[:t]:
+            ev = ev.append(**rec["outcome"])
+        return ev
+
+    def budget_before(self, t: int) -> xr.DataArray:
+        b = self.initial_budget.copy()
+        for rec in self.steps[:t]:
+            b = b - np.array([rec["cost"].get(r, 0.0) for r in b["resource"].values])
+        return b
+
+
+def _frames(records: dict[str, list[dict[str, Any]]]) -> dict[str, pd.DataFrame]:
+    return {k: pd.DataFrame(v) for k, v in records.items() if v}
+
+
+def _from_json_log(path: Path) -> LoggedCampaign:
+    log = read_log(path)
+    h = log.header
+    cands = candidates_from_dict(h["candidates"], source=str(log.path))
+    budget = make_budget(h["initial_budget"], cands.resources, table=str(log.path))
+    steps = [{"step": r["step"], "chosen": r["chosen"], "policy": r["policy"],
+              "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
+              "outcome": _frames(r.get("outcome", {}))} for r in log.steps]
+    try:
+        settings = settings_from_dict(h["settings"])
+    except (InputError, KeyError, TypeError):
+        settings = None
+    stop = None if log.stop is None else {"step": log.stop["step"]}
+    return LoggedCampaign(cands, budget, h["initial_policy"],
+                          _frames(h.get("initial_evidence", {})), steps, stop, settings,
+                          log.problem, str(log.path))
+
+
+def _from_csv_layout(folder: Path) -> LoggedCampaign:
+    cands = load_candidates(folder / "candidates.toml")
+    if cands.budget is None:
+        raise InputError(str(folder / "candidates.toml"), "[budget] (the starting budget) is "
+                                                          "required for replay")
+    steps_path = folder / "steps.csv"
+    table = str(steps_path)
+    steps_df = read_table(steps_path, table)
+    required = ["step", "candidate", "policy", "policy_after",
+                *[f"cost_{r}" for r in cands.resources]]
+    missing = [c for c in required if c not in steps_df.columns]
+    if missing:
+        raise InputError(table, f"missing required column(s) {missing}; required: {required}")
+    evidence = {}
+    for name in EVIDENCE_TABLES:
+        if (folder / f"{name}.csv").exists():
+            evidence[name] = read_table(folder / f"{name}.csv")
+    initial = {}
+    for name in EVIDENCE_TABLES:
+        if (folder / "initial" / f"{name}.csv").exists():
+            initial[name] = read_table(folder / "initial" / f"{name}.csv")
+    Evidence(cands).append(**initial)  # validates (raises naming the table and row)
+    budget = cands.budget.copy()
+    steps, problem = [], None
+    for i, row in enumerate(steps_df.to_dict("records")):
+        where = f"{table}, record {i + 1}"
+        try:
+            step = int(row["step"])
+        except (TypeError, ValueError):
+            problem = f"{where}: step must be an integer, got {row['step']!r}"
+            break
+        if step != len(steps):
+            problem = (f"{where}: step {step} is out of order (expected {len(steps)})"
+                       if step < len(steps) else
+                       f"{where}: step {len(steps)} is missing (found {step})")
+            break
+        if row["candidate"] not in cands.ids:
+            problem = f"{where}: decision names unknown candidate {row['candidate']!r}"
+            break
+        cost = {}
+        for r, left in zip(cands.resources, budget.values, strict=True):
+            try:
+                c = float(row[f"cost_{r}"])
+            except (TypeError, ValueError):
+                c = float("nan")
+            if not np.isfinite(c) or c < 0:
+                problem = f"{where}: cost_{r} must be a number >= 0, got {row[f'cost_{r}']!r}"
+                break
+            if c > left + 1e-9:
+                problem = f"{where}: cost_{r} = {c:g} exceeds the budget that was left ({left:g})"
+                break
+            cost[r] = c
+        if problem:
+            break
+        outcome = {name: df[df["step"] == step] for name, df in evidence.items()
+                   if "step" in df.columns}
+        try:
+            Evidence(cands).append(**initial).append(**outcome)
+        except InputError as err:
+            problem = f"{where}: evidence of this step refused: {err}"
+            break
+        budget = budget - np.array([cost[r] for r in cands.resources])
+        steps.append({"step": step, "chosen": row["candidate"], "policy": str(row["policy"]),
+                      "policy_after": str(row["policy_after"]), "cost": cost,
+                      "outcome": {k: v for k, v in outcome.items() if len(v)}})
+    first_policy = steps[0]["policy"] if steps else str(steps_df["policy"].iloc[0]) \
+        if len(steps_df) else "pi0"
+    return LoggedCampaign(cands, cands.budget, first_policy, initial, steps, None, None,
+                          problem, str(folder))
+
+
+def load_campaign(path: str | Path) -> LoggedCampaign:
+    """Read a campaign for replay: a JSON log (file or run folder) or a CSV-layout folder."""
+    path = Path(path)
+    if path.is_dir() and (path / LOG_NAME).exists():
+        return _from_json_log(path / LOG_NAME)
+    if path.is_dir() and (path / "steps.csv").exists():
+        return _from_csv_layout(path)
+    if path.is_file():
+        return _from_json_log(path)
+    raise InputError(str(path), f"not a campaign log: expected {LOG_NAME}, a folder holding it, "
+                                "or a folder with candidates.toml and steps.csv")
+
+
+def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | None = None, *,
+           functional: str | None = None, weights: Any = None, beta: float | None = None,
+           alpha_exec: float | None = None, fitter: BeliefFitter | None = None,
+           use_refits: bool | None = None, seed: int | None = None,
+           progress: Any = None) -> xr.DataTree:
+    """Re-decide every logged step and compare with what was done.
+
+    Parameters
+    ----------
+    source : path or LoggedCampaign
+    settings : CampaignSettings, optional
+        Base settings (default: the log's, else defaults); ``functional``, ``weights``,
+        ``beta`` and ``alpha_exec`` override single fields.
+    use_refits : bool, optional
+        Allow CVU's exact-refit fallback (slow) where k̂ > 0.7; default: as the campaign did
+        (``settings.cvu.max_refits > 0``).
+    seed : int, optional
+        Seed of the per-step fits and CVU; default the campaign's, so that a replay with the
+        same settings reproduces the logged decisions.
+    progress : callable(step, n_steps), optional
+
+    Returns
+    -------
+    DataTree with ``/steps`` (dim ``step``: logged and recommended choice, agreement, regret
+    and its 90 % interval, whether the logged choice was feasible), ``/scores`` (dims ``step``,
+    ``candidate``: φ(ΔJ), C_λ, U0, CVU, Q, feasible), ``/budget`` (dims ``step``, ``resource``,
+    including the budget after the last step); attributes name the source, the settings and
+    any problem that stopped the replay early.
+    """
+    camp = source if isinstance(source, LoggedCampaign) else load_campaign(source)
+    s = settings or camp.settings or CampaignSettings()
+    changes: dict[str, Any] = {}
+    if functional is not None:
+        changes["functional"] = functional
+    if weights is not None:
+        changes["weights"] = weights
+    if beta is not None:
+        changes["beta"] = beta
+    if alpha_exec is not None:
+        changes["gate"] = replace(s.gate, alpha_exec=alpha_exec)
+    s = replace(s, **changes)
+    seed = s.seed if seed is None else seed
+    if use_refits is None:
+        use_refits = s.cvu.max_refits > 0
+    w = s.weights if s.weights is not None else None
+    if w is None:
+        raise InputError("replay", "resource weights are needed: the log has none; pass "
+                                   "weights=")
+    cands = camp.candidates
+    fitter = fitter or BeliefFitter(cands, s.fit)
+    n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
+    rows, scores = [], []
+    available = list(cands.ids)
+    history: list[str] = []
+    for t in range(n_logged):
+        if progress is not None:
+            progress(t, n_logged)
+        logged = camp.steps[t]["chosen"] if t < len(camp.steps) else STOP
+        policy = camp.steps[t]["policy"] if t < len(camp.steps) else (
+            camp.steps[-1]["policy_after"] if camp.steps else camp.initial_policy)
+        evidence = camp.evidence_before(t)
+        budget = camp.budget_before(t)
+        sd = step_seed(seed, t)
+        _, belief = fitter.fit_reliable(evidence, policy, t, sd)
+        state = State(step=t, budget=budget, policy=policy, belief=belief,
+                      history=tuple(history), horizon=s.horizon, available=tuple(available))
+        cvu = None
+        if s.beta > 0 and not state.is_terminal:
+            refit = None
+            if use_refits:
+                from belief.posterior.refit import exact_refit
+
+                refit = exact_refit(fitter, evidence, state, s.cvu.trials, sd, s.cvu.refit_draws)
+            cvu = cvu_for_state(state, cands, functional=s.functional, weights=w, gate=s.gate,
+                                settings=replace(s.cvu, seed=sd), refit=refit)
+        d = decide(state, cands, functional=s.functional, weights=w, beta=s.beta, gate=s.gate,
+                   cvu=cvu, stability_resamples=s.stability_resamples, seed=sd)
+        rows.append(_step_row(t, logged, d, belief))
+        scores.append(d[["phi_gain", "c_lambda", "u0", "cvu", "q", "feasible"]]
+                      .reset_coords(drop=True))
+        if logged != STOP:
+            history.append(logged)
+            if not cands[logged].repeatable and logged in available:
+                available.remove(logged)
+    steps_ds = pd.DataFrame(rows).set_index("step").to_xarray()
+    score_ds = xr.concat(scores, dim=pd.Index(range(len(scores)), name="step")) if scores \
+        else xr.Dataset()
+    budgets = [camp.budget_before(t) for t in range(len(camp.steps) + 1)]
+    budget_ds = xr.concat(budgets, dim=pd.Index(range(len(budgets)), name="step")) \
+        .rename("budget").to_dataset()
+    tree = xr.DataTree.from_dict({"steps": steps_ds, "scores": score_ds, "budget": budget_ds})
+    tree.attrs.update({"source": camp.source, "functional": str(s.functional),
+                       "beta": s.beta, "alpha_exec": s.gate.alpha_exec,
+                       "problem": camp.problem or "", "n_steps": n_logged,
+                       "agreement": float(steps_ds["agree"].mean()) if rows else float("nan")})
+    return tree
+
+
+def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[str, Any]:
+    rec = d.attrs["chosen"]
+    ids = list(d["candidate"].values)
+    q = d["q"].values
+    beta = d.attrs["beta"]
+    gain = belief["gain"].transpose("sample", "candidate").values
+    net = gain - d["c_lambda"].values[None, :] + beta * d["cvu"].values[None, :]
+
+    def per_draw(c: str) -> np.ndarray:
+        return np.zeros(gain.shape[0]) if c == STOP else net[:, ids.index(c)]
+
+    def q_of(c: str) -> float:
+        return 0.0 if c == STOP else float(q[ids.index(c)])
+
+    diff = per_draw(rec) - per_draw(logged)
+    return {"step": t, "logged": logged, "recommended": rec, "agree": logged == rec,
+            "regret": q_of(rec) - q_of(logged),
+            "regret_lo": float(np.quantile(diff, 0.05)),
+            "regret_hi": float(np.quantile(diff, 0.95)),
+            "logged_feasible": logged == STOP or bool(d["feasible"].values[ids.index(logged)]),
+            "policy": d.attrs["policy"], "reliable": int(d.attrs.get("reliable", 1)),
+            "flip_probability": d.attrs["flip_probability"]}
+
+
+def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:
+    """Q per candidate over the steps (logged choice marked) and the budget per resource."""
+    import matplotlib.pyplot as plt
+
+    scores = tree["scores"].to_dataset()
+    steps = tree["steps"].to_dataset()
+    budget = tree["budget"].to_dataset()["budget"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    ax = axes[0]
+    if "q" in scores:
+        for c in scores["candidate"].values:
+            ax.plot(scores["step"], scores["q"].sel(candidate=c), marker=".", label=str(c))
+        for t, logged in zip(steps["step"].values, steps["logged"].values, strict=True):
+            if logged in scores["candidate"].values:
+                ax.plot(t, scores["q"].sel(step=t, candidate=logged), "k*", markersize=12)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("step")
+    ax.set_ylabel("Q = U0 + β·CVU")
+    ax.set_title("Q over time (★ = logged choice)")
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[1]
+    b0 = budget.isel(step=0)
+    for r in budget["resource"].values:
+        ax.plot(budget["step"], budget.sel(resource=r) / max(float(b0.sel(resource=r)), 1e-12),
+                marker="o", label=str(r))
+    ax.set_xlabel("step")
+    ax.set_ylabel("budget left (fraction of b_0)")
+    ax.set_title("budget per resource")
+    ax.legend()
+    fig.tight_layout()
+    if out is not None:
+        fig.savefig(out, dpi=110)
+    return fig

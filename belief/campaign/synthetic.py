@@ -1,0 +1,525 @@
+"""A seeded synthetic sim-to-real world: the embedded default for demos, tests and benchmarks.
+
+The world keeps the *true* success probability J(π) of every policy on the logit scale,
+starting from J(π_0) = 0.30 under the shared evaluation protocol ``pick_place_v1``.  Executing
+an adaptation m from policy π produces a new policy with
+
+    logit J(π') = logit J(π) + g_m · Π_{a ∈ h} I[a → m] · d_m^{k_m} + ε,   ε ~ N(0, 0.15²)
+
+where g_m is m's first-execution logit gain, I[a → m] the interaction multiplier of an earlier
+action a on m (order matters), d_m the diminishing-returns factor and k_m how often m ran before.
+Diagnosis and model-update candidates leave J unchanged (ΔJ = 0) but may change later gains.
+
+Candidates (cost in robot hours, GPU hours, engineer hours):
+
+=============  ============  ==============  ===========  ==================  ========  ====
+id             role          lens            method       cost (real, gpu,    g_m       P_exec
+                                                          eng)
+=============  ============  ==============  ===========  ==================  ========  ====
+si_friction    adaptation    model           SI           (1, 5, 3)           0.40      0.01
+latency_probe  diagnosis     model           probe        (0.5, 0, 1)         0         0.005
+sim_refresh    model_update  model           SI-refresh   (0, 10, 2)          0         —
+dr_1e6         adaptation    data            DR           (0, 10, 0.5)        0.20      —
+dr_1e7         adaptation    data            DR           (0, 80, 1)          0.50      —
+da_camera      adaptation    representation  DA           (0, 30, 4)          0.15      —
+ft_real_100    adaptation    optimization    FT           (5, 5, 2)           0.35      0.03
+ft_pilot       diagnosis     optimization    FT pilot     (0.5, 1, 0.5)       0         0.005
+cotrain        adaptation    data            co-training  (3, 60, 5)          0.45      0.02
+=============  ============  ==============  ===========  ==================  ========  ====
+
+Repeatable: dr_1e6, dr_1e7 (d = 0.6) and ft_real_100 (d = 0.5); the others run once.
+
+``ft_pilot`` is a cheap diagnosis: 10 real trajectories of fine-tuning, evaluated quickly, that
+estimate the logit gain of ``ft_real_100`` from the current policy without adopting the result
+(``informs = ["ft_real_100"]``): estimate = g_ft(now) + 0.15·z_run + 0.15·ε (its own run's
+noise and a measurement error with ``measurement_se = 0.15``); one ``gain_estimates`` row.
+
+Interactions I[a → m]: SI first lowers DR's later gain (si_friction → dr_*: ×0.5); DR first
+raises FT's (dr_* → ft_real_100: ×1.5); a refreshed simulator helps DR (sim_refresh → dr_*:
+×1.25); representation alignment and co-training substitute (da_camera → cotrain: ×0.6).
+
+Evidence: every adaptation is evaluated in a paired binary evaluation, 100 trials per arm
+(control π, treated π'); hardware executions emit safety events (si_friction 10 runs,
+latency_probe 10, ft_real_100 100, cotrain 30), unsafe ~ Binomial(runs, P_exec).  Before the
+campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/60/100 safety runs of
+the five hardware candidates (si_friction, latency_probe, ft_real_100, ft_pilot, cotrain).  Budget
+b_0 = (12, 300, 20); default weights λ = (0.01, 0.0002, 0.004) success probability per unit.
+
+Deployment safety (kept apart from execution safety): every policy has a true probability
+P_deploy(unsafe | π) that a deployment episode is unsafe.  P_deploy(π_0) = 0.01; each execution
+of an adaptation multiplies the odds of the parent policy by a factor: si_friction ×0.8 (a
+better dynamics model avoids hard contacts), dr_1e6 and dr_1e7 ×0.9, da_camera ×1.0, cotrain
+×0.85, ft_real_100 ×2.0 (fine-tuning on 100 real trajectories overfits and takes risks), so
+π_0 → ft_real_100 → ft_real_100 has P_deploy ≈ 0.039.  :meth:`SyntheticWorld.deployment_evaluation`
+runs 400 deployment trials of a policy: unsafe ~ Binomial(400, P_deploy(π)).
+
+Sensitivity sweeps and sim/real transfer (issue 6)
+--------------------------------------------------
+Three mismatch directions, swept on a full 3 × 3 × 3 factorial grid in their own units:
+``xi_friction`` ∈ {0, 0.15, 0.30} (Coulomb friction offset injected into the sim; the measured
+real offset is 0.30), ``xi_latency`` ∈ {0, 20, 40} ms (actuation delay; real ≈ 40 ms) and
+``xi_camera`` ∈ {0, 0.5, 1} (fraction of the measured real camera colour/exposure shift).  With
+u_k = ξ_k / max ξ_k ∈ {0, ½, 1} the true success probability of policy π at a setting is
+
+    logit J = α_π + Σ_k b_kπ u_k + g_fl · u_friction · u_latency
+
+==========  ======  ==========  =========  =========  ===================================
+policy      α_π     b_friction  b_latency  b_camera   role
+==========  ======  ==========  =========  =========  ===================================
+pi0         0.20    −0.10       −0.15      −0.05      the campaign's π_0
+pi_dr       0.00    −0.05       −0.10      −2.00      a DR-trained reference policy
+==========  ======  ==========  =========  =========  ===================================
+
+with the friction × latency synergy g_fl = −1.5 for both policies (no other synergy): each alone
+is small (π_0: −0.10 and −0.15 on the logit scale, −2.5 and −3.7 points of success at
+J = 0.55), together large (−1.75 logit, −37 points).  One sweep
+(:meth:`SyntheticWorld.sensitivity_sweep`) runs every setting under both policies with
+``sweep_trials = 50`` trials each: 54 rows, successes ~ Binomial(50, J).  This is "the demo's
+sample size".  :meth:`SyntheticWorld.sensitivity_truth` gives the true α, S and γ in the model's
+standardised coordinates (ξ centred at the sweep mean, scaled by its s.d.), e.g. for π_0
+S_friction = −0.35, S_latency = −0.37, S_camera = −0.02, γ_friction×latency = −0.25.
+
+Transfer evaluations (:meth:`SyntheticWorld.transfer_evaluations`): each reference policy is
+scored in sim and in real under ``pick_place_v1`` with ``transfer_trials = 100`` trials per
+domain.  True (J_sim, J_real, δ_J = J_real − J_sim): pi0 (0.55, J(π_0) = 0.30, −0.25), pi_dr
+(0.50, 0.42, −0.08), pi_ft (0.40, 0.55, +0.15: real is better, the sim is more conservative).
+Randomness: ``default_rng([seed, 30_000, step, i])`` for the sweep of the i-th policy and
+``default_rng([seed, 30_001, step, i])`` for its transfer evaluation.
+
+Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
+only on (seed, step, history): replaying the same history gives the same outcomes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import expit, logit
+
+from belief.errors import InputError
+from belief.inputs.candidates import Candidate, CandidateSet
+from belief.inputs.resources import make_budget
+
+__all__ = ["Outcome", "SyntheticWorld", "TrueCandidate"]
+
+EVAL_PROTOCOL = "pick_place_v1"
+
+
+@dataclass(frozen=True)
+class TrueCandidate:
+    """A candidate together with the world's truth about it."""
+
+    candidate: Candidate
+    logit_gain: float = 0.0
+    p_unsafe: float = 0.0
+    decay: float = 1.0
+    runs_per_execution: int = 0
+    bench_runs: int = 0
+
+
+def _c(id, role, lens, method, cost, *, recipe="", batch="", hw=False, repeatable=False,
+       group=None, targets=(), informs=(), measurement_se=None, **truth) -> TrueCandidate:
+    cand = Candidate(id=id, role=role, lens=lens, method=method,
+                     cost=dict(zip(("real_h", "compute", "eng_h"), cost, strict=True)),
+                     recipe=recipe, batch=batch, drives_hardware=hw,
+                     changes_policy=role == "adaptation", repeatable=repeatable,
+                     hardware_group=group, targets=tuple(targets), informs=tuple(informs),
+                     measurement_se=measurement_se)
+    return TrueCandidate(cand, **truth)
+
+
+DEFAULT_CANDIDATES = (
+    _c("si_friction", "adaptation", "model", "SI", (1, 5, 3), recipe="friction calibration",
+       batch="1 h on the arm", hw=True, group="arm", targets=("friction",), logit_gain=0.40,
+       p_unsafe=0.01, runs_per_execution=10, bench_runs=60),
+    _c("latency_probe", "diagnosis", "model", "probe", (0.5, 0, 1),
+       recipe="actuation latency probe", batch="30 min", hw=True, group="arm",
+       targets=("latency",), p_unsafe=0.005, runs_per_execution=10, bench_runs=40),
+    _c("sim_refresh", "model_update", "model", "SI-refresh", (0, 10, 2),
+       recipe="re-identify simulator from logs", batch="1 pass", targets=("friction",)),
+    _c("dr_1e6", "adaptation", "data", "DR", (0, 10, 0.5), recipe="domain randomisation",
+       batch="1e6 steps", repeatable=True, targets=("friction", "latency"), logit_gain=0.20,
+       decay=0.6),
+    _c("dr_1e7", "adaptation", "data", "DR", (0, 80, 1), recipe="domain randomisation",
+       batch="1e7 steps", repeatable=True, targets=("friction", "latency"), logit_gain=0.50,
+       decay=0.6),
+    _c("da_camera", "adaptation", "representation", "DA", (0, 30, 4),
+       recipe="camera representation alignment", batch="1 encoder", targets=("camera",),
+       logit_gain=0.15),
+    _c("ft_real_100", "adaptation", "optimization", "FT", (5, 5, 2),
+       recipe="fine-tune on real data", batch="100 trajectories", hw=True, group="arm",
+       repeatable=True, targets=("friction", "latency", "camera"), logit_gain=0.35,
+       p_unsafe=0.03, decay=0.5, runs_per_execution=100, bench_runs=150),
+    _c("ft_pilot", "diagnosis", "optimization", "FT pilot", (0.5, 1, 0.5),
+       recipe="fine-tune pilot on 10 real trajectories", batch="10 trajectories", hw=True,
+       group="arm", informs=("ft_real_100",), measurement_se=0.15, p_unsafe=0.005,
+       runs_per_execution=10, bench_runs=60),
+    _c("cotrain", "adaptation", "data", "co-training", (3, 60, 5),
+       recipe="sim-and-real co-training", batch="30 real + 1e6 sim", hw=True, group="arm",
+       targets=("camera", "friction"), logit_gain=0.45, p_unsafe=0.02, runs_per_execution=30,
+       bench_runs=100),
+)
+
+DEFAULT_INTERACTIONS = {
+    ("si_friction", "dr_1e6"): 0.5, ("si_friction", "dr_1e7"): 0.5,
+    ("dr_1e6", "ft_real_100"): 1.5, ("dr_1e7", "ft_real_100"): 1.5,
+    ("sim_refresh", "dr_1e6"): 1.25, ("sim_refresh", "dr_1e7"): 1.25,
+    ("da_camera", "cotrain"): 0.6,
+}
+
+DEFAULT_DEPLOY_ODDS = {"si_friction": 0.8, "dr_1e6": 0.9, "dr_1e7": 0.9, "da_camera": 1.0,
+                       "cotrain": 0.85, "ft_real_100": 2.0}
+
+
+# -- sensitivity sweeps and transfer evaluations (issue 6; numbers in the module docstring) --
+SWEEP_GRID = {"friction": (0.0, 0.15, 0.30), "latency": (0.0, 20.0, 40.0),
+              "camera": (0.0, 0.5, 1.0)}
+DEFAULT_SENSITIVITY = {  # policy → (α_π, {direction: b_kπ}) on u_k = ξ_k / max ξ_k
+    "pi0": (0.20, {"friction": -0.10, "latency": -0.15, "camera": -0.05}),
+    "pi_dr": (0.00, {"friction": -0.05, "latency": -0.10, "camera": -2.00}),
+}
+DEFAULT_SYNERGY = {("friction", "latency"): -1.5}  # g_kl on u_k · u_l, shared by all policies
+DEFAULT_TRANSFER = {"pi0": (0.55, None), "pi_dr": (0.50, 0.42), "pi_ft": (0.40, 0.55)}
+"""policy → (J_sim, J_real); None = the world's J(π_0)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What executing a candidate produced: evidence rows, realised cost and the next policy."""
+
+    candidate: str
+    step: int
+    paired: pd.DataFrame
+    safety: pd.DataFrame
+    cost: dict[str, float]
+    policy: str
+    true_gain: float
+    gain_estimates: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+@dataclass
+class SyntheticWorld:
+    """The embedded synthetic world (see module docstring for every number).
+
+    Parameters
+    ----------
+    seed : int
+        Seeds every outcome (together with the step).
+    initial_success : float
+        J(π_0).
+    eval_trials : int
+        Trials per arm of a paired evaluation.
+    execution_sd : float
+        Run-to-run s.d. of a realised logit gain.
+    deploy_base : float
+        P_deploy(unsafe | π_0).
+    deploy_trials : int
+        Deployment trials run by :meth:`deployment_evaluation`.
+    deploy_odds : dict
+        Odds multiplier of P_deploy per execution of an adaptation (missing: ×1).
+    sweep_grid, sweep_trials, sensitivity_policies, synergy : see module docstring
+        The sensitivity sweep: grid per direction, trials per setting, (α_π, b_kπ) per policy
+        and the synergies g_kl.
+    transfer_truth, transfer_trials : see module docstring
+        (J_sim, J_real) per reference policy and trials per domain.
+    """
+
+    seed: int = 0
+    initial_success: float = 0.30
+    eval_trials: int = 100
+    execution_sd: float = 0.15
+    truth: tuple[TrueCandidate, ...] = DEFAULT_CANDIDATES
+    interactions: dict[tuple[str, str], float] = field(
+        default_factory=lambda: dict(DEFAULT_INTERACTIONS))
+    budget_values: dict[str, float] = field(
+        default_factory=lambda: {"real_h": 12.0, "compute": 300.0, "eng_h": 20.0})
+    weight_values: dict[str, float] = field(
+        default_factory=lambda: {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004})
+    deploy_base: float = 0.01
+    deploy_trials: int = 400
+    deploy_odds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEPLOY_ODDS))
+    # sensitivity sweeps and transfer evaluations (issue 6)
+    sweep_grid: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(SWEEP_GRID))
+    sweep_trials: int = 50
+    sensitivity_policies: dict[str, tuple[float, dict[str, float]]] = field(
+        default_factory=lambda: dict(DEFAULT_SENSITIVITY))
+    synergy: dict[tuple[str, str], float] = field(default_factory=lambda: dict(DEFAULT_SYNERGY))
+    transfer_truth: dict[str, tuple[float, float | None]] = field(
+        default_factory=lambda: dict(DEFAULT_TRANSFER))
+    transfer_trials: int = 100
+    variation: int | None = None
+
+    @classmethod
+    def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
+        """A perturbed copy of the default world, for benchmarks over many worlds.
+
+        With ``rng = default_rng([variation, 30_000])``: J(π_0) ~ U(0.2, 0.45); every
+        adaptation's logit gain × LogNormal(0, 0.4); every cost × LogNormal(0, 0.3); every
+        interaction multiplier raised to a power U(0, 2) (so it can vanish or double);
+        every P_exec × LogNormal(0, 0.6), capped at 0.3.  ``seed`` still seeds the outcomes.
+        """
+        from dataclasses import replace as _replace
+
+        rng = np.random.default_rng([variation, 30_000])
+        truth = []
+        for t in DEFAULT_CANDIDATES:
+            c = t.candidate
+            cost = {r: float(v * rng.lognormal(0.0, 0.3)) for r, v in c.cost.items()}
+            truth.append(_replace(
+                t, candidate=_replace(c, cost=cost),
+                logit_gain=float(t.logit_gain * rng.lognormal(0.0, 0.4)),
+                p_unsafe=float(min(0.3, t.p_unsafe * rng.lognormal(0.0, 0.6)))))
+        interactions = {k: float(v ** rng.uniform(0.0, 2.0))
+                        for k, v in DEFAULT_INTERACTIONS.items()}
+        return cls(seed=seed, initial_success=float(rng.uniform(0.2, 0.45)), truth=tuple(truth),
+                   interactions=interactions, variation=variation)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
+        self._truth = {t.candidate.id: t for t in self.truth}
+        self.reset()
+
+    # -- public description ------------------------------------------------------------------
+    @property
+    def candidates(self) -> CandidateSet:
+        """The candidate set (what an allocator may know)."""
+        return CandidateSet(tuple(t.candidate for t in self.truth), ("real_h", "compute",
+                                                                    "eng_h"), EVAL_PROTOCOL,
+                            self.initial_budget, "synthetic world")
+
+    @property
+    def initial_budget(self) -> xr.DataArray:
+        return make_budget(self.budget_values, ("real_h", "compute", "eng_h"))
+
+    @property
+    def initial_policy(self) -> str:
+        return "pi0"
+
+    def reset(self) -> None:
+        """Forget every execution: back to π_0."""
+        self.policy = self.initial_policy
+        self.history: list[str] = []
+        self.policy_logit = {self.policy: float(logit(self.initial_success))}
+        self.deploy_logit = {self.policy: float(logit(self.deploy_base))}
+
+    def initial_evidence(self) -> dict[str, pd.DataFrame]:
+        """Evidence before the campaign: a baseline evaluation of π_0 and the bench safety runs."""
+        rng = np.random.default_rng([self.seed, 10_001])
+        baseline = pd.DataFrame([{
+            "step": 0, "policy": self.initial_policy, "eval_protocol": EVAL_PROTOCOL,
+            "successes": int(rng.binomial(self.eval_trials, self.initial_success)),
+            "trials": self.eval_trials}])
+        return {"policy_evaluations": baseline, "safety_events": self.initial_safety()}
+
+    def initial_safety(self) -> pd.DataFrame:
+        """Bench safety runs of the hardware candidates before the campaign (step 0 rows)."""
+        rows = []
+        for k, t in enumerate(self.truth):
+            if t.candidate.drives_hardware and t.bench_runs:
+                rng = np.random.default_rng([self.seed, 10_000, k])
+                rows.append({"step": 0, "candidate": t.candidate.id,
+                             "executions": t.bench_runs,
+                             "unsafe": int(rng.binomial(t.bench_runs, t.p_unsafe)),
+                             "policy": self.initial_policy})
+        return pd.DataFrame(rows)
+
+    # -- truth ------------------------------------------------------------------------------
+    def mean_logit_gain(self, candidate_id: str, history: list[str] | None = None) -> float:
+        """Expected logit gain of the next execution of m after ``history``."""
+        history = self.history if history is None else history
+        t = self._truth[candidate_id]
+        if not t.candidate.changes_policy:
+            return 0.0
+        g = t.logit_gain * t.decay ** history.count(candidate_id)
+        for a in dict.fromkeys(history):
+            g *= self.interactions.get((a, candidate_id), 1.0)
+        return g
+
+    def true_success(self, policy: str | None = None) -> float:
+        """J(π) of a policy the world has produced (default: the current one)."""
+        return float(expit(self.policy_logit[policy or self.policy]))
+
+    def true_p_deploy(self, policy: str | None = None) -> float:
+        """P_deploy(unsafe | π) of a policy the world has produced (default: the current one)."""
+        return float(expit(self.deploy_logit[policy or self.policy]))
+
+    def deployment_evaluation(self, step: int, policy: str | None = None,
+                              trials: int | None = None) -> pd.DataFrame:
+        """Deployment-safety trials of ``policy`` (default: the current one).
+
+        unsafe ~ Binomial(trials, P_deploy(unsafe | π)); one ``deployment_safety`` row.  Drawn
+        from ``default_rng([seed, 20_000, step, len(history)])``.
+        """
+        policy = policy or self.policy
+        trials = self.deploy_trials if trials is None else int(trials)
+        rng = np.random.default_rng([self.seed, 20_000, step, len(self.history)])
+        return pd.DataFrame([{"step": step, "policy": policy, "trials": trials,
+                              "unsafe": int(rng.binomial(trials, self.true_p_deploy(policy)))}])
+
+    def expected_gain(self, candidate_id: str) -> float:
+        """E[ΔJ] of executing m now, over the run-to-run noise (Gauss–Hermite, 40 nodes)."""
+        if not self._truth[candidate_id].candidate.changes_policy:
+            return 0.0
+        eta = self.policy_logit[self.policy]
+        nodes, wts = np.polynomial.hermite_e.hermegauss(40)
+        mu = eta + self.mean_logit_gain(candidate_id)
+        val = float((wts * expit(mu + self.execution_sd * nodes)).sum() / wts.sum())
+        return val - float(expit(eta))
+
+    # -- execution --------------------------------------------------------------------------
+    def execute(self, candidate_id: str, step: int) -> Outcome:
+        """Run m at ``step`` from the current policy: evidence rows, cost, next policy."""
+        t = self._truth[candidate_id]
+        k = len(self.history)
+        rng = np.random.default_rng([self.seed, step, k])
+        cand = t.candidate
+        control = self.policy
+        eta = self.policy_logit[control]
+        paired = pd.DataFrame()
+        true_gain = 0.0
+        if cand.changes_policy:
+            new_eta = eta + self.mean_logit_gain(candidate_id) + self.execution_sd * \
+                rng.standard_normal()
+            new_policy = f"pi{len(self.policy_logit)}"
+            self.policy_logit[new_policy] = float(new_eta)
+            self.deploy_logit[new_policy] = self.deploy_logit[control] + float(
+                np.log(self.deploy_odds.get(candidate_id, 1.0)))
+            n = self.eval_trials
+            paired = pd.DataFrame([{
+                "step": step, "candidate": candidate_id, "policy": control,
+                "eval_protocol": EVAL_PROTOCOL,
+                "control_successes": int(rng.binomial(n, expit(eta))), "control_trials": n,
+                "treated_successes": int(rng.binomial(n, expit(new_eta))), "treated_trials": n,
+                "treated_policy": new_policy}])
+            true_gain = float(expit(new_eta) - expit(eta))
+            self.policy = new_policy
+        estimates = pd.DataFrame([{
+            "step": step, "candidate": target, "policy": control,
+            "eval_protocol": EVAL_PROTOCOL, "source": candidate_id,
+            "estimate": float(self.mean_logit_gain(target)
+                              + self.execution_sd * rng.standard_normal()
+                              + cand.measurement_se * rng.standard_normal()),
+            "se": float(cand.measurement_se)} for target in cand.informs])
+        safety = pd.DataFrame()
+        if cand.drives_hardware and t.runs_per_execution:
+            safety = pd.DataFrame([{
+                "step": step, "candidate": candidate_id, "executions": t.runs_per_execution,
+                "unsafe": int(rng.binomial(t.runs_per_execution, t.p_unsafe)),
+                "policy": control}])
+        self.history.append(candidate_id)
+        return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
+                       true_gain, estimates)
+
+    # -- sensitivity sweeps and sim/real transfer (issue 6) ---------------------------------
+    def _sweep_logit(self, policy: str, u: dict[str, np.ndarray]) -> np.ndarray:
+        alpha, b = self.sensitivity_policies[policy]
+        eta = alpha + sum(b[k] * u[k] for k in self.sweep_grid)
+        for (k, k2), g in self.synergy.items():
+            eta = eta + g * u[k] * u[k2]
+        return eta
+
+    def sensitivity_sweep(self, step: int = 0,
+                          policies: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """One sensitivity sweep: every grid setting under each policy, ``sweep_trials`` each.
+
+        Returns ``sensitivity_runs`` rows: ``step, policy, eval_protocol, xi_<direction>...,
+        successes, trials`` with successes ~ Binomial(sweep_trials, J(ξ)) (module docstring).
+        """
+        policies = tuple(self.sensitivity_policies) if policies is None else tuple(policies)
+        dirs = list(self.sweep_grid)
+        grid = np.array(np.meshgrid(*[self.sweep_grid[k] for k in dirs], indexing="ij"))
+        grid = grid.reshape(len(dirs), -1)
+        u = {k: grid[i] / max(self.sweep_grid[k]) for i, k in enumerate(dirs)}
+        frames = []
+        for i, policy in enumerate(policies):
+            rng = np.random.default_rng([self.seed, 30_000, step, i])
+            p = expit(self._sweep_logit(policy, u))
+            frames.append(pd.DataFrame({
+                "step": step, "policy": policy, "eval_protocol": EVAL_PROTOCOL,
+                **{f"xi_{k}": grid[j] for j, k in enumerate(dirs)},
+                "successes": rng.binomial(self.sweep_trials, p),
+                "trials": self.sweep_trials}))
+        return pd.concat(frames, ignore_index=True)
+
+    def sensitivity_truth(self, center: dict[str, float] | None = None,
+                          scale: dict[str, float] | None = None) -> xr.Dataset:
+        """True α_π, S_kπ and γ_kl in standardised coordinates ξ' = (ξ − c) / s.
+
+        With raw coefficients β_k = b_k / max ξ_k and γ^raw_kl = g_kl / (max ξ_k · max ξ_l):
+        S_kπ = s_k (β_kπ + Σ_{l≠k} γ^raw_kl c_l), γ_kl = s_k s_l γ^raw_kl and
+        α'_π = α_π + Σ_k β_kπ c_k + Σ_{k<l} γ^raw_kl c_k c_l.  Defaults for c and s: the mean
+        and population s.d. of the sweep grid (what :mod:`models.sensitivity` uses on one
+        sweep).  Pairs are named ``"k×l"`` in grid order.
+        """
+        dirs = list(self.sweep_grid)
+        grid = np.array(np.meshgrid(*[self.sweep_grid[k] for k in dirs], indexing="ij"))
+        grid = grid.reshape(len(dirs), -1)
+        c = {k: grid[i].mean() for i, k in enumerate(dirs)} if center is None else center
+        s = {k: grid[i].std() for i, k in enumerate(dirs)} if scale is None else scale
+        top = {k: max(self.sweep_grid[k]) for k in dirs}
+        g_raw = {}
+        for i, k in enumerate(dirs):
+            for k2 in dirs[i + 1:]:
+                g = self.synergy.get((k, k2), self.synergy.get((k2, k), 0.0))
+                g_raw[(k, k2)] = g / (top[k] * top[k2])
+        policies = list(self.sensitivity_policies)
+        S = np.zeros((len(dirs), len(policies)))
+        alpha = np.zeros(len(policies))
+        for j, p in enumerate(policies):
+            a, b = self.sensitivity_policies[p]
+            beta = {k: b[k] / top[k] for k in dirs}
+            alpha[j] = a + sum(beta[k] * c[k] for k in dirs) + sum(
+                g * c[k] * c[k2] for (k, k2), g in g_raw.items())
+            for i, k in enumerate(dirs):
+                inter = sum(g * c[k2 if k == k1 else k1] for (k1, k2), g in g_raw.items()
+                            if k in (k1, k2))
+                S[i, j] = s[k] * (beta[k] + inter)
+        pairs = [f"{k}×{k2}" for k, k2 in g_raw]
+        gamma = [s[k] * s[k2] * g for (k, k2), g in g_raw.items()]
+        return xr.Dataset({"S": (("direction", "policy"), S), "alpha": ("policy", alpha),
+                           "gamma": ("pair", np.array(gamma))},
+                          coords={"direction": dirs, "policy": policies, "pair": pairs})
+
+    def true_delta_j(self, policy: str) -> float:
+        """δ_J(π) = J_real(π) − J_sim(π) of a reference policy."""
+        j_sim, j_real = self.transfer_truth[policy]
+        return (self.initial_success if j_real is None else j_real) - j_sim
+
+    def transfer_evaluations(self, step: int = 0,
+                             policies: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """Sim and real evaluations of each reference policy under the shared protocol.
+
+        ``transfer_evaluations`` rows: ``step, policy, eval_protocol, sim_successes, sim_trials,
+        real_successes, real_trials`` with ``transfer_trials`` trials per domain.
+        """
+        policies = tuple(self.transfer_truth) if policies is None else tuple(policies)
+        rows = []
+        for i, policy in enumerate(policies):
+            rng = np.random.default_rng([self.seed, 30_001, step, i])
+            j_sim = self.transfer_truth[policy][0]
+            j_real = j_sim + self.true_delta_j(policy)
+            n = self.transfer_trials
+            rows.append({"step": step, "policy": policy, "eval_protocol": EVAL_PROTOCOL,
+                         "sim_successes": int(rng.binomial(n, j_sim)), "sim_trials": n,
+                         "real_successes": int(rng.binomial(n, j_real)), "real_trials": n})
+        return pd.DataFrame(rows)
+
+    # -- resume -----------------------------------------------------------------------------
+    def describe(self) -> dict[str, object]:
+        """How to rebuild this world (:func:`world_from_spec`), stored in campaign logs."""
+        return {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
+
+
+def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
+    """Rebuild a world from :meth:`SyntheticWorld.describe` (logged campaigns)."""
+    if spec.get("kind") != "synthetic":
+        raise InputError("campaign log", f"cannot rebuild a {spec.get('kind')!r} world from the "
+                                         "log; pass the world to resume")
+    variation = spec.get("variation")
+    if variation is None:
+        return SyntheticWorld(seed=int(spec["seed"]))
+    return SyntheticWorld.varied(int(variation), seed=int(spec["seed"]))

@@ -1,0 +1,327 @@
+"""Command line for the statistician's path: ``belief fit``, ``decide``, ``check``, ``report``.
+
+::
+
+    belief fit EVIDENCE_DIR --candidates candidates.toml --out belief.nc
+    belief decide belief.nc [--budget real_h=…,compute=…,eng_h=…] [--weights …]
+                            [--functional mean|lcb:Q|cvar:A] [--beta B] [--alpha-exec A]
+                            [--out decision/]
+    belief check belief.nc          # exit 0 converged, 1 diagnostics fail, 2 bad input
+    belief report belief.nc [--decision decision/] --out report.html   (or report.md)
+
+Every command validates all its input before writing anything; refused input is one line on
+stderr (``belief: error: <file or option>: <problem>``) and exit code 2 (see
+:func:`belief.cli.main.main`).  The Python equivalents are in :mod:`belief.posterior.belief_file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from belief.errors import InputError
+from belief.files import atomic_write
+from belief.report.tables import decision_rich_table, escape
+
+__all__ = ["register"]
+
+
+def _console():
+    from rich.console import Console
+
+    # a wide table when the output is a file or a pipe (a terminal keeps its own width)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+
+
+def _decide_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--candidates", default=None, metavar="FILE",
+                   help="candidate TOML file; refused when its candidates differ from those "
+                        "the belief was fitted with (its [budget] and [weights] then apply)")
+    p.add_argument("--budget", default=None, metavar="R=X,...",
+                   help="remaining budget b_t, e.g. real_h=10,compute=200,eng_h=15 (default: "
+                        "the candidate file's [budget] minus the realised costs)")
+    p.add_argument("--weights", default=None, metavar="R=λ,...",
+                   help="resource weights λ, e.g. real_h=0.01,compute=0.0002,eng_h=0.004 "
+                        "(default: the candidate file's [weights])")
+    p.add_argument("--functional", default="mean",
+                   help="decision functional φ: mean, lcb:Q or cvar:A (default mean)")
+    p.add_argument("--beta", type=float, default=1.0,
+                   help="β in Q = U0 + β·CVU (default 1; 0 = myopic U0, no CVU)")
+    p.add_argument("--alpha-exec", type=float, default=0.1,
+                   help="execution-safety ceiling α_exec on the UCB of P_exec (default 0.1)")
+    p.add_argument("--delta", type=float, default=0.05,
+                   help="one-sided level δ of the safety bounds (default 0.05)")
+    p.add_argument("--safety-method", default="clopper_pearson",
+                   choices=["clopper_pearson", "posterior"],
+                   help="which upper bound the safety gate uses (default clopper_pearson)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="horizon T: at step T − 1 CVU := 0 (default: none)")
+    p.add_argument("--cvu-outcomes", type=int, default=256,
+                   help="simulated outcomes per candidate in CVU (default 256)")
+    p.add_argument("--refit", action="store_true",
+                   help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
+                        "the model; default: PSIS only, and the output says so)")
+    p.add_argument("--seed", type=int, default=0, help="seed of CVU and the stability "
+                                                       "bootstrap (default 0)")
+
+
+def _precheck(args: argparse.Namespace) -> None:
+    """Refuse decision options that need no belief before loading one (fast failure)."""
+    from belief.decision.functionals import parse_functional
+    from belief.decision.safety import SafetyGate
+    from belief.decision.scores import check_beta
+
+    parse_functional(args.functional)
+    check_beta(args.beta)
+    SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta, method=args.safety_method)
+    if args.cvu_outcomes < 2:
+        raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {args.cvu_outcomes}")
+
+
+def _decide_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"budget": args.budget, "weights": args.weights, "functional": args.functional,
+            "beta": args.beta, "alpha_exec": args.alpha_exec, "delta": args.delta,
+            "safety_method": args.safety_method, "horizon": args.horizon,
+            "cvu_outcomes": args.cvu_outcomes, "refit": args.refit, "seed": args.seed}
+
+
+def _out_file(path: str, option: str, suffixes: tuple[str, ...] | None = None) -> Path:
+    out = Path(path)
+    if out.is_dir():
+        raise InputError(option, f"{out} is a folder, expected a file name")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise InputError(option, f"{out}: expected a {' or '.join(suffixes)} file")
+    return out
+
+
+# -- belief fit ----------------------------------------------------------------------------------
+def cmd_fit(args: argparse.Namespace) -> int:
+    from belief.posterior.fit import fit
+
+    console = _console()
+    out = _out_file(args.out, "--out", (".nc",))
+    progressbar = sys.stderr.isatty() if args.progress is None else args.progress
+    console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
+                  f"{escape(args.candidates)} → {escape(out)}")
+    fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
+                     draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
+                     sensitivity=not args.no_sensitivity, progressbar=progressbar,
+                     progress=lambda msg: console.print(f"  {escape(msg)}"))
+    rows = fitted.settings["evidence_rows"]
+    console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
+                  + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored
+                     else ""))
+    a = fitted.belief.attrs
+    for model in fitted.models:
+        prefix = f"{model}_"
+        if f"{prefix}reliable" in a:
+            ok = bool(int(a[f"{prefix}reliable"]))
+            console.print(f"  {model}: R-hat {a[f'{prefix}rhat_max']:.3f}, bulk ESS "
+                          f"{a[f'{prefix}ess_bulk_min']:.0f}, tail ESS "
+                          f"{a[f'{prefix}ess_tail_min']:.0f}, divergences "
+                          f"{int(a[f'{prefix}divergences'])} — "
+                          + ("[green]converged[/green]" if ok
+                             else f"[red]{escape(a[f'{prefix}reason'])}[/red]"))
+    fitted.save(out)
+    status = "" if fitted.reliable else (" [red](unreliable fit: "
+                                         f"{escape(a.get('reliability_reason'))}; see belief "
+                                         "check)[/red]")
+    console.print(f"wrote {escape(out)}: belief q_t for policy {escape(fitted.policy)} at step "
+                  f"{fitted.step}, posteriors of {', '.join(fitted.models)}{status}")
+    return 0
+
+
+# -- belief decide -------------------------------------------------------------------------------
+def _save_figure(fig: Any, path: Path) -> None:
+    from belief.files import atomic_write as _atomic
+
+    _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from belief.decision.decision_file import save_decision
+    from belief.posterior.belief_file import load
+    from belief.report.document import decision_figures
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError("--out", f"{out} is a file, expected a folder")
+    _precheck(args)
+    console = _console()
+    fitted = load(args.belief, args.candidates)
+    decision = fitted.decide(**_decide_kwargs(args))
+    figs = decision_figures(fitted, decision)
+    a = decision.attrs
+    # everything validated and computed: write
+    out.mkdir(parents=True, exist_ok=True)
+    table = decision.drop_vars([v for v in decision.data_vars
+                                if decision[v].dims != ("candidate",)]).to_dataframe()
+    atomic_write(out / "decision.csv", lambda tmp: table.to_csv(tmp))
+    save_decision(out / "decision.nc", decision)
+    for name, fig in figs.items():
+        _save_figure(fig, out / f"{name}.png")
+        plt.close(fig)
+    title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
+             f" · Pr(flip) {a['flip_probability']:.2f}")
+    console.print(decision_rich_table(decision, escape(title)))
+    res = fitted.candidate_set.resources
+    lines = ["budget: " + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in res)
+             + f" ({a['budget_source']})",
+             "weights λ: " + ", ".join(f"{r}={a[f'lambda_{r}']:g}" for r in res)
+             + f" ({a['weights_source']})",
+             f"CVU: {a['cvu_status']}; {a['cvu_refits']}"]
+    if "delta_j_mean" in a:
+        lines.append(f"transfer δ_J({a['policy']}) = {a['delta_j_mean']:.3f} "
+                     f"[{a['delta_j_lo90']:.3f}, {a['delta_j_hi90']:.3f}] "
+                     f"({a['delta_j_source']}; reported, not scored)")
+    for line in lines:
+        console.print(escape(line))
+    if not a.get("reliable", 1):
+        console.print(f"[red]unreliable fit: {escape(a['reliability_reason'])} — check "
+                      "convergence (belief check) before acting on this decision[/red]")
+    if a["stop"]:
+        console.print(f"[bold]recommendation: stop[/bold] — {escape(a['stop_reason'])}")
+    else:
+        console.print(f"[bold]recommendation: {escape(a['chosen'])}[/bold]")
+    console.print(escape(f"wrote {out}/decision.csv, {out}/decision.nc, "
+                       + ", ".join(f"{out}/{n}.png" for n in figs)))
+    return 0
+
+
+# -- belief check --------------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from belief.posterior.belief_file import check_file
+
+    for name, value in (("--rhat-max", args.rhat_max), ("--ess-min", args.ess_min)):
+        if value is not None and not value > 0:
+            raise InputError(name, f"must be > 0, got {value}")
+    if args.max_divergences < 0:
+        raise InputError("--max-divergences", f"must be >= 0, got {args.max_divergences}")
+    table = check_file(args.belief, args.candidates, args.rhat_max, args.ess_min,
+                           args.max_divergences)
+    models = table.index.get_level_values("model").unique()
+    console = _console()
+    t = Table(title=f"convergence of {escape(args.belief)} (R-hat ≤ {table.attrs['rhat_max']:g}, "
+                    f"ESS ≥ {table.attrs['ess_min']:g}, divergences ≤ "
+                    f"{table.attrs['max_divergences']})", title_justify="left", pad_edge=False)
+    for col in ("model", "variable", "R-hat", "bulk ESS", "tail ESS", "div.", "status"):
+        t.add_column(col, justify="left" if col in ("model", "variable", "status") else "right")
+    for (model, var), row in table.iterrows():
+        t.add_row(model, var, f"{row['rhat']:.3f}", f"{row['ess_bulk']:.0f}",
+                  f"{row['ess_tail']:.0f}", str(int(row["divergences"])),
+                  "ok" if row["passed"] else escape(row["problem"]),
+                  style="" if row["passed"] else "red")
+    console.print(t)
+    failed = table[~table["passed"].astype(bool)]
+    if len(failed):
+        for (model, var), row in failed.iterrows():
+            print(f"FAIL {model}: {var}: {row['problem']}")
+        print(f"not converged: {len(failed)} of {len(table)} checked variables fail")
+        return 1
+    print(f"converged: {len(table)} variables of {len(models)} models pass")
+    return 0
+
+
+# -- belief report -------------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    from belief.decision.decision_file import load_decision
+    from belief.posterior.belief_file import load
+    from belief.report.document import write_report
+
+    out = _out_file(args.out, "--out", (".html", ".htm", ".md", ".markdown"))
+    if args.decision is None:
+        _precheck(args)
+    fitted = load(args.belief, args.candidates)
+    if args.decision is not None:
+        decision = load_decision(args.decision)
+    else:
+        decision = fitted.decide(**_decide_kwargs(args))
+    if not 0 < args.alpha_deploy < 1:
+        raise InputError("--alpha-deploy", f"must satisfy 0 < α_deploy < 1, got "
+                                           f"{args.alpha_deploy}")
+    write_report(fitted, decision, out, alpha_deploy=args.alpha_deploy)
+    extra = f" and {out.parent / (out.stem + '_files')}/" if out.suffix.lower() in (
+        ".md", ".markdown") else ""
+    print(f"wrote {out}{extra}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the ``fit``, ``decide``, ``check`` and ``report`` subcommands to ``sub``."""
+    fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
+                         description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "
+                                     "fit every model that has data, save belief and posteriors.")
+    fit.add_argument("evidence_dir", metavar="EVIDENCE_DIR")
+    fit.add_argument("--candidates", required=True, metavar="FILE", help="candidate TOML file")
+    fit.add_argument("--out", default="belief.nc", help="output netCDF (default belief.nc)")
+    fit.add_argument("--policy", default=None,
+                     help="current policy (default: the treated_policy of the last paired "
+                          "evaluation, else the single evaluated policy)")
+    fit.add_argument("--step", type=int, default=None,
+                     help="step t of the belief (default: 1 + the last step in the evidence)")
+    fit.add_argument("--draws", type=int, default=1000,
+                     help="posterior draws per chain (default 1000)")
+    fit.add_argument("--tune", type=int, default=None,
+                     help="tuning steps per chain (default: as many as --draws)")
+    fit.add_argument("--chains", type=int, default=2, help="chains (default 2)")
+    fit.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    fit.add_argument("--no-sensitivity", action="store_true",
+                     help="skip the sensitivity model even when there are sensitivity runs")
+    fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="nutpie progress bars (default: when stderr is a terminal)")
+    fit.set_defaults(func=cmd_fit)
+
+    decide = sub.add_parser("decide", help="decide from a saved belief: table, CSV, figures",
+                            description="Score every candidate at the fitted state (U0, CVU, "
+                                        "Q, feasibility) and recommend the next one.")
+    decide.add_argument("belief", metavar="BELIEF", help="belief file written by belief fit")
+    _decide_options(decide)
+    decide.add_argument("--out", default="decision",
+                        help="folder for decision.csv, decision.nc and the PNG figures "
+                             "(default decision/)")
+    decide.set_defaults(func=cmd_decide)
+
+    check = sub.add_parser("check", help="convergence diagnostics (exit 1 when they fail)",
+                           description="R-hat, bulk/tail ESS and divergences of every fitted "
+                                       "model. Exit 0 converged, 1 fails, 2 bad input.")
+    check.add_argument("belief", metavar="BELIEF")
+    check.add_argument("--candidates", default=None, metavar="FILE",
+                       help="optional: check the stored candidates against this file too")
+    check.add_argument("--rhat-max", type=float, default=None,
+                       help="R-hat threshold (default: the fit's, 1.01)")
+    check.add_argument("--ess-min", type=float, default=None,
+                       help="bulk and tail ESS threshold (default: the fit's, 10%% of the "
+                            "draws)")
+    check.add_argument("--max-divergences", type=int, default=0,
+                       help="divergent transitions allowed per model (default 0)")
+    check.set_defaults(func=cmd_check)
+
+    report = sub.add_parser("report", help="HTML or Markdown report with the figures",
+                            description="A report of the belief, the decision and why: gains, "
+                                        "Q decomposition, safety bounds, sensitivities, "
+                                        "convergence.")
+    report.add_argument("belief", metavar="BELIEF")
+    report.add_argument("--decision", default=None, metavar="PATH",
+                        help="decision.nc (or its folder) written by belief decide; default: "
+                             "decide now with the options below")
+    _decide_options(report)
+    report.add_argument("--alpha-deploy", type=float, default=0.05,
+                        help="deployment ceiling α_deploy for the chance constraint "
+                             "(default 0.05)")
+    report.add_argument("--out", default="report.html",
+                        help="report file: .html (self-contained) or .md (figures in "
+                             "<stem>_files/) (default report.html)")
+    report.set_defaults(func=cmd_report)

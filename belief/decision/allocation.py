@@ -1,0 +1,113 @@
+"""Allocation policies behind one interface, all restricted to the same feasible set.
+
+A policy picks the next candidate (or stops) from the decision Dataset of
+:func:`belief.decision.engine.decide` — which already carries φ(ΔJ), C_λ, U0, MV, Q and the
+feasibility of every candidate — plus the belief (for sampling) or the world (for the oracle):
+
+=============  ===============================================================================
+name           rule
+=============  ===============================================================================
+q              argmax Q = U0 + β·CVU over feasible candidates; stop when no Q > 0 (the engine)
+u0             argmax U0 (β = 0, myopic); stop when no U0 > 0
+mv             argmax MV = φ(ΔJ)/C_λ over feasible adaptations; stop when no MV > 1 (U0 > 0)
+thompson       one joint posterior draw s: argmax ΔJ_s(m) − C_λ(m); stop when none > 0
+round_robin    cycle through the candidates in file order, taking the next feasible one;
+               stop only when nothing is feasible (spends the budget)
+oracle         knows the world's truth: argmax E[ΔJ(m) | world] − C_λ(m); stop when none > 0
+=============  ===============================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from belief.decision.engine import STOP, argmax_or_stop
+from belief.errors import InputError
+
+__all__ = ["POLICIES", "Choice", "choose"]
+
+POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A policy's pick: a candidate id or :data:`belief.decision.engine.STOP`, and why."""
+
+    candidate: str
+    reason: str
+
+    @property
+    def stop(self) -> bool:
+        return self.candidate == STOP
+
+
+def check_policy(name: str) -> str:
+    """Validate an allocation-policy name."""
+    if name not in POLICIES:
+        raise InputError("allocation", f"unknown allocation policy {name!r}; allowed: "
+                                       f"{list(POLICIES)}")
+    return name
+
+
+def _argmax(values: np.ndarray, ok: np.ndarray, ids: list[str], threshold: float,
+            label: str) -> Choice:
+    i = int(argmax_or_stop(values, ok, threshold))
+    if i < 0:
+        return Choice(STOP, f"stop: no feasible candidate has {label} > {threshold:g}")
+    return Choice(ids[i], f"argmax {label} = {values[i]:.4g}")
+
+
+def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
+           world: Any = None, history: tuple[str, ...] = (),
+           rng: np.random.Generator | None = None) -> Choice:
+    """The pick of allocation policy ``name`` at this decision.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`POLICIES`.
+    decision : Dataset
+        From :func:`belief.decision.engine.decide` (for ``q`` computed with the campaign's β and
+        CVU, for the others β = 0 is enough).
+    belief : Dataset
+        q_t (``thompson`` samples one joint draw of ``gain``).
+    world : object with ``expected_gain(m)``
+        Needed by ``oracle``.
+    history : tuple of str
+        Candidates executed so far (``round_robin`` continues after the last one).
+    rng : Generator
+        For ``thompson``.
+    """
+    check_policy(name)
+    ids = list(decision["candidate"].values)
+    feasible = decision["feasible"].values.astype(bool)
+    if name == "q":
+        return Choice(decision.attrs["chosen"], decision.attrs.get("stop_reason") or "argmax Q")
+    if name == "u0":
+        return _argmax(decision["u0"].values, feasible, ids, 0.0, "U0")
+    if name == "mv":
+        return _argmax(decision["mv"].values, feasible, ids, 1.0, "MV")  # NaN MV never wins
+    if name == "thompson":
+        if belief is None or rng is None:
+            raise InputError("allocation", "thompson needs the belief and a random generator")
+        s = int(rng.integers(belief.sizes["sample"]))
+        net = belief["gain"].isel(sample=s).sel(candidate=ids).values - decision["c_lambda"].values
+        return _argmax(net, feasible, ids, 0.0, f"sampled net gain (draw {s})")
+    if name == "round_robin":
+        if not feasible.any():
+            return Choice(STOP, "stop: no feasible candidate")
+        start = (ids.index(history[-1]) + 1) if history and history[-1] in ids else 0
+        for k in range(len(ids)):
+            i = (start + k) % len(ids)
+            if feasible[i]:
+                return Choice(ids[i], "next feasible in turn")
+    # oracle
+    if world is None or not hasattr(world, "expected_gain"):
+        raise InputError("allocation", "oracle needs a world that knows its truth "
+                                       "(expected_gain)")
+    true_gain = np.array([world.expected_gain(c) for c in ids])
+    return _argmax(true_gain - decision["c_lambda"].values, feasible, ids, 0.0, "true U0")

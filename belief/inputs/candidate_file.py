@@ -1,0 +1,199 @@
+"""Candidate files: the TOML candidate set with its text, digest and default weights λ.
+
+Besides the format of :mod:`belief.inputs.candidates`, an optional ``[weights]`` table
+(``real_h = 0.01`` …) gives the default resource weights λ of
+:meth:`belief.posterior.fitted.FittedBelief.decide`.  :func:`candidates_toml` writes a set back to
+TOML and :func:`diff_candidates` names every difference between two sets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from belief.decision.weights import check_weights
+from belief.errors import InputError
+from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
+from belief.inputs.resources import parse_assignments
+
+
+@dataclass(frozen=True)
+class CandidateFile:
+    """A candidate set with the text it came from and its optional default weights."""
+
+    candidates: CandidateSet
+    text: str
+    weights: dict[str, float] | None = None
+    source: str = "candidates"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def parse_candidate_text(text: str, source: str) -> CandidateFile:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(source, f"not a valid TOML file ({err})") from None
+    cands = candidates_from_dict(doc, source=source)
+    weights = None
+    if "weights" in doc:
+        if not isinstance(doc["weights"], Mapping):
+            raise InputError(source, "[weights] must be a table {resource = λ}")
+        bad = [k for k, v in doc["weights"].items()
+               if isinstance(v, bool) or not isinstance(v, int | float)]
+        if bad:
+            raise InputError(f"{source} [weights]", f"λ of {bad} must be numbers")
+        lam = check_weights(doc["weights"], cands.resources, name=f"{source} [weights]")
+        weights = {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
+                                                    strict=True)}
+    return CandidateFile(cands, text, weights, source)
+
+
+def load_candidate_file(path: str | Path) -> CandidateFile:
+    """Read a candidate TOML file (format in :mod:`belief.inputs.candidates`, plus ``[weights]``).
+
+    Raises
+    ------
+    InputError
+        Naming the file, the ``[[candidate]]`` row and the rule.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "is a folder, expected a TOML file") from None
+    except UnicodeDecodeError:
+        raise InputError(str(path), "not a text (UTF-8) file, expected TOML") from None
+    return parse_candidate_text(text, str(path))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        return repr(float(v))
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) \
+            + " }"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _toml_key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
+
+
+def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None,
+                    header: str = "") -> str:
+    """A candidate set as a TOML document in the format of :mod:`belief.inputs.candidates`.
+
+    Renders :func:`belief.inputs.candidates.candidates_to_dict`; ``load`` of the text gives back an
+    equal set (:func:`diff_candidates` is empty); ``weights`` adds a ``[weights]`` table and
+    ``header`` leading comment lines.
+    """
+    doc = candidates_to_dict(cs)
+    lines = [f"# {h}" if h else "#" for h in header.splitlines()]
+    if lines:
+        lines.append("")
+    lines += ["[campaign]"] + [f"{_toml_key(k)} = {_toml_value(v)}"
+                               for k, v in doc["campaign"].items()]
+    for title, values in (("budget", doc.get("budget")), ("weights", weights)):
+        if values is not None:
+            lines += ["", f"[{title}]"] + [f"{_toml_key(r)} = {_toml_value(float(v))}"
+                                           for r, v in values.items()]
+    for entry in doc["candidate"]:
+        lines += ["", "[[candidate]]"]
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()
+                  if v not in ("", [], None)]
+    return "\n".join(lines) + "\n"
+
+
+_COMPARED = ("role", "lens", "method", "recipe", "batch", "cost", "drives_hardware",
+             "changes_policy", "repeatable", "hardware_group", "targets", "informs",
+             "measurement_se")
+
+
+def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:
+    """What differs between two candidate sets, in words (empty when they are the same).
+
+    Compared: the campaign (E_shared, resources, policy interface), the candidate ids and
+    their order, and every field of each candidate except the free-text ``description``.
+    Budgets are not compared (they are decision inputs, not part of the fit).
+    """
+    out = []
+    for name in ("eval_protocol", "resources", "policy_interface"):
+        a, b = getattr(fitted, name), getattr(given, name)
+        if (list(a) if isinstance(a, tuple) else a) != (list(b) if isinstance(b, tuple) else b):
+            out.append(f"[campaign] {name} {a!r} → {b!r}")
+    removed = [c for c in fitted.ids if c not in given.ids]
+    added = [c for c in given.ids if c not in fitted.ids]
+    if removed:
+        out.append(f"candidate(s) {removed} missing from the given file")
+    if added:
+        out.append(f"candidate(s) {added} not in the fitted belief")
+    common = [c for c in fitted.ids if c in given.ids]
+    if not removed and not added and fitted.ids != given.ids:
+        out.append(f"candidate order {fitted.ids} → {given.ids}")
+    for cid in common:
+        a, b = fitted[cid], given[cid]
+        for name in _COMPARED:
+            va, vb = getattr(a, name), getattr(b, name)
+            if name == "cost":
+                va = {r: float(v) for r, v in va.items() if float(v) != 0.0}
+                vb = {r: float(v) for r, v in vb.items() if float(v) != 0.0}
+            if isinstance(va, tuple):
+                va, vb = list(va), list(vb)
+            if va != vb:
+                out.append(f"{cid}.{name} {va!r} → {vb!r}")
+    return out
+
+
+def parse_weights(text: str, resources: list[str] | tuple[str, ...],
+                  table: str = "--weights") -> dict[str, float]:
+    """Parse ``"real_h=0.01,compute=0.0002,eng_h=0.004"`` into λ (every resource, none unknown).
+
+    Raises
+    ------
+    InputError
+        For a part without ``=``, an amount that is not a number, an unknown or missing
+        resource, or a negative weight.
+    """
+    values = parse_assignments(text, table, what="weight")
+    lam = check_weights(values, list(resources), name=table)
+    return {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values, strict=True)}
+
+
+def load_candidates(path: str | Path) -> CandidateSet:
+    """Load candidates (and optionally a starting budget) from a TOML file.
+
+    Raises
+    ------
+    InputError
+        When the file cannot be parsed or breaks a rule; the message names the file, the
+        ``[[candidate]]`` row (0-based) and the rule.
+    """
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(str(path), "file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise InputError(str(path), f"not a valid TOML file ({err})") from None
+    return candidates_from_dict(doc, source=path.name)

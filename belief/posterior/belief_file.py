@@ -1,0 +1,285 @@
+"""Belief files: q_t, the posteriors, the evidence and the settings in one netCDF file.
+
+::
+
+    fitted = belief.fit("evidence/", "candidates.toml")      # FittedBelief (belief.posterior.fit)
+    fitted.save("belief.nc")                                  # atomic netCDF
+    fitted = belief.load("belief.nc")                         # checked on load
+    belief.check_file("belief.nc")                            # R-hat, ESS, divergences
+
+What the saved file holds (checked by :func:`load`)
+    ``/belief`` (q_t), ``/posterior/<model>`` (every fitted model's DataTree, attributes
+    included), ``/evidence/<table>`` (the validated evidence and ``costs``, the realised
+    costs), and root attributes ``format``, ``belief_version``, ``settings`` (JSON: draws,
+    tune, chains, seed, policy and the rule that chose it, step, thresholds, every model's
+    priors, evidence files and their SHA-256; absent from a campaign's ``belief.nc``, which was
+    not fitted by :func:`belief.posterior.fit.fit`), ``candidates_toml`` (the candidate file's
+    text), ``candidates_sha256``, ``candidates_source`` and ``costs_complete`` (1 when the
+    costs table lists every executed action, as a campaign's does).
+
+Writes go to a temporary file in the same folder, are fsync'ed and renamed over the target
+(:func:`belief.files.atomic_write`), so a crash never leaves a half-written belief.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import xarray as xr
+
+import belief as _pkg
+from belief.errors import InputError
+from belief.files import UNREADABLE, atomic_write, check_header, netcdf_ready, read_file
+from belief.inputs.candidate_file import (
+    CandidateFile,
+    candidates_toml,
+    diff_candidates,
+    load_candidate_file,
+    parse_candidate_text,
+)
+from belief.inputs.candidates import CandidateSet
+from belief.inputs.evidence_dir import EvidenceTables, validate_tables
+from belief.posterior.fitted import FittedBelief, dataset_table, posterior_convergence
+
+__all__ = ["FORMAT", "check_file", "decide_from", "load", "load_belief", "load_tree", "save",
+           "save_belief"]
+
+FORMAT = "belief-netcdf-1"
+
+_SETTINGS_KEYS = ("belief_version", "draws", "tune", "chains", "seed", "policy", "policy_rule",
+                  "step", "rhat_max", "ess_min", "max_policies", "priors", "models")
+
+
+def check_file(path: str | Path, candidates: str | Path | None = None,
+               rhat_max: float | None = None, ess_min: float | None = None,
+               max_divergences: int = 0) -> pd.DataFrame:
+    """Convergence table of a belief file (``belief check``); works on bare files without a
+    candidate set too (:func:`belief.posterior.belief_file.save_belief` alone)."""
+    path = Path(path)
+    attrs, groups = _open_checked(path)
+    if candidates is not None or "candidates_toml" in attrs:
+        return load(path, candidates).convergence(rhat_max, ess_min, max_divergences)
+    if "posterior" not in groups:
+        raise InputError(str(path), "no fitted model to check (no /posterior group)")
+    return posterior_convergence(_read_group(path, "posterior", tree=True), None, rhat_max,
+                                 ess_min, max_divergences, label=str(path))
+
+
+
+# -- fit, save, load ----------------------------------------------------------------------------
+def save(fitted: FittedBelief, path: str | Path) -> Path:
+    """Write a :class:`FittedBelief` to ``path`` (same as ``fitted.save(path)``)."""
+    return fitted.save(path)
+
+
+def _check_settings(settings: Any, label: str) -> dict[str, Any]:
+    if not isinstance(settings, dict):
+        raise InputError(label, "settings attribute is not a JSON object")
+    missing = [k for k in _SETTINGS_KEYS if k not in settings]
+    if missing:
+        raise InputError(label, f"settings lack {missing} (file not written by belief fit, or "
+                                "damaged)")
+    if settings["belief_version"] != _pkg.__version__:
+        raise InputError(label, f"settings written by belief {settings['belief_version']}, "
+                                f"this is {_pkg.__version__}; re-fit with this version")
+    for key in ("draws", "tune", "chains", "step", "max_policies"):
+        v = settings[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
+    from models.exec_risk import ExecRiskPriors
+    from models.gains import GainsPriors
+    from models.sensitivity import SensitivityPriors
+    from models.transfer import TransferPriors
+
+    pri = settings["priors"]
+    for name, cls in (("gains", GainsPriors), ("exec_risk", ExecRiskPriors),
+                      ("transfer", TransferPriors), ("sensitivity", SensitivityPriors)):
+        try:
+            cls(**pri[name])
+        except (KeyError, TypeError) as err:
+            raise InputError(label, f"stored {name} priors do not fit this version "
+                                    f"({type(err).__name__}: {err})") from None
+    return settings
+
+
+def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile | None = None
+         ) -> FittedBelief:
+    """Read a belief written by :meth:`FittedBelief.save` (``belief fit``), checking it.
+
+    Checks: format and package version; the stored settings when present (JSON, every key,
+    priors valid for this version, policy and step equal to q_t's); the candidate text against
+    its SHA-256 and q_t's candidates; the stored evidence against its validators.  With
+    ``candidates`` given, a candidate set that differs from the fitted one is refused, naming
+    every difference; its ``[budget]`` and ``[weights]`` are then the decision defaults.
+
+    Raises
+    ------
+    InputError
+        Naming the file and the problem.
+    """
+    path = Path(path)
+    label = str(path)
+    attrs, groups = _open_checked(path)
+    given = None
+    if candidates is not None:
+        given = candidates if isinstance(candidates, CandidateFile) else (
+            CandidateFile(candidates, candidates_toml(candidates), None, candidates.source)
+            if isinstance(candidates, CandidateSet) else load_candidate_file(candidates))
+    text = attrs.get("candidates_toml")
+    if text is None:  # a bare save_belief file: candidates must be given
+        if given is None:
+            raise InputError(label, "the file holds no candidate set (not written by belief "
+                                    "fit); pass --candidates")
+        stored, settings = given, {}
+    else:
+        text = str(text)
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != attrs.get("candidates_sha256"):
+            raise InputError(label, "the stored candidate text does not match its SHA-256 "
+                                    "(file damaged or edited)")
+        try:
+            stored = parse_candidate_text(text, f"{label} (stored candidates)")
+        except InputError as err:
+            raise InputError(label, f"stored candidate set is invalid: {err}") from None
+        stored = CandidateFile(stored.candidates, text, stored.weights,
+                               str(attrs.get("candidates_source", "candidates")))
+        settings = {}  # no settings attribute: saved from a belief that had none (bare file)
+        if "settings" in attrs:
+            try:
+                settings = json.loads(str(attrs["settings"]))
+            except json.JSONDecodeError:
+                raise InputError(label, "settings attribute is not valid JSON (file "
+                                        "damaged)") from None
+            settings = _check_settings(settings, label)
+    belief = _read_group(path, "belief")
+    ids = [str(c) for c in belief["candidate"].values]
+    if ids != stored.candidates.ids:
+        raise InputError(label, f"q_t has candidates {ids}, the stored candidate set "
+                                f"{stored.candidates.ids}")
+    if settings and (settings["policy"] != str(belief.attrs.get("policy"))
+                     or settings["step"] != int(belief.attrs.get("step", -1))):
+        raise InputError(label, f"settings (policy {settings['policy']!r}, step "
+                                f"{settings['step']}) disagree with q_t (policy "
+                                f"{belief.attrs.get('policy')!r}, step "
+                                f"{belief.attrs.get('step')})")
+    if given is not None:
+        diff = diff_candidates(stored.candidates, given.candidates)
+        if diff:
+            raise InputError(given.source, "the candidates differ from those the belief in "
+                                           f"{label} was fitted with: " + "; ".join(diff))
+        stored = CandidateFile(given.candidates, stored.text if text is not None
+                               else given.text, given.weights, given.source)
+    for model in settings.get("models", []):
+        if model not in groups.get("posterior", []):
+            raise InputError(label, f"settings list model {model!r}, but /posterior/{model} "
+                                    "is missing")
+    cs = stored.candidates
+    tables_in = {name: dataset_table(_read_group(path, f"evidence/{name}"))
+                 for name in groups.get("evidence", [])}
+    try:
+        ev, costs = validate_tables(tables_in, cs, {k: f"{label} /evidence/{k}"
+                                                     for k in tables_in}, {})
+    except InputError as err:
+        raise InputError(label, f"stored evidence is invalid: {err}") from None
+    files = {k: str(v) for k, v in settings.get("evidence_files", {}).items()}
+    tables = EvidenceTables(ev, costs, files, dict(settings.get("evidence_sha256", {})),
+                            costs_complete=str(attrs.get("costs_complete", 0)) == "1")
+    loader = (lambda: _read_group(path, "posterior", tree=True)) if "posterior" in groups \
+        else None
+    return FittedBelief(belief, None, stored, tables, settings, path, loader)
+
+
+def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Root attributes and group names of a belief file, after the format and version checks
+    of :func:`belief.posterior.belief_file.load_tree` (read with h5py: no data is decoded)."""
+    import h5py
+
+    def header(p: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
+        with h5py.File(p, "r") as f:
+            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+            groups = {name: sorted(f[name].keys()) for name in f.keys()
+                      if isinstance(f[name], h5py.Group)}
+        return attrs, groups
+
+    attrs, groups = read_file(path, header, UNREADABLE.format(what="belief file"))
+    check_header(attrs, path, fmt=FORMAT)
+    if "belief" not in groups:
+        raise InputError(str(path), "no /belief group")
+    return attrs, groups
+
+
+def _read_group(path: Path, group: str, tree: bool = False) -> xr.Dataset | xr.DataTree:
+    """One group of a checked belief file, loaded (a DataTree with ``tree``)."""
+    opener = xr.open_datatree if tree else xr.open_dataset
+    return read_file(path, lambda p: opener(p, group=group, engine="h5netcdf").load(),
+                     f"cannot read /{group} (truncated or damaged file)")
+
+
+def decide_from(source: str | Path | FittedBelief, *,
+                candidates: str | Path | CandidateSet | None = None,
+                **options: Any) -> xr.Dataset:
+    """Load a belief (unless given one) and decide: ``load(source).decide(**options)``."""
+    fitted = source if isinstance(source, FittedBelief) else load(source, candidates)
+    return fitted.decide(**options)
+
+
+def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None = None, *,
+                groups: Mapping[str, xr.Dataset] | None = None,
+                attrs: Mapping[str, Any] | None = None) -> Path:
+    """Write q_t (and the posterior tree) to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+    belief : Dataset
+        q_t, stored as ``/belief``.
+    idata : DataTree, optional
+        The fitted posteriors, stored under ``/posterior`` (every node with data or attributes,
+        so model-level attributes such as priors survive).
+    groups : mapping of str to Dataset, optional
+        Further groups by path (e.g. ``"evidence/paired_evaluations"``).
+    attrs : mapping, optional
+        Further root attributes (netCDF-compatible values: str, int, float).
+    """
+    path = Path(path)
+    tree: dict[str, xr.Dataset] = {"belief": netcdf_ready(belief)}
+    if idata is not None:
+        for node in idata.subtree:
+            if (node.has_data or node.attrs) and node.path != "/":
+                tree[f"posterior{node.path}"] = netcdf_ready(node.to_dataset(inherit=False))
+    for name, ds in (groups or {}).items():
+        tree[name] = netcdf_ready(ds)
+    dt = xr.DataTree.from_dict(tree)
+    dt.attrs.update(dict(attrs or {}))
+    dt.attrs.update({"format": FORMAT, "belief_version": _pkg.__version__})
+    return atomic_write(path, lambda tmp: dt.to_netcdf(tmp, engine="h5netcdf"))
+
+
+def load_belief(path: str | Path) -> tuple[xr.Dataset, xr.DataTree | None]:
+    """Read a file written by :func:`save_belief`; refuses other formats and versions."""
+    dt = load_tree(path)
+    belief = dt["belief"].to_dataset()
+    idata = dt["posterior"] if "posterior" in dt.children else None
+    return belief, idata
+
+
+def load_tree(path: str | Path) -> xr.DataTree:
+    """The whole tree of a file written by :func:`save_belief` (loaded into memory).
+
+    Raises
+    ------
+    InputError
+        When the file is missing, unreadable (truncated, not netCDF), not a belief file, written
+        by another version of ``belief``, or has no ``/belief`` group.
+    """
+    path = Path(path)
+    dt = read_file(path, lambda p: xr.open_datatree(p, engine="h5netcdf").load(),
+                   UNREADABLE.format(what="belief file"))
+    check_header(dt.attrs, path, fmt=FORMAT)
+    if "belief" not in dt.children:
+        raise InputError(str(path), "no /belief group")
+    return dt

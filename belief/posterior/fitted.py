@@ -1,0 +1,376 @@
+"""The fitted belief: q_t with its posteriors, evidence, candidates and settings, and its decision.
+
+Budget of :meth:`FittedBelief.decide` (``budget=None``)
+    The candidate file's ``[budget]`` minus the realised costs
+    (:func:`belief.inputs.costs.remaining_budget`).
+    Candidates executed so far (the ``costs`` rows; without them, the paired evaluations and
+    the sources of gain estimates) leave the candidate set unless repeatable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+import belief as _pkg
+from belief.decision.weights import check_weights
+from belief.errors import InputError
+from belief.files import jsonable
+from belief.inputs.candidate_file import CandidateFile, parse_weights
+from belief.inputs.candidates import CandidateSet
+from belief.inputs.costs import executed_actions, remaining_budget
+from belief.inputs.evidence import Evidence
+from belief.inputs.evidence_dir import EvidenceTables
+from belief.inputs.resources import make_budget, parse_budget
+from belief.posterior.diagnostics import CHECK_VARS
+
+
+def _table_ds(df: pd.DataFrame) -> xr.Dataset:
+    data = {}
+    for col in df.columns:
+        values = df[col].to_numpy()
+        if values.dtype == object or pd.api.types.is_string_dtype(df[col].dtype):
+            values = np.array([str(v) for v in values], dtype=str) if len(values) \
+                else np.array([], dtype=str)
+        data[str(col)] = ("row", values)
+    return xr.Dataset(data, coords={"row": np.arange(len(df))})
+
+
+def dataset_table(ds: xr.Dataset) -> pd.DataFrame:
+    return pd.DataFrame({name: ds[name].values for name in ds.data_vars})
+
+
+def netcdf_tree(tree: xr.DataTree) -> xr.DataTree:
+    """The tree as netCDF stores it (object variables, e.g. nutpie's ``divergence_message``
+    of ``None``s, become strings), so that a saved and reloaded fit is identical to this one."""
+    from belief.files import netcdf_ready
+
+    return xr.DataTree.from_dict({node.path: netcdf_ready(node.to_dataset(inherit=False))
+                                  for node in tree.subtree})
+
+
+@dataclass
+class FittedBelief:
+    """A fitted belief q_t with its posteriors, evidence, candidates and settings.
+
+    Attributes
+    ----------
+    belief : Dataset
+        q_t (:func:`belief.posterior.belief_state.make_belief`), joint draws over (``sample``,
+        ``candidate``).
+    idata : DataTree
+        One child per fitted model (``gains``, ``exec_risk``, ``transfer``, ``sensitivity``),
+        each with ``posterior``, ``sample_stats``, ... (ArviZ-ready).  A loaded belief reads
+        it from its file on first access.
+    candidates : CandidateFile
+        The candidate set, its text and default weights.
+    tables : EvidenceTables
+        The validated evidence and realised costs.
+    settings : dict
+        Fit settings (stored as JSON in the file; see :mod:`belief.posterior.belief_file`).
+    path : Path or None
+        The file it was loaded from or last saved to.
+    """
+
+    belief: xr.Dataset
+    _idata: xr.DataTree | None
+    candidates: CandidateFile
+    tables: EvidenceTables
+    settings: dict[str, Any]
+    path: Path | None = None
+    _load_idata: Callable[[], xr.DataTree] | None = field(default=None, repr=False)
+
+    # -- properties ---------------------------------------------------------------------------
+    @property
+    def idata(self) -> xr.DataTree:
+        """The posteriors (read from the file on first use when the belief was loaded)."""
+        if self._idata is None:
+            self._idata = self._load_idata() if self._load_idata is not None else xr.DataTree()
+        return self._idata
+
+    @property
+    def candidate_set(self) -> CandidateSet:
+        return self.candidates.candidates
+
+    @property
+    def evidence(self) -> Evidence:
+        return self.tables.evidence
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        return self.tables.costs
+
+    @property
+    def policy(self) -> str:
+        return str(self.belief.attrs["policy"])
+
+    @property
+    def step(self) -> int:
+        return int(self.belief.attrs["step"])
+
+    @property
+    def reliable(self) -> bool:
+        return bool(int(self.belief.attrs.get("reliable", 1)))
+
+    @property
+    def models(self) -> list[str]:
+        if self._idata is None and "models" in self.settings:
+            return list(self.settings["models"])
+        return list(self.idata.children)
+
+    def history(self) -> list[str]:
+        """Candidates executed so far, in step order (see the module docstring)."""
+        return executed_actions(self.costs, self.evidence.paired, self.evidence.gain_estimates,
+                                costs_complete=self.tables.costs_complete)
+
+    def available(self) -> tuple[str, ...]:
+        """Candidates still available: executed non-repeatable ones leave the set."""
+        done = set(self.history())
+        return tuple(c.id for c in self.candidate_set if c.repeatable or c.id not in done)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write everything to ``path`` (netCDF, atomically);
+        :func:`belief.posterior.belief_file.load` reads it back."""
+        from belief.posterior.belief_file import save_belief
+
+        groups = {f"evidence/{name}": _table_ds(df)
+                  for name, df in self.evidence.tables().items()}
+        groups["evidence/costs"] = _table_ds(self.costs)
+        attrs = {"candidates_toml": self.candidates.text,
+                 "candidates_sha256": self.candidates.sha256,
+                 "candidates_source": self.candidates.source,
+                 "costs_complete": "1" if self.tables.costs_complete else "0"}
+        if self.settings:  # a belief fitted here; one loaded from a bare file has none
+            attrs["settings"] = json.dumps(jsonable(self.settings), sort_keys=True)
+        path = save_belief(path, self.belief, self.idata, groups=groups, attrs=attrs)
+        self.path = Path(path)
+        return self.path
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def convergence(self, rhat_max: float | None = None, ess_min: float | None = None,
+                    max_divergences: int = 0) -> pd.DataFrame:
+        """R-hat, bulk/tail ESS and divergences of every fitted model, per checked variable.
+
+        Thresholds default to the fit's settings (R-hat ≤ 1.01; ESS ≥ 10 % of the draws).
+
+        Returns
+        -------
+        DataFrame
+            Index (``model``, ``variable``); columns of
+            :func:`belief.posterior.diagnostics.convergence_table`.
+        """
+        return posterior_convergence(self.idata, self.settings, rhat_max, ess_min,
+                                     max_divergences, label=str(self.path or "belief"))
+
+    # -- decisions ------------------------------------------------------------------------------
+    def budget(self, budget: str | Mapping[str, float] | xr.DataArray | None = None
+               ) -> tuple[xr.DataArray, str]:
+        """The budget b_t and where it came from (explicit, or ``[budget]`` − realised costs)."""
+        cs = self.candidate_set
+        if budget is None:
+            b = remaining_budget(cs, self.costs, source=self.candidates.source)
+            spent = ", ".join(f"{r}={float(self.costs[r].sum()):g}" for r in cs.resources)
+            return b, (f"[budget] of {Path(self.candidates.source).name} minus realised costs "
+                       f"({spent}; {len(self.costs)} cost rows)")
+        if isinstance(budget, str):
+            return parse_budget(budget, cs.resources), "--budget"
+        if isinstance(budget, xr.DataArray):
+            budget = {str(r): float(v) for r, v in zip(budget["resource"].values,
+                                                        budget.values, strict=True)}
+        return make_budget(budget, cs.resources, table="budget"), "given"
+
+    def weights(self, weights: str | Mapping[str, float] | None = None
+                ) -> tuple[dict[str, float], str]:
+        """λ and where it came from (explicit, or the candidate file's ``[weights]``)."""
+        cs = self.candidate_set
+        if weights is None:
+            if self.candidates.weights is None:
+                raise InputError("--weights", "no resource weights: pass --weights "
+                                              + ",".join(f"{r}=…" for r in cs.resources)
+                                              + " or add [weights] to the candidate file")
+            return dict(self.candidates.weights), (f"[weights] of "
+                                                    f"{Path(self.candidates.source).name}")
+        if isinstance(weights, str):
+            return parse_weights(weights, cs.resources), "--weights"
+        lam = check_weights(weights, cs.resources)
+        return ({str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
+                                                  strict=True)}, "given")
+
+    def decide(self, *, budget: str | Mapping[str, float] | xr.DataArray | None = None,
+               weights: str | Mapping[str, float] | None = None, functional: str = "mean",
+               beta: float = 1.0, alpha_exec: float = 0.1, delta: float = 0.05,
+               safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
+               refit: bool = False, horizon: int | None = None, seed: int = 0,
+               stability_resamples: int = 200) -> xr.Dataset:
+        """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
+
+        Parameters
+        ----------
+        budget : str, mapping or DataArray, optional
+            b_t (``"real_h=10,compute=200,eng_h=15"``); default ``[budget]`` − realised costs.
+        weights : str or mapping, optional
+            λ; default the candidate file's ``[weights]``.
+        functional : str
+            φ: ``mean``, ``lcb:Q`` or ``cvar:A``.
+        beta : float
+            β in Q = U0 + β·CVU (0: myopic, CVU not computed).
+        alpha_exec, delta, safety_method
+            The execution-safety gate (:class:`belief.decision.safety.SafetyGate`).
+        cvu_outcomes : int
+            Simulated outcomes per candidate in CVU.
+        refit : bool
+            Exact refits where PSIS k̂ > 0.7 (re-samples the gains model on the stored evidence;
+            compiles it once per process).  Without it CVU is importance-weighted only and the
+            decision says so (``cvu_refits`` attribute).
+        horizon : int, optional
+            T; at the last step (step ≥ T − 1) CVU := 0.
+        seed : int
+            Seeds CVU and the decision-stability bootstrap.
+
+        Returns
+        -------
+        Dataset over ``candidate`` (see :func:`belief.decision.engine.decide`), with attributes
+        ``budget_source``, ``weights_source``, ``cvu_refits``, ``history``,
+        ``candidates_sha256`` and ``belief_file`` added.
+        """
+        from belief.decision.cvu import CVUSettings, cvu_for_state
+        from belief.decision.engine import decide
+        from belief.decision.functionals import parse_functional
+        from belief.decision.safety import SafetyGate
+        from belief.decision.scores import check_beta
+        from belief.decision.state import State
+
+        fn = parse_functional(functional)
+        beta = check_beta(beta)
+        gate = SafetyGate(alpha_exec=alpha_exec, delta=delta, method=safety_method)
+        b, b_source = self.budget(budget)
+        lam, w_source = self.weights(weights)
+        if isinstance(cvu_outcomes, bool) or not isinstance(cvu_outcomes, int | np.integer) \
+                or cvu_outcomes < 2:
+            raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {cvu_outcomes!r}")
+        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)
+                                    or horizon <= self.step):
+            raise InputError("horizon", f"horizon must be an integer > the current step "
+                                        f"{self.step}, got {horizon!r}")
+        cs = self.candidate_set
+        state = State(step=self.step, budget=b, policy=self.policy, belief=self.belief,
+                      history=tuple(self.history()), horizon=horizon,
+                      available=self.available())
+        cvu = None
+        refits = "CVU not computed (β = 0)" if beta == 0 else ""
+        if beta > 0 and not state.is_terminal:
+            refit_fn = None
+            if refit:
+                from belief.posterior.refit import exact_refit
+
+                refit_fn = exact_refit(self._fitter(), self.evidence, state, seed=seed)
+                refits = "exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file)"
+            else:
+                refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
+                          "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
+            cvu = cvu_for_state(state, cs, functional=fn, weights=lam, gate=gate,
+                                settings=CVUSettings(n_outcomes=int(cvu_outcomes), seed=seed),
+                                refit=refit_fn)
+        elif state.is_terminal:
+            refits = "terminal step: CVU := 0"
+        decision = decide(state, cs, functional=fn, weights=lam, beta=beta, gate=gate, cvu=cvu,
+                          stability_resamples=stability_resamples, seed=seed)
+        decision.attrs.update({
+            "budget_source": b_source, "weights_source": w_source, "cvu_refits": refits,
+            "history": ", ".join(state.history), "candidates_sha256": self.candidates.sha256,
+            "belief_file": str(self.path or ""), "belief_version": _pkg.__version__,
+            "cvu_outcomes": int(cvu_outcomes) if cvu is not None else 0, "seed": int(seed)})
+        return decision
+
+    def _fitter(self):
+        from belief.posterior.fitter import BeliefFitter, FitSettings
+        from models.exec_risk import ExecRiskPriors
+        from models.gains import GainsPriors
+        from models.sensitivity import SensitivityPriors
+        from models.transfer import TransferPriors
+
+        s = self.settings
+        if not s:
+            raise InputError(str(self.path or "belief"), "no fit settings stored: exact refits "
+                                                         "need a belief written by belief fit")
+        pri = s["priors"]
+        return BeliefFitter(
+            self.candidate_set,
+            FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
+                        max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
+                        ess_min=float(s["ess_min"])),
+            GainsPriors(**pri["gains"]), ExecRiskPriors(**pri["exec_risk"]),
+            TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]))
+
+    # -- reports ---------------------------------------------------------------------------------
+    def sensitivity_reports(self) -> dict[str, Any]:
+        """One :class:`belief.posterior.sensitivity.SensitivityReport` per policy with
+        sensitivity runs."""
+        from belief.posterior.sensitivity import sensitivity_reports
+
+        if "sensitivity" not in self.idata.children:
+            return {}
+        return sensitivity_reports(self.idata["sensitivity"])
+
+    def deployment_check(self, alpha_deploy: float = 0.05, delta: float = 0.05,
+                         method: str = "clopper_pearson") -> xr.Dataset:
+        """P_deploy(unsafe | π_t) ≤ α_deploy on the current policy (deployment evidence only)."""
+        from belief.decision.safety import deployment_check
+
+        return deployment_check(self.evidence, self.policy, alpha_deploy, delta, method)
+
+    def gains_summary(self, interval: float = 0.9) -> pd.DataFrame:
+        """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0)."""
+        g = self.belief["gain"]
+        lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
+        qs = g.quantile([lo, 0.5, hi], "sample")
+        out = pd.DataFrame({
+            "role": self.belief["role"].values.astype(str),
+            "mean": g.mean("sample").values, "sd": g.std("sample").values,
+            f"q{100 * lo:g}": qs.sel(quantile=lo).values,
+            "median": qs.sel(quantile=0.5).values,
+            f"q{100 * hi:g}": qs.sel(quantile=hi).values,
+            "p_positive": (g > 0).mean("sample").values},
+            index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
+        return out
+
+
+def posterior_convergence(idata: xr.DataTree, settings: Mapping[str, Any] | None = None,
+                          rhat_max: float | None = None, ess_min: float | None = None,
+                          max_divergences: int = 0, label: str = "belief") -> pd.DataFrame:
+    """Convergence table of every model in ``idata`` (see :meth:`FittedBelief.convergence`).
+
+    Default thresholds: the fit's settings; without them R-hat ≤ 1.01 and ESS ≥ 10 % of each
+    model's draws × chains (the rule of :class:`belief.posterior.fitter.FitSettings`).
+    """
+    from belief.posterior.diagnostics import convergence_table
+
+    settings = settings or {}
+    rhat_max = float(settings.get("rhat_max", 1.01) if rhat_max is None else rhat_max)
+    frames = {}
+    thresholds = []
+    for name, node in idata.children.items():
+        if "posterior" not in node.children:
+            continue
+        post = node["posterior"]
+        ess = ess_min if ess_min is not None else settings.get(
+            "ess_min", 0.1 * post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
+        thresholds.append(float(ess))
+        frames[name] = convergence_table(node, CHECK_VARS.get(name), rhat_max=rhat_max,
+                                         ess_min=float(ess), max_divergences=max_divergences)
+    if not frames:
+        raise InputError(label, "no fitted model to check")
+    table = pd.concat(frames, names=["model", "variable"])
+    table.attrs.update({"rhat_max": rhat_max, "ess_min": min(thresholds),
+                        "max_divergences": max_divergences})
+    return table
+
+

@@ -1,0 +1,66 @@
+"""Exact refits on simulated outcomes: the slow, correct fallback of CVU where k̂ > 0.7.
+
+For an outcome Y of candidate m, the evidence is extended by the row(s) m's experiment would
+have produced, the gains model is re-sampled (compiled model re-used), and the next-gain draws
+are read at the state after m — the same quantities the importance-weighted estimate targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from belief.decision.state import State
+from belief.inputs.candidates import CandidateSet
+from belief.inputs.evidence import Evidence
+from belief.posterior.fitter import BeliefFitter
+from models.gains import gain_from_draws
+
+__all__ = ["exact_refit"]
+
+
+def simulated_rows(candidates: CandidateSet, state: State, m: str, y: np.ndarray,
+                   trials: int) -> tuple[dict[str, pd.DataFrame], str]:
+    """Evidence rows of m's experiment with outcome ``y``, and the policy afterwards."""
+    c = candidates[m]
+    base = {"step": state.step, "policy": state.policy,
+            "eval_protocol": candidates.eval_protocol}
+    if c.changes_policy:
+        new_policy = f"{state.policy}+{m}~sim"
+        row = {**base, "candidate": m, "control_successes": int(y[0]), "control_trials": trials,
+               "treated_successes": int(y[1]), "treated_trials": trials,
+               "treated_policy": new_policy}
+        return {"paired": pd.DataFrame([row])}, new_policy
+    rows = [{**base, "candidate": t, "estimate": float(y[k]), "se": float(c.measurement_se),
+             "source": m} for k, t in enumerate(c.informs)]
+    return {"gain_estimates": pd.DataFrame(rows)}, state.policy
+
+
+def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: State, trials: int = 100,
+                seed: int = 0, draws: int | None = None
+                ) -> Callable[[str, np.ndarray], np.ndarray]:
+    """A ``refit(m, y) → next-gain draws (S, C)`` closure for
+    :func:`belief.decision.cvu.cvu_for_state`.
+
+    ``draws`` (default: the fitter's) sets draws and tuning steps per chain of each refit.
+    """
+    candidates = fitter.candidates
+    s = fitter.settings
+    n_draws = draws or s.draws
+    calls = {"n": 0}
+
+    def refit(m: str, y: np.ndarray) -> np.ndarray:
+        rows, policy = simulated_rows(candidates, state, m, np.atleast_1d(y), trials)
+        ev = evidence.append(**rows)
+        calls["n"] += 1
+        idata = fitter.gains.fit(ev.paired, policy, policy_evals=ev.policy_evals,
+                                 gain_estimates=ev.gain_estimates, draws=n_draws,
+                                 tune=max(n_draws, 200),
+                                 chains=s.chains, seed=seed + calls["n"])
+        draws = fitter.gains.decision_draws(idata, policy,
+                                            np.random.default_rng([seed, calls["n"]]))
+        return gain_from_draws(draws).reindex(candidate=candidates.ids, fill_value=0.0).values
+
+    return refit

@@ -1,0 +1,1 @@
+"""Reports: the HTML/Markdown report, figures and terminal tables."""

@@ -1,0 +1,333 @@
+"""A report a person can read: the fitted belief, the decision and why, in HTML or Markdown.
+
+Sections: what was fitted (evidence, settings, candidates' SHA-256), convergence per model
+(R-hat, ESS, divergences), posterior gains per candidate with intervals, the decision (Q
+decomposition U0 + β·CVU, feasibility and the reason each candidate was excluded), execution-
+safety bounds against α_exec, the deployment chance constraint on the current policy, the
+transfer delta δ_J (reported, never scored) and the sensitivities per policy (candidate
+generation, never a value input).
+
+HTML reports are self-contained (figures embedded as base64 PNG); Markdown reports link their
+figures, written as PNG files into ``<stem>_files/`` next to the ``.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from belief.errors import InputError
+
+__all__ = ["decision_figures", "render_report", "write_report"]
+
+FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
+    """The report's matplotlib figures by file stem: ``gains``, ``q_decomposition``,
+    ``safety`` (when a decision is given) and ``sensitivity_<policy>``."""
+    from belief.report.plots import (
+        plot_gains,
+        plot_q_decomposition,
+        plot_safety_bounds,
+        plot_sensitivity,
+    )
+
+    figs: dict[str, Any] = {}
+    ax = plot_gains(fitted.belief)
+    ax.set_title(f"posterior-predictive gain of the next execution from {fitted.policy} "
+                 f"(step {fitted.step})", fontsize=9)
+    ax.figure.tight_layout()
+    figs["gains"] = ax.figure
+    if decision is not None:
+        ax = plot_q_decomposition(decision)
+        ax.figure.tight_layout()
+        figs["q_decomposition"] = ax.figure
+        ax = plot_safety_bounds(decision)
+        ax.figure.tight_layout()
+        figs["safety"] = ax.figure
+    for policy, rep in fitted.sensitivity_reports().items():
+        ax = plot_sensitivity(rep)
+        ax.figure.tight_layout()
+        figs[f"sensitivity_{_slug(policy)}"] = ax.figure
+    return figs
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text))
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool | np.bool_):
+        return "yes" if v else "no"
+    if isinstance(v, float | np.floating):
+        if not np.isfinite(v):
+            return "—"
+        return f"{v:.4g}"
+    return str(v)
+
+
+class _Doc:
+    """A tiny writer with the same calls for HTML and Markdown."""
+
+    def __init__(self, fmt: str, figures: dict[str, bytes], files_dir: str) -> None:
+        self.fmt = fmt
+        self.parts: list[str] = []
+        self.figures = figures
+        self.files_dir = files_dir
+
+    def h(self, level: int, text: str) -> None:
+        if self.fmt == "html":
+            self.parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
+        else:
+            self.parts.append(f"{'#' * level} {text}\n")
+
+    def p(self, text: str) -> None:
+        if self.fmt == "html":
+            self.parts.append(f"<p>{html.escape(text)}</p>")
+        else:
+            self.parts.append(text + "\n")
+
+    def items(self, rows: list[str]) -> None:
+        if self.fmt == "html":
+            self.parts.append("<ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in rows)
+                              + "</ul>")
+        else:
+            self.parts.append("\n".join(f"- {r}" for r in rows) + "\n")
+
+    def table(self, df: pd.DataFrame, index: bool = True) -> None:
+        df = df.reset_index() if index else df
+        cols = [str(c) for c in df.columns]
+        rows = [[_fmt(v) for v in row] for row in df.itertuples(index=False)]
+        if self.fmt == "html":
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+            body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
+                           for r in rows)
+            self.parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+                              "</table>")
+        else:
+            def esc(s: str) -> str:
+                return s.replace("|", "\\|").replace("\n", " ")
+
+            lines = ["| " + " | ".join(esc(c) for c in cols) + " |",
+                     "|" + "|".join("---" for _ in cols) + "|"]
+            lines += ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows]
+            self.parts.append("\n".join(lines) + "\n")
+
+    def figure(self, name: str, caption: str) -> None:
+        if name not in self.figures:
+            return
+        if self.fmt == "html":
+            data = base64.b64encode(self.figures[name]).decode("ascii")
+            self.parts.append(f'<figure><img alt="{html.escape(name)}" '
+                              f'src="data:image/png;base64,{data}"/><figcaption>'
+                              f"{html.escape(caption)}</figcaption></figure>")
+        else:
+            self.parts.append(f"![{caption}]({self.files_dir}/{name}.png)\n\n*{caption}*\n")
+
+    def render(self, title: str) -> str:
+        if self.fmt == "html":
+            return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                    f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n"
+                    + "\n".join(self.parts) + "\n</body></html>\n")
+        return "\n".join(self.parts)
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+        "color:#222}table{border-collapse:collapse;margin:0.5em 0 1.2em;font-size:0.85em}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
+        "figure{margin:0.5em 0 1.5em}img{max-width:100%}figcaption{font-size:0.85em;"
+        "color:#555}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em}")
+
+
+def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
+                  files_dir: str = "report_files", alpha_deploy: float = 0.05,
+                  figures: dict[str, Any] | None = None) -> tuple[str, dict[str, bytes]]:
+    """The report's text and its figures as PNG bytes (see :func:`write_report`)."""
+    if fmt not in ("html", "md"):
+        raise InputError("report", f"format must be html or md, got {fmt!r}")
+    import matplotlib.pyplot as plt
+
+    figs = figures if figures is not None else decision_figures(fitted, decision)
+    pngs = {name: _png(fig) for name, fig in figs.items()}
+    if figures is None:
+        for fig in figs.values():
+            plt.close(fig)
+    doc = _Doc(fmt, pngs, files_dir)
+    q = fitted.belief
+    s = fitted.settings
+    title = f"belief report — policy {fitted.policy}, step {fitted.step}"
+    doc.h(1, title)
+    reliable = fitted.reliable
+    doc.items([
+        f"belief file: {fitted.path or '(not saved)'}; belief version "
+        f"{s.get('belief_version', '?')}",
+        f"candidates: {Path(fitted.candidates.source).name} ({len(fitted.candidate_set)} "
+        f"candidates, SHA-256 {fitted.candidates.sha256[:12]}…)",
+        f"current policy {fitted.policy}: {s.get('policy_rule', 'given')}; history: "
+        + (" → ".join(fitted.history()) or "none"),
+        f"evidence: {s.get('evidence_source', '?')} — "
+        + ", ".join(f"{k} {v}" for k, v in s.get("evidence_rows", {}).items() if v),
+        f"sampler: {s.get('chains', '?')} chains × {s.get('draws', '?')} draws "
+        f"(+{s.get('tune', '?')} tuning), seed {s.get('seed', '?')}; models: "
+        + ", ".join(fitted.models),
+        "fit reliable (gains and execution risk converged)" if reliable else
+        f"UNRELIABLE FIT: {q.attrs.get('reliability_reason', '')} — decisions built on it are "
+        "flagged",
+    ])
+
+    if decision is not None:
+        a = decision.attrs
+        doc.h(2, "Decision")
+        chosen = a.get("chosen")
+        head = (f"Recommendation: {chosen}" if not a.get("stop") else
+                f"Recommendation: stop — {a.get('stop_reason')}")
+        doc.p(head)
+        lam = ", ".join(f"{r}={a[f'lambda_{r}']:g}" for r in fitted.candidate_set.resources
+                        if f"lambda_{r}" in a)
+        bud = ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in fitted.candidate_set.resources
+                        if f"budget_{r}" in a)
+        doc.items([
+            f"functional φ = {a.get('functional')}, β = {a.get('beta')}; Q = U0 + β·CVU, "
+            "U0 = φ(ΔJ) − λᵀΔC",
+            f"budget b_t: {bud} ({a.get('budget_source', '')})",
+            f"weights λ: {lam} ({a.get('weights_source', '')})",
+            f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}",
+            f"decision stability: Pr(argmax flips) = {_fmt(a.get('flip_probability'))} "
+            "under posterior resampling (a proxy, not a value)",
+            f"safety gate: {a.get('safety_method')} UCB_{1 - a.get('delta', 0.05):g} ≤ "
+            f"α_exec = {a.get('alpha_exec')}",
+        ] + ([] if a.get("reliable", 1) else
+             [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
+        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_mcse", "q",
+                            "p_exec_bound", "feasible", "chosen", "excluded_reason")
+                if c in decision.variables]
+        table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
+        if "role" in decision.coords and "role" not in table.columns:
+            table.insert(0, "role", decision["role"].values.astype(str))
+        doc.table(table[[c for c in cols if c in table.columns]])
+        doc.figure("q_decomposition", "Q decomposition: U0 (blue) and β·CVU (orange) per "
+                                      "candidate; grey/hatched = infeasible; ★ = chosen")
+
+    doc.h(2, "Posterior gains per candidate")
+    doc.p("Posterior-predictive gain ΔJ of the next execution from the current policy, on the "
+          "success-probability scale (diagnosis and model-update candidates have ΔJ = 0 by "
+          "definition; their value is in CVU).")
+    doc.table(fitted.gains_summary())
+    doc.figure("gains", "mean and 90 % equal-tailed interval per candidate")
+
+    doc.h(2, "Execution safety against α_exec")
+    if decision is not None:
+        hw = [c.id for c in fitted.candidate_set if c.drives_hardware]
+        if hw:
+            sub = decision.sel(candidate=hw)
+            safety = pd.DataFrame({
+                "executions": q["executions"].sel(candidate=hw).values,
+                "unsafe": q["unsafe"].sel(candidate=hw).values,
+                "UCB Clopper–Pearson": sub["ucb_clopper_pearson"].values,
+                "UCB posterior": sub["ucb_posterior"].values,
+                "bound used": sub["p_exec_bound"].values,
+                "passes": sub["safe"].values.astype(bool),
+                "reason": sub["safe_reason"].values.astype(str)},
+                index=pd.Index(hw, name="candidate"))
+            doc.table(safety)
+        doc.figure("safety", "upper bounds of P_exec(unsafe | m) against α_exec (dashed)")
+    else:
+        doc.p("No decision given: the safety gate is evaluated with the decision's α_exec.")
+    dep = fitted.deployment_check(alpha_deploy=alpha_deploy)
+    d = dep.attrs
+    doc.p(f"Deployment chance constraint on {d['policy']} (checked at the stop, from deployment "
+          f"evidence only): {d['reason']}.")
+
+    if "delta_j" in q:
+        doc.h(2, "Transfer delta δ_J = J_real − J_sim (reported, never scored)")
+        dj = q["delta_j"]
+        lo, hi = dj.quantile([0.05, 0.95], "sample")
+        tr = pd.DataFrame({"mean": dj.mean("sample").values, "q5": lo.values, "q95": hi.values,
+                           "evaluations": q["transfer_rows"].values},
+                          index=pd.Index(q["transfer_policy"].values.astype(str),
+                                         name="policy"))
+        doc.table(tr)
+        doc.p("Policies with 0 evaluations get the pooled prediction.")
+
+    reports = fitted.sensitivity_reports()
+    if reports:
+        doc.h(2, "Sensitivities S_k(π) (candidate generation, never a value input)")
+        doc.p("Per policy, per standard deviation of ξ_k; directions are ranked within a "
+              "policy only — sensitivities are not comparable across policies.")
+        from belief.posterior.sensitivity import prioritise
+
+        for policy, rep in reports.items():
+            doc.h(3, f"policy {policy}")
+            doc.table(rep.ranking.round(4))
+            if len(rep.synergy):
+                doc.table(rep.synergy[["gamma_mean", "gamma_lo", "gamma_hi",
+                                       "p_synergy"]].round(4))
+            doc.figure(f"sensitivity_{_slug(policy)}", f"S_k({policy}) with 90 % intervals")
+            pr = prioritise(rep, fitted.candidate_set)
+            doc.p(f"Top directions {pr.directions}; worth scoring: "
+                  f"{', '.join(pr.worth_scoring)}.")
+        if fitted.policy not in reports:
+            doc.p(f"The current policy {fitted.policy} has no sensitivity runs: the rankings "
+                  "above are about other policies and do not carry over.")
+
+    doc.h(2, "Convergence")
+    conv = fitted.convergence()
+    doc.p(f"Thresholds: R-hat ≤ {conv.attrs['rhat_max']:g}, bulk and tail ESS ≥ "
+          f"{conv.attrs['ess_min']:g}, no divergent transitions.")
+    doc.table(conv[["rhat", "rhat_at", "ess_bulk", "ess_tail", "divergences", "passed",
+                    "problem"]])
+    return doc.render(title), pngs
+
+
+def write_report(fitted: Any, decision: xr.Dataset | None, path: str | Path,
+                 fmt: str | None = None, alpha_deploy: float = 0.05) -> Path:
+    """Write the report to ``path`` (format from the suffix: ``.html`` or ``.md``).
+
+    Everything is rendered first; then the figures (Markdown only) and the report are written,
+    each through a temporary file and a rename.
+
+    Raises
+    ------
+    InputError
+        For an unknown format or a decision made from other candidates.
+    """
+    from belief.files import atomic_write as _atomic
+
+    path = Path(path)
+    fmt = fmt or FORMATS.get(path.suffix.lower())
+    if fmt not in ("html", "md"):
+        raise InputError(str(path), f"report format from the suffix {path.suffix!r}: use .html "
+                                    "or .md")
+    if decision is not None and decision.attrs.get("candidates_sha256") not in (
+            None, fitted.candidates.sha256):
+        raise InputError("--decision", "the decision was made from other candidates than the "
+                                       "belief's (candidate SHA-256 differs)")
+    if decision is not None and (decision.attrs.get("policy") != fitted.policy
+                                 or int(decision.attrs.get("step", -1)) != fitted.step):
+        raise InputError("--decision", f"the decision is for policy "
+                                       f"{decision.attrs.get('policy')!r} at step "
+                                       f"{decision.attrs.get('step')}, the belief for "
+                                       f"{fitted.policy!r} at step {fitted.step}")
+    files_dir = f"{path.stem}_files"
+    text, pngs = render_report(fitted, decision, fmt, files_dir, alpha_deploy)
+    if fmt == "md":
+        folder = path.parent / files_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in pngs.items():
+            _atomic(folder / f"{name}.png", lambda tmp, data=data: Path(tmp).write_bytes(data))
+    _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return path
