@@ -15,11 +15,14 @@ import xarray as xr
 
 __all__ = ["CHECK_VARS", "Convergence", "check_convergence", "convergence_table"]
 
-CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho"],
-              "exec_risk": ["p_unsafe", "group_logit"],
+CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
+                        "tau_lens", "tau_method", "tau_candidate"],
+              "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
-              "sensitivity": ["S", "gamma", "alpha"]}
-"""Variables whose convergence is checked, per model (others: every posterior variable)."""
+              "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"]}
+"""Variables whose convergence is checked, per model: every parameter of the model that is in
+the posterior (the decision quantities and every hyperparameter); others: every posterior
+variable.  Variables a fit does not have (e.g. a level merged away) are skipped."""
 
 
 @dataclass(frozen=True)
