@@ -312,9 +312,12 @@ def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
                        + 1.0 / np.where(has[parent], prec[parent], 1.0), 1.0)
     e_on = (est.candidate[None, :] == np.arange(n_candidates)[:, None]) & (est.mask > 0)
     re = rho ** est.repeats
+    via_onehot = (enc.via[:, None] == np.arange(n_candidates)[None, :]) & child[:, None]
+    est_onehot = (est.candidate[:, None] == np.arange(n_candidates)[None, :])
     return {"slot_prec": slot_prec, "slot_prec_x": slot_prec * slot_x,
             "step_w": onehot * r**2, "step_wx": onehot * r * step_hat, "step_var": var,
-            "est_w": e_on * re**2, "est_wx": e_on * re * est.value}
+            "est_w": e_on * re**2, "est_wx": e_on * re * est.value,
+            "via_onehot": via_onehot.astype(float), "est_onehot": est_onehot.astype(float)}
 
 
 def _parent_slot(enc: PolicyEncoding, k: int) -> int:
@@ -329,6 +332,8 @@ def _describe(v: Any) -> Any:
     return v.describe() if isinstance(v, ScalePrior) else v
 
 
+_ONE_HOT = ("via", "est_candidate")
+"""Encodings :meth:`GainsModel.build` uses as one-hot matrices (``via_onehot``, ...) instead."""
 _COMPILED: dict[tuple, Any] = {}
 TARGET_ACCEPT = 0.9
 """Default NUTS target acceptance of the gains model (fit escalation raises it)."""
@@ -392,14 +397,15 @@ class GainsModel:
             estimates = encode_estimates(None, encoding, self.gain_ids, self.max_estimates)
         return encoding, estimates
 
-    def _containers(self, encoding: PolicyEncoding, estimates: EstimateEncoding):
+    def _containers(self, encoding: PolicyEncoding, estimates: EstimateEncoding,
+                    skip: tuple[str, ...] = ()):
         import pymc as pm
 
         data = {name: pm.Data(name, value, dims=("policy_slot", "policy_slot")
                               if name == "ancestry" else "policy_slot")
-                for name, value in encoding.data().items()}
+                for name, value in encoding.data().items() if name not in skip}
         data.update({name: pm.Data(name, value, dims="estimate_slot")
-                     for name, value in estimates.data().items()})
+                     for name, value in estimates.data().items() if name not in skip})
         return data
 
     def _scales(self):
@@ -424,7 +430,7 @@ class GainsModel:
         pr, st = self.priors, self.structure
         coords = {**self.coords(), "estimate_slot": list(range(self.max_estimates))}
         with pm.Model(coords=coords) as model:
-            data = self._containers(encoding, estimates)
+            data = self._containers(encoding, estimates, skip=_ONE_HOT)
             approx = {name: pm.Data(name, value) for name, value in likelihood_approximation(
                 encoding, estimates, len(self.gain_ids), pr).items()}
             tau, tau_exec = self._scales()
@@ -448,7 +454,11 @@ class GainsModel:
             pm.Deterministic("pool_mean", tree["pool"], dims="candidate")
             pm.Deterministic("own_scale", tree["own"], dims="candidate")
             effect = pm.Deterministic("effect", tree["member"], dims="candidate")
-            step_mean = root * pr.baseline_mu + child * effect[data["via"]] * rk
+            # θ at each step and estimate as a product with a one-hot data matrix (cheaper
+            # gradients than indexing)
+            at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
+            at_est = (approx["est_onehot"] * effect[None, :]).sum(axis=1)
+            step_mean = root * pr.baseline_mu + child * at_step * rk
             step_sd = root * pr.baseline_sigma + child * tau_exec
             step = pm.Deterministic(
                 "policy_step", whitened_normal("step", step_mean, step_sd, approx["slot_prec"],
@@ -459,7 +469,7 @@ class GainsModel:
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
             est_var = data["est_se"] ** 2 + tau_exec**2
-            est_logp = -0.5 * ((data["est_value"] - effect[data["est_candidate"]] * ek) ** 2
+            est_logp = -0.5 * ((data["est_value"] - at_est * ek) ** 2
                                / est_var + pt.log(2 * np.pi * est_var))
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
@@ -513,8 +523,9 @@ class GainsModel:
 
     def data(self, enc: PolicyEncoding, est: EstimateEncoding) -> dict[str, np.ndarray]:
         """Every data container of :meth:`build` for these encodings."""
-        return {**enc.data(), **est.data(),
-                **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
+        out = {**enc.data(), **est.data(),
+               **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
+        return {k: v for k, v in out.items() if k not in _ONE_HOT}
 
     def _compiled(self):
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),

@@ -174,52 +174,61 @@ def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec
     """
     import pytensor.tensor as pt
 
+    # every sum over members or groups is a product with a constant 0/1 mask: no indexing in
+    # the gradient (advanced-index gradients dominate the cost of a small model)
     st = structure
-    n = len(st.own_levels)
-    own = pt.stack([_scale(tau, lv) for lv in st.own_levels])
+    n, g_n = len(st.own_levels), len(st.groups)
+    levels = st.used_levels
+    tau2 = pt.stack([tau[lv] ** 2 for lv in levels])
+    own_mask = np.array([[lv in own for lv in levels] for own in st.own_levels], dtype=float)
+    own = pt.sqrt((own_mask * tau2[None, :]).sum(axis=1))
     denom = 1.0 + own**2 * member_prec
     q_c, qx_c = member_prec / denom, member_prec_x / denom
-    depths = sorted(set(st.group_depth.tolist()))
-    scale = [_scale(tau, lv) for lv in st.group_levels]
-    prec: dict[int, Any] = {}
-    prec_x: dict[int, Any] = {}
-    q: dict[int, Any] = {}
-    qx: dict[int, Any] = {}
-
-    def gather(kids_c: np.ndarray, kids_g: np.ndarray) -> tuple[Any, Any]:
-        p = q_c[kids_c].sum() if len(kids_c) else 0.0
-        px = qx_c[kids_c].sum() if len(kids_c) else 0.0
-        for h in kids_g:
-            p, px = p + q[h], px + qx[h]
-        return p, px
-
-    for g in sorted(range(len(st.groups)), key=lambda g: -st.group_depth[g]):
-        prec[g], prec_x[g] = gather(np.flatnonzero(st.member_group == g),
-                                    np.flatnonzero(st.group_parent == g))
-        q[g] = prec[g] / (1.0 + scale[g] ** 2 * prec[g])
-        qx[g] = prec_x[g] / (1.0 + scale[g] ** 2 * prec[g])
+    of_member = (st.member_group[:, None] == np.arange(g_n)[None, :]).astype(float)  # (C, G)
+    of_group = (st.group_parent[:, None] == np.arange(g_n)[None, :]).astype(float)  # (G, G)
+    if g_n:
+        g_mask = np.array([[lv in gl for lv in levels] for gl in st.group_levels], dtype=float)
+        scale = pt.sqrt((g_mask * tau2[None, :]).sum(axis=1))
+    prec, prec_x, q = {}, {}, {}
+    for d in sorted(set(st.group_depth.tolist()), reverse=True):  # messages up, deepest first
+        idx = np.flatnonzero(st.group_depth == d)
+        p = (q_c[:, None] * of_member[:, idx]).sum(axis=0)
+        px = (qx_c[:, None] * of_member[:, idx]).sum(axis=0)
+        for e, (qe, qxe) in q.items():
+            kids = of_group[np.flatnonzero(st.group_depth == e)][:, idx]
+            if kids.any():
+                p = p + (qe[:, None] * kids).sum(axis=0)
+                px = px + (qxe[:, None] * kids).sum(axis=0)
+        sc = scale[idx[0]:idx[-1] + 1]  # groups are sorted by depth: a slice
+        prec[d], prec_x[d] = p, px
+        q[d] = (p / (1.0 + sc**2 * p), px / (1.0 + sc**2 * p))
     if mu0 is None:
         glob = [tau[lv] for lv in st.global_levels]
         sigma0 = pt.sqrt(mu0_sigma**2 + sum(t**2 for t in glob)) if glob else mu0_sigma
-        p0, px0 = gather(np.flatnonzero(st.member_group < 0), np.flatnonzero(st.group_parent < 0))
+        top_c = (st.member_group < 0).astype(float)
+        p0, px0 = (q_c * top_c).sum(), (qx_c * top_c).sum()
+        if 1 in q:
+            p0, px0 = p0 + q[1][0].sum(), px0 + q[1][1].sum()
         mu0 = whitened_normal("mu0", mu0_mu, sigma0, p0, px0)
     elif st.global_levels:
         raise ValueError("an all-member level cannot be merged into a caller's μ_0")
     values: dict[int, Any] = {}
-    for d in depths:
+    for d in sorted(prec):  # values down, parents first
         idx = np.flatnonzero(st.group_depth == d)
-        parent = pt.stack([mu0 if st.group_parent[g] < 0 else values[st.group_parent[g]]
-                           for g in idx])
-        value = whitened_normal(f"group_{d}", parent, pt.stack([scale[g] for g in idx]),
-                                pt.stack([pt.as_tensor(prec[g]) for g in idx]),
-                                pt.stack([pt.as_tensor(prec_x[g]) for g in idx]),
-                                shape=len(idx))
-        for i, g in enumerate(idx):
-            values[g] = value[i]
-    group = pt.stack([values[g] for g in range(len(st.groups))]) if st.groups else None
-    mg = st.member_group
-    pool = pt.where(mg >= 0, group[np.maximum(mg, 0)], mu0) if group is not None \
-        else mu0 * pt.ones(n)
+        if d == 1:
+            parent = mu0 * pt.ones(len(idx))
+        else:
+            up = np.flatnonzero(st.group_depth == d - 1)
+            parent = (values[d - 1][None, :] * of_group[idx][:, up]).sum(axis=1)
+        sc = scale[idx[0]:idx[-1] + 1]  # groups are sorted by depth: a slice
+        values[d] = whitened_normal(f"group_{d}", parent, sc, prec[d], prec_x[d],
+                                    shape=len(idx))
+    group = pt.concatenate([values[d] for d in sorted(values)]) if values else None
+    if group is not None:
+        top_c = (st.member_group < 0).astype(float)
+        pool = mu0 * top_c + (group[None, :] * of_member).sum(axis=1)
+    else:
+        pool = mu0 * pt.ones(n)
     member = whitened_normal(member_name, pool, own, member_prec, member_prec_x,
                              dims=member_dims)
     return {"mu0": mu0, "group": group, "pool": pool, "own": own, "member": member}

@@ -9,9 +9,9 @@ each, in the direction's own units) and records the outcome J under one policy. 
 
     α_π   ~ Normal(alpha_mu, alpha_sigma)
     S_kπ  = μ_k + τ_S · z_kπ,   z ~ N(0, 1)        (partial pooling of S_kπ across policies)
-    μ_k   ~ Normal(0, effect_sigma),   τ_S ~ HalfNormal(pool_sigma)
+    μ_k   ~ Normal(0, effect_sigma),   τ_S ~ S_tau (a ScalePrior; default HalfNormal(0.5))
     γ_kl  ~ Normal(0, synergy_sigma)               (shared by all policies)
-    σ     ~ HalfNormal(residual_sigma)             (normal family only)
+    σ     ~ sigma (default HalfNormal(1))           (normal family only)
 
 **Standardisation** (stated on every output): ξ'_k = (ξ_k − c_k) / s_k with c_k the mean and
 s_k the (population) standard deviation of ξ_k over the runs of the fitted table.  Hence S_kπ
@@ -24,6 +24,13 @@ scale for the binomial family and on J's scale for the normal one.
 
 The posterior is *policy-conditional*: S_kπ ranks directions within π; it is not comparable
 across policies and is never a value input of the allocator.
+
+Geometry: μ_k and S_kπ are sampled by data-informed non-centring
+(:func:`models.priors.whitened_normal`) from per-policy regressions of the runs
+(:meth:`SensitivityModel.approximation`): S of a policy with a sweep is (nearly) centred —
+its data dominate — and S of a policy slot without runs is a non-centred standard normal, so
+τ_S never meets a funnel, whether one policy or several were swept.  This shapes only what the
+sampler sees; :meth:`SensitivityModel.build_generative` is the model written out directly.
 
 Compiled once per structure (family, directions, policy slots, priors) with ``pm.Data``
 containers whose row count may change between fits (nutpie ``with_data``).
@@ -249,23 +256,23 @@ class SensitivityModel:
                 "policy_slot": list(range(self.max_policies))}
 
     # -- build ------------------------------------------------------------------------------
-    def build(self, encoding: SensitivityEncoding | None = None):
-        """The ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or a stub)."""
-        import pymc as pm
-        import pytensor.tensor as pt
-
+    def _data(self, encoding: SensitivityEncoding | None) -> dict[str, np.ndarray]:
+        if encoding is not None:
+            return encoding.data()
         k = len(self.directions)
-        if encoding is None:
-            data = {"policy_idx": np.zeros(2, np.int64), "xi": np.zeros((2, k))}
-            data.update({"successes": np.zeros(2, np.int64), "trials": np.ones(2, np.int64)}
-                        if self.family == "binomial" else {"y": np.zeros(2), "se": np.ones(2)})
-        else:
-            data = encoding.data()
+        data = {"policy_idx": np.zeros(2, np.int64), "xi": np.zeros((2, k))}
+        data.update({"successes": np.zeros(2, np.int64), "trials": np.ones(2, np.int64)}
+                    if self.family == "binomial" else {"y": np.zeros(2), "se": np.ones(2)})
+        return data
+
+    def build(self, encoding: SensitivityEncoding | None = None):
+        """The sampled ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or a
+        stub): μ_k and S_kπ by data-informed non-centring (:meth:`approximation`)."""
+        import pymc as pm
+
         pr = self.priors
-        first = np.array([a for a, _ in self.pairs], dtype=np.int64)
-        second = np.array([b for _, b in self.pairs], dtype=np.int64)
         with pm.Model(coords=self.coords()) as model:
-            d = {name: pm.Data(name, value) for name, value in data.items()}
+            d = {name: pm.Data(name, value) for name, value in self._data(encoding).items()}
             approx = {name: pm.Data(name, value) for name, value in
                       self.approximation(encoding).items()}
             alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
@@ -276,17 +283,42 @@ class SensitivityModel:
             s = pm.Deterministic("S", whitened_normal(
                 "S", mu[:, None], tau, approx["s_prec"], approx["s_prec_x"],
                 dims=("direction", "policy_slot")), dims=("direction", "policy_slot"))
-            eta = alpha[d["policy_idx"]] + (d["xi"] * s[:, d["policy_idx"]].T).sum(axis=1)
-            if self.pairs:
-                gamma = pm.Normal("gamma", 0.0, pr.synergy_sigma, dims="pair")
-                eta = eta + pt.dot(d["xi"][:, first] * d["xi"][:, second], gamma)
-            if self.family == "binomial":
-                pm.Binomial("obs", n=d["trials"], logit_p=eta, observed=d["successes"])
-            else:
-                sigma = pr.sigma.rv("sigma")
-                pm.Normal("obs", mu=eta, sigma=pt.sqrt(sigma**2 + d["se"] ** 2),
-                          observed=d["y"])
+            self._likelihood(d, alpha, s)
         return model
+
+    def build_generative(self, encoding: SensitivityEncoding | None = None):
+        """The model of the module docstring written out directly (S_kπ = μ_k + τ_S z_kπ):
+        the same joint distribution as :meth:`build`; the generator of simulation-based
+        calibration."""
+        import pymc as pm
+
+        pr = self.priors
+        with pm.Model(coords=self.coords()) as model:
+            d = {name: pm.Data(name, value) for name, value in self._data(encoding).items()}
+            alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
+            mu = pm.Normal("S_mu", 0.0, pr.effect_sigma, dims="direction")
+            tau = pr.S_tau.rv("S_tau")
+            z = pm.Normal("z_S", 0.0, 1.0, dims=("direction", "policy_slot"))
+            s = pm.Deterministic("S", mu[:, None] + tau * z, dims=("direction", "policy_slot"))
+            self._likelihood(d, alpha, s)
+        return model
+
+    def _likelihood(self, d: dict[str, Any], alpha: Any, s: Any) -> None:
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pr = self.priors
+        first = np.array([a for a, _ in self.pairs], dtype=np.int64)
+        second = np.array([b for _, b in self.pairs], dtype=np.int64)
+        eta = alpha[d["policy_idx"]] + (d["xi"] * s[:, d["policy_idx"]].T).sum(axis=1)
+        if self.pairs:
+            gamma = pm.Normal("gamma", 0.0, pr.synergy_sigma, dims="pair")
+            eta = eta + pt.dot(d["xi"][:, first] * d["xi"][:, second], gamma)
+        if self.family == "binomial":
+            pm.Binomial("obs", n=d["trials"], logit_p=eta, observed=d["successes"])
+        else:
+            sigma = pr.sigma.rv("sigma")
+            pm.Normal("obs", mu=eta, sigma=pt.sqrt(sigma**2 + d["se"] ** 2), observed=d["y"])
 
     def approximation(self, encoding: SensitivityEncoding | None) -> dict[str, np.ndarray]:
         """Normal approximations (P, P·x̂) of the likelihood of every S_kπ and μ_k.

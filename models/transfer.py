@@ -8,7 +8,7 @@ Binomial family (J = success probability; counts of a policy are summed over its
 
     η_sim[π]   ~ Normal(sim_mu, sim_sigma)                         (logit J_sim, per policy)
     d[π]       = μ_d + τ_d · z_π,  z_π ~ N(0, 1)                    (logit shift, pooled)
-    μ_d ~ Normal(0, shift_mu_sigma),  τ_d ~ HalfNormal(shift_tau_sigma)
+    μ_d ~ Normal(0, shift_mu_sigma),  τ_d ~ shift_tau (a ScalePrior; default HalfNormal(1))
     sim_successes  ~ Binomial(sim_trials,  logistic(η_sim))
     real_successes ~ Binomial(real_trials, logistic(η_sim + d))
     δ_J(π) = logistic(η_sim + d) − logistic(η_sim),   G_J(π) = |δ_J(π)|

@@ -13,7 +13,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 from belief.campaign.synthetic import SyntheticWorld
 from belief.posterior.fitter import BeliefFitter, FitSettings
 
-FAST = FitSettings(draws=300, tune=300, chains=2)
+FAST = FitSettings(draws=300, tune=300, chains=2, ess_min=100)
+"""Short runs for tests of the code around sampling: 2 chains × 300 draws, so ESS ≥ 100 (the
+field's 400 needs the default 4 × 500); convergence itself is tested at the defaults."""
 
 
 @pytest.fixture(scope="session")

@@ -112,8 +112,8 @@ def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidat
 def test_priors_are_validated():
     from belief.errors import InputError
 
-    with pytest.raises(InputError, match="lens_sigma must be > 0"):
-        GainsPriors(lens_sigma=0.0)
+    with pytest.raises(InputError, match="tau_lens must be > 0"):
+        GainsPriors(tau_lens=0.0)
 
 
 def test_loglik_matches_scipy_binomial(fitted):
