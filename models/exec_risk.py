@@ -166,10 +166,10 @@ class ExecRiskModel:
     def _compiled(self):
         key = (tuple(self.hw_ids), tuple(self.group_of_candidate), self.priors)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            _COMPILED[key] = compile_model(self.build())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

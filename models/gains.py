@@ -318,10 +318,10 @@ class GainsModel:
                tuple(self.method_of_candidate), tuple(self.lens_of_method), self.priors,
                self.max_policies, self.max_estimates)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            _COMPILED[key] = compile_model(self.build())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

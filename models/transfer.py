@@ -197,10 +197,10 @@ class TransferModel:
     def _compiled(self, family: str):
         key = (family, self.max_policies, self.priors)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build(family))
+            _COMPILED[key] = compile_model(self.build(family))
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
