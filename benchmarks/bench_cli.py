@@ -149,8 +149,10 @@ def main() -> None:
              "new": {"tree": ROOT, "python": Path(sys.executable)}}
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
     log = scratch / "commands.log"
+    dirty = " + uncommitted changes" if git("status", "--porcelain") else ""
+    dirty = " + uncommitted changes" if git("status", "--porcelain") else ""
     print(f"base {git('rev-parse', '--short', ref)} ({tree}); new {ROOT} "
-          f"({git('rev-parse', '--short', 'HEAD')}{' + changes' if git('status', '--porcelain') else ''})")
+          f"({git('rev-parse', '--short', 'HEAD')}{dirty})")
     print(f"log {log}; load average at start {load_average()}", flush=True)
     times: dict[tuple[str, str, str], list[float]] = {}
     failures: list[str] = []

@@ -15,10 +15,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # The compiled-model cache (models/compile_cache.py) of this session: a fresh temporary folder,
 # shared with the CLI subprocesses the tests start, never the user's own cache.
 os.environ["BELIEF_CACHE_DIR"] = tempfile.mkdtemp(prefix="belief-test-cache-")
-atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
 
 from belief.campaign.synthetic import SyntheticWorld
 from belief.posterior.fitter import BeliefFitter, FitSettings
+
+atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
 
 FAST = FitSettings(draws=300, tune=300, chains=2)
 
