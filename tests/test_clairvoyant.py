@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -146,7 +147,7 @@ def test_value_is_monotone_in_horizon_and_nonnegative():
     w = SyntheticWorld.varied(3)
     values = [clairvoyant_plan(w, t).value for t in range(6)]
     assert values[0] == 0.0
-    assert all(b >= a - 1e-15 for a, b in zip(values, values[1:], strict=False))
+    assert all(b >= a - 1e-15 for a, b in itertools.pairwise(values))
 
 
 def test_adaptive_clairvoyant():

@@ -64,7 +64,8 @@ from belief.campaign.synthetic import SyntheticWorld
 from belief.errors import InputError
 
 __all__ = ["ClairvoyantResult", "Plan", "adaptive_clairvoyant_value", "brute_force_plan",
-           "clairvoyant_plan", "expected_success", "plan_value", "truth_gate"]
+           "clairvoyant_plan", "expected_success", "one_step_oracle", "plan_value", "plans_table",
+           "truth_gate"]
 
 RESOURCES = ("real_h", "compute", "eng_h")
 _GH = {}
@@ -405,6 +406,39 @@ def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exe
             cur[c] = best
         nxt = cur
     return float(np.interp(eta0, grid, nxt[(0,) * len(tr.ids)]) - world.initial_success)
+
+
+def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
+                    alpha_exec: float = 0.1) -> tuple[float, float, tuple[str, ...]]:
+    """The old benchmark oracle on the truth: each step, argmax over feasible m of
+    E[ΔJ(m) | world] − λᵀΔC(m) (:meth:`SyntheticWorld.expected_gain`, which sees the realised
+    logit), stop when none is > 0; feasible = budget, horizon, repeats and the truth gate.
+
+    Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1 (the
+    run-to-run noise), its Monte Carlo standard error sd/√runs, and the plan of seed 0.
+    """
+    from dataclasses import replace
+
+    tr = _truth(world, horizon, alpha_exec, None, None)
+    c_lam = tr.costs @ tr.lam
+    values, first = [], ()
+    for seed in range(runs):
+        w = replace(world, seed=seed)
+        counts = np.zeros(len(tr.ids), int)
+        for step in range(horizon):
+            ok = (counts < tr.cap) & (counts @ tr.costs + tr.costs <= tr.budget + 1e-9).all(1)
+            net = np.array([w.expected_gain(m) for m in tr.ids]) - c_lam
+            net = np.where(ok, net, -np.inf)
+            if not ok.any() or net.max() <= 0:
+                break
+            m = int(np.argmax(net))
+            w.execute(tr.ids[m], step)
+            counts[m] += 1
+        values.append(w.true_success() - world.initial_success - float(counts @ c_lam))
+        if seed == 0:
+            first = tuple(w.history)
+    v = np.array(values)
+    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)), first
 
 
 def plans_table(results: Mapping[str, ClairvoyantResult]) -> pd.DataFrame:
