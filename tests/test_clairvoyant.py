@@ -158,7 +158,7 @@ def test_adaptive_clairvoyant():
     w = replace(SyntheticWorld.varied(2), execution_sd=0.0)
     assert adaptive_clairvoyant_value(w, 3) == pytest.approx(clairvoyant_plan(w, 3).value,
                                                              abs=1e-5)
-    # with noise it can only help (up to the grid error, ≤ 1e-5)
+    # with noise it can only help (up to the grid error, < 1e-5 measured)
     w = SyntheticWorld()
     assert adaptive_clairvoyant_value(w, 4) >= clairvoyant_plan(w, 4).value - 1e-5
 

@@ -370,8 +370,10 @@ def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exe
     σ_m = σ for adaptations and 0 otherwise; the value is W_0(η_0) − J_0.  W_c is tabulated on
     an η grid (step ``grid_step``, linear interpolation) over η_0 + [min S, max S] ± (6σ√T + 1),
     where min S and max S are the extreme summed mean gains of all feasible plans, and E_Z is
-    Gauss–Hermite with ``nodes`` nodes; the interpolation error per step is at most
-    grid_step²/8 · max|W''| ≤ grid_step²/8 · 0.1 (|logistic''| ≤ 0.097), 1.2e-6 at the default.
+    Gauss–Hermite with ``nodes`` nodes.  W_c is smooth except at the kinks of the max, so the
+    interpolation error is O(grid_step²) on the pieces and O(grid_step) at the kinks; measured
+    (default world and varied world 12, T = 6): halving the step from 0.01 changes the value
+    by < 4e-6 and doubling the nodes by < 2e-5.
     """
     tr = _truth(world, horizon, alpha_exec, weights, budget)
     layers = tr.layers()
