@@ -36,6 +36,7 @@ from belief.campaign.small_policies import (
     EngineQ,
     compare_policies,
     engine_cvu,
+    policy_value,
     standard_policies,
 )
 from belief.campaign.small_problems import benchmark_problems, perfect_information_value
@@ -130,7 +131,6 @@ def main() -> None:
           f"{per * 1e3:.0f} ms")
     calls = EngineQ(args.draws, args.outcomes, 0)
     for q in problems:
-        from belief.campaign.small_policies import policy_value
         policy_value(q, calls)
     print(f"engine calls (states scored) per problem and seed: "
           f"{calls.calls / len(problems):.1f}")
