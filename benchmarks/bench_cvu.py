@@ -18,7 +18,8 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 
-from belief.decision.cvu import CVUSettings, cvu_for_state
+from belief.decision.cvu import cvu_for_state
+from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.inputs.candidates import candidates_from_dict
 from belief.inputs.evidence import Evidence
@@ -68,19 +69,21 @@ def main() -> None:
     _, belief = fitter.fit(ev, policy, step=6, seed=0)
     fit_s = time.perf_counter() - t0
     budget = make_budget({"real_h": 10, "compute": 200, "eng_h": 20}, cs.resources)
-    state = State(step=6, budget=budget, policy=policy, belief=belief, horizon=20)
+    state = State(step=6, budget=budget, policy=policy, belief=belief)
     weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
-    settings = CVUSettings(n_outcomes=args.outcomes, seed=1)
+    decision = DecisionSettings(weights=weights, beta=1.0, horizon=20,
+                                cvu=CVUSettings(n_outcomes=args.outcomes, seed=1))
+    settings = decision.cvu
 
-    cvu_for_state(state, cs, weights=weights, settings=CVUSettings(n_outcomes=8))  # warm-up
+    cvu_for_state(state, cs, decision.replace(cvu=CVUSettings(n_outcomes=8)))  # warm-up
     times = []
     for _ in range(3):  # wall time without tracing (tracemalloc slows numpy allocation)
         t0 = time.perf_counter()
-        res = cvu_for_state(state, cs, weights=weights, settings=settings)
+        res = cvu_for_state(state, cs, decision)
         times.append(time.perf_counter() - t0)
     psis_s = min(times)
     tracemalloc.start()
-    cvu_for_state(state, cs, weights=weights, settings=settings)
+    cvu_for_state(state, cs, decision)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 

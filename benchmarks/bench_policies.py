@@ -27,7 +27,7 @@ import pandas as pd
 from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
 from belief.decision.allocation import POLICIES
-from belief.decision.cvu import CVUSettings
+from belief.decision.settings import CVUSettings
 from belief.posterior.fitter import FitSettings
 
 

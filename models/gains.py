@@ -53,7 +53,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
-from belief.inputs.evidence import PolicyTree, policy_tree
+from belief.inputs.lineage import PolicyTree, policy_tree
 from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 
@@ -562,6 +562,6 @@ def _stack(da: xr.DataArray) -> np.ndarray:
 
 
 def _no_rows() -> pd.DataFrame:
-    from belief.inputs.evidence import empty_paired
+    from belief.inputs.tables import empty_paired
 
     return empty_paired()

@@ -41,7 +41,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.errors import InputError
-from belief.inputs.evidence import XI_PREFIX, outcome_family, xi_directions
+from belief.inputs.tables import XI_PREFIX, outcome_family, xi_directions
 from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 

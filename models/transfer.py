@@ -40,7 +40,7 @@ import xarray as xr
 from scipy.special import expit
 
 from belief.errors import InputError
-from belief.inputs.evidence import outcome_family
+from belief.inputs.tables import outcome_family
 from models.priors import check_priors
 from models.sampling import sample, slot_posterior
 

@@ -6,14 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.decision.cvu import (
-    CVUSettings,
-    Experiment,
-    continuation_value,
-    cvu_for_state,
-    weighted_phi,
-)
-from belief.decision.functionals import Functional, cvar, lcb
+from belief.decision.cvu import continuation_value, cvu_for_state
+from belief.decision.functionals import Functional, cvar, lcb, weighted_columns
+from belief.decision.settings import CVUSettings, DecisionSettings
+from belief.posterior.experiments import Experiment
 
 MEAN = Functional("mean")
 IDS = ["act", "observe"]
@@ -126,11 +122,11 @@ def test_refit_fallback_where_khat_is_large():
 
 @pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3),
                                         Functional("mean")])
-def test_weighted_phi_matches_functionals(functional):
+def test_weighted_columns_match_functionals(functional):
     rng = np.random.default_rng(0)
     draws = rng.normal(size=(300, 4))
     w = rng.exponential(size=(5, 300))
-    got = weighted_phi(functional, draws, w)
+    got = weighted_columns(functional, draws, w)
     for j in range(5):
         for c in range(4):
             if functional.kind == "lcb":
@@ -151,19 +147,24 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
     _, belief = fitted
     world = SyntheticWorld()
     state = State(step=4, budget=make_budget(world.budget_values, world_candidates.resources),
-                  policy=belief.attrs["policy"], belief=belief, horizon=10,
+                  policy=belief.attrs["policy"], belief=belief,
                   available=tuple(c for c in world_candidates.ids if c != "si_friction"))
-    res = cvu_for_state(state, world_candidates, weights=world.weight_values,
-                        settings=CVUSettings(n_outcomes=64))
+    settings = DecisionSettings(weights=world.weight_values, beta=1.0, horizon=10,
+                                cvu=CVUSettings(n_outcomes=64))
+    res = cvu_for_state(state, world_candidates, settings)
     assert np.isnan(res["cvu"].sel(candidate="si_friction"))  # executed, not repeatable
     avail = [c for c in world_candidates.ids if c != "si_friction"]
     assert np.isfinite(res["cvu"].sel(candidate=avail)).all()
     assert res["cvu_method"].sel(candidate="sim_refresh").item() == "no outcome"
     assert res["cvu_method"].sel(candidate="dr_1e6").item().startswith("psis")
-    d = decide(state, world_candidates, weights=world.weight_values, beta=1.0, cvu=res)
+    d = decide(state, world_candidates, settings, cvu=res)
     np.testing.assert_allclose(d["q"].sel(candidate=avail),
                                (d["u0"] + d["cvu"]).sel(candidate=avail))
-    assert d.attrs["cvu_status"] == "estimated" and "pareto_k" in d
+    assert d.attrs["cvu_status"] == "given" and "pareto_k" in d
+    # the entry point computes the same CVU itself (same seed, same feasibility)
+    d2 = decide(state, world_candidates, settings, seed=0)
+    assert d2.attrs["cvu_status"] == "estimated"
+    np.testing.assert_allclose(d2["cvu"].sel(candidate=avail), res["cvu"].sel(candidate=avail))
 
 
 def test_psis_shim_gives_arviz_results_and_is_scoped():
@@ -202,23 +203,24 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
     w = SyntheticWorld()
     # only these are available (CVU is computed for available candidates only)
     state = State(step=4, budget=make_budget(w.budget_values, world_candidates.resources),
-                  policy=world.policy, belief=belief, horizon=10,
+                  policy=world.policy, belief=belief,
                   available=("dr_1e7", "ft_pilot", "ft_real_100"))
-    kw = {"weights": w.weight_values}
     n = 48
-    plain = cvu_for_state(state, world_candidates, settings=CVUSettings(n_outcomes=n, seed=9),
-                          **kw)
+
+    def settings(cvu):
+        return DecisionSettings(weights=w.weight_values, beta=1.0, horizon=10, cvu=cvu)
+
+    plain = cvu_for_state(state, world_candidates, settings(CVUSettings(n_outcomes=n, seed=9)))
     # force the exact path on every outcome (k̂ threshold below any value)
     nested = cvu_for_state(state, world_candidates,
-                           settings=CVUSettings(n_outcomes=n, seed=9, k_threshold=-1e9,
-                                                max_refits=n),
-                           refit=exact_refit(fitter, ev, state, trials=100, seed=2),
-                           **kw)
+                           settings(CVUSettings(n_outcomes=n, seed=9, k_threshold=-1e9,
+                                                max_refits=n)),
+                           refit=exact_refit(fitter, ev, state, trials=100, seed=2))
     g0_null = []
     for k in range(24):  # G0(s^∅) from independent refits on D alone
         _, b_k = fitter.fit(ev, world.policy, step=4, seed=1000 + k)
         g0_null.append(cvu_for_state(state.with_(belief=b_k), world_candidates,
-                                     settings=CVUSettings(n_outcomes=2), **kw).attrs["g0_null"])
+                                     settings(CVUSettings(n_outcomes=2))).attrs["g0_null"])
     g0_null = np.array(g0_null)
     for m in ("dr_1e7", "ft_pilot"):
         a, b = plain.sel(candidate=m), nested.sel(candidate=m)

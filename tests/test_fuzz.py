@@ -16,18 +16,18 @@ from hypothesis import strategies as st
 from belief.errors import InputError
 from belief.inputs.candidate_file import load_candidates
 from belief.inputs.candidates import candidates_from_dict
-from belief.inputs.evidence import (
+from belief.inputs.evidence import Evidence
+from belief.inputs.resources import make_budget, parse_budget
+from belief.inputs.tables import (
     GAIN_ESTIMATE_COLUMNS,
     PAIRED_COLUMNS,
     POLICY_EVAL_COLUMNS,
     SAFETY_COLUMNS,
-    Evidence,
     validate_gain_estimates,
     validate_paired,
     validate_policy_evals,
     validate_safety,
 )
-from belief.inputs.resources import make_budget, parse_budget
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -20,6 +20,7 @@ from belief.campaign.log import read_log
 
 def test_same_seed_same_belief_and_decision(fitter, campaign_evidence, world_candidates):
     from belief.decision.engine import decide
+    from belief.decision.settings import DecisionSettings
     from belief.decision.state import State
 
     ev, world = campaign_evidence
@@ -29,8 +30,9 @@ def test_same_seed_same_belief_and_decision(fitter, campaign_evidence, world_can
     _, c = fitter.fit(ev, world.policy, 4, seed=22)
     assert not a["gain"].equals(c["gain"])
     state = State(step=4, budget=world.initial_budget, policy=world.policy, belief=a)
-    d1 = decide(state, world_candidates, weights=world.weight_values, seed=3)
-    d2 = decide(state.with_(belief=b), world_candidates, weights=world.weight_values, seed=3)
+    d1 = decide(state, world_candidates, DecisionSettings(weights=world.weight_values), seed=3)
+    d2 = decide(state.with_(belief=b), world_candidates,
+                DecisionSettings(weights=world.weight_values), seed=3)
     xr.testing.assert_identical(d1, d2)
 
 
@@ -58,7 +60,7 @@ WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     import xarray as xr
-    from belief.posterior.belief_file import save_belief
+    from belief.workflow.belief_file import save_belief
     from belief.posterior.belief_state import make_belief
     from belief.campaign.synthetic import SyntheticWorld
 
@@ -97,7 +99,7 @@ def _kill_writer_once(path, pause: float) -> tuple[int, bool]:
 
 
 def test_killed_belief_writer_leaves_a_loadable_belief(tmp_path):
-    from belief.posterior.belief_file import load_belief
+    from belief.workflow.belief_file import load_belief
 
     interrupted = 0
     for k, pause in enumerate((0.05, 0.15, 0.3, 0.5)):

@@ -22,23 +22,11 @@ from typing import Any
 import pandas as pd
 import xarray as xr
 
+from belief.campaign.world import Outcome
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["ManualOutcome", "ManualWorld", "prompt_outcome"]
-
-
-@dataclass(frozen=True)
-class ManualOutcome:
-    """Evidence rows and realised cost of one real execution."""
-
-    candidate: str
-    step: int
-    paired: pd.DataFrame
-    safety: pd.DataFrame
-    gain_estimates: pd.DataFrame
-    cost: dict[str, float]
-    policy: str
+__all__ = ["ManualWorld", "prompt_outcome"]
 
 
 @dataclass
@@ -52,14 +40,17 @@ class ManualWorld:
     initial_policy : str
     initial_tables : mapping of table name → DataFrame
         Evidence available before the first step.
-    ask : callable (world, candidate, step) → ManualOutcome, optional
+    weights : mapping resource → λ, optional
+        The campaign's default fixed λ (e.g. the candidate file's ``[weights]``).
+    ask : callable (world, candidate, step) → Outcome, optional
         Called by :meth:`execute`; default: :func:`prompt_outcome` (interactive input).
     """
 
     candidates: CandidateSet
     initial_policy: str = "pi0"
     initial_tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
-    ask: Callable[[ManualWorld, str, int], ManualOutcome] | None = None
+    weights: Mapping[str, float] | None = None
+    ask: Callable[[ManualWorld, str, int], Outcome] | None = None
 
     def __post_init__(self) -> None:
         if self.candidates.budget is None:
@@ -72,17 +63,33 @@ class ManualWorld:
     def initial_budget(self) -> xr.DataArray:
         return self.candidates.budget
 
+    @property
+    def weight_values(self) -> dict[str, float] | None:
+        return None if self.weights is None else dict(self.weights)
+
     def initial_evidence(self) -> dict[str, pd.DataFrame]:
         return dict(self.initial_tables)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "manual"}
 
+    def deployment_evaluation(self, step: int, policy: str) -> pd.DataFrame | None:
+        """None: deployment trials of a real campaign are entered as evidence, not run here."""
+        return None
+
+    def expected_gain(self, candidate_id: str) -> float | None:
+        """None: the truth of a real campaign is unknown."""
+        return None
+
+    def true_success(self, policy: str) -> float | None:
+        """None: the truth of a real campaign is unknown."""
+        return None
+
     def outcome(self, candidate: str, step: int, *, control: tuple[int, int] | None = None,
                 treated: tuple[int, int] | None = None, unsafe: tuple[int, int] | None = None,
                 estimates: Mapping[str, float] | None = None,
                 cost: Mapping[str, float] | None = None,
-                new_policy: str | None = None) -> ManualOutcome:
+                new_policy: str | None = None) -> Outcome:
         """Build the outcome of executing ``candidate`` from what was observed.
 
         Parameters
@@ -130,25 +137,29 @@ class ManualWorld:
                 "estimate": float(estimates[t]), "se": float(c.measurement_se),
                 "source": candidate} for t in c.informs])
         realised = dict(c.cost) if cost is None else {k: float(v) for k, v in cost.items()}
-        return ManualOutcome(candidate, step, paired, safety, estimates_df, realised,
-                             policy_after)
+        return Outcome(candidate, step, paired, safety, realised, policy_after,
+                       gain_estimates=estimates_df)
 
-    def execute(self, candidate: str, step: int) -> ManualOutcome:
+    def execute(self, candidate: str, step: int) -> Outcome:
         """Ask for the outcome of executing ``candidate`` (see ``ask``)."""
         ask = self.ask or prompt_outcome()
         return ask(self, candidate, step)
 
-    def record(self, candidate: str, step: int, outcome: Any) -> None:
-        """Called by the campaign when it applies an outcome (also when resuming a log):
-        the world moves to the policy the outcome produced."""
+    def observe(self, outcome: Outcome) -> None:
+        """Called by the campaign when it applies an outcome: the world moves to the policy the
+        outcome produced."""
         if outcome.policy != self.policy:
             self.n_policies += 1
         self.policy = outcome.policy
 
+    def resume_step(self, logged: Outcome) -> None:
+        """Resuming a log: the logged outcome is what happened (see :meth:`observe`)."""
+        self.observe(logged)
+
 
 def prompt_outcome(input_fn: Callable[[str], str] = input,
                    print_fn: Callable[[str], None] = print,
-                   attempts: int = 3) -> Callable[[ManualWorld, str, int], ManualOutcome]:
+                   attempts: int = 3) -> Callable[[ManualWorld, str, int], Outcome]:
     """An ``ask`` callback that prompts for each observed quantity (re-asks on bad input)."""
 
     def ask_pair(label: str) -> tuple[int, int]:
@@ -176,7 +187,7 @@ def prompt_outcome(input_fn: Callable[[str], str] = input,
                 print_fn(f"  could not read {text!r}: expected a number")
         raise InputError("manual input", f"{label}: no valid answer after {attempts} attempts")
 
-    def ask(world: ManualWorld, candidate: str, step: int) -> ManualOutcome:
+    def ask(world: ManualWorld, candidate: str, step: int) -> Outcome:
         c = world.candidates[candidate]
         print_fn(f"step {step}: run {candidate!r} ({c.recipe or c.method}, {c.batch}) from "
                  f"policy {world.policy!r}, then enter what happened")

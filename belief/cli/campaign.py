@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["add_campaign_commands"]
+__all__ = ["add_campaign_commands", "manual_campaign"]
 
 
-def _weights(text: str | None, resources):
+def _weights(text: str | None):
+    """``--weights`` as a fixed λ rule (None when absent)."""
     if text is None:
         return None
-    from belief.inputs.candidate_file import parse_weights
+    from belief.decision.weights import FixedWeights
 
-    return parse_weights(text, resources)
+    return FixedWeights.parse(text)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -44,7 +46,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(f"wrote {len(trees)} replays to {out}/")
         return 2 if any(t.attrs["problem"] for t in trees.values()) else 0
     camp = load_campaign(source)
-    weights = _weights(args.weights, camp.candidates.resources)
+    weights = _weights(args.weights)
     settings = camp.settings
     if args.draws is not None and settings is not None:
         from dataclasses import replace
@@ -83,16 +85,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 2 if camp.problem else 0
 
 
-def cmd_manual(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The world and campaign of ``belief manual`` (new, or resumed from ``--out``); the
+    candidate file's ``[weights]`` are the default λ when ``--weights`` is not given."""
     from belief.campaign.loop import Campaign, CampaignSettings
     from belief.campaign.manual import ManualWorld, prompt_outcome
-    from belief.decision.engine import decision_table
-    from belief.inputs.candidate_file import load_candidates
+    from belief.inputs.candidate_file import load_candidate_file
     from belief.posterior.fitter import FitSettings
 
-    console = Console()
     out = Path(args.out)
     if args.resume:
         from belief.campaign.log import read_log
@@ -101,16 +101,25 @@ def cmd_manual(args: argparse.Namespace) -> int:
         log = read_log(out)
         cands = candidates_from_dict(log.header["candidates"], source=str(log.path))
         world = ManualWorld(cands, log.header["initial_policy"], ask=prompt_outcome())
-        campaign = Campaign.resume(out, world)
-    else:
-        if args.candidates is None:
-            raise InputError("--candidates", "a candidate file is required (or --resume)")
-        cands = load_candidates(args.candidates)
-        world = ManualWorld(cands, args.policy, ask=prompt_outcome())
-        settings = CampaignSettings(horizon=args.steps, beta=args.beta, seed=args.seed,
-                                    weights=_weights(args.weights, cands.resources),
-                                    fit=FitSettings(draws=args.draws, tune=args.draws))
-        campaign = Campaign(world, settings, out)
+        return world, Campaign.resume(out, world)
+    if args.candidates is None:
+        raise InputError("--candidates", "a candidate file is required (or --resume)")
+    cfile = load_candidate_file(args.candidates)  # with its [weights], if any
+    world = ManualWorld(cfile.candidates, args.policy, weights=cfile.weights,
+                        ask=prompt_outcome())
+    settings = CampaignSettings(horizon=args.steps, beta=args.beta, seed=args.seed,
+                                weights=_weights(args.weights),
+                                fit=FitSettings(draws=args.draws, tune=args.draws))
+    return world, Campaign(world, settings, out)
+
+
+def cmd_manual(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from belief.decision.engine import decision_table
+
+    console = Console()
+    world, campaign = manual_campaign(args)
     while not campaign.finished:
         decision = campaign.decide_next()
         console.print(decision_table(decision).round(4).to_string())
@@ -120,7 +129,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
         outcome = world.execute(decision.attrs["chosen"], campaign.step_index)
         campaign.apply(decision, outcome)
     result = campaign.finish()
-    console.print(f"done: {' → '.join(result.history) or 'no action'}; logged in {out}/")
+    console.print(f"done: {' → '.join(result.history) or 'no action'}; logged in "
+                  f"{campaign.out}/")
     return 0
 
 

@@ -11,7 +11,7 @@
 
 Every command validates all its input before writing anything; refused input is one line on
 stderr (``belief: error: <file or option>: <problem>``) and exit code 2 (see
-:func:`belief.cli.main.main`).  The Python equivalents are in :mod:`belief.posterior.belief_file`.
+:func:`belief.cli.main.main`).  The Python equivalents are in :mod:`belief.workflow.belief_file`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from belief.errors import InputError
 from belief.files import atomic_write
 from belief.report.tables import decision_rich_table, escape
 
-__all__ = ["register"]
+__all__ = ["add_statistician_commands"]
 
 
 def _console():
@@ -67,24 +67,41 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                                                        "bootstrap (default 0)")
 
 
-def _precheck(args: argparse.Namespace) -> None:
-    """Refuse decision options that need no belief before loading one (fast failure)."""
-    from belief.decision.functionals import parse_functional
+# settings named as the flags that set them (a refusal names the flag, not the attribute)
+FLAGS = {"beta": "--beta", "functional": "--functional", "horizon": "--horizon",
+         "CVUSettings.n_outcomes": "--cvu-outcomes", "alpha_exec": "--alpha-exec",
+         "delta": "--delta", "weights": "--weights", "budget": "--budget"}
+
+
+def _as_flags(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` with a refused setting re-worded to name its flag."""
+    try:
+        return call(*args, **kwargs)
+    except InputError as err:
+        flag = FLAGS.get(err.table)
+        if flag is None:
+            raise
+        raise InputError(flag, err.rule, err.row) from None
+
+
+def _decision_settings(args: argparse.Namespace) -> Any:
+    """The decision settings from the flags, validated once (when built), before any belief is
+    loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
+    is loaded."""
     from belief.decision.safety import SafetyGate
-    from belief.decision.scores import check_beta
+    from belief.decision.settings import CVUSettings, DecisionSettings
 
-    parse_functional(args.functional)
-    check_beta(args.beta)
-    SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta, method=args.safety_method)
-    if args.cvu_outcomes < 2:
-        raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {args.cvu_outcomes}")
+    return _as_flags(lambda: DecisionSettings(
+        weights=None, functional=args.functional, beta=args.beta,
+        gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
+                        method=args.safety_method),
+        cvu=CVUSettings(n_outcomes=args.cvu_outcomes), horizon=args.horizon))
 
 
-def _decide_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {"budget": args.budget, "weights": args.weights, "functional": args.functional,
-            "beta": args.beta, "alpha_exec": args.alpha_exec, "delta": args.delta,
-            "safety_method": args.safety_method, "horizon": args.horizon,
-            "cvu_outcomes": args.cvu_outcomes, "refit": args.refit, "seed": args.seed}
+def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
+    """``fitted.decide`` with the flags' budget, λ and seed (refusals name the flags)."""
+    return _as_flags(fitted.decide, settings, budget=args.budget, weights=args.weights,
+                     refit=args.refit, seed=args.seed)
 
 
 def _out_file(path: str, option: str, suffixes: tuple[str, ...] | None = None) -> Path:
@@ -98,7 +115,7 @@ def _out_file(path: str, option: str, suffixes: tuple[str, ...] | None = None) -
 
 # -- belief fit ----------------------------------------------------------------------------------
 def cmd_fit(args: argparse.Namespace) -> int:
-    from belief.posterior.fit import fit
+    from belief.workflow.fit import fit
 
     console = _console()
     out = _out_file(args.out, "--out", (".nc",))
@@ -147,16 +164,16 @@ def cmd_decide(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from belief.decision.decision_file import save_decision
-    from belief.posterior.belief_file import load
     from belief.report.document import decision_figures
+    from belief.workflow.belief_file import load
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError("--out", f"{out} is a file, expected a folder")
-    _precheck(args)
+    settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
-    decision = fitted.decide(**_decide_kwargs(args))
+    decision = _decide(fitted, settings, args)
     figs = decision_figures(fitted, decision)
     a = decision.attrs
     # everything validated and computed: write
@@ -199,7 +216,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from belief.posterior.belief_file import check_file
+    from belief.workflow.belief_file import check_file
 
     for name, value in (("--rhat-max", args.rhat_max), ("--ess-min", args.ess_min)):
         if value is not None and not value > 0:
@@ -238,28 +255,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
 
     from belief.decision.decision_file import load_decision
-    from belief.posterior.belief_file import load
     from belief.report.document import write_report
+    from belief.validate import fraction
+    from belief.workflow.belief_file import load
 
     out = _out_file(args.out, "--out", (".html", ".htm", ".md", ".markdown"))
-    if args.decision is None:
-        _precheck(args)
+    alpha_deploy = fraction(args.alpha_deploy, "--alpha-deploy")
+    settings = _decision_settings(args) if args.decision is None else None
     fitted = load(args.belief, args.candidates)
-    if args.decision is not None:
+    if settings is None:
         decision = load_decision(args.decision)
     else:
-        decision = fitted.decide(**_decide_kwargs(args))
-    if not 0 < args.alpha_deploy < 1:
-        raise InputError("--alpha-deploy", f"must satisfy 0 < α_deploy < 1, got "
-                                           f"{args.alpha_deploy}")
-    write_report(fitted, decision, out, alpha_deploy=args.alpha_deploy)
+        decision = _decide(fitted, settings, args)
+    write_report(fitted, decision, out, alpha_deploy=alpha_deploy)
     extra = f" and {out.parent / (out.stem + '_files')}/" if out.suffix.lower() in (
         ".md", ".markdown") else ""
     print(f"wrote {out}{extra}")
     return 0
 
 
-def register(sub: Any) -> None:
+def add_statistician_commands(sub: Any) -> None:
     """Add the ``fit``, ``decide``, ``check`` and ``report`` subcommands to ``sub``."""
     fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
                          description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "

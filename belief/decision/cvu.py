@@ -24,9 +24,15 @@ Where k̂_j > 0.7 the importance weights cannot be trusted: if the caller suppli
 (``Experiment.refit``), those outcomes are recomputed from a refit of the model on the evidence
 plus the simulated Y_j (slow, correct) and the candidate is marked ``psis+refit``.
 
+s^∅ is the same for every candidate: the same step, beliefs, policy and candidate set, the
+budget b_t (not deducted) and therefore λ_t = λ(b_t) even for a state-dependent λ rule, and no
+background drift (the engine models none); so G0(s^∅) is one number per decision
+(``g0_null``) and Q = U0 + β·CVU ranks candidates exactly as U0 + β·E_Y[G0(s^{m,Y})] does.
+
 Safety feasibility in s_{t+1} is held at its current value (the execution-safety channel of CVU
 is not modelled); the experiment of a candidate without an informative outcome (no model
-predicts it) still changes budget, λ, the candidate set and the policy.
+predicts it) still changes budget, λ, the candidate set and the policy.  The experiments
+themselves come from the models through :mod:`belief.posterior.experiments`.
 """
 
 from __future__ import annotations
@@ -34,95 +40,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import xarray as xr
 from arviz_stats.base import array_stats
 
-from belief.decision.functionals import Functional, parse_functional
-from belief.decision.safety import SafetyGate
+from belief.decision.feasibility import Feasibility, affordable, feasibility
+from belief.decision.functionals import Functional, weighted_columns
 from belief.decision.scores import g0
+from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
-from belief.decision.weights import WeightRule, as_weight_rule
-from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
+from belief.posterior.experiments import Experiment, experiments_from_belief
 
-__all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state",
-           "experiments_from_belief", "psis", "weighted_phi"]
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """What executing m once would show, for the CVU engine.
-
-    Attributes
-    ----------
-    next_gain : ndarray (S, C)
-        Joint draws of every candidate's predictive gain in the state after m (aligned with the
-        belief's samples; equal to the current gains when m does not change the policy).
-    simulate : callable (rng, idx) → Y, optional
-        Outcomes of m's experiment under the draws ``idx`` (shape (J, ...)); None when m has no
-        outcome any model predicts (then only budget, λ, candidate set and policy change).
-    loglik : callable Y → ndarray (J, S), optional
-        log p(Y_j | θ_i) for every outcome j and joint draw i.
-    refit : callable Y_j → ndarray (S', C), optional
-        Exact next-gain draws after refitting the models on the evidence plus Y_j.
-    """
-
-    next_gain: np.ndarray
-    simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
-    loglik: Callable[[np.ndarray], np.ndarray] | None = None
-    refit: Callable[[np.ndarray], np.ndarray] | None = None
-
-
-@dataclass(frozen=True)
-class CVUSettings:
-    """Monte Carlo settings of CVU.
-
-    Attributes
-    ----------
-    n_outcomes : int
-        J, simulated outcomes per candidate.
-    k_threshold : float
-        Pareto k̂ above which an outcome's weights are not trusted (0.7).
-    max_refits : int
-        At most this many exact refits per candidate (outcomes with the largest k̂ first).
-    chunk : int
-        Outcomes processed at once (bounds memory at ~chunk·C·S floats for LCB/CVaR).
-    trials : int
-        Trials per arm of a simulated paired evaluation.
-    refit_draws : int
-        Draws (and tuning steps) per chain of an exact refit.
-    seed : int
-    """
-
-    n_outcomes: int = 256
-    k_threshold: float = 0.7
-    max_refits: int = 16
-    chunk: int = 64
-    trials: int = 100
-    refit_draws: int = 250
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.n_outcomes, int) or self.n_outcomes < 2:
-            raise InputError("CVUSettings", f"n_outcomes must be an integer >= 2, got "
-                                            f"{self.n_outcomes!r}")
-        for name in ("chunk", "trials", "refit_draws"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError("CVUSettings", f"{name} must be an integer >= 1, got {v!r}")
-        if isinstance(self.max_refits, bool) or not isinstance(self.max_refits, int) \
-                or self.max_refits < 0:
-            raise InputError("CVUSettings", f"max_refits must be an integer >= 0, got "
-                                            f"{self.max_refits!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("CVUSettings", f"seed must be an integer >= 0, got {self.seed!r}")
-        if not isinstance(self.k_threshold, int | float) or not np.isfinite(self.k_threshold):
-            raise InputError("CVUSettings", f"k_threshold must be finite, got "
-                                            f"{self.k_threshold}")
+__all__ = ["continuation_value", "cvu_for_state", "psis"]
 
 
 _PATCH_LOCK = threading.Lock()
@@ -169,31 +102,12 @@ def psis(loglik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return array_stats.psislw(-loglik, r_eff=1, axis=-1)
 
 
-def weighted_phi(functional: Functional, draws: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """φ of every column of ``draws`` (S, C) under each row of ``weights`` (J, S) → (J, C).
-
-    Same definitions as :mod:`belief.decision.functionals`; the columns are sorted once and the
-    weights gathered into each column's order, so LCB and CVaR cost O(J·C·S) after one sort.
-    """
-    w = weights / weights.sum(axis=-1, keepdims=True)
-    if functional.kind == "mean":
-        return w @ draws
-    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
-    xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    ws = w[:, order.T]  # (J, C, S)
-    cw = np.cumsum(ws, axis=-1)
-    if functional.kind == "lcb":
-        idx = np.minimum((cw < functional.param * (1 - 1e-12)).sum(-1), xs.shape[-1] - 1)
-        return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
-    portion = np.minimum(ws, np.clip(functional.param - (cw - ws), 0.0, None))
-    return (xs[None] * portion).sum(-1) / portion.sum(-1)
-
-
 def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
                        candidate_ids: list[str], costs: np.ndarray, budget: np.ndarray,
                        weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
                        *, available: np.ndarray | None = None,
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
+                       feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
@@ -209,13 +123,16 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     budget : ndarray (R,)
         b_t.
     weights : callable b → λ (R,)
-        The weight rule as a function of the budget (λ_t = weights(b_t), λ_{t+1} =
-        weights(b_t − ΔC(m))).
+        The bound weight rule (:meth:`belief.decision.weights.WeightRule.bind`): λ_t =
+        weights(b_t), λ_{t+1} = weights(b_t − ΔC(m)).
     functional : Functional
         φ, the decision's functional.
     available, repeatable, safe : bool arrays (C,), optional
         Candidate set at s_t, which candidates stay after execution, and the safety gate
         (held fixed into s_{t+1}); default all True.
+    feasible : bool array (C,), optional
+        M_t^feasible, when the caller has it (the decision entry point); default
+        available ∧ safe ∧ M^budget(b_t).
     settings : CVUSettings
 
     Returns
@@ -236,7 +153,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
 
     lam_now = np.asarray(weights(budget), float)
     phi_now = functional(gain_now.T)
-    feasible_now = available & safe & (costs <= budget + 1e-12).all(axis=1)
+    feasible_now = (available & safe & affordable(costs, budget) if feasible is None
+                    else np.asarray(feasible, bool))
     g0_null = float(g0(phi_now - costs @ lam_now, feasible_now))
 
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "pareto_k", "pareto_k_bad")}
@@ -252,7 +170,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         avail_next = available.copy()
         if not repeatable[c]:
             avail_next[c] = False
-        feasible_next = avail_next & safe & (costs <= b_next + 1e-12).all(axis=1)
+        feasible_next = avail_next & safe & affordable(costs, b_next)
         next_gain = np.asarray(exp.next_gain, float)
         if exp.simulate is None:
             g0_next = g0(functional(next_gain.T) - c_lam_next, feasible_next)
@@ -270,7 +188,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
             sl = slice(start, start + settings.chunk)
             lw, khat[sl] = psis(exp.loglik(y[sl]))
             w = np.exp(lw - lw.max(axis=-1, keepdims=True))
-            phi = weighted_phi(functional, next_gain, w)
+            phi = weighted_columns(functional, next_gain, w)
             g0_j[sl] = g0(phi - c_lam_next[None, :], feasible_next[None, :])
         bad = np.flatnonzero(khat > settings.k_threshold)
         method[c] = "psis"
@@ -292,85 +210,43 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                "k_threshold": settings.k_threshold, "functional": str(functional)})
 
 
-def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
-                            refit: Callable[[str, np.ndarray], np.ndarray] | None = None
-                            ) -> dict[str, Experiment]:
-    """The experiment of every candidate, from the gains model's joint draws kept in q_t.
-
-    - adaptation m: a paired evaluation (``trials`` per arm) of π versus π' = π + m; the next
-      gains are those from π' (:func:`models.gains.next_gain`);
-    - diagnosis informing adaptations: one logit-gain estimate per informed candidate with the
-      diagnosis' ``measurement_se``; the policy is unchanged;
-    - anything else: no predicted outcome (budget, λ and the candidate set still change).
-    """
-    from models import gains
-
-    if "gains_eta" not in belief:
-        raise InputError("belief", "CVU needs the gains model's joint draws (gains_*) in q_t; "
-                                   "build the belief with BeliefFitter")
-    draws = belief[list(gains.DRAW_VARS)]
-    gain_now = gains.gain_from_draws(draws).values
-    exps: dict[str, Experiment] = {}
-    for c in candidates:
-        do_refit = (lambda y, m=c.id: refit(m, y)) if refit is not None else None
-        if c.changes_policy:
-            exps[c.id] = Experiment(
-                next_gain=gains.next_gain(draws, c.id).values,
-                simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
-                loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
-                refit=do_refit)
-        elif c.informs:
-            def sim(rng, idx, c=c):
-                return np.stack([gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)
-                                 for t in c.informs], -1)
-
-            def ll(y, c=c):
-                return sum(gains.loglik_estimate(draws, t, c.measurement_se, y[:, k])
-                           for k, t in enumerate(c.informs))
-
-            exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
-        else:
-            exps[c.id] = Experiment(next_gain=gain_now)
-    return exps
-
-
-def cvu_for_state(state: State, candidates: CandidateSet, *,
-                  functional: str | Functional = "mean",
-                  weights: WeightRule | Mapping[str, float], gate: SafetyGate | None = None,
-                  settings: CVUSettings | None = None,
+def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
+                  seed: int | None = None, feas: Feasibility | None = None,
+                  experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
-    """CVU of every available candidate at ``state`` (pass the result to ``decide(cvu=...)``).
+    """CVU of every feasible candidate at ``state`` under the decision's settings.
 
-    Uses the same functional, weight rule and safety gate as the decision; ``refit(m, Y)``
-    (from :class:`belief.posterior.fitter.BeliefFitter`) enables the exact fallback where k̂ > 0.7.
+    Parameters
+    ----------
+    state : State
+        s_t; q_t must hold the gains model's joint draws unless ``experiments`` are given.
+    candidates : CandidateSet
+    settings : DecisionSettings
+        φ, the λ rule, the gate and the CVU settings of the decision.
+    seed : int, optional
+        Seed of the simulated outcomes (default ``settings.cvu.seed``).
+    feas : Feasibility, optional
+        The decision's feasibility (computed here when absent).
+    experiments : mapping id → Experiment, optional
+        Default: :func:`belief.posterior.experiments.experiments_from_belief`.
+    refit : callable (m, Y) → next-gain draws, optional
+        Exact refits where k̂ > ``settings.cvu.k_threshold``
+        (:func:`belief.posterior.refit.exact_refit`).
     """
-    fn = parse_functional(functional)
-    rule = as_weight_rule(weights)
-    settings = settings or CVUSettings()
-    gate = gate or SafetyGate()
     belief = state.belief
-    ids = candidates.ids
     check_belief_candidates(belief, candidates)
-    costs = candidates.costs()
-    budget = state.budget.sel(resource=costs["resource"])
-    resources = list(costs["resource"].values)
-
-    def lam(b: np.ndarray) -> np.ndarray:
-        da = xr.DataArray(b, dims="resource", coords={"resource": resources})
-        return rule(da, state).values
-
-    available = np.ones(len(ids), bool) if state.available is None else np.isin(
-        ids, list(state.available))
-    safe = gate.evaluate(candidates, belief["executions"], belief["unsafe"],
-                         belief.get("p_unsafe"))["safe"].values.astype(bool)
-    exps = experiments_from_belief(belief, candidates, settings.trials, refit)
-    affordable = (costs <= state.budget.sel(resource=costs["resource"]) + 1e-12).all(
-        "resource").values
+    ids = candidates.ids
+    costs = candidates.costs().values
+    budget = state.budget.sel(resource=list(candidates.resources)).values.astype(float)
+    if feas is None:
+        feas = feasibility(state, candidates, settings.gate, costs, budget)
+    if experiments is None:
+        experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
     # Q only matters where the candidate is feasible now: the others are not scored
-    exps = {k: v for k, v in exps.items()
-            if available[ids.index(k)] and safe[ids.index(k)] and affordable[ids.index(k)]}
-    repeatable = np.array([c.repeatable for c in candidates])
-    gain_now = belief["gain"].transpose("sample", "candidate").values
-    return continuation_value(gain_now, exps, ids, costs.values, budget.values, lam, fn,
-                              available=available, repeatable=repeatable, safe=safe,
-                              settings=settings)
+    exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]}
+    cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
+    return continuation_value(
+        belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,
+        settings.weights.bind(candidates.resources, state), settings.functional,
+        available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
+        safe=feas.safe, feasible=feas.feasible, settings=cvu_settings)

@@ -28,6 +28,7 @@ from scipy import stats
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
+from belief.validate import is_number
 
 __all__ = ["SafetyGate", "clopper_pearson_upper", "deployment_check", "posterior_upper"]
 
@@ -35,8 +36,7 @@ METHODS = ("clopper_pearson", "posterior")
 
 
 def _check_level(value: float, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number) \
-            or not np.isfinite(value) or not 0 < value < 1:
+    if not (is_number(value) and np.isfinite(value) and 0 < value < 1):
         raise InputError(name, f"{name} must satisfy 0 < {name} < 1, got {value!r}")
 
 

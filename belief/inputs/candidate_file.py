@@ -2,7 +2,7 @@
 
 Besides the format of :mod:`belief.inputs.candidates`, an optional ``[weights]`` table
 (``real_h = 0.01`` …) gives the default resource weights λ of
-:meth:`belief.posterior.fitted.FittedBelief.decide`.  :func:`candidates_toml` writes a set back to
+:meth:`belief.workflow.fitted.FittedBelief.decide`.  :func:`candidates_toml` writes a set back to
 TOML and :func:`diff_candidates` names every difference between two sets.
 """
 
@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from belief.decision.weights import check_weights
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
-from belief.inputs.resources import parse_assignments
+from belief.inputs.resources import resource_vector
+
+__all__ = ["CandidateFile", "candidates_toml", "diff_candidates", "load_candidate_file",
+           "load_candidates", "parse_candidate_text"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ def parse_candidate_text(text: str, source: str) -> CandidateFile:
                if isinstance(v, bool) or not isinstance(v, int | float)]
         if bad:
             raise InputError(f"{source} [weights]", f"λ of {bad} must be numbers")
-        lam = check_weights(doc["weights"], cands.resources, name=f"{source} [weights]")
+        lam = resource_vector(doc["weights"], cands.resources, f"{source} [weights]",
+                              what="λ", name="lambda")
         weights = {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
                                                     strict=True)}
     return CandidateFile(cands, text, weights, source)
@@ -163,21 +166,6 @@ def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:
             if va != vb:
                 out.append(f"{cid}.{name} {va!r} → {vb!r}")
     return out
-
-
-def parse_weights(text: str, resources: list[str] | tuple[str, ...],
-                  table: str = "--weights") -> dict[str, float]:
-    """Parse ``"real_h=0.01,compute=0.0002,eng_h=0.004"`` into λ (every resource, none unknown).
-
-    Raises
-    ------
-    InputError
-        For a part without ``=``, an amount that is not a number, an unknown or missing
-        resource, or a negative weight.
-    """
-    values = parse_assignments(text, table, what="weight")
-    lam = check_weights(values, list(resources), name=table)
-    return {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values, strict=True)}
 
 
 def load_candidates(path: str | Path) -> CandidateSet:

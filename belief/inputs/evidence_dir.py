@@ -35,6 +35,9 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.costs import empty_costs, validate_costs
 from belief.inputs.evidence import Evidence
 
+__all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_from_tables",
+           "infer_policy", "known_policies", "next_step", "read_evidence_dir", "validate_tables"]
+
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
           "deployment_safety", "sensitivity_runs", "transfer_evaluations", "costs")
 """Table names of an evidence folder (file stem = table name)."""

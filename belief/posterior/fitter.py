@@ -178,7 +178,7 @@ class BeliefFitter:
         :mod:`models.sensitivity`); summarise it with :mod:`belief.posterior.sensitivity`.
 
         The model is compiled once per (directions, outcome family) and re-used."""
-        from belief.inputs.evidence import outcome_family, xi_directions
+        from belief.inputs.tables import outcome_family, xi_directions
 
         runs = evidence.sensitivity
         if not len(runs):

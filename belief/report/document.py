@@ -203,6 +203,9 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         doc.items([
             f"functional φ = {a.get('functional')}, β = {a.get('beta')}; Q = U0 + β·CVU, "
             "U0 = φ(ΔJ) − λᵀΔC",
+            "Q = U0 + β·CVU ranks the candidates; value_vs_stop = U0 + β·E_Y[G0(s^{m,Y})] "
+            f"= Q + β·G0(s^∅) (G0(s^∅) = {_fmt(a.get('g0_null', 0.0))}) compares each with "
+            "stopping: stop when none is > 0",
             f"budget b_t: {bud} ({a.get('budget_source', '')})",
             f"weights λ: {lam} ({a.get('weights_source', '')})",
             f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}",
@@ -213,7 +216,8 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
         cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_mcse", "q",
-                            "p_exec_bound", "feasible", "chosen", "excluded_reason")
+                            "value_vs_stop", "p_exec_bound", "feasible", "chosen",
+                            "excluded_reason")
                 if c in decision.variables]
         table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
         if "role" in decision.coords and "role" not in table.columns:

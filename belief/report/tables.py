@@ -21,13 +21,15 @@ def escape(text: object) -> str:
 
 def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any:
     """The decision as a rich table: one row per candidate, the chosen one in green, the
-    infeasible ones dimmed with their reason.  ``demo`` adds the role and MV columns and
-    leaves out the safety bound."""
+    infeasible ones dimmed with their reason.  "vs stop" is the value against stopping,
+    U0 + β·E_Y[G0(s^{m,Y})] (the candidate is worth doing when it is > 0).  ``demo`` adds the
+    role and MV columns and leaves out the safety bound."""
     from rich.table import Table
 
     columns = [("candidate", "left"), *([("role", "left")] if demo else []),
                ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
                *([("MV", "right")] if demo else []), ("CVU", "right"), ("Q", "right"),
+               ("vs stop", "right"),
                *([] if demo else [("P_exec UCB", "right")]), ("feasible", "center"),
                ("", "left")]
     table = Table(title=title, title_justify="left", pad_edge=False)
@@ -44,6 +46,7 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any
         cells = [escape(cid), *([escape(d["role"].values)] if demo else []),
                  number(float(d["phi_gain"])), number(float(d["c_lambda"])), number(float(d["u0"])),
                  *([number(float(d["mv"]), 2)] if demo else []), cvu, number(float(d["q"])),
+                 number(float(d["value_vs_stop"])) if "value_vs_stop" in d else "—",
                  *([] if demo else [number(float(d["p_exec_bound"]))]),
                  "yes" if bool(d["feasible"]) else "no",
                  "◀ chosen" if chosen else escape(str(d["excluded_reason"].values)[:60])]
