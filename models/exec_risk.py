@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy import stats
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
@@ -320,4 +319,6 @@ def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
     if np.any(y < 0) or np.any(y > runs) or np.any(y != np.floor(y)):
         raise InputError("y", f"unsafe counts must be integers in [0, runs={runs}]")
     p = np.asarray(p_draws, dtype=float)
+    from scipy import stats  # imported here: reading a belief needs no scipy.stats
+
     return stats.binom.logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])

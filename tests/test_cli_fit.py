@@ -6,7 +6,10 @@ rest of the session.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -105,6 +108,30 @@ def test_cli_and_python_api_agree(fitted_file, tmp_path, capsys):
     assert cli.index[cli["chosen"]].tolist() == ([] if py.attrs["stop"] else [py.attrs["chosen"]])
     saved = xr.open_dataset(out / "decision.nc", engine="h5netcdf").load()
     np.testing.assert_allclose(saved["q"].values, py["q"].values, equal_nan=True)
+
+
+HEAVY = ("pymc", "pytensor", "nutpie", "numba", "scipy.stats", "arviz_stats", "matplotlib",
+         "distributed")
+
+
+def _imported_after(code: str, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    probe = (f"import json, sys\n{code}\n"
+             f"print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_loading_and_reading_a_belief_imports_no_sampler_and_no_scipy_stats(fitted_file):
+    code = (f"import belief\nf = belief.load({str(fitted_file)!r})\n"
+            "f.gains_summary(); f.budget(); f.history(); f.belief['gain'].mean().item()")
+    assert _imported_after(code) == []
+
+
+def test_help_imports_nothing_heavy():
+    code = "from belief.cli.main import build_parser\nbuild_parser().format_help()"
+    assert _imported_after(code, (*HEAVY, "numpy", "pandas", "xarray")) == []
 
 
 def test_check_exit_codes(fitted_file, capsys):

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from belief.errors import InputError
-from belief.files import atomic_write
 from belief.report.tables import decision_rich_table, escape
 
 __all__ = ["add_statistician_commands"]
@@ -152,9 +151,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 # -- belief decide -------------------------------------------------------------------------------
 def _save_figure(fig: Any, path: Path) -> None:
-    from belief.files import atomic_write as _atomic
+    from belief.files import atomic_write
 
-    _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
@@ -164,6 +163,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from belief.decision.decision_file import save_decision
+    from belief.files import atomic_write
     from belief.report.document import decision_figures
     from belief.workflow.belief_file import load
 
