@@ -409,8 +409,12 @@ def _compile_callback(kind: str, entry: dict, names: Iterable[str], layout: dict
                       jit_fn: Any) -> Any:
     """Compile nutpie's logp or expand C callback for ``jit_fn`` (no dynamic globals)."""
     import numba
+    import pytensor.link.numba.cache  # noqa: F401 - gives numba functions random, unique ids
     from numba.core.ccallback import CFunc
 
+    # The symbols of an entry must never clash with another entry's loaded into the same
+    # process; PyTensor's numba cache module replaces numba's per-process function counter by
+    # random 128-bit ids (numba/numba#10486), so importing it first makes them unique.
     n_dim, n_expanded = entry["n_dim"], entry["n_expanded"]
     unpack, args = [], ["x"]
     for i, name in enumerate(names):
