@@ -334,7 +334,13 @@ def _compile_entry(model: Any, key: str, shared: dict[str, Any]) -> tuple[Any, d
              "logp_shared": [v.name for v in logp_pt.get_shared()],
              "expand_shared": [v.name for v in expand_pt.get_shared()], "payload": {}}
     jit = {"logp": logp_pt.vm.jit_fn, "expand": expand_pt.vm.jit_fn}
-    return _assemble(model, entry, shared, jit=jit), entry
+    try:
+        return _assemble(model, entry, shared, jit=jit), entry
+    except _Uncacheable:
+        raise
+    except Exception as err:  # nutpie's or numba's internals moved: nutpie compiles it instead
+        raise _Uncacheable(f"cannot build cacheable callbacks ({type(err).__name__}: {err})"
+                           ) from err
 
 
 class _CallbackLibrary:

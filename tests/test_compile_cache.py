@@ -208,3 +208,52 @@ def test_two_processes_filling_the_cache_at_once_leave_it_valid(cache):
     mu = draws(compiled)["mu"]
     for r in results:
         np.testing.assert_array_equal(np.asarray(r["mu"]), mu)
+
+
+ONE = textwrap.dedent("""
+    import sys, warnings
+    warnings.simplefilter("error", UserWarning)
+    sys.path.insert(0, {tests!r})
+    from test_compile_cache import tiny
+    from models import compile_cache
+    compile_cache.compile_model(tiny(sigma={sigma!r}))
+    assert dict(compile_cache.stats) == {{"miss": 1}}, compile_cache.stats
+""")
+
+
+def test_entries_compiled_in_different_processes_load_together(cache):
+    """Two fresh processes compiling in the same order would get the same numba function ids
+    from numba's per-process counter, hence the same callback symbols (numba/numba#10486); two
+    such entries loaded into one process must still each run their own code."""
+    env = {**os.environ, "BELIEF_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c",
+                               ONE.format(tests=str(ROOT / "tests"), sigma=s)],
+                              env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for s in (1.0, 0.1)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    assert len(entries(cache)) == 2
+    loaded = [compile_model(tiny(sigma=s)) for s in (1.0, 0.1)]
+    assert compile_cache.stats == {"hit": 2}
+    symbols = [{c.cres.fndesc.llvm_cfunc_wrapper_name
+                for c in (m.compiled_logp_func, m.compiled_expand_func)} for m in loaded]
+    assert not symbols[0] & symbols[1]
+    for compiled, s in zip(loaded, (1.0, 0.1), strict=True):
+        expected = draws(nutpie.compile_pymc_model(tiny(sigma=s)))
+        got = draws(compiled)
+        for v in expected:  # sigma=0.1 and sigma=1 give different draws: no code is shared
+            np.testing.assert_array_equal(got[v], expected[v], err_msg=f"sigma={s} {v}")
+
+
+def test_nutpie_internals_that_moved_fall_back_to_nutpie_with_a_warning(cache, monkeypatch):
+    from nutpie import compile_pymc as cp
+
+    def moved(**kwargs):
+        raise TypeError("CompiledPyMCModel() got an unexpected keyword argument")
+
+    monkeypatch.setattr(cp, "CompiledPyMCModel", moved)
+    monkeypatch.setattr(compile_cache, "_nutpie_compile", lambda model: "nutpie's own")
+    with pytest.warns(CompileCacheWarning, match="without the compiled-model cache"):
+        assert compile_model(tiny()) == "nutpie's own"
+    assert compile_cache.stats == {"uncached": 1} and not entries(cache)
