@@ -195,13 +195,14 @@ def hold_folder(path: str | Path, what: str = "folder", *,
 
 
 def acquire_folder(path: str | Path, what: str = "folder", *, blocking: bool = True) -> str:
-    """Take the lock of :func:`hold_folder` (returns the key for :func:`release_folder`)."""
+    """Take the lock of :func:`hold_folder` (returns the key for :func:`release_folder`).
+    ``path`` is a folder, or a lock file (created when missing, never removed)."""
     key = os.path.realpath(path)
     with _HELD_LOCK:
         if key in _HELD:
             _HELD[key][1] += 1
             return key
-        fd = os.open(key, os.O_RDONLY)
+        fd = os.open(key, os.O_RDONLY if os.path.isdir(key) else os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except OSError as err:
@@ -252,22 +253,25 @@ class OutputSet:
 
     ``write(name, fn)`` stages ``fn(tmp)`` into a temporary file next to its target (nothing
     visible changes).  :meth:`commit` — called when a ``with`` block ends without an error —
-    takes the folder lock (:func:`hold_folder`), and then: records the union of the files it
-    owned before and the new ones in its manifest, renames every staged file over its target
+    takes the owner's lock (:func:`hold_folder` on ``.belief-<owner>.lock``), and then:
+    records the union of the files it owned before and the new ones in its manifest, renames
+    every staged file over its target
     (each rename atomic), removes the files of the previous set that this one does not have
     (e.g. the figure of a policy that is no longer fitted), and records the new set.  Ctrl-C is
     held back over the commit; a crash inside it leaves a manifest that still names every file
     the command owns, so the next run removes the stale ones.  An error or Ctrl-C before the
     commit removes the staged files and leaves the folder as it was.
 
-    The manifest ``.belief-<owner>.json`` is per owner (``decide``, ``replay``, ``campaign``,
-    ``report-<name>``): commands that share a folder do not remove each other's files.
+    The manifest ``.belief-<owner>.json`` and the lock ``.belief-<owner>.lock`` are per owner
+    (``decide``, ``replay``, ``campaign``, ``report-<name>``): commands that share a folder do
+    not remove each other's files, and commit without waiting for each other.
     """
 
     def __init__(self, folder: str | Path, owner: str) -> None:
         self.folder = Path(folder)
         self.owner = owner
         self.manifest = self.folder / f".belief-{owner}.json"
+        self.lock = self.folder / f".belief-{owner}.lock"
         self._staged: dict[str, Path] = {}
 
     def write(self, name: str, write: Callable[[str], Any]) -> Path:
@@ -308,7 +312,8 @@ class OutputSet:
     def commit(self) -> list[Path]:
         """Move the staged files into place as one unit (see the class docstring)."""
         names = sorted(self._staged)
-        with hold_folder(self.folder, "output folder"), deferred_interrupt():
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with hold_folder(self.lock, "output folder"), deferred_interrupt():
             before = self.owned()
             self._record(sorted(set(before) | set(names)))
             for name in names:

@@ -183,22 +183,21 @@ def test_demo_refuses_a_folder_that_is_not_this_campaigns(tmp_path, tiny_run, ca
 def test_demo_restarts_its_own_campaign_and_overwrites_only_when_told(tmp_path, capsys):
     args = ["demo", "--steps", "1", "--seed", "3", "--draws", "100", "--beta", "0",
             "--act-on-unreliable"]
-    out = tmp_path / "demo"
-    assert main([*args, "--out", str(out)]) == 0
-    first = (out / "campaign_log.jsonl").read_text()
-    (out / "decisions" / "step_007.csv").write_text("stale\n")  # a step of an earlier run
-    capsys.readouterr()
-    assert main([*args, "--out", str(out)]) == 0  # the same campaign: it starts again
-    assert "holds this same campaign: starting it again" in capsys.readouterr().out
-    assert (out / "campaign_log.jsonl").read_text() == first
-    assert not (out / "decisions" / "step_007.csv").exists()
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
     (mine / "candidates.toml").write_text("# mine")
-    assert main([*args, "--out", str(mine), "--overwrite"]) == 0
-    assert (mine / "notes.txt").read_text() == "keep me"
+    assert main([*args, "--out", str(mine), "--overwrite"]) == 0  # told: files replaced
+    assert (mine / "notes.txt").read_text() == "keep me"  # ... only those with its names
     assert "[[candidate]]" in (mine / "candidates.toml").read_text()
+    first = (mine / "campaign_log.jsonl").read_text()
+    (mine / "decisions" / "step_007.csv").write_text("stale\n")  # a step of an earlier run
+    capsys.readouterr()
+    assert main([*args, "--out", str(mine)]) == 0  # the same campaign: it starts again
+    assert "holds this same campaign: starting it again" in capsys.readouterr().out
+    assert (mine / "campaign_log.jsonl").read_text() == first
+    assert not (mine / "decisions" / "step_007.csv").exists()  # what it owns is cleared first
+    assert (mine / "notes.txt").read_text() == "keep me"
 
 
 # -- 3. unwritable outputs -------------------------------------------------------------------------
@@ -502,7 +501,8 @@ def test_an_output_set_replaces_the_last_one_whole(tmp_path):
         for name in ("decision.csv", "gains.png"):
             o.write(name, lambda tmp, name=name: Path(tmp).write_text(f"run 2 {name}"))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == [".belief-decide.json", "decision.csv", "gains.png", "user.txt"]
+    assert names == [".belief-decide.json", ".belief-decide.lock", "decision.csv", "gains.png",
+                     "user.txt"]
     assert (tmp_path / "gains.png").read_text() == "run 2 gains.png"
     before = snapshot(tmp_path)
     with pytest.raises(KeyboardInterrupt), OutputSet(tmp_path, "decide") as o:
@@ -523,7 +523,7 @@ def _commit_loop(folder: str, tag: str, names: list[str], rounds: int) -> None:
 def test_concurrent_runs_into_one_folder_leave_one_whole_set(tmp_path):
     """Two processes write their sets of files into the same folder at once, many times: the
     folder always ends with exactly one run's set, never a mixture or a stale figure."""
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")  # fork of a threaded process may deadlock
     a = ["decision.csv", "decision.nc", "gains.png", "sensitivity_pi1.png"]
     b = ["decision.csv", "decision.nc", "gains.png", "q_decomposition.png"]
     procs = [ctx.Process(target=_commit_loop, args=(str(tmp_path), tag, names, 40))

@@ -184,8 +184,9 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
         elif w.get("kind") == "scarcity":
             weights = ScarcityWeights(w["base"], w["initial_budget"], w["kappa"], w["floor"])
         else:
-            raise InputError("campaign log", f"weights {w.get('describe')!r} are a user "
-                                             "callable; pass settings= explicitly to resume")
+            raise InputError("campaign log", f"weights {w.get('describe')!r} were a user "
+                                             "callable, which a log cannot hold: resume from "
+                                             "Python with Campaign.resume(folder, settings=...)")
     return CampaignSettings(
         horizon=d["horizon"], functional=d["functional"], weights=weights,
         beta=d["beta"], gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
