@@ -35,6 +35,9 @@ def toy_state(cs, mus, budget=(100, 1000, 100), n=400, spread=1.0, step=0, seed=
     rng = np.random.default_rng(seed)
     noise = rng.normal(size=(n, len(mus)))
     noise -= noise.mean(axis=0)  # draws whose mean is exactly μ
+    adapting = np.array([c.changes_policy for c in cs][: len(mus)])
+    assert all(m == 0 for m, a in zip(mus, adapting, strict=True) if not a)
+    noise[:, ~adapting] = 0.0  # a diagnosis or model update has ΔJ = 0 exactly
     gain = xr.DataArray(np.array(mus)[None, :] + spread * noise, dims=("sample", "candidate"),
                         coords={"candidate": cs.ids[: len(mus)]})
     belief = make_belief(gain, cs, step=step, policy="pi0")

@@ -1,10 +1,26 @@
-"""Tables a user reads in the terminal: the decision as a rich table."""
+"""Tables a user reads in the terminal, a pipe or a log: the decision as a rich table."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-__all__ = ["decision_rich_table", "escape", "number"]
+__all__ = ["PIPE_WIDTH", "console", "decision_rich_table", "escape", "number"]
+
+PIPE_WIDTH = 400
+"""Line width when stdout is not a terminal: tables keep their natural width (rich would
+squeeze them to 80 columns, wrapping every cell) and reasons are not cut."""
+
+
+def console(file: Any = None) -> Any:
+    """A rich console: a terminal keeps its width and colours; a pipe or a file gets plain text
+    at :data:`PIPE_WIDTH` columns, so a table is as wide as its content."""
+    from rich.console import Console
+
+    stream = sys.stdout if file is None else file
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=file, highlight=False, width=None if tty else PIPE_WIDTH,
+                   soft_wrap=not tty)
 
 
 def number(x: float, digits: int = 3) -> str:
@@ -19,12 +35,19 @@ def escape(text: object) -> str:
     return _escape(str(text))
 
 
-def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any:
+def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
+                        wide: bool | None = None) -> Any:
     """The decision as a rich table: one row per candidate, the chosen one in green, the
     infeasible ones dimmed with their reason.  "vs stop" is the value against stopping,
     U0 + β·E_Y[G0(s^{m,Y})] (the candidate is worth doing when it is > 0).  ``demo`` adds the
-    role and MV columns and leaves out the safety bound."""
+    role and MV columns and leaves out the safety bound.  ``wide`` (default: stdout is not a
+    terminal) keeps each reason whole and draws ASCII rules, for pipes and logs; a terminal
+    gets reasons cut at 60 characters."""
+    from rich import box
     from rich.table import Table
+
+    if wide is None:
+        wide = not sys.stdout.isatty()
 
     columns = [("candidate", "left"), *([("role", "left")] if demo else []),
                ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
@@ -32,7 +55,8 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any
                ("vs stop", "right"),
                *([] if demo else [("P_exec UCB", "right")]), ("feasible", "center"),
                ("", "left")]
-    table = Table(title=title, title_justify="left", pad_edge=False)
+    table = Table(title=title, title_justify="left", pad_edge=wide,
+                  box=box.ASCII2 if wide else box.HEAVY_HEAD)
     for col, justify in columns:
         table.add_column(col, justify=justify)
     for i, cid in enumerate(decision["candidate"].values):
@@ -49,6 +73,11 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any
                  number(float(d["value_vs_stop"])) if "value_vs_stop" in d else "—",
                  *([] if demo else [number(float(d["p_exec_bound"]))]),
                  "yes" if bool(d["feasible"]) else "no",
-                 "◀ chosen" if chosen else escape(str(d["excluded_reason"].values)[:60])]
+                 ("<- chosen" if wide else "◀ chosen") if chosen
+                 else escape(_cut(str(d["excluded_reason"].values), None if wide else 60))]
         table.add_row(*cells, style=style)
     return table
+
+
+def _cut(text: str, n: int | None) -> str:
+    return text if n is None or len(text) <= n else text[: n - 1] + "…"
