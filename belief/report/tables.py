@@ -4,12 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decision_rich_table", "escape", "number"]
+__all__ = ["cvu_cell", "decision_rich_table", "escape", "estimator_label", "number"]
 
 
 def number(x: float, digits: int = 3) -> str:
     """``x`` with ``digits`` decimals, or an em dash for NaN."""
     return "—" if x != x else f"{x:.{digits}f}"  # NaN check
+
+
+def cvu_cell(d: Any) -> str:
+    """CVU ± its standard error (``cvu_se``: outcome Monte Carlo error and the error of the
+    draws; ``cvu_mcse`` when only that is known), or an em dash."""
+    cvu = number(float(d["cvu"]))
+    for name in ("cvu_se", "cvu_mcse"):
+        if name in d:
+            se = float(d[name])
+            if se == se and se > 0 and cvu != "—":
+                return f"{cvu}±{se:.3f}"
+            if se == se:
+                break
+    return cvu
+
+
+def estimator_label(d: Any) -> str:
+    """The CVU estimator of a candidate (``cvu_method``), blank when CVU was not estimated."""
+    if "cvu_method" not in d:
+        return ""
+    method = d["cvu_method"].values.item() if hasattr(d["cvu_method"], "values") \
+        else d["cvu_method"]
+    return "" if not isinstance(method, str) or method == "not computed" else method
 
 
 def escape(text: object) -> str:
@@ -21,14 +44,17 @@ def escape(text: object) -> str:
 
 def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any:
     """The decision as a rich table: one row per candidate, the chosen one in green, the
-    infeasible ones dimmed with their reason.  "vs stop" is the value against stopping,
+    infeasible ones dimmed with their reason.  "CVU" is CVU ± its standard error (Monte Carlo
+    error of the simulated outcomes and of the posterior draws) and "est." the estimator
+    (psis+cv, regression, …, or failed).  "vs stop" is the value against stopping,
     U0 + β·E_Y[G0(s^{m,Y})] (the candidate is worth doing when it is > 0).  ``demo`` adds the
     role and MV columns and leaves out the safety bound."""
     from rich.table import Table
 
     columns = [("candidate", "left"), *([("role", "left")] if demo else []),
                ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
-               *([("MV", "right")] if demo else []), ("CVU", "right"), ("Q", "right"),
+               *([("MV", "right")] if demo else []), ("CVU", "right"), ("est.", "left"),
+               ("Q", "right"),
                ("vs stop", "right"),
                *([] if demo else [("P_exec UCB", "right")]), ("feasible", "center"),
                ("", "left")]
@@ -38,14 +64,12 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False) -> Any
     for i, cid in enumerate(decision["candidate"].values):
         d = decision.isel(candidate=i)
         chosen = bool(d["chosen"])
-        cvu = number(float(d["cvu"]))
-        if "cvu_mcse" in d and float(d["cvu_mcse"]) == float(d["cvu_mcse"]) \
-                and float(d["cvu_mcse"]) > 0:
-            cvu += f"±{float(d['cvu_mcse']):.3f}"
+        cvu = cvu_cell(d)
         style = "bold green" if chosen else ("dim" if not bool(d["feasible"]) else "")
         cells = [escape(cid), *([escape(d["role"].values)] if demo else []),
                  number(float(d["phi_gain"])), number(float(d["c_lambda"])), number(float(d["u0"])),
-                 *([number(float(d["mv"]), 2)] if demo else []), cvu, number(float(d["q"])),
+                 *([number(float(d["mv"]), 2)] if demo else []), cvu,
+                 escape(estimator_label(d)), number(float(d["q"])),
                  number(float(d["value_vs_stop"])) if "value_vs_stop" in d else "—",
                  *([] if demo else [number(float(d["p_exec_bound"]))]),
                  "yes" if bool(d["feasible"]) else "no",
