@@ -173,7 +173,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                 if forced else None,
                 f"{int(broken.sum())} outcome(s) have non-finite importance weights", diag)
 
-    if control_variates:
+    # the controls' mean is 0 only if every outcome has its raw weights: an outcome whose
+    # likelihood is undefined (refit instead) has none, so the controls are then left out
+    cv_ok = control_variates and not nonfinite.any()
+    if cv_ok:
         funcs = control_functions(nxt.utility, lambda f: omega @ f, won, feas.any(axis=0))
         z = omega @ funcs - funcs.mean(axis=0)
     else:
@@ -191,6 +194,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     if still:
         parts.append(f"{still} of {n_j} outcomes kept with k̂ > {k_threshold:g} "
                      f"(≤ {max_bad_share:.0%} allowed)")
+    if control_variates and not cv_ok:
+        parts.append("no control variates: some outcomes have no importance weights")
     reason = "; ".join(parts) or "weights trusted for every outcome"
     if forced and (still > max_bad_share * n_j or ess_med < min_ess):
         reason = "PSIS forced by the settings: " + reason + f"; median ESS {ess_med:.0f}"
