@@ -21,7 +21,11 @@ Part 2 — the accuracy target on a zero-cost normal–normal study with closed-
 CVU against EVSI(n) for n = 1 … 10⁶ at the default settings, today's MCSE beside the new one
 (the target: within 3 total standard errors at every n, MCSE ≤ 10 % of EVSI at n = 1).
 
+Part 3 (``--calibration SEEDS``) — the reported MCSE against the spread of CVU over seeds of
+outcomes, the draws fixed (normal cases and four gains-model candidates).
+
     uv run python benchmarks/bench_cvu.py [--outcomes 256] [--threads 1] [--belief FILE]
+        [--calibration 40]
 """
 
 from __future__ import annotations
@@ -242,6 +246,52 @@ def normal_part(args) -> None:
               f"{z:+6.2f}  {res['cvu_method'].item()}")
 
 
+def calibration_part(args) -> None:
+    """The reported MCSE against the spread over ``--calibration`` seeds of outcomes (the draws
+    fixed): normal–normal at n = 1 and 10 (μ0 = 0, 1) and, with the fitted belief, four of
+    the 20 candidates.  A calibrated MCSE has rms(MCSE)/sd ≈ 1 (± ~1/√(2·seeds))."""
+    seeds = args.calibration
+    rng = np.random.default_rng(11)
+    print(f"\ncalibration of the new MCSE over {seeds} seeds of outcomes (draws fixed)")
+    print(f"{'case':28s} {'mean CVU':>10s} {'sd':>9s} {'rms MCSE':>9s} {'ratio':>6s}  method")
+    for mu0, n in [(1.0, 1), (0.0, 1), (1.0, 10), (0.0, 10)]:
+        delta = mu0 + rng.permutation(stats.norm.ppf((np.arange(2000) + 0.5) / 2000))
+        gain = np.stack([delta, np.zeros_like(delta)], -1)
+        se = 1 / np.sqrt(n)
+        exp = Experiment(
+            next_gain=gain,
+            simulate=lambda r, idx, se=se, d=delta: d[idx] + se * r.standard_normal(len(idx)),
+            loglik=lambda y, se=se, d=delta: stats.norm.logpdf(y[:, None], d[None, :], se))
+        rows = [continuation_value(gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
+                                   lambda b: np.zeros(1), Functional("mean"),
+                                   settings=CVUSettings(n_outcomes=args.outcomes, seed=k)
+                                   ).sel(candidate="o") for k in range(seeds)]
+        _calibration_row(f"normal mu0={mu0:g} n={n:g}", rows)
+    if args.skip_model:
+        return
+    cs = twenty_candidates()
+    belief = xr.load_dataset(args.belief)
+    budget = make_budget({"real_h": 10, "compute": 200, "eng_h": 20}, cs.resources)
+    state = State(step=6, budget=budget, policy=belief.attrs["policy"], belief=belief)
+    decision = DecisionSettings(weights={"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004},
+                                beta=1.0, horizon=20)
+    exps = experiments_from_belief(belief, cs, decision.cvu.trials)
+    for cid in ("a02", "a06", "d1", "d3"):
+        rows = [cvu_for_state(state, cs, decision.replace(cvu=CVUSettings(
+            n_outcomes=args.outcomes, seed=k)), experiments={cid: exps[cid]}).sel(candidate=cid)
+            for k in range(seeds)]
+        _calibration_row(f"gains model {cid}", rows)
+
+
+def _calibration_row(name, rows) -> None:
+    v = np.array([float(r["cvu"]) for r in rows])
+    m = np.array([float(r["cvu_mcse"]) for r in rows])
+    sd = v.std(ddof=1)
+    rms = np.sqrt(np.mean(m**2))
+    print(f"{name:28s} {v.mean():10.5f} {sd:9.5f} {rms:9.5f} {rms / sd if sd else np.nan:6.2f}"
+          f"  {rows[0]['cvu_method'].item()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outcomes", type=int, default=256)
@@ -250,10 +300,15 @@ def main() -> None:
     parser.add_argument("--belief", default=None,
                         help="netCDF file caching the fitted belief (written if absent)")
     parser.add_argument("--skip-model", action="store_true", help="only the normal part")
+    parser.add_argument("--calibration", type=int, default=0,
+                        help="seeds for the MCSE calibration (0: skip; needs --belief)")
     args = parser.parse_args()
     if not args.skip_model:
         gains_model_part(args)
     normal_part(args)
+    if args.calibration:
+        with blas_threads(args.threads):
+            calibration_part(args)
 
 
 if __name__ == "__main__":

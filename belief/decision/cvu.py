@@ -90,9 +90,33 @@ def _influence_of_winner(functional: Functional, gain: np.ndarray, phi: np.ndarr
     return influence(functional, x, phi[c:c + 1], x, None)[0]
 
 
+def _near_tie(functional: Functional, gain: np.ndarray, phi: np.ndarray,
+               c_lambda: np.ndarray, feasible: np.ndarray, blocks: int) -> tuple[bool, float]:
+    """Whether G0(s^∅) is a near tie: the best two options (candidates or stopping) differ by
+    less than 3 standard errors of their difference from the draws (influence functions,
+    batch means).  Returns (tie, gap / se)."""
+    u = np.where(feasible, phi - c_lambda, -np.inf)
+    # options: stopping (value 0, no error) and every feasible candidate
+    values = np.concatenate([[0.0], u])
+    top = np.argsort(-values, kind="stable")[:2]
+    if not np.isfinite(values[top[1]]):
+        return False, np.inf
+
+    def psi(o: int) -> np.ndarray:
+        if o == 0:
+            return np.zeros(gain.shape[0])
+        x = gain[:, o - 1][None, :]
+        return influence(functional, x, phi[o - 1:o], x, None)[0]
+
+    gap = values[top[0]] - values[top[1]]
+    se = np.sqrt(draws_variance(psi(int(top[0])) - psi(int(top[1])), None, blocks))
+    ratio = gap / se if se > 0 else np.inf
+    return bool(ratio < 3.0), float(ratio)
+
+
 def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.ndarray,
-              rngs: tuple[np.random.Generator, np.random.Generator],
-              settings: CVUSettings) -> Estimate:
+              rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
+              bootstrap: Callable[[np.ndarray], float] | None = None) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring)."""
     if exp.simulate is None:
@@ -115,7 +139,8 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         nxt, functional, y, exp.loglik, exp.refit, k_threshold=settings.k_threshold,
         max_refits=settings.max_refits, chunk=settings.chunk,
         max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
-        control_variates=settings.control_variates, forced=settings.estimator == "psis")
+        control_variates=settings.control_variates, forced=settings.estimator == "psis",
+        bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
     if est is not None:
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
@@ -188,6 +213,11 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     belief_ok = bool(np.isfinite(gain_now).all())
     if_null = (_influence_of_winner(functional, gain_now, phi_now, c_lam_now, feasible_now)
                if belief_ok else np.zeros(n_s))
+    tie, tie_ratio = (_near_tie(functional, gain_now, phi_now, c_lam_now, feasible_now,
+                                settings.draw_blocks) if belief_ok else (False, np.nan))
+
+    def g0_null_weighted(v: np.ndarray) -> float:
+        return float(g0(functional(gain_now.T, v) - c_lam_now, feasible_now))
 
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
@@ -210,14 +240,16 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                         avail_next & safe & affordable(costs, b_next))
         # one stream per candidate (its CVU does not depend on which others are scored)
         rngs = (np.random.default_rng([settings.seed, 101, c]),
-                np.random.default_rng([settings.seed, 102, c]))
+                np.random.default_rng([settings.seed, 102, c]),
+                np.random.default_rng([settings.seed, 103, c]))
         if not belief_ok:
             est = Estimate.failed("the belief's gain draws are not finite")
         elif nxt.gain.shape != gain_now.shape or not np.isfinite(nxt.gain).all():
             est = Estimate.failed("the next-gain draws are not finite or not (S, C)")
         else:
             try:
-                est = _estimate(exp, nxt, functional, idx, rngs, settings)
+                est = _estimate(exp, nxt, functional, idx, rngs, settings,
+                                bootstrap=g0_null_weighted if tie else None)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         value = est.expected_g0 - g0_null
@@ -231,6 +263,9 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                 var = draws_variance(est.if_draws - if_null, est.if_noise,
                                      settings.draw_blocks)
                 out["cvu_draws_se"][c] = np.sqrt(var)
+            if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
+                out["cvu_draws_se"][c] = np.fmax(out["cvu_draws_se"][c],
+                                                 est.extra["draws_sd_bootstrap"])
             out["cvu_se"][c] = np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])
         out["pareto_k"][c], out["pareto_k_bad"][c] = est.pareto_k, est.bad_share
         out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
@@ -241,7 +276,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
          **{k: ("candidate", v) for k, v in ints.items()},
          "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason)},
         coords={"candidate": candidate_ids},
-        attrs={"g0_null": g0_null, "n_outcomes": settings.n_outcomes,
+        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie),
+               "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
                "k_threshold": settings.k_threshold, "functional": str(functional),
                "estimator": settings.estimator})
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
 from belief.decision.functionals import Functional, weighted_columns
-from belief.decision.importance import effective_sample_size, psis_weights
+from belief.decision.importance import psis_weights
 from belief.decision.preposterior import (
     NextState,
     control_functions,
@@ -39,7 +39,7 @@ from belief.decision.preposterior import (
     winners,
 )
 
-__all__ = ["importance_estimate"]
+__all__ = ["draws_bootstrap", "importance_estimate"]
 
 
 def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
@@ -53,14 +53,17 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
     col = np.where(stop, 0, won)
     phi_won = np.where(stop, 0.0, phi[np.arange(n_j), col])
     if functional.kind == "mean":
-        # a_ij / S = ω_ij (g_{i c_j} 1[c_j ≠ stop] + v_j), v_j = G0_j − φ_j(c_j) 1[...]
-        onehot = np.zeros((n_j, nxt.gain.shape[1]))
-        onehot[np.flatnonzero(~stop), col[~stop]] = 1.0
+        # a_ij / S = ω_ij (g_{i c_j} 1[c_j ≠ stop] + v_j), v_j = G0_j − φ_j(c_j) 1[...];
+        # only the columns that win some outcome enter
+        cols, pos = np.unique(col[~stop], return_inverse=True)
+        onehot = np.zeros((n_j, cols.size))
+        onehot[np.flatnonzero(~stop), pos] = 1.0
+        g = nxt.gain[:, cols]
         v = g0_j - phi_won
-        first = ((omega.T @ onehot) * nxt.gain).sum(axis=1) + omega.T @ v
+        first = ((omega.T @ onehot) * g).sum(axis=1) + omega.T @ v
         sq = omega.T**2
-        second = (((sq @ onehot) * nxt.gain**2).sum(axis=1)
-                  + 2 * ((sq @ (onehot * v[:, None])) * nxt.gain).sum(axis=1) + sq @ v**2)
+        second = (((sq @ onehot) * g**2).sum(axis=1)
+                  + 2 * ((sq @ (onehot * v[:, None])) * g).sum(axis=1) + sq @ v**2)
         mean_a = n_s * first / n_j
         var_a = (n_s**2 * second / n_j - mean_a**2) * n_j / (n_j - 1)
     else:
@@ -77,7 +80,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         refit: Callable[[np.ndarray], np.ndarray] | None, *,
                         k_threshold: float = 0.7, max_refits: int = 16, chunk: int = 64,
                         max_bad_share: float = 0.05, min_ess: float = 100.0,
-                        control_variates: bool = True, forced: bool = False
+                        control_variates: bool = True, forced: bool = False,
+                        bootstrap: Callable[[np.ndarray], float] | None = None,
+                        replicates: int = 64, blocks: int = 32,
+                        rng: np.random.Generator | None = None
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -93,6 +99,11 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     forced : bool
         Return an estimate even when the weights are untrusted (only outcomes with
         non-finite weights that were not refit make it fail).
+    bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
+        When given, the error of the draws is also estimated by a block bootstrap
+        (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
+        in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
+        influence-function error misses the kink of the max.
 
     Returns
     -------
@@ -120,7 +131,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
             n_p = sl.stop - sl.start
             first = float((~ok | ~(khat[sl] <= k_threshold)).mean())
             allowed = max_bad_share + (max_refits / n_j if refit is not None else 0.0)
-            ess_p = float(np.median(np.where(ok, effective_sample_size(smooth[sl]), 1.0)))
+            ess_p = float(np.median(np.where(ok, 1.0 / (smooth[sl] ** 2).sum(axis=1), 1.0)))
             diag = {"pareto_k": _max_k(khat[sl]), "bad_share": first, "ess": ess_p}
             if first - 2 * np.sqrt(first * (1 - first) / n_p) > allowed:
                 return None, (f"informative study: {first:.0%} of the first {n_p} outcomes "
@@ -130,7 +141,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                               f"weights {ess_p:.0f} < {min_ess:g} in the first {n_p} "
                               "outcomes"), diag
     untrusted = nonfinite | ~(khat <= k_threshold)
-    ess = np.where(nonfinite, 1.0, effective_sample_size(smooth))
+    ess = np.where(nonfinite, 1.0, 1.0 / (smooth**2).sum(axis=1))  # rows are normalised
     bad = np.flatnonzero(untrusted)
     order = bad[np.argsort(-np.where(np.isnan(khat[bad]) | nonfinite[bad], np.inf,
                                      khat[bad]), kind="stable")]
@@ -201,7 +212,46 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         reason = "PSIS forced by the settings: " + reason + f"; median ESS {ess_med:.0f}"
     est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
                    n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv, **diag)
+    if bootstrap is not None and not nonfinite.any():
+        est.extra["draws_sd_bootstrap"] = draws_bootstrap(
+            functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
+            rng or np.random.default_rng(0), replicates, blocks)
     return est, reason, diag
+
+
+def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
+                    smooth: np.ndarray, omega: np.ndarray, g0_j: np.ndarray,
+                    exact: np.ndarray, g0_null: Callable[[np.ndarray], float],
+                    rng: np.random.Generator, replicates: int = 64, blocks: int = 32) -> float:
+    """sd of CVU over a block bootstrap of the draws, by reweighting (no new outcomes).
+
+    Replicate b gives every contiguous block of draws a Poisson(1) weight v_i (the same
+    within a block, so autocorrelated draws are resampled together).  Under the reweighted
+    empirical prior the posterior of outcome j has weights ∝ v_i w̃_ij, the outcome's
+    predictive density changes by r_j = Σ_i v_i ω_ij / mean(v) (E_Y r = 1), so
+
+        CVU_b = Σ_j r_j G0_b(Y_j) / Σ_j r_j − G0(s^∅; v),
+
+    with exactly refit outcomes kept at their value.  Unlike the influence function this
+    follows the max in G0 across a near tie.
+    """
+    n_j, n_s = omega.shape
+    b = min(blocks, n_s)
+    block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
+    cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
+    vals = np.empty(replicates)
+    for k in range(replicates):
+        v = rng.poisson(1.0, b)[block].astype(float)
+        if v.sum() == 0:
+            v[:] = 1.0
+        w = smooth * v[None, :]
+        ok = w.sum(axis=1) > 0
+        phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
+        phi[np.ix_(ok, cols)] = weighted_columns(functional, nxt.gain[:, cols], w[ok])
+        g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))
+        r = omega @ v / v.mean()
+        vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)
+    return float(vals.std(ddof=1))
 
 
 def _max_k(khat: np.ndarray) -> float:
