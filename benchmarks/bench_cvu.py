@@ -21,11 +21,14 @@ Part 2 — the accuracy target on a zero-cost normal–normal study with closed-
 CVU against EVSI(n) for n = 1 … 10⁶ at the default settings, today's MCSE beside the new one
 (the target: within 3 total standard errors at every n, MCSE ≤ 10 % of EVSI at n = 1).
 
+With ``--refits N`` it also times N exact nested refits (re-sampling the compiled gains model
+on the evidence plus a simulated outcome) and scales them to J outcomes per candidate.
+
 Part 3 (``--calibration SEEDS``) — the reported MCSE against the spread of CVU over seeds of
 outcomes, the draws fixed (normal cases and four gains-model candidates).
 
     uv run python benchmarks/bench_cvu.py [--outcomes 256] [--threads 1] [--belief FILE]
-        [--calibration 40]
+        [--calibration 40] [--refits 3]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +56,7 @@ from belief.inputs.evidence import Evidence
 from belief.inputs.resources import make_budget
 from belief.posterior.experiments import Experiment, experiments_from_belief
 from belief.posterior.fitter import BeliefFitter, FitSettings
+from belief.posterior.refit import exact_refit
 
 LENSES = ("model", "data", "representation", "optimization")
 
@@ -185,6 +190,10 @@ def gains_model_part(args) -> None:
         new()  # warm-up
         t_old, old_times, (cvu_old, mcse_old) = best_of(today)
         t_new, new_times, res = best_of(new)
+        tracemalloc.start()  # separate run: tracing slows numpy's allocations
+        new()
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
 
     print(f"belief: {belief.sizes['sample']} joint draws x {belief.sizes['candidate']} "
           f"candidates ({fit_note}); J = {args.outcomes} outcomes per candidate; BLAS threads: "
@@ -193,7 +202,8 @@ def gains_model_part(args) -> None:
           f"wall, best of 3 [{', '.join(f'{t:.2f}' for t in old_times)}]")
     print(f"new CVU (PSIS+CV / regression), all {len(ids)} candidates:     {t_new:6.2f} s "
           f"wall, best of 3 [{', '.join(f'{t:.2f}' for t in new_times)}]   (target <= 1 s)")
-    print(f"speed ratio today / new: {t_old / t_new:5.2f}x")
+    print(f"speed ratio today / new: {t_old / t_new:5.2f}x; peak traced memory of the new CVU "
+          f"(tracemalloc, separate run): {peak / 2**20:.1f} MiB (target < 1024 MiB)")
     table = pd.DataFrame({
         "cvu_today": cvu_old, "mcse_today": mcse_old, "cvu_new": res["cvu"].values,
         "mcse_new": res["cvu_mcse"].values, "draws_se_new": res["cvu_draws_se"].values,
@@ -209,6 +219,33 @@ def gains_model_part(args) -> None:
           f"{ratio:.3f}; methods: {table.method.value_counts().to_dict()}")
     diff = (table.cvu_new - table.cvu_today) / np.hypot(table.mcse_today, table.mcse_new)
     print(f"new − today in units of their joint MCSE: max |z| = {np.nanmax(np.abs(diff)):.2f}")
+    print(f"median error of the draws / new MCSE: "
+          f"{(scored.draws_se_new / scored.mcse_new).median():.1f}  (the draws' error dominates)")
+    if args.refits:
+        nested_refits(args, cs, belief, state, decision, t_new, res)
+
+
+def nested_refits(args, cs, belief, state, decision, t_new, res) -> None:
+    """Exact nested refits timed on a few outcomes and scaled to J outcomes per candidate with
+    an outcome (the same outcome count as PSIS)."""
+    from models import gains
+
+    ev, _ = evidence(cs, np.random.default_rng(0))
+    fitter = BeliefFitter(cs, FitSettings(draws=1000, tune=1000, chains=2))
+    refit = exact_refit(fitter, ev, state, trials=decision.cvu.trials, seed=3, draws=1000)
+    draws = belief[list(gains.DRAW_VARS)]
+    ys = gains.simulate(draws, "a02", np.random.default_rng(2), np.arange(args.refits), 100)
+    refit("a02", ys[0])  # compile
+    t0 = time.perf_counter()
+    for y in ys:
+        refit("a02", y)
+    per_refit = (time.perf_counter() - t0) / args.refits
+    n_with_outcome = int((res["cvu_method"] != "no outcome").sum())
+    nested_s = per_refit * args.outcomes * n_with_outcome
+    print(f"one exact refit (1000 draws x 2 chains, mean of {args.refits}): {per_refit:.2f} s; "
+          f"nested refits for {n_with_outcome} candidates x {args.outcomes} outcomes: "
+          f"{nested_s:.0f} s (extrapolated); speed-up of the new CVU: {nested_s / t_new:.0f}x "
+          f"(target >= 50x)")
 
 
 def normal_part(args) -> None:
@@ -300,6 +337,8 @@ def main() -> None:
     parser.add_argument("--belief", default=None,
                         help="netCDF file caching the fitted belief (written if absent)")
     parser.add_argument("--skip-model", action="store_true", help="only the normal part")
+    parser.add_argument("--refits", type=int, default=0,
+                        help="time this many exact nested refits (0: skip)")
     parser.add_argument("--calibration", type=int, default=0,
                         help="seeds for the MCSE calibration (0: skip; needs --belief)")
     args = parser.parse_args()
