@@ -160,9 +160,11 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     seed : int
         Seeds CVU's outcomes and the stability bootstrap.
     cvu : Dataset over ``candidate``, optional
-        A CVU computed elsewhere (``cvu``, optionally ``cvu_mcse``, ``pareto_k``,
-        ``cvu_method`` and the attribute ``g0_null``); by default, when β > 0 and the step is
-        not terminal, CVU is computed here for the feasible candidates.
+        A CVU computed elsewhere (``cvu``; optionally its errors ``cvu_se`` or ``cvu_mcse`` and
+        ``cvu_draws_se``, ``cvu_method``, ``cvu_reason``, ``pareto_k`` and the attribute
+        ``g0_null``); by default, when β > 0 and the step is not terminal, CVU is computed
+        here for the feasible candidates.  A feasible candidate whose CVU is NaN is never
+        ranked (its Q is NaN): its ``excluded_reason`` and the ``cvu_status`` say why.
     experiments : mapping id → Experiment, optional
         CVU's experiments (default: from the gains model's draws in q_t).
     refit : callable (m, Y) → next-gain draws, optional
@@ -172,10 +174,14 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     -------
     Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)));
     variables ``phi_gain``, ``c_lambda``, ``u0``, ``mv``, ``cvu``, ``q``, ``value_vs_stop``,
-    the feasibility tests and ``excluded_reason``; attributes ``chosen`` (id or ``"(stop)"``),
-    ``stop`` (0/1), ``stop_reason``, ``functional``, ``beta``, ``g0_null``,
-    ``lambda_<resource>``, ``flip_probability``; when q_t holds transfer draws, the current
-    policy's δ_J and G_J summaries (reported only: δ_J is not a value input).
+    the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
+    error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
+    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known;
+    attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1), ``stop_reason``,
+    ``functional``, ``beta``, ``g0_null``, ``cvu_status``, ``lambda_<resource>``,
+    ``flip_probability`` (under posterior resampling and CVU's error, β·cvu_se per candidate);
+    when q_t holds transfer draws, the current policy's δ_J and G_J summaries (reported only:
+    δ_J is not a value input).
     """
     if not isinstance(settings, DecisionSettings):
         raise InputError("settings", f"expected DecisionSettings, got {type(settings).__name__}")

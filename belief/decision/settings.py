@@ -164,12 +164,14 @@ class DecisionSettings:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """JSON-able summary (functional string, β, gate, λ rule, horizon, CVU outcomes)."""
+        """JSON-able summary (functional string, β, gate, λ rule, horizon, CVU outcomes and
+        estimator)."""
         return {"functional": str(self.functional), "beta": self.beta,
                 "weights": None if self.weights is None else self.weights.describe(),
                 "alpha_exec": self.gate.alpha_exec, "delta": self.gate.delta,
                 "safety_method": self.gate.method,
-                "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes}
+                "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes,
+                "cvu_estimator": self.cvu.estimator}
 
 
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
