@@ -242,6 +242,28 @@ def test_informative_study_uses_refits_or_regression():
     assert abs(float(fixed["cvu"]) - exact) < 3 * float(fixed["cvu_se"])
 
 
+def test_failed_refits_fall_back_to_regression():
+    """The refit hook is tried on every untrusted outcome (max_refits = 200 of 200), but it
+    fails (non-finite draws) for all of them: the untrusted weights are then still in use for
+    far more than ``max_bad_share`` of the outcomes, so PSIS must not be reported; the auto
+    rule falls back to the regression estimator and says why."""
+    mu0, sd0, sigma, n = 0.1, 1.0, 1.0, 2000
+    delta = normal_draws(mu0, sd0, 3000)
+    gain = np.stack([delta, np.zeros_like(delta)], -1)
+    base = normal_experiment(delta, sigma, n)
+    exp = Experiment(next_gain=gain, simulate=base.simulate, loglik=base.loglik,
+                     refit=lambda y: np.full((10, 2), np.nan))
+    res = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+                             MEAN, settings=CVUSettings(n_outcomes=200, seed=2,
+                                                        max_refits=200)
+                             ).sel(candidate="observe")
+    assert float(res["pareto_k_bad"]) > 0.3
+    assert res["cvu_method"].item() == "regression"
+    assert "keep untrusted weights after 0 exact refits" in res["cvu_reason"].item()
+    exact = evsi(mu0, sd0, sigma, n)
+    assert abs(float(res["cvu"]) - exact) < 3 * float(res["cvu_mcse"]) + 1e-3 * exact
+
+
 def test_nan_khat_counts_as_untrusted():
     """Issue 17's reproduction: 2000 stratified N(0.3, 1) draws, a study with se = 1e-3, an
     exact refit, max_refits = 200, 200 outcomes.  Every k̂ is NaN (one draw carries each

@@ -183,6 +183,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                                 n_outcomes=n_j, n_refits=n_refits, **diag)
                 if forced else None,
                 f"{int(broken.sum())} outcome(s) have non-finite importance weights", diag)
+    still = int((untrusted & ~refit_done).sum())
+    if not forced and still > max_bad_share * n_j:  # refits that failed leave too many
+        return None, (f"{still} of {n_j} outcomes keep untrusted weights after "
+                      f"{n_refits} exact refits"), diag
 
     # the controls' mean is 0 only if every outcome has its raw weights: an outcome whose
     # likelihood is undefined (refit instead) has none, so the controls are then left out
@@ -198,7 +202,6 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     method = "psis+cv" if z.shape[1] else "psis"
     if n_refits:
         method += "+refit"
-    still = int((untrusted & ~refit_done).sum())
     parts = []
     if n_refits:
         parts.append(f"{n_refits} outcome(s) with untrusted weights refit exactly")
