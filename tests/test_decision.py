@@ -375,3 +375,27 @@ def test_flip_probability_includes_cvu_monte_carlo_error():
     assert float(d["cvu_se"].sel(candidate="a")) == 0.05
     exact = decide(state, cs, settings, cvu=given.assign(cvu_se=("candidate", [0.0, 0.0])))
     assert exact.attrs["flip_probability"] == 0.0
+
+
+def test_the_decision_table_shows_cvu_with_its_error_and_the_estimator():
+    from rich.console import Console
+
+    from belief.report.tables import decision_rich_table
+
+    cs, state = _two_sure_candidates()
+    given = xr.Dataset({"cvu": ("candidate", [0.012, np.nan]),
+                        "cvu_mcse": ("candidate", [0.003, np.nan]),
+                        "cvu_draws_se": ("candidate", [0.004, np.nan]),
+                        "cvu_method": ("candidate", np.array(["psis+cv", "failed"], object)),
+                        "cvu_reason": ("candidate", np.array(["", "refit failed"], object))},
+                       coords={"candidate": ["a", "b"]}, attrs={"g0_null": 0.29})
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=given)
+    assert float(d["cvu_se"].sel(candidate="a")) == pytest.approx(0.005)  # √(0.003² + 0.004²)
+    console = Console(record=True, width=250)
+    console.print(decision_rich_table(d, "decision"))
+    cells = [[c.strip() for c in line.split("│")[1:-1]]
+             for line in console.export_text().splitlines() if line.startswith("│")]
+    rows = {r[0]: r for r in cells}
+    col = rows["a"].index("0.012±0.005")  # CVU ± cvu_se, then the estimator
+    assert rows["a"][col + 1] == "psis+cv"
+    assert rows["b"][col] == "—" and rows["b"][col + 1] == "failed"
