@@ -440,8 +440,11 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
     """One adaptation's paired evaluation and one pilot: PSIS vs MCMC refits per outcome.
 
     The nested estimator is mean_j G0(refit on D ∪ Y_j) − mean_k G0(refit on D): both terms
-    from independent refits, so the Monte Carlo error of any single fit averages out (the
-    PSIS estimator instead re-uses one fit in both terms, where that error cancels).
+    from independent refits, so the Monte Carlo error of any single fit averages out.  The
+    PSIS estimator re-uses one fit in both terms; that fit's MCMC error cancels only in part
+    (measured: between 24 fits of 2 × 300 draws its CVU of dr_1e7 has s.d. 0.0027, its own
+    outcome MCSE is 0.001), so the PSIS side is the mean over the same 24 independent fits
+    of D, with the standard error of that mean.
     """
     from belief.campaign.synthetic import SyntheticWorld
     from belief.decision.state import State
@@ -460,25 +463,29 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
     def settings(cvu):
         return DecisionSettings(weights=w.weight_values, beta=1.0, horizon=10, cvu=cvu)
 
-    plain = cvu_for_state(state, world_candidates, settings(CVUSettings(n_outcomes=n, seed=9)))
     # force the exact path on every outcome (k̂ threshold below any value)
     nested = cvu_for_state(state, world_candidates,
                            settings(CVUSettings(n_outcomes=n, seed=9, k_threshold=-1e9,
                                                 max_refits=n)),
                            refit=exact_refit(fitter, ev, state, trials=100, seed=2))
-    g0_null = []
-    for k in range(24):  # G0(s^∅) from independent refits on D alone
+    g0_null, plain = [], []
+    for k in range(24):  # independent fits on D alone: G0(s^∅) and the PSIS estimate of each
         _, b_k = fitter.fit(ev, world.policy, step=4, seed=1000 + k)
-        g0_null.append(cvu_for_state(state.with_(belief=b_k), world_candidates,
-                                     settings(CVUSettings(n_outcomes=2))).attrs["g0_null"])
+        res = cvu_for_state(state.with_(belief=b_k), world_candidates,
+                            settings(CVUSettings(n_outcomes=n, seed=9)))
+        g0_null.append(res.attrs["g0_null"])
+        plain.append(res["cvu"])
     g0_null = np.array(g0_null)
     for m in ("dr_1e7", "ft_pilot"):
-        a, b = plain.sel(candidate=m), nested.sel(candidate=m)
-        assert b["cvu_method"].item() == "psis+refit" and int(b["n_refits"]) == n
+        b = nested.sel(candidate=m)
+        # every outcome refit (their raw weights are finite, so the controls stay in)
+        assert b["cvu_method"].item() in ("psis+refit", "psis+cv+refit")
+        assert int(b["n_refits"]) == n
+        psis_m = np.array([float(p.sel(candidate=m)) for p in plain])
+        cvu_psis, se_psis = psis_m.mean(), psis_m.std(ddof=1) / np.sqrt(psis_m.size)
         mean_g0 = float(b["cvu"]) + nested.attrs["g0_null"]
         cvu_nested = mean_g0 - g0_null.mean()
         se_nested = np.hypot(float(b["cvu_mcse"]), g0_null.std(ddof=1) / np.sqrt(g0_null.size))
-        tol = 3 * np.hypot(float(a["cvu_mcse"]), se_nested)
-        print(m, "PSIS", float(a["cvu"]), "+-", float(a["cvu_mcse"]), "nested", cvu_nested,
-              "+-", se_nested)
-        assert abs(float(a["cvu"]) - cvu_nested) < tol, (m, float(a["cvu"]), cvu_nested, tol)
+        tol = 3 * np.hypot(se_psis, se_nested)
+        print(m, "PSIS", cvu_psis, "+-", se_psis, "nested", cvu_nested, "+-", se_nested)
+        assert abs(cvu_psis - cvu_nested) < tol, (m, cvu_psis, cvu_nested, tol)
