@@ -215,16 +215,19 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
             "stopping: stop when none is > 0",
             f"budget b_t: {bud} ({a.get('budget_source', '')})",
             f"weights λ: {lam} ({a.get('weights_source', '')})",
-            f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}",
+            f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}; cvu_se = "
+            "√(cvu_mcse² + cvu_draws_se²): the Monte Carlo error of the simulated outcomes "
+            "and of the posterior draws; cvu_method is the estimator (psis+cv: importance "
+            "reweighting with control variates, regression: for informative studies)",
             f"decision stability: Pr(argmax flips) = {_fmt(a.get('flip_probability'))} "
-            "under posterior resampling (a proxy, not a value)",
+            "under posterior resampling and CVU's Monte Carlo error (a proxy, not a value)",
             f"safety gate: {a.get('safety_method')} UCB_{1 - a.get('delta', 0.05):g} ≤ "
             f"α_exec = {a.get('alpha_exec')}",
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
-        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_mcse", "q",
-                            "value_vs_stop", "p_exec_bound", "feasible", "chosen",
-                            "excluded_reason")
+        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_se",
+                            "cvu_mcse", "cvu_draws_se", "cvu_method", "q", "value_vs_stop",
+                            "p_exec_bound", "feasible", "chosen", "excluded_reason")
                 if c in decision.variables]
         table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
         if "role" in decision.coords and "role" not in table.columns:

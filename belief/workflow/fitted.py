@@ -292,7 +292,7 @@ class FittedBelief:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
                       "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
         decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn)
-        estimated = decision.attrs["cvu_status"] == "estimated"
+        estimated = decision.attrs["cvu_status"].startswith("estimated")
         decision.attrs.update({
             "budget_source": b_source, "weights_source": w_source, "cvu_refits": refits,
             "history": ", ".join(state.history), "candidates_sha256": self.candidates.sha256,
