@@ -22,13 +22,23 @@ def sample(compiled: Any, *, draws: int, tune: int, chains: int, seed: int,
     """NUTS with nutpie on a compiled model (no warm-up draws kept).
 
     ``timing["sample_s"]`` receives the wall time of the call.
+
+    Ctrl-C stops the sampler and propagates as KeyboardInterrupt.  (``nutpie.sample`` itself
+    catches the interrupt and returns the draws made so far — a short, unconverged trace that
+    a caller would take for a fit; so the sampler runs in the background here and the wait is
+    ours.)
     """
     import nutpie
 
     t0 = time.perf_counter()
-    idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                          progress_bar=progressbar, target_accept=target_accept,
-                          save_warmup=False)
+    sampler = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                            progress_bar=progressbar, target_accept=target_accept,
+                            save_warmup=False, blocking=False)
+    try:
+        idata = sampler.wait()
+    except BaseException:  # KeyboardInterrupt included: stop the sampler threads, no trace
+        sampler.cancel()
+        raise
     if timing is not None:
         timing["sample_s"] = time.perf_counter() - t0
     return idata

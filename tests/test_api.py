@@ -92,8 +92,9 @@ def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
 def test_refit_option_re_samples_where_khat_is_high(example_fit):
     decision = example_fit.decide(cvu_outcomes=8, refit=True)
     assert decision.attrs["cvu_refits"].startswith("exact refits")
-    assert set(decision["cvu_method"].values) <= {"psis", "psis+refit", "psis+partial refit",
-                                                  "no outcome", "not computed"}
+    assert set(decision["cvu_method"].values) <= {
+        "psis", "psis+cv", "psis+refit", "psis+cv+refit", "regression", "regression+ls",
+        "no outcome", "not computed"}
 
 
 def test_parquet_tables_read_like_csv(tmp_path):

@@ -390,6 +390,7 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     result = Campaign(SyntheticWorld(seed=4), tiny, tmp_path / "gate").run()
     assert result.history == []
     assert result.stop_reason.startswith("refusing to act on an unreliable belief")
+    assert "--act-on-unreliable" in result.stop_reason  # the flag a CLI user types
     d = result.decisions[0]
     assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
     assert "refit with 4x draws" in result.belief.attrs.get("refit_reason", "")
@@ -445,7 +446,7 @@ def test_manual_uses_the_candidate_files_weights(tmp_path):
                                                        "eng_h": 0.005}))
     args = argparse.Namespace(out=str(tmp_path / "m"), resume=False, candidates=str(toml),
                               policy="pi0", steps=3, beta=1.0, seed=0, draws=50,
-                              weights=None)
+                              weights=None, evidence=None, overwrite=False)
     _, campaign = manual_campaign(args)
     assert campaign.settings.weights.values == {"real_h": 0.02, "compute": 0.0003,
                                                 "eng_h": 0.005}

@@ -35,6 +35,9 @@ def toy_state(cs, mus, budget=(100, 1000, 100), n=400, spread=1.0, step=0, seed=
     rng = np.random.default_rng(seed)
     noise = rng.normal(size=(n, len(mus)))
     noise -= noise.mean(axis=0)  # draws whose mean is exactly μ
+    adapting = np.array([c.changes_policy for c in cs][: len(mus)])
+    assert all(m == 0 for m, a in zip(mus, adapting, strict=True) if not a)
+    noise[:, ~adapting] = 0.0  # a diagnosis or model update has ΔJ = 0 exactly
     gain = xr.DataArray(np.array(mus)[None, :] + spread * noise, dims=("sample", "candidate"),
                         coords={"candidate": cs.ids[: len(mus)]})
     belief = make_belief(gain, cs, step=step, policy="pi0")
@@ -310,3 +313,92 @@ def test_a_diagnosis_worth_only_what_it_enables_is_chosen_over_stopping():
     got = float(d["value_vs_stop"].sel(candidate="probe")) + 0.01  # = E_Y[G0]
     assert abs(got - expected) < 4 * float(d["cvu_mcse"].sel(candidate="probe"))
     assert d.attrs["chosen"] == "probe" and d.attrs["stop"] == 0
+
+
+def _two_sure_candidates(gain_a=0.3, gain_b=0.25):
+    cs = _one_resource_set([
+        {"id": "a", "role": "adaptation", "lens": "data", "method": "DR", "cost": {"r": 0.01}},
+        {"id": "b", "role": "adaptation", "lens": "model", "method": "SI", "cost": {"r": 0.01}}])
+    gain = np.tile([gain_a, gain_b], (400, 1))  # no posterior spread: only CVU's error counts
+    return cs, _state(cs, gain)
+
+
+def test_a_nan_cvu_handed_to_decide_is_never_ranked_and_says_why():
+    cs, state = _two_sure_candidates()
+    given = xr.Dataset({"cvu": ("candidate", [np.nan, 0.0]),
+                        "cvu_mcse": ("candidate", [np.nan, 0.0]),
+                        "cvu_method": ("candidate", np.array(["failed", "no outcome"], object)),
+                        "cvu_reason": ("candidate", np.array(
+                            ["the simulated outcomes are not finite", ""], object))},
+                       coords={"candidate": ["a", "b"]}, attrs={"g0_null": 0.29})
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=given)
+    assert d.attrs["chosen"] == "b"  # a has the larger U0, but its Q is unknown
+    assert np.isnan(float(d["q"].sel(candidate="a")))
+    why = str(d["excluded_reason"].sel(candidate="a").values)
+    assert why == "not ranked: CVU could not be estimated (the simulated outcomes are not finite)"
+    status = d.attrs["cvu_status"]
+    assert status.startswith("given except for 1 feasible candidate") and "a (the simulated" \
+        in status
+    assert np.isfinite(d.attrs["flip_probability"])
+    # a NaN without a reason is reported as such, and with every CVU NaN the decision stops
+    bare = given.drop_vars(["cvu_reason", "cvu_method"]).assign(
+        cvu=("candidate", [np.nan, np.nan]))
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=bare)
+    assert d.attrs["stop"] == 1 and "estimable CVU" in d.attrs["stop_reason"]
+    assert "no reason given" in str(d["excluded_reason"].sel(candidate="a").values)
+
+
+def test_a_cvu_that_fails_inside_decide_is_reported():
+    cs, state = _two_sure_candidates()
+    broken = np.tile([0.3, np.nan], (400, 1))
+    exps = {"a": Experiment(next_gain=broken), "b": Experiment(next_gain=state.belief[
+        "gain"].transpose("sample", "candidate").values)}
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8),
+               experiments=exps)
+    assert d["cvu_method"].sel(candidate="a").item() == "failed"
+    assert d.attrs["chosen"] == "b"
+    assert d.attrs["cvu_status"].startswith("estimated except for 1 feasible candidate")
+    assert "not finite" in str(d["excluded_reason"].sel(candidate="a").values)
+
+
+def test_flip_probability_includes_cvu_monte_carlo_error():
+    # U0(a) − U0(b) = 0.05 exactly (no posterior spread); CVU(a) = 0 ± 0.05, CVU(b) = 0:
+    # a flips to b when 0.05 + 0.05·Z < 0, Pr = Φ(−1) = 0.159; ± 4 binomial s.e. of 4000
+    cs, state = _two_sure_candidates()
+    given = xr.Dataset({"cvu": ("candidate", [0.0, 0.0]),
+                        "cvu_se": ("candidate", [0.05, 0.0])},
+                       coords={"candidate": ["a", "b"]}, attrs={"g0_null": 0.29})
+    settings = DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8,
+                                stability_resamples=4000)
+    d = decide(state, cs, settings, cvu=given)
+    assert d.attrs["chosen"] == "a"
+    expected = stats.norm.cdf(-1.0)
+    assert abs(d.attrs["flip_probability"] - expected) <= 4 * np.sqrt(
+        expected * (1 - expected) / 4000)
+    assert float(d["cvu_se"].sel(candidate="a")) == 0.05
+    exact = decide(state, cs, settings, cvu=given.assign(cvu_se=("candidate", [0.0, 0.0])))
+    assert exact.attrs["flip_probability"] == 0.0
+
+
+def test_the_decision_table_shows_cvu_with_its_error_and_the_estimator():
+    from rich.console import Console
+
+    from belief.report.tables import decision_rich_table
+
+    cs, state = _two_sure_candidates()
+    given = xr.Dataset({"cvu": ("candidate", [0.012, np.nan]),
+                        "cvu_mcse": ("candidate", [0.003, np.nan]),
+                        "cvu_draws_se": ("candidate", [0.004, np.nan]),
+                        "cvu_method": ("candidate", np.array(["psis+cv", "failed"], object)),
+                        "cvu_reason": ("candidate", np.array(["", "refit failed"], object))},
+                       coords={"candidate": ["a", "b"]}, attrs={"g0_null": 0.29})
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=given)
+    assert float(d["cvu_se"].sel(candidate="a")) == pytest.approx(0.005)  # √(0.003² + 0.004²)
+    console = Console(record=True, width=250)
+    console.print(decision_rich_table(d, "decision", wide=False))  # the terminal layout
+    cells = [[c.strip() for c in line.split("│")[1:-1]]
+             for line in console.export_text().splitlines() if line.startswith("│")]
+    rows = {r[0]: r for r in cells}
+    col = rows["a"].index("0.012±0.005")  # CVU ± cvu_se, then the estimator
+    assert rows["a"][col + 1] == "psis+cv"
+    assert rows["b"][col] == "—" and rows["b"][col + 1] == "failed"

@@ -18,10 +18,19 @@ campaign settings.
 Every step is logged (:mod:`belief.campaign.log`); :meth:`Campaign.resume` continues an
 interrupted campaign from its log with results identical to an uninterrupted run of the same
 seed (every random choice is seeded by (seed, step)).
+
+The campaign folder
+    A campaign holds an exclusive lock on its folder while it runs (a second process is
+    refused, :func:`belief.files.hold_folder`).  A new campaign refuses a folder that holds
+    another campaign's log or anything else unless ``overwrite=True``
+    (:func:`folder_state`); starting over clears what the campaign owns there first (its log,
+    ``decisions/step_*.csv`` and the outputs of its last run), and the final outputs are
+    written as one set (:class:`belief.files.OutputSet`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -43,13 +52,18 @@ from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.decision.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
 from belief.errors import InputError
+from belief.files import acquire_folder, release_folder
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
 
-__all__ = ["Campaign", "CampaignResult", "CampaignSettings", "run_campaign",
+__all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "folder_state",
+           "header_settings", "outputs_complete", "run_campaign", "same_campaign",
            "settings_from_dict", "settings_to_dict"]
+
+OUTPUTS_OWNER = "campaign"  # manifest .belief-campaign.json of the final outputs
+_STEP_FILE = re.compile(r"step_\d{3,}\.csv")
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,25 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
             "act_on_unreliable": s.act_on_unreliable}
 
 
+def header_settings(header: Mapping[str, Any], path: str | Path, *,
+                    custom_weights: bool = False) -> CampaignSettings:
+    """The settings of a log's header, or an InputError naming record 1 and the rule (a
+    header written by hand or by another tool may hold anything).  ``custom_weights``: a λ
+    rule that was a user callable (it cannot be restored) gives settings without weights
+    instead of an error."""
+    try:
+        d = header["settings"]
+        w = d.get("weights") if isinstance(d, Mapping) else None
+        if custom_weights and isinstance(w, Mapping) and w.get("kind") == "custom":
+            d = {**d, "weights": None}
+        return settings_from_dict(d)
+    except InputError as err:
+        raise InputError(str(path), f"record 1 (header): unusable settings: {err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(str(path), f"record 1 (header): unusable settings "
+                                    f"({type(err).__name__}: {err})") from None
+
+
 def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
     """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored)."""
     w = d.get("weights")
@@ -151,8 +184,9 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
         elif w.get("kind") == "scarcity":
             weights = ScarcityWeights(w["base"], w["initial_budget"], w["kappa"], w["floor"])
         else:
-            raise InputError("campaign log", f"weights {w.get('describe')!r} are a user "
-                                             "callable; pass settings= explicitly to resume")
+            raise InputError("campaign log", f"weights {w.get('describe')!r} were a user "
+                                             "callable, which a log cannot hold: resume from "
+                                             "Python with Campaign.resume(folder, settings=...)")
     return CampaignSettings(
         horizon=d["horizon"], functional=d["functional"], weights=weights,
         beta=d["beta"], gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
@@ -220,8 +254,9 @@ class Campaign:
         self.candidates: CandidateSet = world.candidates
         if settings.weights is None:
             if world.weight_values is None:
-                raise InputError("weights", "resource weights λ are required: the world has no "
-                                            "default (weight_values); set settings.weights")
+                raise InputError("weights", "resource weights λ are required: none were given "
+                                            "and the world has no default (no [weights] in "
+                                            "the candidate file)")
             settings = replace(settings, weights=FixedWeights(world.weight_values))
         self.settings = settings
         self.decision_settings = settings.decision()
@@ -244,13 +279,59 @@ class Campaign:
         self.out = Path(out) if out is not None else None
         self.log_path = self.out / LOG_NAME if self.out is not None else None
         self._deployment_logged = False
+        self._lock: str | None = None
         if self.out is not None and _fresh:
-            if self.log_path.exists() and not overwrite:
+            state = folder_state(self.out)
+            if state == "campaign" and not overwrite:
                 raise InputError(str(self.log_path), "a campaign log exists here: resume it "
                                                      "(Campaign.resume) or pass overwrite=True")
+            if state == "other" and not overwrite:
+                raise InputError(str(self.out), "the folder is not empty and holds no campaign "
+                                                "log: choose an empty or new folder, or pass "
+                                                "overwrite=True")
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._hold()
+            self._clear_owned()
             (self.out / "decisions").mkdir(parents=True, exist_ok=True)
-            self.log_path.unlink(missing_ok=True)
             append_record(self.log_path, self._header())
+        elif self.out is not None:
+            self._hold()
+
+    # -- the folder ---------------------------------------------------------------------------
+    def _hold(self) -> None:
+        if self._lock is None:
+            self._lock = acquire_folder(self.out, "campaign folder", blocking=False)
+
+    def release(self) -> None:
+        """Release the campaign folder's lock (done by :meth:`finish`; a process that ends
+        releases it too)."""
+        if getattr(self, "_lock", None) is not None:
+            release_folder(self._lock)
+            self._lock = None
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # at interpreter exit the process releases the lock anyway
+            pass
+
+    def _clear_owned(self) -> None:
+        """Starting over: remove what a campaign owns in the folder (its log, the step
+        decision tables and its last outputs), never anything else."""
+        from belief.files import OutputSet
+
+        self.log_path.unlink(missing_ok=True)
+        decisions = self.out / "decisions"
+        if decisions.is_dir():
+            for f in decisions.iterdir():
+                if _STEP_FILE.fullmatch(f.name) and f.is_file():
+                    f.unlink()
+        outputs = OutputSet(self.out, OUTPUTS_OWNER)
+        for name in outputs.owned():
+            target = self.out / name
+            if target.is_file():
+                target.unlink()
+        outputs.manifest.unlink(missing_ok=True)
 
     # -- log --------------------------------------------------------------------------------
     def _header(self) -> dict[str, Any]:
@@ -300,7 +381,8 @@ class Campaign:
                 and not decision.attrs["stop"]:
             reason = ("refusing to act on an unreliable belief ("
                       f"{self.belief.attrs.get('reliability_reason', '')}); re-run with more "
-                      "draws or set act_on_unreliable=True")
+                      "draws, or allow it (--act-on-unreliable; act_on_unreliable=True in "
+                      "Python)")
             decision = decision.assign(chosen=("candidate", np.zeros(decision.sizes["candidate"],
                                                                      bool)))
             decision.attrs.update({"q_choice": decision.attrs["chosen"], "chosen": STOP,
@@ -321,7 +403,13 @@ class Campaign:
         if unknown:
             raise InputError("outcome", f"realised cost names unknown resource(s) {unknown}; "
                                         f"resources are {resources}")
-        cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        try:
+            cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        except (TypeError, ValueError):
+            cost = np.array([np.nan])
+        if not np.all(np.isfinite(cost)):
+            raise InputError("outcome", f"realised cost must be a finite number for every "
+                                        f"resource, got {dict(outcome.cost)}")
         over = [r for r, c, b in zip(resources, cost, self.budget.values, strict=True)
                 if c > b + 1e-9]
         if np.any(cost < 0) or over:
@@ -367,8 +455,11 @@ class Campaign:
         """Keep a decision (table CSV; a ``stop`` record when it stops); True when it stops."""
         self.decisions.append(decision)
         if self.out is not None:
-            decision_table(decision).to_csv(
-                self.out / "decisions" / f"step_{self.step_index:03d}.csv")
+            from belief.files import atomic_write
+
+            table = decision_table(decision)
+            atomic_write(self.out / "decisions" / f"step_{self.step_index:03d}.csv",
+                         lambda tmp: table.to_csv(tmp))
         if decision.attrs["stop"]:
             self.stop_reason = decision.attrs["stop_reason"]
             self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
@@ -428,6 +519,7 @@ class Campaign:
             _write_outputs(self.out, result, replace(self.candidates,
                                                      budget=self.initial_budget),
                            settings_to_dict(self.settings)["weights"])
+            self.release()
         return result
 
     # -- resume -----------------------------------------------------------------------------
@@ -447,8 +539,8 @@ class Campaign:
         if log.problem and not log.problem.endswith("(no end of line)"):
             raise InputError(str(log.path), f"cannot resume: {log.problem}")
         h = log.header
+        settings = settings or header_settings(h, log.path)
         try:
-            settings = settings or settings_from_dict(h["settings"])
             if world is None:
                 from belief.campaign.synthetic import world_from_spec
 
@@ -456,8 +548,8 @@ class Campaign:
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, InputError):
                 raise
-            raise InputError(str(log.path), f"record 1 (header): unusable settings or world "
-                                            f"description ({type(err).__name__}: {err})") from None
+            raise InputError(str(log.path), f"record 1 (header): unusable world description "
+                                            f"({type(err).__name__}: {err})") from None
         logged = candidates_from_dict(h["candidates"], source=str(log.path))
         if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
             raise InputError(str(log.path), "the world's candidates differ from the log's")
@@ -484,6 +576,42 @@ class Campaign:
         return c
 
 
+def folder_state(out: str | Path) -> str:
+    """What a campaign folder holds: ``"missing"``, ``"empty"``, ``"campaign"`` (a campaign
+    log) or ``"other"`` (anything else: not a campaign's folder)."""
+    out = Path(out)
+    if not out.exists():
+        return "missing"
+    if not out.is_dir():
+        return "other"
+    if (out / LOG_NAME).exists():
+        return "campaign"
+    return "other" if any(out.iterdir()) else "empty"
+
+
+def same_campaign(out: str | Path, world: World, settings: CampaignSettings) -> bool:
+    """Whether the log in ``out`` is of this world and these settings (a restart of it gives
+    the same steps: every random choice is seeded by (seed, step))."""
+    try:
+        header = read_log(out).header
+    except InputError:
+        return False
+    if settings.weights is None and world.weight_values is not None:
+        settings = replace(settings, weights=FixedWeights(world.weight_values))
+    return (header.get("world") == world.describe()
+            and header.get("settings") == settings_to_dict(settings)
+            and header.get("candidates") == candidates_to_dict(world.candidates))
+
+
+def outputs_complete(out: str | Path) -> bool:
+    """Whether the final outputs of a finished campaign are all in ``out`` (their set was
+    committed: see :class:`belief.files.OutputSet`)."""
+    from belief.files import OutputSet
+
+    owned = OutputSet(out, OUTPUTS_OWNER).owned()
+    return bool(owned) and all((Path(out) / name).is_file() for name in owned)
+
+
 def run_campaign(world: World, settings: CampaignSettings, out: Path | None = None, *,
                  on_step: Callable[[int, xr.Dataset, Any], None] | None = None,
                  fitter: BeliefFitter | None = None) -> CampaignResult:
@@ -504,7 +632,7 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
     stopped (budget b_0 − Σ realised costs, executed non-repeatable candidates removed).  It
     holds no fit settings, so exact CVU refits (``--refit``) are refused for it.
     """
-    from belief.files import atomic_write
+    from belief.files import OutputSet
     from belief.inputs.candidate_file import CandidateFile, candidates_toml
     from belief.inputs.costs import validate_costs
     from belief.inputs.evidence_dir import EvidenceTables
@@ -516,16 +644,11 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
                             "chosen": [r["chosen"] for r in steps],
                             "policy_after": [r["policy_after"] for r in steps],
                             "flip_probability": [r.get("flip_probability") for r in steps]})
-    atomic_write(out / "choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
-    ev = out / "evidence"
-    ev.mkdir(exist_ok=True)
     tables = dict(result.evidence.tables())
     tables["costs"] = validate_costs(pd.DataFrame(
         [{"step": r["step"], "candidate": r["chosen"], **r["realised_cost"],
           "policy": r["policy"]} for r in steps],
         columns=["step", "candidate", *candidates.resources, "policy"]), candidates)
-    for name, table in tables.items():
-        atomic_write(ev / f"{name}.csv", lambda tmp, table=table: table.to_csv(tmp, index=False))
     fixed = weight_rule is not None and weight_rule.get("kind") == "fixed"
     weights = {str(k): float(v) for k, v in weight_rule["values"].items()} if fixed else None
     header = f"candidate set of the campaign in {out.name}/ ([budget] = its b_0)"
@@ -533,8 +656,14 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
         header += (f"\nits λ rule was {weight_rule['kind']!r}, not fixed: no [weights]; pass "
                    "--weights to belief decide")
     text = candidates_toml(candidates, weights, header=header)
-    atomic_write(out / "candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
-    FittedBelief(result.belief, result.idata,
-                 CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
-                 EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
-                 {}).save(out / "belief.nc")
+    fitted = FittedBelief(result.belief, result.idata,
+                          CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
+                          EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
+                          {})
+    with OutputSet(out, OUTPUTS_OWNER) as outputs:  # one set: all of it or none of it
+        outputs.write("choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
+        for name, table in tables.items():
+            outputs.write(f"evidence/{name}.csv",
+                          lambda tmp, table=table: table.to_csv(tmp, index=False))
+        outputs.write("candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
+        outputs.write("belief.nc", lambda tmp: fitted.save(tmp))

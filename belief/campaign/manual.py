@@ -15,6 +15,7 @@ outcome; ``belief manual --resume DIR`` continues).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,7 +137,18 @@ class ManualWorld:
                 "step": step, "candidate": t, "policy": self.policy, "eval_protocol": proto,
                 "estimate": float(estimates[t]), "se": float(c.measurement_se),
                 "source": candidate} for t in c.informs])
-        realised = dict(c.cost) if cost is None else {k: float(v) for k, v in cost.items()}
+        if estimates:
+            bad = {t: v for t, v in estimates.items() if not _finite(v)}
+            if bad:
+                raise InputError("outcome", f"estimates must be finite numbers, got {bad}")
+        if cost is None:
+            realised = {k: float(v) for k, v in c.cost.items()}
+        else:
+            bad = {k: v for k, v in cost.items() if not _finite(v) or float(v) < 0}
+            if bad:
+                raise InputError("outcome", f"realised cost must be a finite number >= 0 for "
+                                            f"every resource, got {bad}")
+            realised = {k: float(v) for k, v in cost.items()}
         return Outcome(candidate, step, paired, safety, realised, policy_after,
                        gain_estimates=estimates_df)
 
@@ -157,14 +169,27 @@ class ManualWorld:
         self.observe(logged)
 
 
-def prompt_outcome(input_fn: Callable[[str], str] = input,
+def prompt_outcome(input_fn: Callable[[str], str] | None = None,
                    print_fn: Callable[[str], None] = print,
                    attempts: int = 3) -> Callable[[ManualWorld, str, int], Outcome]:
-    """An ``ask`` callback that prompts for each observed quantity (re-asks on bad input)."""
+    """An ``ask`` callback that prompts for each observed quantity (re-asks on bad input).
+
+    A realised cost must be a finite number ≥ 0 and an estimate a finite number ("nan" and
+    "inf" are re-asked); the end of input (Ctrl-D, a script that runs out) before an answer is
+    an :class:`~belief.errors.InputError`: the step is not applied and the log keeps the steps
+    before it."""
+
+    def read(prompt: str, label: str) -> str:
+        try:  # ``input`` looked up at the call: a redirected stdin or a test's input works
+            return (input_fn or input)(prompt).strip()
+        except EOFError:
+            raise InputError("manual input", f"{label}: the input ended before an answer (the "
+                                             "step was not applied; the log keeps the steps "
+                                             "before it)") from None
 
     def ask_pair(label: str) -> tuple[int, int]:
         for _ in range(attempts):
-            text = input_fn(f"  {label} as 'successes/trials': ").strip()
+            text = read(f"  {label} as 'successes/trials': ", label)
             a, sep, b = text.partition("/")
             try:
                 k, n = int(a), int(b)
@@ -175,16 +200,21 @@ def prompt_outcome(input_fn: Callable[[str], str] = input,
             print_fn(f"  could not read {text!r}: expected two integers k/n with 0 <= k <= n")
         raise InputError("manual input", f"{label}: no valid answer after {attempts} attempts")
 
-    def ask_float(label: str, default: float | None = None) -> float:
+    def ask_float(label: str, default: float | None = None, minimum: float | None = None
+                  ) -> float:
+        rule = "a finite number" + ("" if minimum is None else f" >= {minimum:g}")
         for _ in range(attempts):
             hint = f" [{default:g}]" if default is not None else ""
-            text = input_fn(f"  {label}{hint}: ").strip()
+            text = read(f"  {label}{hint}: ", label)
             if not text and default is not None:
                 return default
             try:
-                return float(text)
+                value = float(text)
             except ValueError:
-                print_fn(f"  could not read {text!r}: expected a number")
+                value = float("nan")
+            if math.isfinite(value) and (minimum is None or value >= minimum):
+                return value
+            print_fn(f"  could not read {text!r}: expected {rule}")
         raise InputError("manual input", f"{label}: no valid answer after {attempts} attempts")
 
     def ask(world: ManualWorld, candidate: str, step: int) -> Outcome:
@@ -199,8 +229,15 @@ def prompt_outcome(input_fn: Callable[[str], str] = input,
             kw["unsafe"] = ask_pair("unsafe executions")
         if c.informs:
             kw["estimates"] = {t: ask_float(f"estimated logit gain of {t!r}") for t in c.informs}
-        kw["cost"] = {r: ask_float(f"realised cost {r}", float(c.cost.get(r, 0.0)))
+        kw["cost"] = {r: ask_float(f"realised cost {r}", float(c.cost.get(r, 0.0)), 0.0)
                       for r in world.candidates.resources}
         return world.outcome(candidate, step, **kw)
 
     return ask
+
+
+def _finite(v: object) -> bool:
+    try:
+        return not isinstance(v, bool) and math.isfinite(float(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

@@ -67,7 +67,7 @@ def map_tasks(fn: Callable[..., Any], items: Sequence[Any], *, scheduler: str | 
         return client.gather(futures)
 
 
-def write_tree(tree: xr.DataTree, path: Path) -> Path:
+def write_tree(tree: xr.DataTree, path: str | Path) -> Path:
     """Write a DataTree to netCDF atomically (see :func:`belief.files.atomic_write`)."""
     from belief.files import atomic_write
 
@@ -75,10 +75,16 @@ def write_tree(tree: xr.DataTree, path: Path) -> Path:
 
 
 def _replay_one(args: tuple[str, dict[str, Any]]) -> xr.DataTree:
+    """The replay of one log, or — when the log is refused — an empty tree whose ``problem``
+    says why (one bad log does not stop the others)."""
     from belief.campaign.replay import replay
 
     path, kwargs = args
-    return replay(path, **kwargs)
+    try:
+        return replay(path, **kwargs)
+    except InputError as err:
+        return xr.DataTree(xr.Dataset(attrs={"source": path, "problem": str(err), "refused": 1,
+                                             "n_steps": 0, "agreement": float("nan")}))
 
 
 def replay_folder(folder: str | Path, out: str | Path | None = None, *,
@@ -87,7 +93,9 @@ def replay_folder(folder: str | Path, out: str | Path | None = None, *,
     """Replay every campaign in ``folder`` (each sub-folder or ``*.jsonl`` file).
 
     Returns a mapping name → replay DataTree; with ``out`` each is saved as
-    ``out/<name>.nc``.
+    ``out/<name>.nc`` (the set written as one unit, :class:`belief.files.OutputSet`).  A log
+    that is refused does not stop the others: its tree is empty, with ``refused = 1`` and the
+    reason in ``problem``, and nothing is written for it.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -101,9 +109,12 @@ def replay_folder(folder: str | Path, out: str | Path | None = None, *,
                       scheduler=scheduler, workers=workers, threads=threads)
     result = {p.stem if p.is_file() else p.name: t for p, t in zip(sources, trees, strict=True)}
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        for name, tree in result.items():
-            write_tree(tree, Path(out) / f"{name}.nc")
+        from belief.files import OutputSet
+
+        with OutputSet(out, "replay") as outputs:
+            for name, tree in result.items():
+                if not tree.attrs.get("refused"):
+                    outputs.write(f"{name}.nc", lambda tmp, tree=tree: write_tree(tree, tmp))
     return result
 
 

@@ -50,7 +50,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.campaign.log import LOG_NAME, read_log
-from belief.campaign.loop import CampaignSettings, settings_from_dict, step_seed
+from belief.campaign.loop import CampaignSettings, header_settings, step_seed
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
 from belief.errors import InputError
@@ -109,10 +109,7 @@ def _from_json_log(path: Path) -> LoggedCampaign:
     steps = [{"step": r["step"], "chosen": r["chosen"], "policy": r["policy"],
               "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
               "outcome": _frames(r.get("outcome", {}))} for r in log.steps]
-    try:
-        settings = settings_from_dict(h["settings"])
-    except (InputError, KeyError, TypeError):
-        settings = None
+    settings = header_settings(h, log.path, custom_weights=True)
     stop = None if log.stop is None else {"step": log.stop["step"]}
     return LoggedCampaign(cands, budget, h["initial_policy"],
                           _frames(h.get("initial_evidence", {})), steps, stop, settings,
@@ -248,12 +245,16 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     if use_refits is None:
         use_refits = s.cvu.max_refits > 0
     if s.weights is None:
-        raise InputError("replay", "resource weights are needed: the log has none; pass "
-                                   "weights=")
+        raise InputError("weights", "resource weights λ are needed: the campaign's record "
+                                    "gives none (or its λ rule was a user callable, which a "
+                                    "log cannot hold)")
     ds = s.decision()
     cands = camp.candidates
     fitter = fitter or BeliefFitter(cands, s.fit)
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
+    if n_logged == 0:
+        raise InputError(camp.source, "nothing to replay: "
+                         + (camp.problem or "the log holds no step record"))
     rows, scores = [], []
     available = list(cands.ids)
     history: list[str] = []
@@ -326,6 +327,7 @@ def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[st
 def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:
     """Q per candidate over the steps (logged choice marked) and the budget per resource."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     scores = tree["scores"].to_dataset()
     steps = tree["steps"].to_dataset()
@@ -352,6 +354,8 @@ def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:
     ax.set_ylabel("budget left (fraction of b_0)")
     ax.set_title("budget per resource")
     ax.legend()
+    for ax in axes:  # steps are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     if out is not None:
         fig.savefig(out, dpi=110)

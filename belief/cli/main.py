@@ -2,8 +2,10 @@
 
 Command groups, one module each: :mod:`belief.cli.demo` (``demo``), :mod:`belief.cli.campaign`
 (``replay``, ``manual``) and :mod:`belief.cli.statistician` (``fit``, ``check``, ``decide``,
-``report``).  Refused input (:class:`~belief.errors.InputError`) is one line on stderr and exit
-code 2.
+``report``).  Refused input (:class:`~belief.errors.InputError`, its setting named as the
+flag that set it, see :mod:`belief.cli.flags`) and an output path that cannot be written are
+one line on stderr and exit code 2; Ctrl-C stops the command and exits with 130 (128 + SIGINT)
+after saying what was kept.
 """
 
 from __future__ import annotations
@@ -13,7 +15,17 @@ import sys
 
 from belief.errors import InputError
 
-__all__ = ["main"]
+__all__ = ["EXIT_INPUT", "EXIT_INTERRUPT", "main"]
+
+EXIT_INPUT = 2
+EXIT_INTERRUPT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a refusal on one line (no usage block), exit code 2 as before."""
+
+    def error(self, message: str):  # argparse calls it on a refused argument
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     from belief.cli.demo import add_demo_command
     from belief.cli.statistician import add_statistician_commands
 
-    parser = argparse.ArgumentParser(prog="belief", description="Bayesian belief-state engine "
-                                     "for sim-to-real allocation under several budgets.")
+    parser = _Parser(prog="belief", description="Bayesian belief-state engine for sim-to-real "
+                     "allocation under several budgets.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_demo_command(sub)
     add_campaign_commands(sub)
@@ -32,13 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from belief.cli.flags import as_flag
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
     except InputError as err:
-        print(f"belief: error: {err}", file=sys.stderr)
-        return 2
+        print(f"belief: error: {as_flag(err, args.command)}", file=sys.stderr)
+        return EXIT_INPUT
+    except (PermissionError, FileExistsError, NotADirectoryError, IsADirectoryError) as err:
+        # the outputs are checked before any work; this is the net under a path that changed
+        # while the command ran
+        print(f"belief: error: cannot write {err.filename or ''}: {err.strerror or err}",
+              file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        note = getattr(args, "interrupt_note", None)
+        print("belief: interrupted (Ctrl-C)" + (f"; {note}" if note else
+                                                 "; nothing was written"), file=sys.stderr)
+        return EXIT_INTERRUPT
 
 
 if __name__ == "__main__":

@@ -66,27 +66,33 @@ def argmax_or_stop(q: np.ndarray, eligible: np.ndarray, threshold: float = 0.0) 
 
 def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.ndarray,
                        continuation: np.ndarray, feasible: np.ndarray, chosen: int,
-                       resamples: int = 200, seed: int = 0) -> float:
-    """Pr(argmax flips) under a nonparametric bootstrap of the joint posterior draws.
+                       resamples: int = 200, seed: int = 0,
+                       continuation_se: np.ndarray | None = None) -> float:
+    """Pr(argmax flips) under a bootstrap of the joint posterior draws and CVU's error.
 
     Scheme: draw ``resamples`` bootstrap replicates of the sample index (with replacement,
     the same index for every candidate so joint structure is kept), recompute φ(ΔJ) and the
-    value against stopping U0 + ``continuation`` (continuation = β·E_Y[G0(s^{m,Y})] held at its
-    estimate; feasibility held fixed), and report the fraction of replicates whose argmax (or
-    stop) differs from ``chosen`` (−1 = stop).  A proxy for how much the decision rests on
-    Monte Carlo noise, not a value.
+    value against stopping U0 + ``continuation`` (continuation = β·E_Y[G0(s^{m,Y})] at its
+    estimate, plus, when ``continuation_se`` is given, an independent N(0, se²) error per
+    candidate and replicate — CVU's Monte Carlo error, β·se; feasibility held fixed), and
+    report the fraction of replicates whose argmax (or stop) differs from ``chosen`` (−1 =
+    stop).  A proxy for how much the decision rests on Monte Carlo noise, not a value.
     """
     rng = np.random.default_rng(seed)
     n = gain.shape[0]
     idx = rng.integers(0, n, size=(resamples, n))
     phi = functional(np.moveaxis(gain[idx], 1, -1))  # (B, C)
     value = phi - c_lambda[None, :] + continuation[None, :]
+    if continuation_se is not None:
+        se = np.nan_to_num(np.asarray(continuation_se, float), nan=0.0)
+        value = value + se[None, :] * rng.standard_normal(value.shape)
     picks = argmax_or_stop(value, feasible[None, :])
     return float(np.mean(picks != chosen))
 
 
 def _excluded_reasons(ids: list[str], pick: int, feas: Feasibility, value: np.ndarray,
-                      q: np.ndarray, cvu_ok: np.ndarray, chosen: str) -> list[str]:
+                      q: np.ndarray, cvu_ok: np.ndarray, chosen: str,
+                      cvu_why: np.ndarray) -> list[str]:
     reasons = []
     for i in range(len(ids)):
         if i == pick:
@@ -98,13 +104,43 @@ def _excluded_reasons(ids: list[str], pick: int, feas: Feasibility, value: np.nd
         elif not feas.safe[i]:
             reasons.append(str(feas.safety["safe_reason"].values[i]))
         elif not cvu_ok[i]:
-            reasons.append("not ranked: CVU could not be estimated (NaN)")
+            reasons.append(f"not ranked: CVU could not be estimated ({cvu_why[i]})")
         elif value[i] <= 0:
             reasons.append(f"economic stop: U0 + β·E[G0] = {value[i]:.4g} <= 0 (stopping "
                            "is worth more)")
         else:
             reasons.append(f"feasible, lower Q ({q[i]:.4g}) than {chosen}")
     return reasons
+
+
+def _cvu_errors(cvu: xr.Dataset, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """CVU's total standard error per candidate (``cvu_se``, else the root sum of squares of
+    ``cvu_mcse`` and ``cvu_draws_se`` that are present; 0 when none is) and why a CVU is NaN
+    (``cvu_reason`` when given)."""
+    def get(name: str, fill: object) -> np.ndarray:
+        if name in cvu:
+            return cvu[name].reindex(candidate=ids).values
+        return np.full(len(ids), fill, dtype=object if isinstance(fill, str) else float)
+
+    if "cvu_se" in cvu:
+        se = get("cvu_se", 0.0).astype(float)
+    else:
+        se = np.sqrt(np.nan_to_num(get("cvu_mcse", 0.0).astype(float)) ** 2
+                     + np.nan_to_num(get("cvu_draws_se", 0.0).astype(float)) ** 2)
+    why = np.array([w if isinstance(w, str) and w else "CVU is NaN, no reason given"
+                    for w in get("cvu_reason", "")], dtype=object)
+    return se, why
+
+
+def _cvu_status(base: str, ids: list[str], relevant: np.ndarray, cvu_ok: np.ndarray,
+                why: np.ndarray) -> str:
+    """``base`` ("estimated" or "given"), or the candidates whose CVU is NaN and why."""
+    bad = [i for i in range(len(ids)) if relevant[i] and not cvu_ok[i]]
+    if not bad:
+        return base
+    listed = "; ".join(f"{ids[i]} ({why[i]})" for i in bad)
+    return (f"{base} except for {len(bad)} feasible candidate(s) whose CVU could not be "
+            f"estimated and which are not ranked: {listed}")
 
 
 def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
@@ -124,9 +160,11 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     seed : int
         Seeds CVU's outcomes and the stability bootstrap.
     cvu : Dataset over ``candidate``, optional
-        A CVU computed elsewhere (``cvu``, optionally ``cvu_mcse``, ``pareto_k``,
-        ``cvu_method`` and the attribute ``g0_null``); by default, when β > 0 and the step is
-        not terminal, CVU is computed here for the feasible candidates.
+        A CVU computed elsewhere (``cvu``; optionally its errors ``cvu_se`` or ``cvu_mcse`` and
+        ``cvu_draws_se``, ``cvu_method``, ``cvu_reason``, ``pareto_k`` and the attribute
+        ``g0_null``); by default, when β > 0 and the step is not terminal, CVU is computed
+        here for the feasible candidates.  A feasible candidate whose CVU is NaN is never
+        ranked (its Q is NaN): its ``excluded_reason`` and the ``cvu_status`` say why.
     experiments : mapping id → Experiment, optional
         CVU's experiments (default: from the gains model's draws in q_t).
     refit : callable (m, Y) → next-gain draws, optional
@@ -136,10 +174,14 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     -------
     Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)));
     variables ``phi_gain``, ``c_lambda``, ``u0``, ``mv``, ``cvu``, ``q``, ``value_vs_stop``,
-    the feasibility tests and ``excluded_reason``; attributes ``chosen`` (id or ``"(stop)"``),
-    ``stop`` (0/1), ``stop_reason``, ``functional``, ``beta``, ``g0_null``,
-    ``lambda_<resource>``, ``flip_probability``; when q_t holds transfer draws, the current
-    policy's δ_J and G_J summaries (reported only: δ_J is not a value input).
+    the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
+    error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
+    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known;
+    attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1), ``stop_reason``,
+    ``functional``, ``beta``, ``g0_null``, ``cvu_status``, ``lambda_<resource>``,
+    ``flip_probability`` (under posterior resampling and CVU's error, β·cvu_se per candidate);
+    when q_t holds transfer draws, the current policy's δ_J and G_J summaries (reported only:
+    δ_J is not a value input).
     """
     if not isinstance(settings, DecisionSettings):
         raise InputError("settings", f"expected DecisionSettings, got {type(settings).__name__}")
@@ -179,14 +221,20 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         cvu_status = "given"
     if cvu is None:
         cvu_vals, g0_null = np.zeros(len(ids)), 0.0
+        cvu_se, cvu_why = np.zeros(len(ids)), np.full(len(ids), "", dtype=object)
     else:
         cvu_vals = cvu["cvu"].reindex(candidate=ids).values.astype(float)
         g0_null = float(cvu.attrs.get("g0_null", 0.0))
+        cvu_se, cvu_why = _cvu_errors(cvu, ids)
+        if not np.isfinite(g0_null):  # G0(s^∅) itself failed: no CVU can be used
+            cvu_vals = np.full(len(ids), np.nan)
+            cvu_why = np.full(len(ids), "G0(s^∅) is not finite", dtype=object)
         # candidates CVU did not score (infeasible ones) carry no continuation
         cvu_vals = np.where(feasible | np.isfinite(cvu_vals), cvu_vals, 0.0)
-    q = q_score(u0, cvu_vals, beta)
-    value = value_vs_stop(q, g0_null, beta)  # g0_null = 0 without CVU: value = U0
+        cvu_status = _cvu_status(cvu_status, ids, feasible, np.isfinite(cvu_vals), cvu_why)
     cvu_ok = np.isfinite(cvu_vals)
+    q = q_score(u0, cvu_vals, beta)  # NaN where CVU is NaN: never ranked (cvu_ok)
+    value = value_vs_stop(q, g0_null if np.isfinite(g0_null) else 0.0, beta)
 
     pick = int(argmax_or_stop(value, feasible & cvu_ok))
     chosen = ids[pick] if pick >= 0 else STOP
@@ -207,7 +255,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     if settings.stability_resamples > 0:
         cont = (beta * (cvu_vals + g0_null)) if cvu is not None else np.zeros(len(ids))
         flip = decision_stability(gain, fn, c_lambda, np.nan_to_num(cont, nan=-np.inf),
-                                  feasible & cvu_ok, pick, settings.stability_resamples, seed)
+                                  feasible & cvu_ok, pick, settings.stability_resamples, seed,
+                                  continuation_se=beta * cvu_se if cvu is not None else None)
 
     lam_next = next_weights(lam_rule, budget, costs)  # (C, R)
     cand = ("candidate",)
@@ -226,7 +275,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             "feasible": (cand, feasible),
             "chosen": (cand, np.arange(len(ids)) == pick),
             "excluded_reason": (cand, np.array(
-                _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen), dtype=object)),
+                _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen, cvu_why),
+                dtype=object)),
             **{f"lambda_next_{r}": (cand, lam_next[:, k]) for k, r in enumerate(resources)},
         },
         coords={"candidate": ids, "role": belief["role"], "lens": belief["lens"],
@@ -235,7 +285,11 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     ds["value_vs_stop"].attrs["long_name"] = ("value of doing m now and continuing, against "
                                               "stopping: U0 + β·E_Y[G0(s^{m,Y})]")
     if cvu is not None:
-        for extra in ("cvu_mcse", "pareto_k", "pareto_k_bad", "n_refits", "cvu_method"):
+        ds["cvu_se"] = (cand, np.where(cvu_ok, cvu_se, np.nan))
+        ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
+                                           "the error of the finite posterior draws")
+        for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
+                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes"):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
     gate = settings.gate

@@ -17,9 +17,12 @@ from belief.decision.functionals import Functional, parse_functional
 from belief.decision.safety import SafetyGate
 from belief.decision.weights import WeightRule, as_weight_rule
 from belief.errors import InputError
-from belief.validate import integer, real
+from belief.validate import choice, integer, real
 
 __all__ = ["CVUSettings", "DecisionSettings", "settings_from_options"]
+
+
+ESTIMATORS = ("auto", "psis", "regression")
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,10 @@ class CVUSettings:
     Attributes
     ----------
     n_outcomes : int
-        J, simulated outcomes per candidate (≥ 2).
+        J, simulated outcomes per candidate for the importance (PSIS) estimator (≥ 2).
     k_threshold : float
-        Pareto k̂ above which an outcome's weights are not trusted (0.7).
+        Pareto k̂ above which an outcome's weights are not trusted (0.7; NaN is never
+        trusted).
     max_refits : int
         At most this many exact refits per candidate (outcomes with the largest k̂ first).
     chunk : int
@@ -43,6 +47,22 @@ class CVUSettings:
     seed : int
         Seed of the outcome draws when :func:`belief.decision.cvu.continuation_value` is called
         directly (the decision entry point passes its own seed).
+    estimator : {"auto", "psis", "regression"}
+        ``auto`` chooses per candidate: PSIS with control variates while the weights can be
+        trusted, the regression estimator for informative studies (see
+        :func:`belief.decision.cvu.continuation_value`); the others force one.
+    control_variates : bool
+        Use the martingale control variates in the PSIS estimator (False: the plain mean).
+    max_bad_share : float
+        Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
+        PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
+    min_ess : float
+        Median effective sample size of an outcome's weights below which ``auto`` treats the
+        study as informative and uses regression (≥ 0).
+    regression_replicates : int
+        R, outcomes per joint draw of the regression estimator (N = R·S pairs, R ≥ 2).
+    draw_blocks : int
+        Contiguous blocks of draws for the batch-means error of the finite draws (≥ 2).
     """
 
     n_outcomes: int = 256
@@ -52,6 +72,12 @@ class CVUSettings:
     trials: int = 100
     refit_draws: int = 250
     seed: int = 0
+    estimator: str = "auto"
+    control_variates: bool = True
+    max_bad_share: float = 0.05
+    min_ess: float = 100.0
+    regression_replicates: int = 8
+    draw_blocks: int = 32
 
     def __post_init__(self) -> None:
         integer(self.n_outcomes, "CVUSettings.n_outcomes", minimum=2)
@@ -60,6 +86,15 @@ class CVUSettings:
         integer(self.max_refits, "CVUSettings.max_refits", minimum=0)
         integer(self.seed, "CVUSettings.seed", minimum=0)
         real(self.k_threshold, "CVUSettings.k_threshold")
+        choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
+        if not isinstance(self.control_variates, bool):
+            raise InputError("CVUSettings.control_variates",
+                             f"must be true or false, got {self.control_variates!r}")
+        real(self.max_bad_share, "CVUSettings.max_bad_share", minimum=0.0, maximum=1.0,
+             open_max=True)
+        real(self.min_ess, "CVUSettings.min_ess", minimum=0.0)
+        integer(self.regression_replicates, "CVUSettings.regression_replicates", minimum=2)
+        integer(self.draw_blocks, "CVUSettings.draw_blocks", minimum=2)
 
 
 @dataclass(frozen=True)
@@ -129,12 +164,14 @@ class DecisionSettings:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """JSON-able summary (functional string, β, gate, λ rule, horizon, CVU outcomes)."""
+        """JSON-able summary (functional string, β, gate, λ rule, horizon, CVU outcomes and
+        estimator)."""
         return {"functional": str(self.functional), "beta": self.beta,
                 "weights": None if self.weights is None else self.weights.describe(),
                 "alpha_exec": self.gate.alpha_exec, "delta": self.gate.delta,
                 "safety_method": self.gate.method,
-                "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes}
+                "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes,
+                "cvu_estimator": self.cvu.estimator}
 
 
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,

@@ -41,12 +41,43 @@ class CandidateFile:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
+_HEADER = re.compile(r"^\s*\[\[\s*[\"']?candidate[\"']?\s*\]\]")
+
+
+def _where(doc: Mapping[str, Any], text: str, row: int) -> str:
+    """How a user finds ``[[candidate]]`` number ``row`` (0-based) of a TOML file: its id and
+    the line of its header (its 1-based position when the file has no headers)."""
+    entries = doc.get("candidate") if isinstance(doc, Mapping) else None
+    entry = entries[row] if isinstance(entries, list) and 0 <= row < len(entries) else None
+    cid = entry.get("id") if isinstance(entry, Mapping) else None
+    name = repr(cid) if isinstance(cid, str) and cid else f"#{row + 1}"
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if _HEADER.match(line)]
+    if isinstance(entries, list) and len(lines) == len(entries):
+        return f"[[candidate]] {name} (line {lines[row]})"
+    return f"[[candidate]] {name} (the {row + 1}. candidate)"
+
+
+def _candidates_from_toml(doc: dict[str, Any], text: str, source: str) -> CandidateSet:
+    """:func:`candidates_from_dict` with errors that name the candidate's id and line."""
+    try:
+        return candidates_from_dict(doc, source=source)
+    except InputError as err:
+        if not (isinstance(err.row, int) and err.where is None and err.table == source):
+            raise
+        rule = _FIRST_AT.sub(lambda m: f"(first given at {_where(doc, text, int(m[1]))})",
+                             err.rule)
+        raise InputError(source, rule, err.row, where=_where(doc, text, err.row)) from None
+
+
+_FIRST_AT = re.compile(r"\(first at row (\d+)\)")
+
+
 def parse_candidate_text(text: str, source: str) -> CandidateFile:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(source, f"not a valid TOML file ({err})") from None
-    cands = candidates_from_dict(doc, source=source)
+    cands = _candidates_from_toml(doc, text, source)
     weights = None
     if "weights" in doc:
         if not isinstance(doc["weights"], Mapping):
@@ -68,7 +99,8 @@ def load_candidate_file(path: str | Path) -> CandidateFile:
     Raises
     ------
     InputError
-        Naming the file, the ``[[candidate]]`` row and the rule.
+        Naming the file, the ``[[candidate]]`` (its id and the line of its header) and the
+        rule.
     """
     path = Path(path)
     try:
@@ -77,6 +109,8 @@ def load_candidate_file(path: str | Path) -> CandidateFile:
         raise InputError(str(path), "file not found") from None
     except IsADirectoryError:
         raise InputError(str(path), "is a folder, expected a TOML file") from None
+    except PermissionError:
+        raise InputError(str(path), "cannot be read (permission denied)") from None
     except UnicodeDecodeError:
         raise InputError(str(path), "not a text (UTF-8) file, expected TOML") from None
     return parse_candidate_text(text, str(path))
@@ -175,13 +209,18 @@ def load_candidates(path: str | Path) -> CandidateSet:
     ------
     InputError
         When the file cannot be parsed or breaks a rule; the message names the file, the
-        ``[[candidate]]`` row (0-based) and the rule.
+        ``[[candidate]]`` (its id and the line of its header) and the rule.
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        doc = tomllib.loads(text)
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "is a folder, expected a TOML file") from None
+    except PermissionError:
+        raise InputError(str(path), "cannot be read (permission denied)") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise InputError(str(path), f"not a valid TOML file ({err})") from None
-    return candidates_from_dict(doc, source=path.name)
+    return _candidates_from_toml(doc, text, path.name)

@@ -8,9 +8,13 @@ import pandas as pd
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["TEXT_COLUMNS", "at_most", "base_columns", "check_columns", "check_counts",
+__all__ = ["RUN_ID", "TEXT_COLUMNS", "at_most", "base_columns", "check_columns", "check_counts",
            "checked_frame", "empty_frame", "float_column", "integer_column", "interface_columns",
-           "is_missing", "present", "show_value", "string_column"]
+           "is_missing", "present", "refuse_duplicates", "show_value", "string_column"]
+
+RUN_ID = "run_id"
+"""Optional column of the count tables naming each run, so that two runs with equal values
+are told apart (without it, two equal rows are taken for one run recorded twice)."""
 
 
 def show_value(v: object) -> str:
@@ -73,7 +77,8 @@ def float_column(df: pd.DataFrame, col: str, table: str, positive: bool = False)
     return out
 
 
-TEXT_COLUMNS = frozenset({"candidate", "policy", "eval_protocol", "source", "treated_policy"})
+TEXT_COLUMNS = frozenset({"candidate", "policy", "eval_protocol", "source", "treated_policy",
+                          RUN_ID})
 
 
 def empty_frame(columns: tuple[str, ...], floats: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -150,3 +155,36 @@ def check_counts(out: pd.DataFrame, succ: str, trials: str, table: str) -> None:
         raise InputError(table, f"outcome out of range: {trials} must be >= 1, got "
                                 f"{out[trials][i]}", row=i)
     at_most(out, succ, trials, table, prefix="outcome out of range: ")
+
+
+def refuse_duplicates(df: pd.DataFrame, out: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Refuse rows that are one run recorded twice; return ``out`` with the ``run_id`` column
+    when ``df`` has one.
+
+    Without a ``run_id`` column, two rows equal in every column the models read (the validated
+    columns of ``out``) are refused: summing them would count the run twice (2 unsafe in 70
+    executions would become 4 in 140, and the Clopper–Pearson bound would fall from 0.087 to
+    0.064).  With ``run_id``, rows with different run ids are different runs, and a run id
+    given on two rows is refused (a run is one row); a missing run id falls back to the
+    comparison of the values.
+    """
+    out = out.copy()
+    if RUN_ID in df.columns:
+        ids = np.array(["" if is_missing(v) else str(v).strip()
+                        for v in df[RUN_ID].to_numpy(dtype=object)], dtype=object)
+        seen: dict[str, int] = {}
+        for i, rid in enumerate(ids):
+            if rid and rid in seen:
+                raise InputError(table, f"run_id {rid!r} is also on row {seen[rid]}: a run is "
+                                        "one row (give each run its own run_id)", row=i)
+            seen.setdefault(rid, i)
+        out[RUN_ID] = ids
+    dup = np.flatnonzero(out.duplicated(keep="first").to_numpy())
+    if dup.size:
+        j = int(dup[0])
+        h = pd.util.hash_pandas_object(out, index=False).to_numpy()
+        i = int(np.flatnonzero(h == h[j])[0])
+        raise InputError(table, f"exact duplicate of row {i} (every column is equal): one run "
+                                "recorded twice would be counted twice; remove the copy, or "
+                                f"add a {RUN_ID} column that names each run", row=j)
+    return out

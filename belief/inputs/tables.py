@@ -23,6 +23,14 @@ Paired evaluations (binary)
 
 Rows are refused with :class:`~belief.errors.InputError` naming the table, the row and the rule;
 nothing is kept from a refused table.
+
+One run, one row
+    In ``paired_evaluations``, ``safety_events``, ``policy_evaluations``, ``gain_estimates``,
+    ``deployment_safety`` and ``transfer_evaluations`` two rows equal in every column the models
+    read are refused as one run recorded twice (summing them would count it twice: 2/70 unsafe
+    would become 4/140).  An optional ``run_id`` column tells runs with equal values apart; a
+    run id may appear on one row only.  (Sensitivity sweeps replicate design points by
+    design, so equal sensitivity runs are kept.)
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from belief.inputs.columns import (
     integer_column,
     interface_columns,
     present,
+    refuse_duplicates,
     string_column,
 )
 from belief.inputs.lineage import policy_tree
@@ -111,7 +120,7 @@ def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
         out["treated_policy"] = [f"{p}+{c}" for p, c in zip(out["policy"], out["candidate"],
                                                              strict=True)]
     policy_tree(out, table=table)  # lineage rules
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
@@ -136,7 +145,7 @@ def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
         if not candidates[cid].drives_hardware:
             raise InputError(table, f"candidate {cid!r} does not drive hardware: execution-safety "
                                     "events are for hardware candidates only", row=i)
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
@@ -157,7 +166,7 @@ def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
         if proto != candidates.eval_protocol:
             raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
                                     f"protocol {candidates.eval_protocol!r}", row=i)
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def validate_deployment(df: pd.DataFrame, candidates: CandidateSet,
@@ -176,7 +185,7 @@ def validate_deployment(df: pd.DataFrame, candidates: CandidateSet,
                         "trials": integer_column(df, "trials", table),
                         "unsafe": integer_column(df, "unsafe", table)})
     at_most(out, "unsafe", "trials", table, verb="exceeds")
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
@@ -208,7 +217,7 @@ def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
         if proto != candidates.eval_protocol:
             raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
                                     f"protocol {candidates.eval_protocol!r}", row=i)
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def empty_gain_estimates() -> pd.DataFrame:
@@ -393,7 +402,7 @@ def validate_transfer(df: pd.DataFrame, candidates: CandidateSet,
             if bad.size:
                 raise InputError(table, f"outcome out of range: {se} must be > 0, got "
                                         f"{out[se][int(bad[0])]}", row=int(bad[0]))
-    return out
+    return refuse_duplicates(df, out, table)
 
 
 def outcome_family(df: pd.DataFrame) -> str | None:

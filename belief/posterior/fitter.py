@@ -18,6 +18,7 @@ from belief.inputs.evidence import Evidence
 from belief.posterior.belief_state import make_belief
 from belief.posterior.diagnostics import CHECK_VARS, check_convergence
 from belief.posterior.transfer import with_transfer
+from belief.validate import integer, real
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
 from models.sensitivity import SensitivityModel, SensitivityPriors
@@ -40,6 +41,13 @@ class FitSettings:
     max_policies: int = 32
     rhat_max: float = 1.01
     ess_min: float | None = None
+
+    def __post_init__(self) -> None:  # validated once, before anything is compiled
+        for name in ("draws", "tune", "chains", "max_policies"):
+            integer(getattr(self, name), f"FitSettings.{name}", minimum=1)
+        real(self.rhat_max, "FitSettings.rhat_max", minimum=1.0, open_min=True)
+        if self.ess_min is not None:
+            real(self.ess_min, "FitSettings.ess_min", minimum=0.0, open_min=True)
 
     @property
     def ess_threshold(self) -> float:

@@ -21,7 +21,7 @@ import xarray as xr
 
 import belief as _pkg
 from belief.errors import InputError
-from belief.files import jsonable
+from belief.files import dataset_digest, jsonable
 from belief.inputs.candidate_file import CandidateFile
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.costs import executed_actions, remaining_budget
@@ -251,7 +251,8 @@ class FittedBelief:
         -------
         Dataset over ``candidate`` (see :func:`belief.decision.engine.decide`), with attributes
         ``budget_source``, ``weights_source``, ``cvu_refits``, ``history``,
-        ``candidates_sha256`` and ``belief_file`` added.
+        ``candidates_sha256``, ``belief_sha256`` (:func:`belief.files.dataset_digest` of q_t:
+        which belief the decision came from) and ``belief_file`` added.
         """
         from belief.decision.engine import decide
         from belief.decision.settings import settings_from_options
@@ -291,10 +292,11 @@ class FittedBelief:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
                       "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
         decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn)
-        estimated = decision.attrs["cvu_status"] == "estimated"
+        estimated = decision.attrs["cvu_status"].startswith("estimated")
         decision.attrs.update({
             "budget_source": b_source, "weights_source": w_source, "cvu_refits": refits,
             "history": ", ".join(state.history), "candidates_sha256": self.candidates.sha256,
+            "belief_sha256": dataset_digest(self.belief),
             "belief_file": str(self.path or ""), "belief_version": _pkg.__version__,
             "cvu_outcomes": settings.cvu.n_outcomes if estimated else 0, "seed": int(seed)})
         return decision
@@ -335,6 +337,47 @@ class FittedBelief:
         from belief.decision.safety import deployment_check
 
         return deployment_check(self.evidence, self.policy, alpha_deploy, delta, method)
+
+    def exec_risk_summary(self, interval: float = 0.9, seed: int = 0) -> pd.DataFrame:
+        """P_exec(unsafe) on the probability scale: per hardware candidate and for the
+        population (empty without an execution-risk fit).
+
+        Candidate rows: executions n, unsafe k, the posterior mean and central ``interval`` of
+        p_unsafe, and the exact two-sided Clopper–Pearson interval at the same level.
+        Population rows (:func:`models.exec_risk.population_risk`): the typical candidate
+        logit⁻¹(μ_0), a new candidate on each hardware group, and a new candidate on new
+        hardware (posterior-predictive; no counts).
+        """
+        from belief.decision.safety import clopper_pearson_interval
+        from models.exec_risk import population_risk
+
+        if "exec_risk" not in self.idata.children:
+            return pd.DataFrame()
+        node = self.idata["exec_risk"]
+        lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
+        label_lo, label_hi = f"q{100 * lo:g}", f"q{100 * hi:g}"
+        rows = []
+        p = node["posterior"]["p_unsafe"]
+        n = node["constant_data"]["executions"].values
+        k = node["observed_data"]["unsafe"].values
+        cp_lo, cp_hi = clopper_pearson_interval(k, n, interval)
+        for i, cid in enumerate(p["candidate"].values):
+            draws = p.sel(candidate=cid).values.ravel()
+            rows.append({"level": "candidate", "name": str(cid), "executions": int(n[i]),
+                         "unsafe": int(k[i]), "mean": float(draws.mean()),
+                         label_lo: float(np.quantile(draws, lo)),
+                         label_hi: float(np.quantile(draws, hi)),
+                         "CP low": float(cp_lo[i]), "CP high": float(cp_hi[i])})
+        pop = population_risk(node, seed)
+        named = [("typical candidate: logit⁻¹(μ_0)", pop["p_typical"].values)]
+        named += [(f"new candidate on {g}", pop["p_new_candidate"].sel(hw_group=g).values)
+                  for g in pop["hw_group"].values]
+        named.append(("new candidate on new hardware", pop["p_new_group"].values))
+        for name, draws in named:
+            rows.append({"level": "population", "name": name, "mean": float(draws.mean()),
+                         label_lo: float(np.quantile(draws, lo)),
+                         label_hi: float(np.quantile(draws, hi))})
+        return pd.DataFrame(rows).set_index(["level", "name"])
 
     def gains_summary(self, interval: float = 0.9) -> pd.DataFrame:
         """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0)."""
