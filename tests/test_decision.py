@@ -402,3 +402,16 @@ def test_the_decision_table_shows_cvu_with_its_error_and_the_estimator():
     col = rows["a"].index("0.012±0.005")  # CVU ± cvu_se, then the estimator
     assert rows["a"][col + 1] == "psis+cv"
     assert rows["b"][col] == "—" and rows["b"][col + 1] == "failed"
+
+
+def test_a_given_cvu_without_g0_null_is_compared_with_stopping_exactly():
+    """G0(s^∅) = max(0, max feasible U0) when the given CVU does not carry it (not 0)."""
+    cs, state = _two_sure_candidates()
+    given = xr.Dataset({"cvu": ("candidate", [-0.29, -0.24]),
+                        "cvu_mcse": ("candidate", [0.0, 0.0])},
+                       coords={"candidate": ["a", "b"]})  # no attrs["g0_null"]
+    d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=given)
+    u0 = d["u0"].values
+    assert d.attrs["g0_null"] == pytest.approx(max(0.0, u0.max()))
+    np.testing.assert_allclose(d["value_vs_stop"].values, d["q"].values + max(0.0, u0.max()))
+    assert d.attrs["chosen"] == "a"  # Q(a) = 0: the former default would have stopped here

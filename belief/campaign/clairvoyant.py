@@ -20,9 +20,10 @@ suffices), n ≤ T, a non-repeatable candidate at most once, and the safety gate
 m is allowed only if it does not drive hardware or its true P_exec(unsafe | m) ≤ α_exec
 (default 0.1, the engine's default).  The engine's gate UCB_{1−δ}[P_exec] ≤ α_exec is the
 framework's chance constraint Pr[unsafe | m] ≤ α_exec enforced under uncertainty; knowing
-P_exec, the clairvoyant applies the constraint itself.  This gate admits every candidate a
-learning policy could ever admit (a UCB is ≥ the truth with probability ≥ 1 − δ), so V stays an
-upper limit.  Optionally (``alpha_deploy``) the deployment chance constraint P_deploy(π_T) ≤
+P_exec, the clairvoyant applies the constraint itself.  A learning policy's gate admits a
+candidate the truth excludes only when its UCB falls below the true P_exec (probability ≤ δ per
+candidate), so V is the upper limit for policies that respect the chance constraint; a policy
+that ran such a candidate can show a negative regret, which is reported, not clipped.  Optionally (``alpha_deploy``) the deployment chance constraint P_deploy(π_T) ≤
 α_deploy is imposed on the final policy; by default it is only reported, as the engine does.
 
 Exactness (the planner is exhaustive, no heuristic bound is needed).  Let c be the execution

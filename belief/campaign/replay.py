@@ -304,7 +304,7 @@ def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[st
     rec = d.attrs["chosen"]
     ids = list(d["candidate"].values)
     value = d["value_vs_stop"].values
-    beta, g0_null = d.attrs["beta"], d.attrs.get("g0_null", 0.0)
+    beta, g0_null = d.attrs["beta"], d.attrs["g0_null"]
     gain = belief["gain"].transpose("sample", "candidate").values
     net = gain - d["c_lambda"].values[None, :] + beta * (d["cvu"].values[None, :] + g0_null)
 

@@ -14,8 +14,8 @@ bayes              argmax Q*_τ(m | s) (backward induction, :meth:`SmallProblem.
 q_exact            the engine's formula without Monte Carlo error: score U0(m) + E_y G0(s^{m,y})
                    (= Q + G0(s^∅), the DESIGN economic stop; ranking = ranking by Q); at the
                    last step Q = U0
-q_exact_q>0        the same ranking, stop when Q = U0 + CVU ≤ 0 (what ``engine.decide`` does
-                   today; see the report)
+q_exact_q>0        the same ranking, stop when Q = U0 + CVU ≤ 0 (the former rule, before the
+                   engine compared with stopping; kept for the comparison)
 q_engine           Q = U0 + CVU from :func:`belief.decision.cvu.continuation_value` on S joint
                    posterior draws (:func:`engine_cvu`, PSIS), DESIGN stop
 q_engine_q>0       the same, stop when Q ≤ 0
@@ -254,7 +254,7 @@ class EngineQ:
     """The engine's Q = U0 + CVU on a small problem, as a (seeded, deterministic) policy.
 
     ``stop="design"``: stop when U0 + CVU + G0(s^∅) ≤ 0 for every feasible m (DESIGN.md);
-    ``stop="q>0"``: stop when no Q > 0 (what ``engine.decide`` does today).  At the last step
+    ``stop="q>0"``: stop when no Q > 0 (the former rule; ``engine.decide`` uses the DESIGN stop).  At the last step
     Q = U0 (from the draws).  ``cache`` (shared between instances) keeps every engine call's
     result by (problem, s, draws, outcomes, seed), so the two stop rules reuse one computation;
     ``calls`` counts the engine calls this instance made.

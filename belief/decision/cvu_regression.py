@@ -113,6 +113,8 @@ def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
         gcv = rss / (n * (1 - rank / n) ** 2)
         if best is None or gcv < best[0] - 1e-12 * abs(best[0]):
             best = (gcv, x, k)
+    if best is None:  # ValueError: CVU marks the candidate "failed" with this reason
+        raise ValueError(f"too few simulated outcomes ({n}) for any spline basis of the summary")
     return best[1], best[2]
 
 

@@ -34,6 +34,7 @@ from belief.decision.cvu import cvu_for_state
 from belief.decision.feasibility import Feasibility, feasibility
 from belief.decision.functionals import Functional
 from belief.decision.scores import (
+    g0,
     marginal_value,
     net_utility,
     q_score,
@@ -224,7 +225,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         cvu_se, cvu_why = np.zeros(len(ids)), np.full(len(ids), "", dtype=object)
     else:
         cvu_vals = cvu["cvu"].reindex(candidate=ids).values.astype(float)
-        g0_null = float(cvu.attrs.get("g0_null", 0.0))
+        # G0(s^∅) = max(0, max_{m ∈ M^feasible} U0(m)) is exact from the decision's own U0 when a
+        # given CVU does not carry it (a default of 0 would bring back the "Q > 0" stop)
+        g0_null = float(cvu.attrs["g0_null"]) if "g0_null" in cvu.attrs else float(
+            g0(u0, feasible))
         cvu_se, cvu_why = _cvu_errors(cvu, ids)
         if not np.isfinite(g0_null):  # G0(s^∅) itself failed: no CVU can be used
             cvu_vals = np.full(len(ids), np.nan)
