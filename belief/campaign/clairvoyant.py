@@ -23,8 +23,9 @@ framework's chance constraint Pr[unsafe | m] ≤ α_exec enforced under uncertai
 P_exec, the clairvoyant applies the constraint itself.  A learning policy's gate admits a
 candidate the truth excludes only when its UCB falls below the true P_exec (probability ≤ δ per
 candidate), so V is the upper limit for policies that respect the chance constraint; a policy
-that ran such a candidate can show a negative regret, which is reported, not clipped.  Optionally (``alpha_deploy``) the deployment chance constraint P_deploy(π_T) ≤
-α_deploy is imposed on the final policy; by default it is only reported, as the engine does.
+that ran such a candidate can show a negative regret, which is reported, not clipped.
+Optionally (``alpha_deploy``) the deployment chance constraint P_deploy(π_T) ≤ α_deploy is
+imposed on the final policy; by default it is only reported, as the engine does.
 
 Exactness (the planner is exhaustive, no heuristic bound is needed).  Let c be the execution
 count vector of a plan.  Its cost λᵀΔC(c), its number of adaptations n_a(c) and every later

@@ -254,10 +254,10 @@ class EngineQ:
     """The engine's Q = U0 + CVU on a small problem, as a (seeded, deterministic) policy.
 
     ``stop="design"``: stop when U0 + CVU + G0(s^∅) ≤ 0 for every feasible m (DESIGN.md);
-    ``stop="q>0"``: stop when no Q > 0 (the former rule; ``engine.decide`` uses the DESIGN stop).  At the last step
-    Q = U0 (from the draws).  ``cache`` (shared between instances) keeps every engine call's
-    result by (problem, s, draws, outcomes, seed), so the two stop rules reuse one computation;
-    ``calls`` counts the engine calls this instance made.
+    ``stop="q>0"``: stop when no Q > 0 (the former rule; ``engine.decide`` uses the DESIGN
+    stop).  At the last step Q = U0 (from the draws).  ``cache`` (shared between instances)
+    keeps every engine call's result by (problem, s, draws, outcomes, seed), so the two stop
+    rules reuse one computation; ``calls`` counts the engine calls this instance made.
     """
 
     draws: int = 1000
