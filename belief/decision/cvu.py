@@ -124,7 +124,9 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         value = float(nxt.g0(phi[None, :])[0])
         infl = _influence_of_winner(functional, nxt.gain, phi, nxt.c_lambda, nxt.feasible)
         return Estimate(value, 0.0, "no outcome", "no model predicts this experiment's "
-                        "outcome: budget, λ, candidate set and policy change only",
+                        "outcome: budget, λ, candidate set and policy change only (order "
+                        "effects and the execution-risk channel are not modelled, so what a "
+                        "model update or a bench test would teach is not counted)",
                         if_draws=infl, if_noise=np.zeros_like(infl))
     regression = {"replicates": settings.regression_replicates}
     if settings.estimator == "regression" or exp.loglik is None:
