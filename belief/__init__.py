@@ -4,7 +4,7 @@ Data flows one way: evidence → models (PyMC posteriors) → belief state q_t (
 Submodules are imported lazily so that ``import belief`` stays cheap (PyMC is loaded only when a
 model is fitted).
 
-From your own tables (details in :mod:`belief.posterior.belief_file`)::
+From your own tables (details in :mod:`belief.workflow.belief_file`)::
 
     import belief
 
@@ -42,12 +42,12 @@ _EXPORTS = {
     # posterior
     "BeliefFitter": "belief.posterior.fitter",
     "FitSettings": "belief.posterior.fitter",
-    "FittedBelief": "belief.posterior.fitted",
-    "fit": "belief.posterior.fit",
-    "load": "belief.posterior.belief_file",
-    "save": "belief.posterior.belief_file",
-    "check_file": "belief.posterior.belief_file",
-    "decide_from": "belief.posterior.belief_file",
+    "FittedBelief": "belief.workflow.fitted",
+    "fit": "belief.workflow.fit",
+    "load": "belief.workflow.belief_file",
+    "save": "belief.workflow.belief_file",
+    "check_file": "belief.workflow.belief_file",
+    "decide_from": "belief.workflow.belief_file",
     # decision
     "State": "belief.decision.state",
     "decide": "belief.decision.engine",
@@ -56,7 +56,8 @@ _EXPORTS = {
     "FixedWeights": "belief.decision.weights",
     "ScarcityWeights": "belief.decision.weights",
     "SafetyGate": "belief.decision.safety",
-    "CVUSettings": "belief.decision.cvu",
+    "CVUSettings": "belief.decision.settings",
+    "DecisionSettings": "belief.decision.settings",
     "load_decision": "belief.decision.decision_file",
     "save_decision": "belief.decision.decision_file",
     # campaign

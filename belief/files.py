@@ -4,14 +4,31 @@
   target;
 - :func:`read_file` / :func:`check_header`: one path for missing, unreadable, foreign-format
   and other-version files;
-- :func:`netcdf_ready` and :func:`jsonable`: values made storable in netCDF and JSON.
+- :func:`netcdf_ready` and :func:`jsonable`: values made storable in netCDF and JSON;
+- :func:`writable_file` / :func:`writable_folder`: an output path checked *before* any work,
+  so an unwritable ``--out`` is one line and exit code 2, not a traceback after the compute;
+- :class:`OutputSet`: the set of files one command writes, staged and then committed as one
+  unit (under a folder lock, with a manifest of the files it owns, so a re-run or a concurrent
+  run never leaves another run's stale files behind);
+- :func:`hold_folder`: an exclusive, process-reentrant lock on a folder (a campaign holds its
+  folder for its whole run); :func:`deferred_interrupt` delays Ctrl-C over a commit;
+- :func:`dataset_digest`: the SHA-256 of a Dataset's content (which belief a decision came
+  from).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
 import os
+import secrets
+import signal
 import tempfile
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +38,9 @@ import xarray as xr
 import belief as _pkg
 from belief.errors import InputError
 
-__all__ = ["UNREADABLE", "atomic_write", "check_header", "jsonable", "netcdf_ready",
-           "read_file"]
+__all__ = ["UNREADABLE", "OutputSet", "atomic_write", "check_header", "dataset_digest",
+           "deferred_interrupt", "hold_folder", "jsonable", "netcdf_ready", "read_file",
+           "writable_file", "writable_folder"]
 
 UNREADABLE = "not a readable {what} (truncated or not netCDF)"
 
@@ -95,3 +113,247 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
     return obj
+
+
+# -- output paths, checked before any work -------------------------------------------------------
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest existing ancestor."""
+    here = path
+    while not os.path.lexists(here) and here != here.parent:
+        here = here.parent
+    return here
+
+
+def _probe(folder: Path, option: str) -> None:
+    """Refuse a folder in which this process cannot create files (``access(2)`` with the
+    effective ids: a permission bit, an ACL or a read-only mount), without touching it."""
+    effective = os.access in os.supports_effective_ids
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=effective):
+        raise InputError(option, f"cannot write in {folder}: permission denied or a "
+                                 "read-only file system")
+
+
+def _parents_are_folders(path: Path, option: str) -> Path:
+    """The nearest existing ancestor of ``path``'s parent, refusing one that is a file."""
+    anc = _nearest_existing(path.parent if str(path.parent) else Path("."))
+    if not anc.is_dir():
+        raise InputError(option, f"cannot create {path}: {anc} is a file, not a folder")
+    return anc
+
+
+def writable_file(path: str | Path, option: str,
+                  suffixes: tuple[str, ...] | None = None) -> Path:
+    """An output file name that can be written, checked before any work is done.
+
+    Refused (:class:`~belief.errors.InputError` naming ``option``): an existing folder or
+    non-regular file, a suffix not in ``suffixes``, a parent path through a file, and a folder
+    in which this process may not create files.  The check touches nothing.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(option, f"{path} is a folder, expected a file name")
+    if os.path.lexists(path) and not path.is_file():
+        raise InputError(option, f"{path} exists and is not a regular file")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise InputError(option, f"{path}: expected a {' or '.join(suffixes)} file")
+    _probe(_parents_are_folders(path, option), option)
+    return path
+
+
+def writable_folder(path: str | Path, option: str) -> Path:
+    """An output folder that exists and is writable, or can be created; checked before any
+    work (see :func:`writable_file`)."""
+    path = Path(path)
+    if os.path.lexists(path) and not path.is_dir():
+        raise InputError(option, f"{path} is a file, expected a folder")
+    if path.is_dir():
+        _probe(path, option)
+    else:
+        _probe(_parents_are_folders(path, option), option)
+    return path
+
+
+# -- a folder lock, reentrant within one process -------------------------------------------------
+_HELD: dict[str, list[int]] = {}  # real path → [fd, holders]
+_HELD_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def hold_folder(path: str | Path, what: str = "folder", *,
+                blocking: bool = True) -> Iterator[None]:
+    """Hold an exclusive lock (``flock``) on folder ``path`` while the block runs.
+
+    Reentrant within a process (a campaign that holds its folder can commit its outputs into
+    it); another process waits (``blocking``) or is refused with an InputError naming
+    ``what``.  The lock dies with the process, so a killed run never leaves a stale lock.
+    """
+    key = acquire_folder(path, what, blocking=blocking)
+    try:
+        yield
+    finally:
+        release_folder(key)
+
+
+def acquire_folder(path: str | Path, what: str = "folder", *, blocking: bool = True) -> str:
+    """Take the lock of :func:`hold_folder` (returns the key for :func:`release_folder`).
+    ``path`` is a folder, or a lock file (created when missing, never removed)."""
+    key = os.path.realpath(path)
+    with _HELD_LOCK:
+        if key in _HELD:
+            _HELD[key][1] += 1
+            return key
+        fd = os.open(key, os.O_RDONLY if os.path.isdir(key) else os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise InputError(str(path), f"another belief process is using this {what}; "
+                                            "wait for it to finish or choose another "
+                                            "folder") from None
+            raise
+        _HELD[key] = [fd, 1]
+        return key
+
+
+def release_folder(key: str) -> None:
+    """Release one hold of :func:`acquire_folder` (the lock goes with the last one)."""
+    with _HELD_LOCK:
+        entry = _HELD.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _HELD[key]
+            os.close(entry[0])  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Delay Ctrl-C (SIGINT) until the block is done, then raise KeyboardInterrupt: a commit
+    of several files is never cut in half by an interrupt (outside the main thread, or
+    without a Python SIGINT handler, the block runs unprotected)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+# -- a set of output files, committed as one unit --------------------------------------------------
+class OutputSet:
+    """The files one command writes into ``folder``, staged first and committed as one unit.
+
+    ``write(name, fn)`` stages ``fn(tmp)`` into a temporary file next to its target (nothing
+    visible changes).  :meth:`commit` — called when a ``with`` block ends without an error —
+    takes the owner's lock (:func:`hold_folder` on ``.belief-<owner>.lock``), and then:
+    records the union of the files it owned before and the new ones in its manifest, renames
+    every staged file over its target
+    (each rename atomic), removes the files of the previous set that this one does not have
+    (e.g. the figure of a policy that is no longer fitted), and records the new set.  Ctrl-C is
+    held back over the commit; a crash inside it leaves a manifest that still names every file
+    the command owns, so the next run removes the stale ones.  An error or Ctrl-C before the
+    commit removes the staged files and leaves the folder as it was.
+
+    The manifest ``.belief-<owner>.json`` and the lock ``.belief-<owner>.lock`` are per owner
+    (``decide``, ``replay``, ``campaign``, ``report-<name>``): commands that share a folder do
+    not remove each other's files, and commit without waiting for each other.
+    """
+
+    def __init__(self, folder: str | Path, owner: str) -> None:
+        self.folder = Path(folder)
+        self.owner = owner
+        self.manifest = self.folder / f".belief-{owner}.json"
+        self.lock = self.folder / f".belief-{owner}.lock"
+        self._staged: dict[str, Path] = {}
+
+    def write(self, name: str, write: Callable[[str], Any]) -> Path:
+        """Stage file ``name`` (relative to the folder): ``write(tmp)`` writes it."""
+        target = self.folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.stage"
+        try:
+            write(str(tmp))
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        old = self._staged.pop(name, None)
+        if old is not None and old.exists():
+            old.unlink()
+        self._staged[name] = tmp
+        return target
+
+    def owned(self) -> list[str]:
+        """The files of the last committed set (from the manifest; [] without one)."""
+        try:
+            files = json.loads(self.manifest.read_text(encoding="utf-8")).get("files", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [f for f in files if isinstance(f, str) and ".." not in Path(f).parts
+                and not Path(f).is_absolute()]
+
+    def _record(self, files: list[str]) -> None:
+        text = json.dumps({"owner": self.owner, "files": sorted(files)}, indent=1)
+        atomic_write(self.manifest, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+    def commit(self) -> list[Path]:
+        """Move the staged files into place as one unit (see the class docstring)."""
+        names = sorted(self._staged)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with hold_folder(self.lock, "output folder"), deferred_interrupt():
+            before = self.owned()
+            self._record(sorted(set(before) | set(names)))
+            for name in names:
+                os.replace(self._staged[name], self.folder / name)
+            self._staged.clear()
+            for name in set(before) - set(names):
+                stale = self.folder / name
+                if stale.is_file() or stale.is_symlink():
+                    stale.unlink()
+            self._record(names)
+        return [self.folder / n for n in names]
+
+    def discard(self) -> None:
+        """Remove the staged files (nothing visible changes)."""
+        for tmp in self._staged.values():
+            if tmp.exists():
+                tmp.unlink()
+        self._staged.clear()
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def dataset_digest(ds: xr.Dataset) -> str:
+    """SHA-256 of a Dataset's variables (names, dims, values) — the same after a netCDF round
+    trip, different as soon as one draw differs.  Numbers are hashed as float64, text as
+    UTF-8; attributes are left out (they describe, the draws are the belief)."""
+    h = hashlib.sha256()
+    for name in sorted(map(str, ds.variables)):
+        var = ds[name].variable
+        h.update(f"{name}{var.dims}{var.shape}".encode())
+        values = np.asarray(var.values)
+        if values.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        else:
+            h.update("\x1f".join(map(str, values.ravel().tolist())).encode("utf-8"))
+    return h.hexdigest()

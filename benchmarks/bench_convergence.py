@@ -124,7 +124,7 @@ def _world_set(world, v: int, t: int, evidence, policy: str, allocation: str) ->
             "allocation": allocation, "tables": tables}
 
 
-# -- one configuration (run in a child process on the version's code) -------------------------------
+# -- one configuration (run in a child process on the version's code) ----------------------------
 def _evidence(s: dict):
     from belief.campaign.synthetic import SyntheticWorld
     from belief.inputs.evidence import Evidence

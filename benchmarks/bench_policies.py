@@ -27,7 +27,7 @@ import pandas as pd
 from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
 from belief.decision.allocation import POLICIES
-from belief.decision.cvu import CVUSettings
+from belief.decision.settings import CVUSettings
 from belief.posterior.fitter import FitSettings
 
 
@@ -40,11 +40,18 @@ def main() -> None:
     parser.add_argument("--refits", type=int, default=2, help="CVU exact refits per candidate")
     parser.add_argument("--workers", type=int, default=None, help="local Dask workers")
     parser.add_argument("--scheduler", default=None)
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help="multiply every world's starting budget (tight budgets)")
+    parser.add_argument("--weights-scale", type=float, default=1.0,
+                        help="multiply the default λ (a larger λ makes more actions marginal)")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="comma-separated allocation policies (default: all)")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
     parser.add_argument("--from-json", default=None,
                         help="summarise the rows of an earlier run instead of running")
     args = parser.parse_args()
-    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    weights = {r: v * args.weights_scale
+               for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())
         summarise(rows, weights, f"rows of {args.from_json}")
@@ -56,65 +63,124 @@ def main() -> None:
                                 stability_resamples=0, act_on_unreliable=True,
                                 weights=weights)
     t0 = time.perf_counter()
-    rows = run_policies(range(args.worlds), POLICIES, settings_to_dict(settings),
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    rows = run_policies(range(args.worlds), policies, settings_to_dict(settings),
                         workers=args.workers, scheduler=args.scheduler,
+                        budget_scale=args.budget_scale,
                         progress=lambda i, n: print(f"\r{i + 1}/{n}", end="", flush=True))
     wall = time.perf_counter() - t0
     print()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
-    summarise(rows, weights, f"{args.worlds} worlds x {len(POLICIES)} policies, horizon "
+    summarise(rows, weights, f"{args.worlds} worlds x {len(policies)} policies, horizon "
               f"{args.horizon}, {args.draws} draws/chain, CVU {args.outcomes} outcomes "
               f"({wall / 60:.1f} min)")
 
 
 def _compare(df: pd.DataFrame, col: str, label: str) -> None:
-    means = {p: df[df.policy == p][col].mean() for p in POLICIES}
-    baselines = {p: v for p, v in means.items() if p not in ("q", "oracle")}
-    best = min(baselines, key=baselines.get)
+    present = [p for p in df.policy.unique() if p not in ("q", "oracle", LEGACY)]
+    if not present or "q" not in set(df.policy):
+        return
+    means = {p: df[df.policy == p][col].mean() for p in df.policy.unique()}
+    best = min(present, key=means.get)
     q = df[df.policy == "q"].set_index("variation")[col]
     b = df[df.policy == best].set_index("variation")[col]
     diff = (b - q).to_numpy()
     rng = np.random.default_rng(0)
     boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])
-    print(f"{label}: best baseline {best} (mean regret {baselines[best]:.4f}); Q with CVU "
-          f"{means['q']:.4f}: {100 * (1 - means['q'] / baselines[best]):.0f}% lower (target "
-          f">= 20%); paired difference {diff.mean():.4f}, bootstrap 90% CI "
+    print(f"{label}: best baseline {best} (mean regret {means[best]:.4f}); Q with CVU "
+          f"{means['q']:.4f}: {100 * (1 - means['q'] / means[best]):.0f}% lower; paired "
+          f"difference {diff.mean():.4f}, bootstrap 90% CI "
           f"[{np.quantile(boot, 0.05):.4f}, {np.quantile(boot, 0.95):.4f}]")
+
+
+LEGACY = "q (Q > 0 stop)"
+
+
+def legacy_stop_rows(rows: list[dict]) -> list[dict]:
+    """The ``q`` campaigns as the former stop rule ("stop when no feasible Q > 0") would have
+    run them, derived exactly from the same runs.
+
+    Both rules rank by Q and pick argmax Q whenever they go on, and Q > 0 implies
+    U0 + β·E[G0] = Q + β·G0(s^∅) > 0, so the former rule runs the same steps and stops at the
+    first step whose best feasible Q is ≤ 0 (every step is seeded by (seed, step), so the
+    steps before it are identical): its campaign is the prefix of the new one up to there.
+    """
+    out = []
+    for r in rows:
+        if r["policy"] != "q" or "trace" not in r:
+            continue
+        cut = next((k for k, s in enumerate(r["trace"]) if not s["max_q"] > 0), None)
+        steps = r["steps"] if cut is None else min(cut, r["steps"])
+        before = r["trace"][steps - 1] if steps > 0 else None
+        j = r["final_success"] if steps == r["steps"] else (
+            r["initial_success"] if before is None else before["true_success_after"])
+        used = r["budget_used"] if steps == r["steps"] else (
+            {k: 0.0 for k in r["budget_used"]} if before is None else before["spent_after"])
+        out.append({**r, "policy": LEGACY, "final_success": j, "steps": steps,
+                    "history": r["history"][:steps], "budget_used": used,
+                    "budget_used_fraction": float(np.mean(
+                        [used[k] / v for k, v in r["budget_total"].items()]))})
+    return out
 
 
 def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
     """Print the per-policy table and the comparison of Q with the best baseline."""
+    from belief.campaign.clairvoyant import clairvoyant_plan
+    from belief.campaign.synthetic import SyntheticWorld
+
+    rows = rows + legacy_stop_rows(rows)
     df = pd.DataFrame(rows)
+    horizon = int(df.horizon.max())
     df["spent"] = df.budget_used.apply(lambda b: sum(weights[r] * v for r, v in b.items()))
     df["net"] = df.final_success - df.initial_success - df.spent
-    oracle = df[df.policy == "oracle"].set_index("variation")
-    df["regret"] = df.apply(lambda r: oracle.final_success[r.variation] - r.final_success,
-                            axis=1)
-    df["regret_net"] = df.apply(lambda r: oracle.net[r.variation] - r.net, axis=1)
+    totals = df.groupby("variation").budget_total.first()
+    limit = {v: clairvoyant_plan(SyntheticWorld.varied(int(v), seed=int(v)), horizon,
+                                 weights=weights, budget=totals[v]).plan.value
+             for v in df.variation.unique()}
+    df["regret_clairvoyant"] = df.apply(lambda r: limit[r.variation] - r.net, axis=1)
+    df["captured"] = df.apply(lambda r: r.net / limit[r.variation], axis=1)
+    has_oracle = "oracle" in set(df.policy)
+    if has_oracle:
+        oracle = df[df.policy == "oracle"].set_index("variation")
+        df["regret"] = df.apply(lambda r: oracle.final_success[r.variation] - r.final_success,
+                                axis=1)
+        df["regret_net"] = df.apply(lambda r: oracle.net[r.variation] - r.net, axis=1)
     print(title)
-    print(f"{'policy':12s} {'final J':>8s} {'regret J':>9s} {'90% range':>18s} "
-          f"{'regret V':>9s} {'90% range':>18s} {'budget':>7s} {'steps':>6s} "
-          f"{'gate viol.':>10s} {'unsafe':>7s} {'s/step':>7s}")
-    for p in POLICIES:
+    print(f"{'policy':16s} {'final J':>8s} {'regret J':>9s} {'regret V':>9s} {'90% range':>18s} "
+          f"{'V* − V':>8s} {'V/V*':>6s} {'budget':>7s} {'steps':>6s} {'gate viol.':>10s} "
+          f"{'unsafe':>7s} {'s/step':>7s}")
+    for p in [*[p for p in POLICIES if p in set(df.policy)], *([LEGACY] if LEGACY in
+                                                               set(df.policy) else [])]:
         d = df[df.policy == p]
-        reg, regv = d["regret"].to_numpy(), d["regret_net"].to_numpy()
+        reg = d["regret"].to_numpy() if has_oracle else np.full(len(d), np.nan)
+        regv = d["regret_net"].to_numpy() if has_oracle else np.full(len(d), np.nan)
         per_step = np.concatenate([np.asarray(s) for s in d["step_seconds"]])
-        print(f"{p:12s} {d.final_success.mean():8.3f} {reg.mean():9.4f} "
-              f"[{np.quantile(reg, 0.05):7.4f}, {np.quantile(reg, 0.95):7.4f}] "
-              f"{regv.mean():9.4f} [{np.quantile(regv, 0.05):7.4f}, "
-              f"{np.quantile(regv, 0.95):7.4f}] {d.budget_used_fraction.mean():7.2f} "
-              f"{d.steps.mean():6.1f} {d.gate_violations.sum():10d} {d.unsafe_events.sum():7d} "
+        print(f"{p:16s} {d.final_success.mean():8.3f} {np.mean(reg):9.4f} {np.mean(regv):9.4f} "
+              f"[{np.quantile(regv, 0.05):7.4f}, {np.quantile(regv, 0.95):7.4f}] "
+              f"{d.regret_clairvoyant.mean():8.4f} {d.captured.mean():6.3f} "
+              f"{d.budget_used_fraction.mean():7.2f} {d.steps.mean():6.1f} "
+              f"{d.gate_violations.sum():10d} {d.unsafe_events.sum():7d} "
               f"{np.nanmean(per_step):7.2f}")
-    _compare(df, "regret", "final J")
-    _compare(df, "regret_net", "net value V")
+    if has_oracle:
+        _compare(df, "regret", "final J")
+        _compare(df, "regret_net", "net value V")
+    if LEGACY in set(df.policy):
+        new = df[df.policy == "q"].set_index("variation")
+        old = df[df.policy == LEGACY].set_index("variation")
+        diff = (old.regret_clairvoyant - new.regret_clairvoyant).to_numpy()
+        rng = np.random.default_rng(1)
+        boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])
+        print(f"stop rule: against stopping (new) vs 'Q > 0' (former), same runs: steps "
+              f"{new.steps.mean():.2f} vs {old.steps.mean():.2f}, net value "
+              f"{new.net.mean():.4f} vs {old.net.mean():.4f}, final J "
+              f"{new.final_success.mean():.4f} vs {old.final_success.mean():.4f}; regret to the "
+              f"clairvoyant lower by {diff.mean():.4f} (90% CI [{np.quantile(boot, 0.05):.4f}, "
+              f"{np.quantile(boot, 0.95):.4f}]); campaigns that differ: "
+              f"{int((new.steps != old.steps).sum())} of {len(new)}")
     if "unreliable_decisions" in df:
         print(f"decisions taken on beliefs still failing the convergence checks: "
               f"{int(df.unreliable_decisions.sum())} of {int(df.steps.sum() + len(df))}")
-    qs = np.concatenate([np.asarray(s) for s in df[df.policy == "q"]["step_seconds"]])
-    u0 = np.concatenate([np.asarray(s) for s in df[df.policy == "u0"]["step_seconds"]])
-    print(f"wall time of one campaign step at the demo's size: fit + decide {np.median(u0):.2f} s "
-          f"(median), with CVU {np.median(qs):.2f} s (median)")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
-from scipy import stats
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
@@ -61,7 +60,8 @@ from models.pooling import PoolingStructure, pooled_tree
 from models.priors import ScalePrior, check_priors, priors_as_dict
 from models.sampling import sample, slot_posterior
 
-__all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "simulate"]
+__all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "population_risk",
+           "simulate"]
 
 TABLE = "safety_events"
 _MU0_DISTS = ("normal", "logistic")
@@ -248,10 +248,10 @@ class ExecRiskModel:
     def _compiled(self):
         key = (tuple(self.hw_ids), tuple(self.group_of_candidate), self.priors)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            _COMPILED[key] = compile_model(self.build())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
@@ -356,6 +356,42 @@ def p_unsafe_draws(idata: xr.DataTree) -> xr.DataArray:
                         coords={"candidate": da["candidate"].values}, name="p_unsafe")
 
 
+def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
+    """Population-level execution risk on the probability scale, as posterior draws.
+
+    From the hierarchy's parameters (per posterior draw s, with fresh z ~ Normal(0, 1) seeded
+    by ``seed``):
+
+    - ``p_typical`` = logit⁻¹(μ_0): the risk of the median candidate of the median hardware
+      group;
+    - ``p_new_candidate`` (over ``hw_group``) = logit⁻¹(group_logit_g + σ_cand·z): the
+      posterior-predictive risk of a new, untested candidate on hardware group g;
+    - ``p_new_group`` = logit⁻¹(μ_0 + σ_group·z_g + σ_cand·z): the same on new hardware.
+
+    Returns a Dataset over ``sample`` (chain-major, as :func:`p_unsafe_draws`).
+    """
+    post = idata["posterior"]
+
+    def stacked(name: str) -> np.ndarray:
+        da = post[name]
+        dims = ("chain", "draw", *[d for d in da.dims if d not in ("chain", "draw")])
+        arr = da.transpose(*dims).to_numpy()
+        return arr.reshape(-1, *arr.shape[2:])
+
+    mu0, s_group, s_cand = stacked("mu0"), stacked("sigma_group"), stacked("sigma_candidate")
+    group_logit = stacked("group_logit")  # (S, G)
+    rng = np.random.default_rng([seed, 5])
+    n = mu0.shape[0]
+    from scipy.special import expit  # not scipy.stats: reading a belief stays light
+    new_cand = expit(group_logit + s_cand[:, None] * rng.standard_normal(group_logit.shape))
+    new_group = expit(mu0 + s_group * rng.standard_normal(n) + s_cand * rng.standard_normal(n))
+    groups = [str(g) for g in post["group_logit"]["hw_group"].values]
+    return xr.Dataset({"p_typical": ("sample", expit(mu0)),
+                       "p_new_candidate": (("sample", "hw_group"), new_cand),
+                       "p_new_group": ("sample", new_group)},
+                      coords={"hw_group": groups})
+
+
 def _check_runs(runs: int) -> int:
     if isinstance(runs, bool) or not float(runs).is_integer() or runs < 0:
         raise InputError("runs", f"runs must be an integer >= 0, got {runs!r}")
@@ -404,4 +440,6 @@ def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
     if np.any(y < 0) or np.any(y > runs) or np.any(y != np.floor(y)):
         raise InputError("y", f"unsafe counts must be integers in [0, runs={runs}]")
     p = np.asarray(p_draws, dtype=float)
+    from scipy import stats  # imported here: reading a belief needs no scipy.stats
+
     return stats.binom.logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])

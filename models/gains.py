@@ -91,7 +91,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
-from belief.inputs.evidence import PolicyTree, policy_tree
+from belief.inputs.lineage import PolicyTree, policy_tree
 from models.pooling import PoolingStructure, pooled_tree
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
@@ -532,10 +532,10 @@ class GainsModel:
                tuple(self.structure.groups), self.priors, self.max_policies,
                self.max_estimates)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            _COMPILED[key] = compile_model(self.build())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
@@ -803,6 +803,6 @@ def _stack(da: xr.DataArray) -> np.ndarray:
 
 
 def _no_rows() -> pd.DataFrame:
-    from belief.inputs.evidence import empty_paired
+    from belief.inputs.tables import empty_paired
 
     return empty_paired()

@@ -29,15 +29,25 @@ def sample(compiled: Any, *, draws: int, tune: int, chains: int, seed: int,
     draw is flagged ``diverging`` when any transition of its block diverged, and
     ``attrs["divergences_all"]`` counts every divergent transition of the run.
     ``timing["sample_s"]`` receives the wall time of the call.
+
+    Ctrl-C stops the sampler and propagates as KeyboardInterrupt.  (``nutpie.sample`` itself
+    catches the interrupt and returns the draws made so far — a short, unconverged trace that
+    a caller would take for a fit; so the sampler runs in the background here and the wait is
+    ours.)
     """
     import nutpie
 
     if isinstance(thin, bool) or not isinstance(thin, int) or thin < 1:
         raise InputError("thin", f"thin must be an integer >= 1, got {thin!r}")
     t0 = time.perf_counter()
-    idata = nutpie.sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
-                          progress_bar=progressbar, target_accept=target_accept,
-                          save_warmup=False)
+    sampler = nutpie.sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
+                            progress_bar=progressbar, target_accept=target_accept,
+                            save_warmup=False, blocking=False)
+    try:
+        idata = sampler.wait()
+    except BaseException:  # KeyboardInterrupt included: stop the sampler threads, no trace
+        sampler.cancel()
+        raise
     if timing is not None:
         timing["sample_s"] = time.perf_counter() - t0
     stats = idata["sample_stats"].to_dataset() if "sample_stats" in idata.children else None

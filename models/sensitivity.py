@@ -48,7 +48,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.errors import InputError
-from belief.inputs.evidence import XI_PREFIX, outcome_family, xi_directions
+from belief.inputs.tables import XI_PREFIX, outcome_family, xi_directions
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 
@@ -361,10 +361,10 @@ class SensitivityModel:
     def _compiled(self):
         key = (self.family, self.directions, self.max_policies, self.priors)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build())
+            _COMPILED[key] = compile_model(self.build())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

@@ -49,7 +49,7 @@ import xarray as xr
 from scipy.special import expit
 
 from belief.errors import InputError
-from belief.inputs.evidence import outcome_family
+from belief.inputs.tables import outcome_family
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 
@@ -281,10 +281,10 @@ class TransferModel:
     def _compiled(self, family: str):
         key = (family, self.max_policies, self.priors)
         if key not in _COMPILED:
-            import nutpie
+            from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = nutpie.compile_pymc_model(self.build(family))
+            _COMPILED[key] = compile_model(self.build(family))
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

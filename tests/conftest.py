@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The compiled-model cache (models/compile_cache.py) of this session: a fresh temporary folder,
+# shared with the CLI subprocesses the tests start, never the user's own cache.
+os.environ["BELIEF_CACHE_DIR"] = tempfile.mkdtemp(prefix="belief-test-cache-")
 
 from belief.campaign.synthetic import SyntheticWorld
 from belief.posterior.fitter import BeliefFitter, FitSettings
+
+atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
 
 FAST = FitSettings(draws=300, tune=300, chains=2, ess_min=100)
 """Short runs for tests of the code around sampling: 2 chains × 300 draws, so ESS ≥ 100 (the

@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 import belief
+from belief.campaign.example import write_example
 from belief.errors import InputError
 from belief.inputs.candidate_file import (
     candidates_toml,
@@ -18,7 +19,7 @@ from belief.inputs.candidate_file import (
     parse_candidate_text,
 )
 from belief.inputs.evidence_dir import infer_policy, read_evidence_dir
-from belief.inputs.example import example_paths, write_example
+from belief.inputs.example import example_paths
 
 EVIDENCE, CANDIDATES = example_paths()
 
@@ -76,7 +77,7 @@ def test_load_checks_settings_and_candidate_hash(example_fit, tmp_path):
 
 
 def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
-    from belief.posterior.belief_file import save_belief
+    from belief.workflow.belief_file import save_belief
 
     path = save_belief(tmp_path / "bare.nc", example_fit.belief, example_fit.idata)
     with pytest.raises(InputError, match="holds no candidate set"):
@@ -91,8 +92,9 @@ def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
 def test_refit_option_re_samples_where_khat_is_high(example_fit):
     decision = example_fit.decide(cvu_outcomes=8, refit=True)
     assert decision.attrs["cvu_refits"].startswith("exact refits")
-    assert set(decision["cvu_method"].values) <= {"psis", "psis+refit", "psis+partial refit",
-                                                  "no outcome", "not computed"}
+    assert set(decision["cvu_method"].values) <= {
+        "psis", "psis+cv", "psis+refit", "psis+cv+refit", "regression", "regression+ls",
+        "no outcome", "not computed"}
 
 
 def test_parquet_tables_read_like_csv(tmp_path):
@@ -158,7 +160,7 @@ def test_candidates_toml_round_trip_and_diff(world_candidates):
     back = parse_candidate_text(text, "t.toml")
     assert diff_candidates(world_candidates, back.candidates) == []
     assert back.weights == {"real_h": 0.01, "compute": 0.0, "eng_h": 1.0}
-    with pytest.raises(InputError, match=r"t.toml \[weights\]: λ names resource\(s\) \['gpu'\]"):
+    with pytest.raises(InputError, match=r"t.toml \[weights\]: unknown resource\(s\) \['gpu'\]"):
         parse_candidate_text(text.replace("eng_h = 1.0\n", "eng_h = 1.0\ngpu = 2.0\n", 1),
                                   "t.toml")
 

@@ -19,8 +19,10 @@ import xarray as xr
 from belief.campaign.log import read_log
 from belief.campaign.loop import Campaign, CampaignSettings
 from belief.campaign.synthetic import SyntheticWorld
-from belief.decision.cvu import CVUSettings
 from belief.decision.engine import STOP
+from belief.decision.functionals import Functional
+from belief.decision.settings import CVUSettings
+from belief.decision.weights import FixedWeights
 from belief.errors import InputError
 from belief.posterior.fitter import FitSettings
 
@@ -70,7 +72,7 @@ def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_ru
     from it continues where the campaign stopped; evidence/ + candidates.toml read back."""
     from belief.inputs.candidate_file import load_candidate_file
     from belief.inputs.evidence_dir import read_evidence_dir
-    from belief.posterior.belief_file import load
+    from belief.workflow.belief_file import load
 
     out, result = full_run
     fitted = load(out / "belief.nc")
@@ -85,7 +87,7 @@ def test_campaign_outputs_are_a_complete_belief_file_and_evidence_folder(full_ru
     tables = read_evidence_dir(out / "evidence",
                                    load_candidate_file(out / "candidates.toml").candidates)
     assert tables.rows() == fitted.tables.rows() and len(tables.costs) == len(result.history)
-    assert fitted.weights()[0] == SyntheticWorld(seed=4).weight_values  # fixed λ → [weights]
+    assert fitted.weights()[0].values == SyntheticWorld(seed=4).weight_values  # fixed λ → [weights]
     with pytest.raises(InputError, match="no fit settings"):
         fitted.decide(refit=True, stability_resamples=20)
 
@@ -96,7 +98,7 @@ def test_campaign_outputs_without_steps_or_fixed_weights(full_run, tmp_path):
     import shutil
 
     from belief.campaign.loop import _write_outputs
-    from belief.posterior.belief_file import load
+    from belief.workflow.belief_file import load
 
     out, result = full_run
     shutil.copy(out / "campaign_log.jsonl", tmp_path / "campaign_log.jsonl")
@@ -216,7 +218,8 @@ def test_replay_same_settings_agrees_and_regret_is_nonnegative(full_run, fitter)
     assert steps.sizes["step"] == len(result.history) + (result.stop_reason.startswith(
         "economic") or result.stop_reason.startswith("budget"))
     assert bool(steps["agree"].all()) and np.allclose(steps["regret"], 0.0)
-    averse = replay(out, fitter=fitter, seed=SETTINGS.seed, functional="cvar:0.2", beta=0.0)
+    averse = replay(out, fitter=fitter, seed=SETTINGS.seed, functional="cvar:.2", beta=0.0)
+    assert averse.attrs["functional"] == "cvar:0.2"  # the canonical string, as decisions say
     s2 = averse["steps"].to_dataset()
     scores = averse["scores"].to_dataset()
     assert scores["q"].dims == ("step", "candidate")
@@ -387,6 +390,7 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     result = Campaign(SyntheticWorld(seed=4), tiny, tmp_path / "gate").run()
     assert result.history == []
     assert result.stop_reason.startswith("refusing to act on an unreliable belief")
+    assert "--act-on-unreliable" in result.stop_reason  # the flag a CLI user types
     d = result.decisions[0]
     assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
     assert "refit with 4x draws" in result.belief.attrs.get("refit_reason", "")
@@ -426,3 +430,39 @@ def test_manual_outcome_then_apply_moves_the_world_and_checks_the_step(fitter, w
     assert [r["policy"] for r in log.steps][1] == log.steps[0]["policy_after"]
     with pytest.raises(InputError, match="a campaign log exists here"):
         Campaign(world, s, tmp_path / "nb", fitter)
+
+
+def test_manual_uses_the_candidate_files_weights(tmp_path):
+    """``belief manual`` without ``--weights`` takes λ from the file's ``[weights]``, as
+    ``belief decide`` does; ``--weights`` wins when given."""
+    import argparse
+
+    from belief.cli.campaign import manual_campaign
+    from belief.inputs.candidate_file import candidates_toml
+
+    world = SyntheticWorld()
+    toml = tmp_path / "c.toml"
+    toml.write_text(candidates_toml(world.candidates, {"real_h": 0.02, "compute": 0.0003,
+                                                       "eng_h": 0.005}))
+    args = argparse.Namespace(out=str(tmp_path / "m"), resume=False, candidates=str(toml),
+                              policy="pi0", steps=3, beta=1.0, seed=0, draws=50,
+                              weights=None, evidence=None, overwrite=False)
+    _, campaign = manual_campaign(args)
+    assert campaign.settings.weights.values == {"real_h": 0.02, "compute": 0.0003,
+                                                "eng_h": 0.005}
+    args.out, args.weights = str(tmp_path / "m2"), "real_h=1,compute=2,eng_h=3"
+    _, campaign = manual_campaign(args)
+    assert campaign.settings.weights.values == {"real_h": 1.0, "compute": 2.0, "eng_h": 3.0}
+
+
+def test_campaign_settings_are_parsed_once_and_refuse_bad_values():
+    s = CampaignSettings(functional="lcb:.2", weights={"real_h": 1, "compute": 1, "eng_h": 1})
+    assert s.functional == Functional("lcb", 0.2) and isinstance(s.weights, FixedWeights)
+    for bad, match in [({"horizon": 0}, r"^horizon: must be an integer >= 1"),
+                       ({"beta": -1.0}, r"^beta: must be a finite number >= 0"),
+                       ({"functional": "max"}, r"^functional: unknown functional 'max'"),
+                       ({"seed": 1.5}, r"^seed: must be an integer"),
+                       ({"allocation": "greedy"}, r"^allocation: unknown allocation policy"),
+                       ({"alpha_deploy": 1.0}, r"^alpha_deploy: must be a finite number with 0")]:
+        with pytest.raises(InputError, match=match):
+            CampaignSettings(**bad)

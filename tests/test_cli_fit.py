@@ -6,7 +6,10 @@ rest of the session.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -50,7 +53,7 @@ def _copy_example(tmp_path):
 
 # -- the happy path -------------------------------------------------------------------------
 def test_fit_writes_belief_posteriors_evidence_and_settings(fitted_file, capsys):
-    from belief.posterior.belief_file import load
+    from belief.workflow.belief_file import load
 
     fitted = load(fitted_file)
     assert fitted.models == ["gains", "exec_risk", "transfer", "sensitivity"]
@@ -83,7 +86,7 @@ def test_decide_prints_table_and_writes_csv_and_figures(fitted_file, tmp_path, c
 
 
 def test_decide_budget_defaults_to_file_budget_minus_costs(fitted_file, tmp_path, capsys):
-    from belief.posterior.belief_file import decide_from
+    from belief.workflow.belief_file import decide_from
 
     decision = decide_from(fitted_file, beta=0.0)
     # [budget] (12, 300, 20) minus realised costs (1.5, 86, 4.5) in costs.csv
@@ -107,6 +110,30 @@ def test_cli_and_python_api_agree(fitted_file, tmp_path, capsys):
     np.testing.assert_allclose(saved["q"].values, py["q"].values, equal_nan=True)
 
 
+HEAVY = ("pymc", "pytensor", "nutpie", "numba", "scipy.stats", "arviz_stats", "matplotlib",
+         "distributed")
+
+
+def _imported_after(code: str, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    probe = (f"import json, sys\n{code}\n"
+             f"print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_loading_and_reading_a_belief_imports_no_sampler_and_no_scipy_stats(fitted_file):
+    code = (f"import belief\nf = belief.load({str(fitted_file)!r})\n"
+            "f.gains_summary(); f.budget(); f.history(); f.belief['gain'].mean().item()")
+    assert _imported_after(code) == []
+
+
+def test_help_imports_nothing_heavy():
+    code = "from belief.cli.main import build_parser\nbuild_parser().format_help()"
+    assert _imported_after(code, (*HEAVY, "numpy", "pandas", "xarray")) == []
+
+
 def test_check_exit_codes(fitted_file, capsys):
     assert main(["check", str(fitted_file), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
     assert "converged: 13 variables of 4 models pass" in capsys.readouterr().out
@@ -119,7 +146,7 @@ def test_check_exit_codes(fitted_file, capsys):
 def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
     """A file from save_belief alone has no candidates: check still runs,
     with ESS ≥ 10 % of the draws by default."""
-    from belief.posterior.belief_file import load, save_belief
+    from belief.workflow.belief_file import load, save_belief
 
     fitted = load(fitted_file)
     bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
@@ -227,7 +254,7 @@ def test_decide_refuses_bad_budget_weights_and_options(fitted_file, tmp_path, ca
     _refused(capsys, [*base, "--weights", "real_h=0.01,compute=0.1,eng_h=0.1,gpu=1"],
              "--weights", "['gpu'] that the candidates do not use")
     _refused(capsys, [*base, "--functional", "median"], "unknown functional 'median'")
-    _refused(capsys, [*base, "--alpha-exec", "1.5"], "alpha_exec")
+    _refused(capsys, [*base, "--alpha-exec", "1.5"], "--alpha-exec")
     assert not out.exists()
 
 
@@ -278,3 +305,34 @@ def test_report_refuses_bad_suffix_and_foreign_decision(fitted_file, tmp_path, c
     _refused(capsys, ["report", str(fitted_file), "--decision", str(tmp_path / "none.nc"),
                       "--out", str(tmp_path / "r.html")], "none.nc", "file not found")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_one_decide_parses_the_functional_once_and_validates_lambda_once(fitted_file, tmp_path,
+                                                                          capsys):
+    """The settings are parsed at the boundary and handed on as objects (issue 13's goal)."""
+    import sys
+
+    counts = {"functional": 0, "lambda": 0, "beta": 0}
+
+    def hook(frame, event, arg):
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith("belief"):
+            return
+        name, local = frame.f_code.co_name, frame.f_locals
+        if name == "__post_init__" and type(local.get("self")).__name__ == "Functional":
+            counts["functional"] += 1
+        elif name == "resource_vector" and local.get("what") == "λ" \
+                and local.get("table") in ("--weights", "weights"):  # not the file's [weights]
+            counts["lambda"] += 1
+        elif name == "real" and local.get("name") in ("beta", "--beta"):
+            counts["beta"] += 1
+
+    argv = ["decide", str(fitted_file), "--functional", "lcb:0.2", "--beta", "1",
+            "--weights", "real_h=0.01,compute=0.0002,eng_h=0.004", *FAST_DECIDE,
+            "--out", str(tmp_path / "dec")]
+    sys.setprofile(hook)
+    try:
+        code = main(argv)
+    finally:
+        sys.setprofile(None)
+    assert code == 0, capsys.readouterr().err
+    assert counts == {"functional": 1, "lambda": 1, "beta": 1}, counts

@@ -8,10 +8,9 @@ checkpoints (after 2 and 5 executions) with the session's fast fitter (2 × 300 
   realised gain.  Neither may under-cover (upper end of the exact two-sided 99 %
   Clopper–Pearson interval of the observed rate ≥ 0.90), and for candidates the world had
   executed before (their own evidence dominates) the mean-gain rate must be nominal (0.90
-  inside that interval; the predictive intervals over-cover a little even there).  Nominal
-  coverage over *all* rows is an expected failure: the worlds' gains are not drawn from the
-  model's priors and the intervals of candidates not executed yet over-cover (see the
-  calibration report).
+  inside that interval; the predictive intervals over-cover a little even there).  The
+  intervals of candidates not executed yet over-cover (the worlds' gains are not drawn from
+  the model's priors; see the calibration report), and that is asserted.
 - gate: the one-sided 95 % Clopper–Pearson bound must cover the true p_unsafe at ≥ 0.95 on the
   worlds and on simulated bench runs (upper end of the 99 % interval ≥ 0.95), and its exact
   coverage at every world's (p, n) must be ≥ 0.95.  The hierarchical posterior bound has no
@@ -131,14 +130,23 @@ def test_gain_intervals_cover_world_truth(world_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="over-coverage on worlds: intervals of candidates not "
-                   "executed yet rest on priors wider than the worlds' spread of gains (≈0.97 "
-                   "at checkpoint 2); see the calibration report")
-def test_mean_gain_coverage_is_nominal_on_worlds(world_run):
-    rate = coverage_table(world_run.gains, "covered_mean", level=LEVEL).iloc[0]
-    assert rate.ci_low <= 0.90 <= rate.ci_high, (
-        f"90 % intervals of the mean gain cover {rate.coverage:.3f} of {rate.n} true expected "
-        f"gains; 99 % CI [{rate.ci_low:.3f}, {rate.ci_high:.3f}] excludes 0.90")
+def test_mean_gain_over_covers_where_priors_dominate(world_run):
+    """The known departure from nominal, asserted where it comes from.
+
+    Intervals of candidates the world has not executed yet rest on priors wider than the
+    worlds' spread of gains, so they over-cover: the lower end of the 99 % CI of their rate
+    lies above 0.90 (measured 194/200 = 0.970, CI [0.924, 0.992]).  The pooled rate over all
+    rows mixes these with the nominal executed rows and sits at the edge (338/360 = 0.939, CI
+    [0.899, 0.967]), so it is not asserted either way (a strict xfail on it flipped with the
+    fits' Monte Carlo error).
+    """
+    gains = world_run.gains
+    fresh = coverage_table(gains[gains["executed_before"] == 0], "covered_mean",
+                           level=LEVEL).iloc[0]
+    assert fresh.ci_low > 0.90, (
+        f"90 % intervals of the mean gain, candidates not executed yet: {fresh.coverage:.3f} "
+        f"[{fresh.ci_low:.3f}, {fresh.ci_high:.3f}] (99 % CI) no longer over-cover; revisit "
+        "the calibration report")
 
 
 @pytest.mark.slow

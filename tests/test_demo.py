@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from belief.cli.main import main
-from belief.posterior.belief_file import load_belief
+from belief.workflow.belief_file import load_belief
 
 
 def test_demo_end_to_end_small(tmp_path):

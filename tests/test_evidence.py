@@ -4,7 +4,9 @@ import pandas as pd
 import pytest
 
 from belief.errors import InputError
-from belief.inputs.evidence import Evidence, policy_tree, validate_paired, validate_safety
+from belief.inputs.evidence import Evidence
+from belief.inputs.lineage import policy_tree
+from belief.inputs.tables import validate_paired, validate_safety
 
 
 def row(**kw):

@@ -10,6 +10,7 @@ from scipy import stats
 
 from belief.decision.engine import decide
 from belief.decision.safety import SafetyGate, clopper_pearson_upper
+from belief.decision.settings import DecisionSettings
 from belief.decision.state import State
 from belief.errors import InputError
 from belief.inputs.candidates import candidates_from_dict
@@ -103,8 +104,9 @@ def test_posterior_gate_through_decide(fitted, world_candidates):
     budget = make_budget({"real_h": 100, "compute": 1000, "eng_h": 100}, cs.resources)
     state = State(step=4, budget=budget, policy=belief.attrs["policy"], belief=belief)
     weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
-    d = decide(state, cs, weights=weights, gate=SafetyGate(alpha_exec=0.1, method="posterior"),
-               stability_resamples=0)
+    d = decide(state, cs, DecisionSettings(
+        weights=weights, gate=SafetyGate(alpha_exec=0.1, method="posterior"),
+        stability_resamples=0))
     hw = np.array([c.drives_hardware for c in cs])
     q = belief["p_unsafe"].quantile(1 - DELTA, "sample").values
     np.testing.assert_allclose(d["ucb_posterior"].values[hw], q[hw])
@@ -116,8 +118,9 @@ def test_posterior_gate_through_decide(fitted, world_candidates):
         reason = str(d["safe_reason"].sel(candidate=cid).values)
         assert ("posterior UCB" in reason) if hw[i] else reason == "no hardware: P_exec = 0"
     assert d.attrs["safety_method"] == "posterior"
-    strict = decide(state, cs, weights=weights, stability_resamples=0,
-                    gate=SafetyGate(alpha_exec=1e-4, method="posterior"))
+    strict = decide(state, cs, DecisionSettings(
+        weights=weights, stability_resamples=0,
+        gate=SafetyGate(alpha_exec=1e-4, method="posterior")))
     assert not strict["safe"].values[hw].any() and strict["safe"].values[~hw].all()
     for cid in np.array(cs.ids)[hw]:
         if not strict["chosen"].sel(candidate=cid):

@@ -1,11 +1,15 @@
 """Fuzzed inputs: malformed tables, candidate files, budgets and logs raise InputError only,
-and nothing is written or changed."""
+and nothing is written or changed; the campaign commands and every output path of the CLI
+refuse malformed flags and unwritable paths with one line on stderr and exit code 2, before
+any model is compiled, writing nothing and changing nothing that exists."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import math
+import os
+import shutil
 import string
 
 import pandas as pd
@@ -16,18 +20,18 @@ from hypothesis import strategies as st
 from belief.errors import InputError
 from belief.inputs.candidate_file import load_candidates
 from belief.inputs.candidates import candidates_from_dict
-from belief.inputs.evidence import (
+from belief.inputs.evidence import Evidence
+from belief.inputs.resources import make_budget, parse_budget
+from belief.inputs.tables import (
     GAIN_ESTIMATE_COLUMNS,
     PAIRED_COLUMNS,
     POLICY_EVAL_COLUMNS,
     SAFETY_COLUMNS,
-    Evidence,
     validate_gain_estimates,
     validate_paired,
     validate_policy_evals,
     validate_safety,
 )
-from belief.inputs.resources import make_budget, parse_budget
 
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -166,7 +170,8 @@ def test_budget_mappings_raise_only_input_error(values):
 
 
 @pytest.fixture(scope="module")
-def valid_log(tmp_path_factory, fitter):
+def valid_run(tmp_path_factory, fitter):
+    """A finished two-step campaign folder (log, belief.nc, evidence, ...)."""
     from belief.campaign.loop import Campaign, CampaignSettings
     from belief.campaign.synthetic import SyntheticWorld
     from belief.posterior.fitter import FitSettings
@@ -175,7 +180,12 @@ def valid_log(tmp_path_factory, fitter):
     s = CampaignSettings(horizon=2, seed=4, fit=FitSettings(draws=200, tune=200),
                          act_on_unreliable=True, stability_resamples=20)
     Campaign(SyntheticWorld(seed=4), s, out, fitter).run()
-    return (out / "campaign_log.jsonl").read_text().splitlines()
+    return out
+
+
+@pytest.fixture(scope="module")
+def valid_log(valid_run):
+    return (valid_run / "campaign_log.jsonl").read_text().splitlines()
 
 
 @st.composite
@@ -232,3 +242,220 @@ def test_replay_cli_on_fuzzed_logs_exits_cleanly(valid_log, tmp_path, capsys):
 
     run()
 
+
+
+# -- the campaign commands and the output paths (issue 19) ----------------------------------------
+RESOURCES = ("real_h", "compute", "eng_h")
+
+
+def _refuses(check, text) -> bool:
+    try:
+        check(text)
+    except (InputError, ValueError, TypeError):
+        return True
+    return False
+
+
+def _int(text: str, minimum: int) -> None:
+    if int(text) < minimum:
+        raise ValueError
+
+
+def _real(text: str, low: float, high: float = math.inf, open_low: bool = False) -> None:
+    v = float(text)
+    if not (math.isfinite(v) and (v > low if open_low else v >= low) and v <= high):
+        raise ValueError
+
+
+def _fraction(text: str) -> None:
+    v = float(text)
+    if not (0 < v < 1):
+        raise ValueError
+
+
+def _functional(text: str) -> None:
+    from belief.decision.functionals import parse_functional
+
+    parse_functional(text)
+
+
+def _allocation(text: str) -> None:
+    from belief.decision.allocation import check_policy
+
+    check_policy(text)
+
+
+def _weights(text: str) -> None:
+    from belief.decision.weights import FixedWeights
+
+    FixedWeights.parse(text).bind(RESOURCES)
+
+
+def _budget(text: str) -> None:
+    parse_budget(text, RESOURCES)
+
+
+_numbers = st.one_of(st.integers(-10**6, 10**6).map(str),
+                     st.floats(allow_nan=True, allow_infinity=True).map(repr))
+_pairs = st.lists(st.tuples(st.sampled_from([*RESOURCES, "gpu", "", "real_h "]), _numbers),
+                  max_size=4).map(lambda kv: ",".join(f"{k}={v}" for k, v in kv))
+words = st.one_of(
+    _numbers, _pairs,  # near misses: a number out of range, a resource vector with a flaw
+    st.sampled_from(["mean", "lcb", "cvar"]).flatmap(
+        lambda f: _numbers.map(lambda v: f"{f}:{v}")),
+    st.text(string.printable, max_size=14),
+    st.sampled_from(["", "nan", "inf", "-inf", "1e400", "0", "-1", "1.5", "abc", "lcb:1",
+                     "cvar:0", "lcb:", "mean:2", "real_h=1", "real_h=1,real_h=2",
+                     "real_h=-1,compute=1,eng_h=1", "real_h=1,compute=1,eng_h=nan", "gpu=1",
+                     "=", ","]))
+
+
+def bad(check) -> st.SearchStrategy[str]:
+    """Flag values that ``check`` refuses (the oracle: the project's own parsers)."""
+    return words.filter(lambda t: _refuses(check, t))
+
+
+POS_INT, NONNEG_INT = bad(lambda t: _int(t, 1)), bad(lambda t: _int(t, 0))
+FLAGS = {
+    "demo": {"--steps": POS_INT, "--draws": POS_INT, "--seed": NONNEG_INT,
+             "--functional": bad(_functional), "--beta": bad(lambda t: _real(t, 0.0)),
+             "--allocation": bad(_allocation)},
+    "manual": {"--steps": POS_INT, "--draws": POS_INT, "--seed": NONNEG_INT,
+               "--beta": bad(lambda t: _real(t, 0.0)), "--weights": bad(_weights)},
+    "replay": {"--draws": POS_INT, "--seed": NONNEG_INT, "--beta": bad(lambda t: _real(t, 0.0)),
+               "--functional": bad(_functional), "--alpha-exec": bad(_fraction),
+               "--weights": bad(_weights), "--workers": POS_INT},
+    "fit": {"--draws": POS_INT, "--chains": POS_INT, "--tune": POS_INT, "--step": NONNEG_INT},
+    "decide": {"--budget": bad(_budget), "--weights": bad(_weights),
+               "--functional": bad(_functional), "--beta": bad(lambda t: _real(t, 0.0)),
+               "--alpha-exec": bad(_fraction), "--delta": bad(_fraction),
+               "--horizon": POS_INT,
+               "--cvu-outcomes": bad(lambda t: _int(t, 2))},
+    "report": {"--alpha-deploy": bad(_fraction), "--beta": bad(lambda t: _real(t, 0.0))},
+}
+# output paths that cannot be written, relative to the arena (``ro`` refuses writes)
+FOLDER_OUTS = ["afile", "afile/sub", "afile/a/b", "ro", "ro/new"]
+OUTS = {"demo": [*FOLDER_OUTS, "mine", "run"], "manual": [*FOLDER_OUTS, "mine", "run"],
+        "replay": FOLDER_OUTS, "decide": FOLDER_OUTS,
+        "fit": ["folder", "afile/b.nc", "b.txt", "ro/b.nc", "folder/"],
+        "report": ["folder", "afile/r.html", "r.pdf", "ro/r.html", "rep.md"]}
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory, valid_run):
+    """A folder with everything the commands read, files in the way of their outputs, a
+    folder that refuses writes (``ro``), a user's folder (``mine``) and a campaign (``run``)."""
+    from belief.inputs.example import example_paths
+
+    root = tmp_path_factory.mktemp("arena")
+    evidence, candidates = example_paths()
+    shutil.copytree(evidence, root / "evidence")
+    shutil.copy(candidates, root / "cands.toml")
+    shutil.copytree(valid_run, root / "run")
+    (root / "afile").write_text("a user's file")
+    (root / "folder").mkdir()
+    (root / "folder" / "keep.txt").write_text("keep")
+    (root / "ro").mkdir()
+    (root / "mine").mkdir()
+    (root / "mine" / "candidates.toml").write_text("# a user's own file")
+    (root / "rep_files").write_text("a file where the report's figures would go")
+    return root
+
+
+def _argv(root, command: str, flag: str | None, value: str | None, out: str) -> list[str]:
+    base = {"demo": ["demo", "--steps", "1", "--draws", "50"],
+            "manual": ["manual", "--candidates", str(root / "cands.toml"), "--steps", "1"],
+            "replay": ["replay", str(root / "run")],
+            "fit": ["fit", str(root / "evidence"), "--candidates", str(root / "cands.toml")],
+            "decide": ["decide", str(root / "run" / "belief.nc")],
+            "report": ["report", str(root / "run" / "belief.nc")]}[command]
+    argv = [*base, "--out", out]
+    if flag is not None:
+        argv += [flag, value]
+    return argv
+
+
+@st.composite
+def malformed_commands(draw):
+    """A command with exactly one malformed flag or one unwritable output path."""
+    command = draw(st.sampled_from(sorted(FLAGS)))
+    if draw(st.booleans()):
+        flag = draw(st.sampled_from(sorted(FLAGS[command])))
+        return command, flag, draw(FLAGS[command][flag]), None
+    return command, None, None, draw(st.sampled_from(OUTS[command]))
+
+
+def _guard_compute(monkeypatch):
+    import models.exec_risk
+    import models.gains
+    import models.sampling
+    import models.transfer
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a model was compiled or sampled before the refusal")
+
+    monkeypatch.setattr(models.sampling, "sample", boom)
+    for model in (models.gains.GainsModel, models.exec_risk.ExecRiskModel,
+                  models.transfer.TransferModel):
+        monkeypatch.setattr(model, "_compiled", boom)
+
+
+def _tree(root):
+    """Every entry under ``root`` with its bytes' hash and mtime (folders: their entries)."""
+    import hashlib
+
+    return {str(p.relative_to(root)): ("dir" if p.is_dir() else
+                                       hashlib.sha256(p.read_bytes()).hexdigest()
+                                       + f"@{p.stat().st_mtime_ns}")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_campaign_commands_and_outputs_refuse_cleanly(arena, monkeypatch, capsys):
+    from belief.cli.main import main
+
+    _guard_compute(monkeypatch)
+    real_access = os.access
+    ro = str(arena / "ro")
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
+        False if str(p) == ro and mode & os.W_OK else real_access(p, mode, **kw)))
+    before = _tree(arena)
+
+    @settings(FUZZ, max_examples=200)
+    @given(malformed_commands())
+    def run(case):
+        command, flag, value, out = case
+        target = str(arena / (out or "fresh"))
+        if command == "report" and out is None:
+            target = str(arena / "fresh.html")
+        argv = _argv(arena, command, flag, value, target)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse: a value it cannot even parse
+            code = exc.code
+        err = capsys.readouterr().err.strip()
+        assert code == 2, (argv, err)
+        assert err and "\n" not in err and ": error: " in err, (argv, err)
+        assert "Traceback" not in err
+        assert _tree(arena) == before, argv  # nothing written, nothing existing changed
+
+    run()
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_manual_refuses_fuzzed_candidate_files_before_anything(tmp_path_factory, text):
+    from belief.cli.main import main
+    from belief.inputs.candidate_file import parse_candidate_text
+
+    try:
+        parse_candidate_text(text, "c.toml")
+    except InputError:
+        pass
+    else:  # a valid file would start a campaign: not this test's business
+        return
+    root = tmp_path_factory.mktemp("manual_fuzz")
+    (root / "c.toml").write_text(text, encoding="utf-8", errors="surrogateescape")
+    before = _tree(root)
+    code = main(["manual", "--candidates", str(root / "c.toml"), "--out", str(root / "m")])
+    assert code == 2
+    assert _tree(root) == before

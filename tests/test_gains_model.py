@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from belief.inputs.evidence import validate_paired
+from belief.inputs.tables import validate_paired
 from models import gains as gains_module
 from models.gains import GainsPriors, encode_policies
 

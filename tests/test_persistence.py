@@ -4,7 +4,7 @@ import pytest
 import xarray as xr
 
 from belief.errors import InputError
-from belief.posterior.belief_file import load_belief, save_belief
+from belief.workflow.belief_file import load_belief, save_belief
 
 
 def test_round_trip_is_exact(tmp_path, fitted):

@@ -10,7 +10,7 @@ from scipy import integrate, optimize
 
 from belief.errors import InputError
 from belief.inputs.candidate_file import parse_candidate_text
-from belief.posterior.fit import model_priors
+from belief.workflow.fit import model_priors
 from models.exec_risk import ExecRiskPriors
 from models.gains import GainsPriors
 from models.priors import SCALE_FAMILIES, ScalePrior, scale_prior

@@ -16,7 +16,8 @@ from belief.decision.safety import (
 )
 from belief.errors import InputError
 from belief.inputs.candidates import candidates_from_dict
-from belief.inputs.evidence import Evidence, validate_deployment
+from belief.inputs.evidence import Evidence
+from belief.inputs.tables import validate_deployment
 
 
 def test_matches_scipy_exact_interval():

@@ -10,7 +10,8 @@ import pytest
 
 from belief.campaign.synthetic import SyntheticWorld
 from belief.errors import InputError
-from belief.inputs.evidence import Evidence, validate_sensitivity
+from belief.inputs.evidence import Evidence
+from belief.inputs.tables import validate_sensitivity
 from belief.posterior.sensitivity import (
     PolicyConditionalError,
     compare_sensitivities,

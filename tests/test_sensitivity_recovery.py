@@ -11,7 +11,8 @@ from scipy import stats
 
 from belief.campaign.calibration import binomial_interval
 from belief.campaign.synthetic import SyntheticWorld
-from belief.inputs.evidence import Evidence, validate_transfer
+from belief.inputs.evidence import Evidence
+from belief.inputs.tables import validate_transfer
 from belief.posterior.sensitivity import sensitivity_report
 from models.sensitivity import SensitivityModel
 from models.transfer import TransferModel

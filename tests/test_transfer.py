@@ -10,10 +10,11 @@ import pytest
 
 from belief.campaign.synthetic import SyntheticWorld
 from belief.decision.engine import decide
+from belief.decision.settings import DecisionSettings
 from belief.decision.state import State
 from belief.errors import InputError
 from belief.inputs.candidates import candidates_from_dict
-from belief.inputs.evidence import validate_transfer
+from belief.inputs.tables import validate_transfer
 from belief.posterior.transfer import transfer_attrs
 
 
@@ -138,8 +139,8 @@ def test_delta_j_joins_belief_and_decision(fitter, campaign_evidence, tmp_path):
     assert attrs["delta_j_lo90"] < attrs["delta_j_mean"] < attrs["delta_j_hi90"] < 0
     assert attrs["delta_j_source"] == "1 sim/real evaluation(s) of pi0"
     state = State(step=4, budget=world.initial_budget, policy=world.policy, belief=belief)
-    decision = decide(state, world.candidates, weights=world.weight_values,
-                      stability_resamples=0)
+    settings = DecisionSettings(weights=world.weight_values, stability_resamples=0)
+    decision = decide(state, world.candidates, settings)
     assert decision.attrs["delta_j_source"].startswith("pooled prediction")
     for key in ("delta_j_mean", "delta_j_lo90", "delta_j_hi90", "g_j_mean", "g_j_lo90",
                 "g_j_hi90", "delta_j_reliable"):
@@ -150,11 +151,11 @@ def test_delta_j_joins_belief_and_decision(fitter, campaign_evidence, tmp_path):
     # δ_J is reported, not scored: the scores do not depend on it
     plain = decide(State(step=4, budget=world.initial_budget, policy=world.policy,
                          belief=belief.drop_vars(["delta_j", "g_j"])), world.candidates,
-                   weights=world.weight_values, stability_resamples=0)
+                   settings)
     np.testing.assert_array_equal(decision["q"].values, plain["q"].values)
     assert "delta_j_mean" not in plain.attrs
     # q_t with transfer draws survives the netCDF round trip
-    from belief.posterior.belief_file import load_belief, save_belief
+    from belief.workflow.belief_file import load_belief, save_belief
 
     back, _ = load_belief(save_belief(tmp_path / "belief.nc", belief, idata))
     np.testing.assert_allclose(back["delta_j"], belief["delta_j"])

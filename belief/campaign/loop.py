@@ -9,27 +9,33 @@ rule at the next step.  Stops on the economic stop, when the budget is exhausted
 horizon T.  At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is
 checked on the final policy from deployment evidence only.
 
-The world interface (:class:`World`) is small: ``candidates``, ``initial_policy``,
-``execute(m, step)`` returning an outcome with evidence rows (``paired``, ``safety``,
-``gain_estimates`` DataFrames), the realised ``cost`` (mapping resource → amount) and the
-``policy`` after; optionally ``initial_budget``, ``initial_evidence()``,
-``deployment_evaluation(step, policy)``, ``expected_gain(m)`` (truth, for the oracle) and
-``describe()`` (how to rebuild it when resuming).
-:class:`~belief.campaign.synthetic.SyntheticWorld` and
-:class:`~belief.campaign.manual.ManualWorld` implement it.
+The world (:class:`~belief.campaign.world.World`) declares everything the loop uses;
+:class:`~belief.campaign.synthetic.SyntheticWorld` and :class:`~belief.campaign.manual.ManualWorld`
+implement it.  The decision at every step is the one entry point
+:func:`belief.decision.engine.decide`, with the :class:`DecisionSettings` built once from the
+campaign settings.
 
 Every step is logged (:mod:`belief.campaign.log`); :meth:`Campaign.resume` continues an
 interrupted campaign from its log with results identical to an uninterrupted run of the same
 seed (every random choice is seeded by (seed, step)).
+
+The campaign folder
+    A campaign holds an exclusive lock on its folder while it runs (a second process is
+    refused, :func:`belief.files.hold_folder`).  A new campaign refuses a folder that holds
+    another campaign's log or anything else unless ``overwrite=True``
+    (:func:`folder_state`); starting over clears what the campaign owns there first (its log,
+    ``decisions/step_*.csv`` and the outputs of its last run), and the final outputs are
+    written as one set (:class:`belief.files.OutputSet`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,47 +43,39 @@ import xarray as xr
 
 import belief as _pkg
 from belief.campaign.log import LOG_FORMAT, LOG_NAME, append_record, read_log, repair_tail
+from belief.campaign.world import Outcome, World, outcome_records, table_records
 from belief.decision.allocation import check_policy, choose
-from belief.decision.cvu import CVUSettings, cvu_for_state
 from belief.decision.engine import STOP, decide, decision_table
 from belief.decision.functionals import Functional, parse_functional
 from belief.decision.safety import SafetyGate, deployment_check
-from belief.decision.scores import check_beta
+from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.decision.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
 from belief.errors import InputError
-from belief.files import jsonable
+from belief.files import acquire_folder, release_folder
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter, FitSettings
+from belief.validate import fraction, integer, real
 
-__all__ = ["Campaign", "CampaignResult", "CampaignSettings", "World", "run_campaign",
+__all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "folder_state",
+           "header_settings", "outputs_complete", "run_campaign", "same_campaign",
            "settings_from_dict", "settings_to_dict"]
 
-
-class World(Protocol):
-    """What the loop needs from a world (synthetic or real)."""
-
-    candidates: CandidateSet
-
-    @property
-    def initial_policy(self) -> str: ...
-
-    def execute(self, candidate_id: str, step: int) -> Any:
-        """Run m at ``step``; returns an object with ``paired``, ``safety`` (DataFrames),
-        ``cost`` (mapping resource → realised amount) and ``policy`` (the policy after)."""
+OUTPUTS_OWNER = "campaign"  # manifest .belief-campaign.json of the final outputs
+_STEP_FILE = re.compile(r"step_\d{3,}\.csv")
 
 
 @dataclass(frozen=True)
 class CampaignSettings:
-    """Settings of one campaign.
+    """Settings of one campaign, parsed and validated at construction.
 
     Attributes
     ----------
     horizon : int
         T, the maximum number of steps.
-    functional : str or Functional
-    weights : WeightRule or mapping, optional
+    functional : Functional (a string is parsed)
+    weights : WeightRule, optional (a mapping becomes FixedWeights)
         λ rule; default the world's ``weight_values`` (fixed).
     beta : float
         β in Q = U0 + β·CVU (used by the ``q`` allocation).
@@ -92,17 +90,18 @@ class CampaignSettings:
         Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
         at the stop with the gate's δ and method (never mixed with execution events).
     allocation : str
-        The allocation policy (:data:`belief.decision.allocation.POLICIES`); ``q`` is the engine's.
+        The allocation policy (:data:`belief.decision.allocation.POLICIES`); ``q`` is the
+        engine's.
     act_on_unreliable : bool
         A belief whose fit fails the convergence checks (R-hat, ESS, divergences) is re-fitted
-        with 2x, then 4x the draws and tuning steps; if it still fails, the loop refuses to act
-        on it (a stop with the reason) unless this is True — then it acts and the decision
-        carries the flag.
+        (see :meth:`belief.posterior.fitter.BeliefFitter.fit_reliable`); if it still fails, the
+        loop refuses to act on it (a stop with the reason) unless this is True — then it acts
+        and the decision carries the flag.
     """
 
     horizon: int = 6
-    functional: str | Functional = "mean"
-    weights: WeightRule | dict[str, float] | None = None
+    functional: Functional = field(default_factory=Functional)
+    weights: WeightRule | None = None
     beta: float = 0.0
     gate: SafetyGate = field(default_factory=SafetyGate)
     fit: FitSettings = field(default_factory=FitSettings)
@@ -114,25 +113,34 @@ class CampaignSettings:
     act_on_unreliable: bool = False
 
     def __post_init__(self) -> None:
-        parse_functional(self.functional)
-        a = self.alpha_deploy
-        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
-            raise InputError("alpha_deploy", f"alpha_deploy must satisfy 0 < alpha_deploy < 1, "
-                                             f"got {a!r}")
-        check_beta(self.beta)
+        set_ = object.__setattr__
+        set_(self, "horizon", integer(self.horizon, "horizon", minimum=1))
+        set_(self, "functional", parse_functional(self.functional))
+        if self.weights is not None:
+            set_(self, "weights", as_weight_rule(self.weights))
+        set_(self, "beta", real(self.beta, "beta", minimum=0.0))
+        set_(self, "seed", integer(self.seed, "seed", minimum=0))
+        set_(self, "stability_resamples",
+             integer(self.stability_resamples, "stability_resamples", minimum=0))
+        set_(self, "alpha_deploy", fraction(self.alpha_deploy, "alpha_deploy"))
         check_policy(self.allocation)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
-        if not isinstance(self.horizon, int) or isinstance(self.horizon, bool) \
-                or self.horizon < 1:
-            raise InputError("horizon", f"horizon must be an integer >= 1, got {self.horizon!r}")
+        if not isinstance(self.act_on_unreliable, bool):
+            raise InputError("act_on_unreliable", "must be true or false")
+
+    def decision(self, weights: WeightRule | None = None) -> DecisionSettings:
+        """The decision settings of every step (β = 0 for the baseline allocations)."""
+        return DecisionSettings(weights=self.weights if weights is None else weights,
+                                functional=self.functional,
+                                beta=self.beta if self.allocation == "q" else 0.0,
+                                gate=self.gate, cvu=self.cvu, horizon=self.horizon,
+                                stability_resamples=self.stability_resamples)
 
 
 def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     """JSON-able settings (weights: fixed values or scarcity parameters; callables refused)."""
     w = s.weights
-    if w is None or isinstance(w, Mapping):
-        weights: Any = None if w is None else {"kind": "fixed", "values": dict(w)}
+    if w is None:
+        weights: Any = None
     elif isinstance(w, FixedWeights):
         weights = {"kind": "fixed", "values": dict(w.values)}
     elif isinstance(w, ScarcityWeights):
@@ -140,11 +148,30 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
                                           for k, v in asdict(w).items()}}
     else:
         weights = {"kind": "custom", "describe": w.describe()}
-    return {"horizon": s.horizon, "functional": str(parse_functional(s.functional)),
+    return {"horizon": s.horizon, "functional": str(s.functional),
             "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
             "seed": s.seed, "stability_resamples": s.stability_resamples,
             "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
             "act_on_unreliable": s.act_on_unreliable}
+
+
+def header_settings(header: Mapping[str, Any], path: str | Path, *,
+                    custom_weights: bool = False) -> CampaignSettings:
+    """The settings of a log's header, or an InputError naming record 1 and the rule (a
+    header written by hand or by another tool may hold anything).  ``custom_weights``: a λ
+    rule that was a user callable (it cannot be restored) gives settings without weights
+    instead of an error."""
+    try:
+        d = header["settings"]
+        w = d.get("weights") if isinstance(d, Mapping) else None
+        if custom_weights and isinstance(w, Mapping) and w.get("kind") == "custom":
+            d = {**d, "weights": None}
+        return settings_from_dict(d)
+    except InputError as err:
+        raise InputError(str(path), f"record 1 (header): unusable settings: {err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InputError(str(path), f"record 1 (header): unusable settings "
+                                    f"({type(err).__name__}: {err})") from None
 
 
 def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
@@ -153,17 +180,18 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
     weights: Any = None
     if w is not None:
         if w.get("kind") == "fixed":
-            weights = dict(w["values"])
+            weights = FixedWeights(w["values"])
         elif w.get("kind") == "scarcity":
             weights = ScarcityWeights(w["base"], w["initial_budget"], w["kappa"], w["floor"])
         else:
-            raise InputError("campaign log", f"weights {w.get('describe')!r} are a user "
-                                             "callable; pass settings= explicitly to resume")
+            raise InputError("campaign log", f"weights {w.get('describe')!r} were a user "
+                                             "callable, which a log cannot hold: resume from "
+                                             "Python with Campaign.resume(folder, settings=...)")
     return CampaignSettings(
-        horizon=int(d["horizon"]), functional=d["functional"], weights=weights,
-        beta=float(d["beta"]), gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
-        seed=int(d["seed"]), stability_resamples=int(d["stability_resamples"]),
-        cvu=CVUSettings(**d["cvu"]), alpha_deploy=float(d["alpha_deploy"]),
+        horizon=d["horizon"], functional=d["functional"], weights=weights,
+        beta=d["beta"], gate=SafetyGate(**d["gate"]), fit=FitSettings(**d["fit"]),
+        seed=d["seed"], stability_resamples=d["stability_resamples"],
+        cvu=CVUSettings(**d["cvu"]), alpha_deploy=d["alpha_deploy"],
         allocation=d.get("allocation", "q"),
         act_on_unreliable=bool(d.get("act_on_unreliable", False)))
 
@@ -198,10 +226,6 @@ def _named(da: xr.DataArray) -> dict[str, float]:
     return {str(r): float(v) for r, v in zip(da["resource"].values, da.values, strict=True)}
 
 
-def _records(df: pd.DataFrame | None) -> list[dict[str, Any]]:
-    return [] if df is None or df.empty else jsonable(df.to_dict("records"))
-
-
 class Campaign:
     """A campaign that can be stepped, run to the end, or resumed from its log.
 
@@ -212,7 +236,7 @@ class Campaign:
     out : Path, optional
         Folder for ``campaign_log.jsonl``, ``decisions/step_XXX.csv``, the evidence tables
         with ``costs.csv`` (``evidence/``), ``candidates.toml``, ``choices.csv`` and the final
-        ``belief.nc`` (a complete belief file, see :func:`belief.posterior.belief_file.load`).  An
+        ``belief.nc`` (a complete belief file, see :func:`belief.workflow.belief_file.load`).  An
         existing log there is refused unless ``overwrite=True`` (use :meth:`resume` to continue it).
     fitter : BeliefFitter, optional
         Re-use compiled models.
@@ -229,14 +253,15 @@ class Campaign:
         self.world = world
         self.candidates: CandidateSet = world.candidates
         if settings.weights is None:
-            if getattr(world, "weight_values", None) is None:
-                raise InputError("weights", "resource weights λ are required: the world has no "
-                                            "default (weight_values); set settings.weights")
-            settings = replace(settings, weights=dict(world.weight_values))
+            if world.weight_values is None:
+                raise InputError("weights", "resource weights λ are required: none were given "
+                                            "and the world has no default (no [weights] in "
+                                            "the candidate file)")
+            settings = replace(settings, weights=FixedWeights(world.weight_values))
         self.settings = settings
-        self.weights = as_weight_rule(settings.weights)
+        self.decision_settings = settings.decision()
         self.fitter = fitter or BeliefFitter(self.candidates, settings.fit)
-        init = world.initial_evidence() if hasattr(world, "initial_evidence") else {}
+        init = world.initial_evidence()
         self.initial_evidence = {k: v for k, v in init.items() if v is not None}
         self.evidence = Evidence(self.candidates).append(**self.initial_evidence)
         self.budget = (self.candidates.budget if self.candidates.budget is not None
@@ -254,23 +279,68 @@ class Campaign:
         self.out = Path(out) if out is not None else None
         self.log_path = self.out / LOG_NAME if self.out is not None else None
         self._deployment_logged = False
+        self._lock: str | None = None
         if self.out is not None and _fresh:
-            if self.log_path.exists() and not overwrite:
+            state = folder_state(self.out)
+            if state == "campaign" and not overwrite:
                 raise InputError(str(self.log_path), "a campaign log exists here: resume it "
                                                      "(Campaign.resume) or pass overwrite=True")
+            if state == "other" and not overwrite:
+                raise InputError(str(self.out), "the folder is not empty and holds no campaign "
+                                                "log: choose an empty or new folder, or pass "
+                                                "overwrite=True")
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._hold()
+            self._clear_owned()
             (self.out / "decisions").mkdir(parents=True, exist_ok=True)
-            self.log_path.unlink(missing_ok=True)
             append_record(self.log_path, self._header())
+        elif self.out is not None:
+            self._hold()
+
+    # -- the folder ---------------------------------------------------------------------------
+    def _hold(self) -> None:
+        if self._lock is None:
+            self._lock = acquire_folder(self.out, "campaign folder", blocking=False)
+
+    def release(self) -> None:
+        """Release the campaign folder's lock (done by :meth:`finish`; a process that ends
+        releases it too)."""
+        if getattr(self, "_lock", None) is not None:
+            release_folder(self._lock)
+            self._lock = None
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # at interpreter exit the process releases the lock anyway
+            pass
+
+    def _clear_owned(self) -> None:
+        """Starting over: remove what a campaign owns in the folder (its log, the step
+        decision tables and its last outputs), never anything else."""
+        from belief.files import OutputSet
+
+        self.log_path.unlink(missing_ok=True)
+        decisions = self.out / "decisions"
+        if decisions.is_dir():
+            for f in decisions.iterdir():
+                if _STEP_FILE.fullmatch(f.name) and f.is_file():
+                    f.unlink()
+        outputs = OutputSet(self.out, OUTPUTS_OWNER)
+        for name in outputs.owned():
+            target = self.out / name
+            if target.is_file():
+                target.unlink()
+        outputs.manifest.unlink(missing_ok=True)
 
     # -- log --------------------------------------------------------------------------------
     def _header(self) -> dict[str, Any]:
         return {"record": "header", "format": LOG_FORMAT, "belief_version": _pkg.__version__,
-                "world": (self.world.describe() if hasattr(self.world, "describe")
-                          else {"kind": type(self.world).__name__}),
+                "world": self.world.describe(),
                 "settings": settings_to_dict(self.settings),
                 "candidates": candidates_to_dict(self.candidates),
                 "initial_budget": _named(self.budget), "initial_policy": self.policy,
-                "initial_evidence": {k: _records(v) for k, v in self.initial_evidence.items()}}
+                "initial_evidence": {k: table_records(v) for k, v in self.initial_evidence.items()}}
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.log_path is not None:
@@ -289,21 +359,15 @@ class Campaign:
         self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, step,
                                                            seed)
         state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
-                      history=tuple(self.history), horizon=s.horizon,
-                      available=tuple(self.available))
-        beta = s.beta if s.allocation == "q" else 0.0
-        cvu = None
-        if beta > 0 and not state.is_terminal:
+                      history=tuple(self.history), available=tuple(self.available))
+        ds = self.decision_settings
+        refit = None
+        if ds.beta > 0 and not ds.is_terminal(step) and s.cvu.max_refits > 0:
             from belief.posterior.refit import exact_refit
 
-            cvu = cvu_for_state(state, self.candidates, functional=s.functional,
-                                weights=self.weights, gate=s.gate,
-                                settings=replace(s.cvu, seed=seed),
-                                refit=exact_refit(self.fitter, self.evidence, state,
-                                                  s.cvu.trials, seed, s.cvu.refit_draws))
-        decision = decide(state, self.candidates, functional=s.functional,
-                          weights=self.weights, beta=beta, gate=s.gate, cvu=cvu,
-                          stability_resamples=s.stability_resamples, seed=seed)
+            refit = exact_refit(self.fitter, self.evidence, state, s.cvu.trials, seed,
+                                s.cvu.refit_draws)
+        decision = decide(state, self.candidates, ds, seed=seed, refit=refit)
         if s.allocation != "q":
             pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
                           history=tuple(self.history),
@@ -317,7 +381,8 @@ class Campaign:
                 and not decision.attrs["stop"]:
             reason = ("refusing to act on an unreliable belief ("
                       f"{self.belief.attrs.get('reliability_reason', '')}); re-run with more "
-                      "draws or set act_on_unreliable=True")
+                      "draws, or allow it (--act-on-unreliable; act_on_unreliable=True in "
+                      "Python)")
             decision = decision.assign(chosen=("candidate", np.zeros(decision.sizes["candidate"],
                                                                      bool)))
             decision.attrs.update({"q_choice": decision.attrs["chosen"], "chosen": STOP,
@@ -326,10 +391,10 @@ class Campaign:
         decision.attrs["seed"] = seed
         return decision
 
-    def _update(self, chosen: str, outcome: Any) -> tuple[dict[str, pd.DataFrame], np.ndarray]:
+    def _update(self, chosen: str, outcome: Outcome) -> np.ndarray:
         """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
         for attr, expected in (("candidate", chosen), ("step", self.step_index)):
-            got = getattr(outcome, attr, expected)
+            got = getattr(outcome, attr)
             if got != expected:
                 raise InputError("outcome", f"the outcome is for {attr} {got!r}, but the "
                                             f"campaign applies {attr} {expected!r}")
@@ -338,31 +403,33 @@ class Campaign:
         if unknown:
             raise InputError("outcome", f"realised cost names unknown resource(s) {unknown}; "
                                         f"resources are {resources}")
-        cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        try:
+            cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
+        except (TypeError, ValueError):
+            cost = np.array([np.nan])
+        if not np.all(np.isfinite(cost)):
+            raise InputError("outcome", f"realised cost must be a finite number for every "
+                                        f"resource, got {dict(outcome.cost)}")
         over = [r for r, c, b in zip(resources, cost, self.budget.values, strict=True)
                 if c > b + 1e-9]
         if np.any(cost < 0) or over:
             raise InputError("outcome", f"realised cost must be >= 0 and within the budget "
                                         f"left; over budget: {over}")
-        tables = {"paired": getattr(outcome, "paired", None),
-                  "safety": getattr(outcome, "safety", None),
-                  "gain_estimates": getattr(outcome, "gain_estimates", None)}
-        self.evidence = self.evidence.append(**tables)
+        self.evidence = self.evidence.append(**outcome.tables())
         self.budget = self.budget - cost
         self.policy = outcome.policy
         self.history.append(chosen)
         if not self.candidates[chosen].repeatable and chosen in self.available:
             self.available.remove(chosen)
         self.step_index += 1
-        if hasattr(self.world, "record"):  # worlds that learn their state from the campaign
-            self.world.record(chosen, self.step_index - 1, outcome)
-        return tables, cost
+        return cost
 
     def apply(self, decision: xr.Dataset, outcome: Any) -> dict[str, Any]:
         """Apply an outcome of the chosen candidate and log the step record (returned)."""
         step, policy, budget = self.step_index, self.policy, self.budget
         chosen = decision.attrs["chosen"]
-        tables, cost = self._update(chosen, outcome)
+        cost = self._update(chosen, outcome)
+        self.world.observe(outcome)
         resources = list(budget["resource"].values)
         record = {
             "record": "step", "step": step, "policy": policy, "budget": _named(budget),
@@ -370,16 +437,17 @@ class Campaign:
             "reliable": decision.attrs.get("reliable", 1),
             "reliability_reason": decision.attrs.get("reliability_reason", ""),
             "allocation": decision.attrs.get("allocation", "q"), "chosen": chosen,
-            "decision": _records(decision_table(decision).reset_index()),
+            "decision": table_records(decision_table(decision).reset_index()),
             "flip_probability": decision.attrs.get("flip_probability"),
             "seed": decision.attrs.get("seed"),
-            "outcome": {k: _records(v) for k, v in tables.items()},
+            "outcome": outcome_records(outcome),
             "realised_cost": dict(zip(resources, cost, strict=True)),
             "budget_after": _named(self.budget), "policy_after": self.policy}
-        if hasattr(outcome, "true_gain"):
+        if outcome.true_gain is not None:
             record["true_gain"] = outcome.true_gain
-        if hasattr(self.world, "true_success"):
-            record["true_success_after"] = self.world.true_success(self.policy)
+        truth = self.world.true_success(self.policy)
+        if truth is not None:
+            record["true_success_after"] = truth
         self._log(record)
         return record
 
@@ -387,13 +455,16 @@ class Campaign:
         """Keep a decision (table CSV; a ``stop`` record when it stops); True when it stops."""
         self.decisions.append(decision)
         if self.out is not None:
-            decision_table(decision).to_csv(
-                self.out / "decisions" / f"step_{self.step_index:03d}.csv")
+            from belief.files import atomic_write
+
+            table = decision_table(decision)
+            atomic_write(self.out / "decisions" / f"step_{self.step_index:03d}.csv",
+                         lambda tmp: table.to_csv(tmp))
         if decision.attrs["stop"]:
             self.stop_reason = decision.attrs["stop_reason"]
             self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
                        "budget": _named(self.budget), "stop_reason": self.stop_reason,
-                       "decision": _records(decision_table(decision).reset_index()),
+                       "decision": table_records(decision_table(decision).reset_index()),
                        "seed": decision.attrs.get("seed")})
         return bool(decision.attrs["stop"])
 
@@ -429,16 +500,17 @@ class Campaign:
             self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, end,
                                                                step_seed(s.seed, end))
         rows = self.__dict__.get("_deployment_rows")
-        if rows is None and hasattr(self.world, "deployment_evaluation"):
+        if rows is None:
             rows = self.world.deployment_evaluation(end, self.policy)
-            self.evidence = self.evidence.append(deployment_safety=rows)
-            self._deployment_rows = rows
+            if rows is not None:
+                self.evidence = self.evidence.append(deployment_safety=rows)
+                self._deployment_rows = rows
         deployment = deployment_check(self.evidence, self.policy, s.alpha_deploy, s.gate.delta,
                                       s.gate.method)
         if not self._deployment_logged:
             self._log({"record": "deployment_check", "step": end, "policy": self.policy,
                        "deployment_check": dict(deployment.attrs),
-                       "deployment_safety": _records(rows)})
+                       "deployment_safety": table_records(rows)})
             self._deployment_logged = True
         result = CampaignResult(self.decisions, self.evidence, self.budget, self.policy,
                                 self.history, self.stop_reason, self.belief, self.idata,
@@ -447,6 +519,7 @@ class Campaign:
             _write_outputs(self.out, result, replace(self.candidates,
                                                      budget=self.initial_budget),
                            settings_to_dict(self.settings)["weights"])
+            self.release()
         return result
 
     # -- resume -----------------------------------------------------------------------------
@@ -466,8 +539,8 @@ class Campaign:
         if log.problem and not log.problem.endswith("(no end of line)"):
             raise InputError(str(log.path), f"cannot resume: {log.problem}")
         h = log.header
+        settings = settings or header_settings(h, log.path)
         try:
-            settings = settings or settings_from_dict(h["settings"])
             if world is None:
                 from belief.campaign.synthetic import world_from_spec
 
@@ -475,8 +548,8 @@ class Campaign:
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, InputError):
                 raise
-            raise InputError(str(log.path), f"record 1 (header): unusable settings or world "
-                                            f"description ({type(err).__name__}: {err})") from None
+            raise InputError(str(log.path), f"record 1 (header): unusable world description "
+                                            f"({type(err).__name__}: {err})") from None
         logged = candidates_from_dict(h["candidates"], source=str(log.path))
         if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
             raise InputError(str(log.path), "the world's candidates differ from the log's")
@@ -485,8 +558,8 @@ class Campaign:
             raise InputError(str(log.path), "settings differ from the logged campaign's; "
                                             "resume with the logged settings")
         logged_initial = {k: pd.DataFrame(v) for k, v in h["initial_evidence"].items() if v}
-        if c.initial_evidence and {k: _records(v) for k, v in c.initial_evidence.items()} != \
-                {k: _records(v) for k, v in logged_initial.items()}:
+        if c.initial_evidence and {k: table_records(v) for k, v in c.initial_evidence.items()} != \
+                {k: table_records(v) for k, v in logged_initial.items()}:
             raise InputError(str(log.path), "the world's initial evidence differs from the "
                                             "log's (different world or seed?)")
         c.initial_evidence = logged_initial  # the log is the record of what was known
@@ -494,11 +567,8 @@ class Campaign:
         repair_tail(log)
         (Path(out) / "decisions").mkdir(parents=True, exist_ok=True)
         for rec in log.steps:
-            step = rec["step"]
-            outcome = _LoggedOutcome.from_record(rec)
-            if not hasattr(world, "record"):  # bring a self-driven world to the same point
-                replayed = world.execute(rec["chosen"], step)
-                _check_replay(replayed, outcome, step, log.path)
+            outcome = Outcome.from_record(rec)
+            world.resume_step(outcome)  # the world reaches the logged state (or refuses)
             c._update(rec["chosen"], outcome)
         if log.stop is not None:
             c.stop_reason = log.stop["stop_reason"]
@@ -506,31 +576,40 @@ class Campaign:
         return c
 
 
-@dataclass
-class _LoggedOutcome:
-    paired: pd.DataFrame
-    safety: pd.DataFrame
-    gain_estimates: pd.DataFrame
-    cost: dict[str, float]
-    policy: str
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> _LoggedOutcome:
-        o = rec.get("outcome", {})
-        return cls(pd.DataFrame(o.get("paired", [])), pd.DataFrame(o.get("safety", [])),
-                   pd.DataFrame(o.get("gain_estimates", [])), dict(rec["realised_cost"]),
-                   rec["policy_after"])
+def folder_state(out: str | Path) -> str:
+    """What a campaign folder holds: ``"missing"``, ``"empty"``, ``"campaign"`` (a campaign
+    log) or ``"other"`` (anything else: not a campaign's folder)."""
+    out = Path(out)
+    if not out.exists():
+        return "missing"
+    if not out.is_dir():
+        return "other"
+    if (out / LOG_NAME).exists():
+        return "campaign"
+    return "other" if any(out.iterdir()) else "empty"
 
 
-def _check_replay(replayed: Any, logged: _LoggedOutcome, step: int, path: Path) -> None:
-    for name in ("paired", "safety", "gain_estimates"):
-        a = _records(getattr(replayed, name, None))
-        b = _records(getattr(logged, name))
-        if a != b:
-            raise InputError(str(path), f"step {step}: the world's {name} differ from the log "
-                                        "(different world or seed?)")
-    if replayed.policy != logged.policy:
-        raise InputError(str(path), f"step {step}: the world's policy differs from the log")
+def same_campaign(out: str | Path, world: World, settings: CampaignSettings) -> bool:
+    """Whether the log in ``out`` is of this world and these settings (a restart of it gives
+    the same steps: every random choice is seeded by (seed, step))."""
+    try:
+        header = read_log(out).header
+    except InputError:
+        return False
+    if settings.weights is None and world.weight_values is not None:
+        settings = replace(settings, weights=FixedWeights(world.weight_values))
+    return (header.get("world") == world.describe()
+            and header.get("settings") == settings_to_dict(settings)
+            and header.get("candidates") == candidates_to_dict(world.candidates))
+
+
+def outputs_complete(out: str | Path) -> bool:
+    """Whether the final outputs of a finished campaign are all in ``out`` (their set was
+    committed: see :class:`belief.files.OutputSet`)."""
+    from belief.files import OutputSet
+
+    owned = OutputSet(out, OUTPUTS_OWNER).owned()
+    return bool(owned) and all((Path(out) / name).is_file() for name in owned)
 
 
 def run_campaign(world: World, settings: CampaignSettings, out: Path | None = None, *,
@@ -545,7 +624,7 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
     """Write ``choices.csv``, the evidence folder (tables and ``costs.csv``),
     ``candidates.toml`` and ``belief.nc``.
 
-    ``belief.nc`` is a complete belief file (:func:`belief.posterior.belief_file.load`): it carries
+    ``belief.nc`` is a complete belief file (:func:`belief.workflow.belief_file.load`): it carries
     the candidate
     set (``[budget]`` = b_0; ``[weights]`` = λ when the campaign's weight rule was fixed), the
     evidence and the realised costs of every step (marked complete, so the history is exactly
@@ -553,11 +632,11 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
     stopped (budget b_0 − Σ realised costs, executed non-repeatable candidates removed).  It
     holds no fit settings, so exact CVU refits (``--refit``) are refused for it.
     """
-    from belief.files import atomic_write
+    from belief.files import OutputSet
     from belief.inputs.candidate_file import CandidateFile, candidates_toml
     from belief.inputs.costs import validate_costs
     from belief.inputs.evidence_dir import EvidenceTables
-    from belief.posterior.fitted import FittedBelief
+    from belief.workflow.fitted import FittedBelief
 
     log = read_log(out)
     steps = log.steps
@@ -565,16 +644,11 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
                             "chosen": [r["chosen"] for r in steps],
                             "policy_after": [r["policy_after"] for r in steps],
                             "flip_probability": [r.get("flip_probability") for r in steps]})
-    atomic_write(out / "choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
-    ev = out / "evidence"
-    ev.mkdir(exist_ok=True)
     tables = dict(result.evidence.tables())
     tables["costs"] = validate_costs(pd.DataFrame(
         [{"step": r["step"], "candidate": r["chosen"], **r["realised_cost"],
           "policy": r["policy"]} for r in steps],
         columns=["step", "candidate", *candidates.resources, "policy"]), candidates)
-    for name, table in tables.items():
-        atomic_write(ev / f"{name}.csv", lambda tmp, table=table: table.to_csv(tmp, index=False))
     fixed = weight_rule is not None and weight_rule.get("kind") == "fixed"
     weights = {str(k): float(v) for k, v in weight_rule["values"].items()} if fixed else None
     header = f"candidate set of the campaign in {out.name}/ ([budget] = its b_0)"
@@ -582,8 +656,14 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
         header += (f"\nits λ rule was {weight_rule['kind']!r}, not fixed: no [weights]; pass "
                    "--weights to belief decide")
     text = candidates_toml(candidates, weights, header=header)
-    atomic_write(out / "candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
-    FittedBelief(result.belief, result.idata,
-                 CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
-                 EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
-                 {}).save(out / "belief.nc")
+    fitted = FittedBelief(result.belief, result.idata,
+                          CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
+                          EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
+                          {})
+    with OutputSet(out, OUTPUTS_OWNER) as outputs:  # one set: all of it or none of it
+        outputs.write("choices.csv", lambda tmp: summary.to_csv(tmp, index=False))
+        for name, table in tables.items():
+            outputs.write(f"evidence/{name}.csv",
+                          lambda tmp, table=table: table.to_csv(tmp, index=False))
+        outputs.write("candidates.toml", lambda tmp: Path(tmp).write_text(text, "utf-8"))
+        outputs.write("belief.nc", lambda tmp: fitted.save(tmp))

@@ -15,6 +15,7 @@ outcome; ``belief manual --resume DIR`` continues).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,23 +23,11 @@ from typing import Any
 import pandas as pd
 import xarray as xr
 
+from belief.campaign.world import Outcome
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["ManualOutcome", "ManualWorld", "prompt_outcome"]
-
-
-@dataclass(frozen=True)
-class ManualOutcome:
-    """Evidence rows and realised cost of one real execution."""
-
-    candidate: str
-    step: int
-    paired: pd.DataFrame
-    safety: pd.DataFrame
-    gain_estimates: pd.DataFrame
-    cost: dict[str, float]
-    policy: str
+__all__ = ["ManualWorld", "prompt_outcome"]
 
 
 @dataclass
@@ -52,14 +41,17 @@ class ManualWorld:
     initial_policy : str
     initial_tables : mapping of table name → DataFrame
         Evidence available before the first step.
-    ask : callable (world, candidate, step) → ManualOutcome, optional
+    weights : mapping resource → λ, optional
+        The campaign's default fixed λ (e.g. the candidate file's ``[weights]``).
+    ask : callable (world, candidate, step) → Outcome, optional
         Called by :meth:`execute`; default: :func:`prompt_outcome` (interactive input).
     """
 
     candidates: CandidateSet
     initial_policy: str = "pi0"
     initial_tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
-    ask: Callable[[ManualWorld, str, int], ManualOutcome] | None = None
+    weights: Mapping[str, float] | None = None
+    ask: Callable[[ManualWorld, str, int], Outcome] | None = None
 
     def __post_init__(self) -> None:
         if self.candidates.budget is None:
@@ -72,17 +64,33 @@ class ManualWorld:
     def initial_budget(self) -> xr.DataArray:
         return self.candidates.budget
 
+    @property
+    def weight_values(self) -> dict[str, float] | None:
+        return None if self.weights is None else dict(self.weights)
+
     def initial_evidence(self) -> dict[str, pd.DataFrame]:
         return dict(self.initial_tables)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "manual"}
 
+    def deployment_evaluation(self, step: int, policy: str) -> pd.DataFrame | None:
+        """None: deployment trials of a real campaign are entered as evidence, not run here."""
+        return None
+
+    def expected_gain(self, candidate_id: str) -> float | None:
+        """None: the truth of a real campaign is unknown."""
+        return None
+
+    def true_success(self, policy: str) -> float | None:
+        """None: the truth of a real campaign is unknown."""
+        return None
+
     def outcome(self, candidate: str, step: int, *, control: tuple[int, int] | None = None,
                 treated: tuple[int, int] | None = None, unsafe: tuple[int, int] | None = None,
                 estimates: Mapping[str, float] | None = None,
                 cost: Mapping[str, float] | None = None,
-                new_policy: str | None = None) -> ManualOutcome:
+                new_policy: str | None = None) -> Outcome:
         """Build the outcome of executing ``candidate`` from what was observed.
 
         Parameters
@@ -129,31 +137,59 @@ class ManualWorld:
                 "step": step, "candidate": t, "policy": self.policy, "eval_protocol": proto,
                 "estimate": float(estimates[t]), "se": float(c.measurement_se),
                 "source": candidate} for t in c.informs])
-        realised = dict(c.cost) if cost is None else {k: float(v) for k, v in cost.items()}
-        return ManualOutcome(candidate, step, paired, safety, estimates_df, realised,
-                             policy_after)
+        if estimates:
+            bad = {t: v for t, v in estimates.items() if not _finite(v)}
+            if bad:
+                raise InputError("outcome", f"estimates must be finite numbers, got {bad}")
+        if cost is None:
+            realised = {k: float(v) for k, v in c.cost.items()}
+        else:
+            bad = {k: v for k, v in cost.items() if not _finite(v) or float(v) < 0}
+            if bad:
+                raise InputError("outcome", f"realised cost must be a finite number >= 0 for "
+                                            f"every resource, got {bad}")
+            realised = {k: float(v) for k, v in cost.items()}
+        return Outcome(candidate, step, paired, safety, realised, policy_after,
+                       gain_estimates=estimates_df)
 
-    def execute(self, candidate: str, step: int) -> ManualOutcome:
+    def execute(self, candidate: str, step: int) -> Outcome:
         """Ask for the outcome of executing ``candidate`` (see ``ask``)."""
         ask = self.ask or prompt_outcome()
         return ask(self, candidate, step)
 
-    def record(self, candidate: str, step: int, outcome: Any) -> None:
-        """Called by the campaign when it applies an outcome (also when resuming a log):
-        the world moves to the policy the outcome produced."""
+    def observe(self, outcome: Outcome) -> None:
+        """Called by the campaign when it applies an outcome: the world moves to the policy the
+        outcome produced."""
         if outcome.policy != self.policy:
             self.n_policies += 1
         self.policy = outcome.policy
 
+    def resume_step(self, logged: Outcome) -> None:
+        """Resuming a log: the logged outcome is what happened (see :meth:`observe`)."""
+        self.observe(logged)
 
-def prompt_outcome(input_fn: Callable[[str], str] = input,
+
+def prompt_outcome(input_fn: Callable[[str], str] | None = None,
                    print_fn: Callable[[str], None] = print,
-                   attempts: int = 3) -> Callable[[ManualWorld, str, int], ManualOutcome]:
-    """An ``ask`` callback that prompts for each observed quantity (re-asks on bad input)."""
+                   attempts: int = 3) -> Callable[[ManualWorld, str, int], Outcome]:
+    """An ``ask`` callback that prompts for each observed quantity (re-asks on bad input).
+
+    A realised cost must be a finite number ≥ 0 and an estimate a finite number ("nan" and
+    "inf" are re-asked); the end of input (Ctrl-D, a script that runs out) before an answer is
+    an :class:`~belief.errors.InputError`: the step is not applied and the log keeps the steps
+    before it."""
+
+    def read(prompt: str, label: str) -> str:
+        try:  # ``input`` looked up at the call: a redirected stdin or a test's input works
+            return (input_fn or input)(prompt).strip()
+        except EOFError:
+            raise InputError("manual input", f"{label}: the input ended before an answer (the "
+                                             "step was not applied; the log keeps the steps "
+                                             "before it)") from None
 
     def ask_pair(label: str) -> tuple[int, int]:
         for _ in range(attempts):
-            text = input_fn(f"  {label} as 'successes/trials': ").strip()
+            text = read(f"  {label} as 'successes/trials': ", label)
             a, sep, b = text.partition("/")
             try:
                 k, n = int(a), int(b)
@@ -164,19 +200,24 @@ def prompt_outcome(input_fn: Callable[[str], str] = input,
             print_fn(f"  could not read {text!r}: expected two integers k/n with 0 <= k <= n")
         raise InputError("manual input", f"{label}: no valid answer after {attempts} attempts")
 
-    def ask_float(label: str, default: float | None = None) -> float:
+    def ask_float(label: str, default: float | None = None, minimum: float | None = None
+                  ) -> float:
+        rule = "a finite number" + ("" if minimum is None else f" >= {minimum:g}")
         for _ in range(attempts):
             hint = f" [{default:g}]" if default is not None else ""
-            text = input_fn(f"  {label}{hint}: ").strip()
+            text = read(f"  {label}{hint}: ", label)
             if not text and default is not None:
                 return default
             try:
-                return float(text)
+                value = float(text)
             except ValueError:
-                print_fn(f"  could not read {text!r}: expected a number")
+                value = float("nan")
+            if math.isfinite(value) and (minimum is None or value >= minimum):
+                return value
+            print_fn(f"  could not read {text!r}: expected {rule}")
         raise InputError("manual input", f"{label}: no valid answer after {attempts} attempts")
 
-    def ask(world: ManualWorld, candidate: str, step: int) -> ManualOutcome:
+    def ask(world: ManualWorld, candidate: str, step: int) -> Outcome:
         c = world.candidates[candidate]
         print_fn(f"step {step}: run {candidate!r} ({c.recipe or c.method}, {c.batch}) from "
                  f"policy {world.policy!r}, then enter what happened")
@@ -188,8 +229,15 @@ def prompt_outcome(input_fn: Callable[[str], str] = input,
             kw["unsafe"] = ask_pair("unsafe executions")
         if c.informs:
             kw["estimates"] = {t: ask_float(f"estimated logit gain of {t!r}") for t in c.informs}
-        kw["cost"] = {r: ask_float(f"realised cost {r}", float(c.cost.get(r, 0.0)))
+        kw["cost"] = {r: ask_float(f"realised cost {r}", float(c.cost.get(r, 0.0)), 0.0)
                       for r in world.candidates.resources}
         return world.outcome(candidate, step, **kw)
 
     return ask
+
+
+def _finite(v: object) -> bool:
+    try:
+        return not isinstance(v, bool) and math.isfinite(float(v))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

@@ -67,7 +67,7 @@ def map_tasks(fn: Callable[..., Any], items: Sequence[Any], *, scheduler: str | 
         return client.gather(futures)
 
 
-def write_tree(tree: xr.DataTree, path: Path) -> Path:
+def write_tree(tree: xr.DataTree, path: str | Path) -> Path:
     """Write a DataTree to netCDF atomically (see :func:`belief.files.atomic_write`)."""
     from belief.files import atomic_write
 
@@ -75,10 +75,16 @@ def write_tree(tree: xr.DataTree, path: Path) -> Path:
 
 
 def _replay_one(args: tuple[str, dict[str, Any]]) -> xr.DataTree:
+    """The replay of one log, or — when the log is refused — an empty tree whose ``problem``
+    says why (one bad log does not stop the others)."""
     from belief.campaign.replay import replay
 
     path, kwargs = args
-    return replay(path, **kwargs)
+    try:
+        return replay(path, **kwargs)
+    except InputError as err:
+        return xr.DataTree(xr.Dataset(attrs={"source": path, "problem": str(err), "refused": 1,
+                                             "n_steps": 0, "agreement": float("nan")}))
 
 
 def replay_folder(folder: str | Path, out: str | Path | None = None, *,
@@ -87,7 +93,9 @@ def replay_folder(folder: str | Path, out: str | Path | None = None, *,
     """Replay every campaign in ``folder`` (each sub-folder or ``*.jsonl`` file).
 
     Returns a mapping name → replay DataTree; with ``out`` each is saved as
-    ``out/<name>.nc``.
+    ``out/<name>.nc`` (the set written as one unit, :class:`belief.files.OutputSet`).  A log
+    that is refused does not stop the others: its tree is empty, with ``refused = 1`` and the
+    reason in ``problem``, and nothing is written for it.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -101,19 +109,27 @@ def replay_folder(folder: str | Path, out: str | Path | None = None, *,
                       scheduler=scheduler, workers=workers, threads=threads)
     result = {p.stem if p.is_file() else p.name: t for p, t in zip(sources, trees, strict=True)}
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        for name, tree in result.items():
-            write_tree(tree, Path(out) / f"{name}.nc")
+        from belief.files import OutputSet
+
+        with OutputSet(out, "replay") as outputs:
+            for name, tree in result.items():
+                if not tree.attrs.get("refused"):
+                    outputs.write(f"{name}.nc", lambda tmp, tree=tree: write_tree(tree, tmp))
     return result
 
 
-def policy_run(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
-    """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict."""
+def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str, Any], float]
+               ) -> dict[str, Any]:
+    """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
+    (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
+    true J and the budget spent after the step)."""
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
 
-    variation, policy, settings_dict = args
+    variation, policy, settings_dict, *rest = args
     world = SyntheticWorld.varied(variation, seed=variation)
+    if rest and rest[0] != 1.0:  # a scaled starting budget (benchmarks of tight budgets)
+        world.budget_values = {r: v * float(rest[0]) for r, v in world.budget_values.items()}
     settings = replace(settings_from_dict(settings_dict), allocation=policy)
     if policy != "q":
         settings = replace(settings, beta=0.0)
@@ -121,13 +137,27 @@ def policy_run(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     campaign = Campaign(world, settings)
-    result = campaign.run()
+    trace: list[dict[str, Any]] = []
+
+    def on_step(step: int, decision: xr.Dataset, outcome: Any) -> None:
+        feasible = decision["feasible"].values.astype(bool)
+        q = np.where(feasible, decision["q"].values, -np.inf)
+        v = np.where(feasible, decision["value_vs_stop"].values, -np.inf)
+        spent = world.initial_budget.values - campaign.budget.values
+        trace.append({"step": step, "chosen": decision.attrs["chosen"],
+                      "max_q": float(q.max()), "max_value_vs_stop": float(v.max()),
+                      "true_success_after": world.true_success(campaign.policy),
+                      "spent_after": dict(zip(world.candidates.resources, spent.tolist(),
+                                              strict=True))})
+
+    result = campaign.run(on_step=on_step)
     b0 = world.initial_budget
     hw_unsafe = [t.candidate.id for t in world.truth
                  if t.candidate.drives_hardware and t.p_unsafe > settings.gate.alpha_exec]
     n_initial = len(campaign.initial_evidence.get("safety_events", []))
     unsafe_events = int(result.evidence.safety["unsafe"].iloc[n_initial:].sum())
-    return {"variation": variation, "policy": policy,
+    return {"variation": variation, "policy": policy, "horizon": settings.horizon,
+            "budget_total": {r: float(b0.sel(resource=r)) for r in b0["resource"].values},
             "final_success": world.true_success(result.policy),
             "initial_success": world.initial_success,
             "steps": len(result.history), "history": list(result.history),
@@ -142,14 +172,15 @@ def policy_run(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
             "unreliable_decisions": sum(1 - int(d.attrs.get("reliable", 1))
                                         for d in result.decisions),
             "seconds": time.perf_counter() - t0,
-            "step_seconds": list(result.step_seconds)}
+            "step_seconds": list(result.step_seconds), "trace": trace}
 
 
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
                  *, scheduler: str | None = None, workers: int | None = None,
-                 threads: bool = False,
+                 threads: bool = False, budget_scale: float = 1.0,
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Every policy on every world variation (the policy benchmark), in a fixed order."""
-    items = [(v, p, settings_dict) for v in variations for p in policies]
+    """Every policy on every world variation (the policy benchmark), in a fixed order
+    (``budget_scale`` multiplies every world's starting budget)."""
+    items = [(v, p, settings_dict, float(budget_scale)) for v in variations for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)

@@ -5,11 +5,12 @@ evidence plus the outcomes of steps < t), the decision is re-taken under the sam
 settings (functional, λ rule, β, α_exec), and compared with what was done:
 
 - agreement between the logged and the recommended choice;
-- the posterior expected regret of the logged choice, Q(recommended) − Q(logged) (a stop counts
-  as Q = 0), with a 90 % interval from the posterior of the per-draw net-gain difference
-  ΔJ_s(rec) − C_λ(rec) − (ΔJ_s(logged) − C_λ(logged)) + β·(CVU(rec) − CVU(logged)) — a
-  mean-based interval: with an LCB or CVaR functional the point regret uses φ, which has no
-  per-draw version, and can lie outside it;
+- the posterior expected regret of the logged choice, V(recommended) − V(logged) on the
+  decision's own scale V(m) = U0(m) + β·E_Y[G0(s^{m,Y})] (the value against stopping; a stop
+  counts as V = 0; between two candidates this is the Q difference), with a 90 % interval from
+  the posterior of the per-draw difference ΔJ_s(rec) − C_λ(rec) − (ΔJ_s(logged) −
+  C_λ(logged)) + β·(E[G0](rec) − E[G0](logged)) — a mean-based interval: with an LCB or CVaR
+  functional the point regret uses φ, which has no per-draw version, and can lie outside it;
 - the budget trajectory per resource.
 
 Inputs
@@ -49,8 +50,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.campaign.log import LOG_NAME, read_log
-from belief.campaign.loop import CampaignSettings, settings_from_dict, step_seed
-from belief.decision.cvu import cvu_for_state
+from belief.campaign.loop import CampaignSettings, header_settings, step_seed
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
 from belief.errors import InputError
@@ -109,10 +109,7 @@ def _from_json_log(path: Path) -> LoggedCampaign:
     steps = [{"step": r["step"], "chosen": r["chosen"], "policy": r["policy"],
               "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
               "outcome": _frames(r.get("outcome", {}))} for r in log.steps]
-    try:
-        settings = settings_from_dict(h["settings"])
-    except (InputError, KeyError, TypeError):
-        settings = None
+    settings = header_settings(h, log.path, custom_weights=True)
     stop = None if log.stop is None else {"step": log.stop["step"]}
     return LoggedCampaign(cands, budget, h["initial_policy"],
                           _frames(h.get("initial_evidence", {})), steps, stop, settings,
@@ -243,17 +240,21 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         changes["beta"] = beta
     if alpha_exec is not None:
         changes["gate"] = replace(s.gate, alpha_exec=alpha_exec)
-    s = replace(s, **changes)
+    s = replace(s, **changes)  # re-validated: the settings are parsed once, here
     seed = s.seed if seed is None else seed
     if use_refits is None:
         use_refits = s.cvu.max_refits > 0
-    w = s.weights if s.weights is not None else None
-    if w is None:
-        raise InputError("replay", "resource weights are needed: the log has none; pass "
-                                   "weights=")
+    if s.weights is None:
+        raise InputError("weights", "resource weights λ are needed: the campaign's record "
+                                    "gives none (or its λ rule was a user callable, which a "
+                                    "log cannot hold)")
+    ds = s.decision()
     cands = camp.candidates
     fitter = fitter or BeliefFitter(cands, s.fit)
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
+    if n_logged == 0:
+        raise InputError(camp.source, "nothing to replay: "
+                         + (camp.problem or "the log holds no step record"))
     rows, scores = [], []
     available = list(cands.ids)
     history: list[str] = []
@@ -268,21 +269,16 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         sd = step_seed(seed, t)
         _, belief = fitter.fit_reliable(evidence, policy, t, sd)
         state = State(step=t, budget=budget, policy=policy, belief=belief,
-                      history=tuple(history), horizon=s.horizon, available=tuple(available))
-        cvu = None
-        if s.beta > 0 and not state.is_terminal:
-            refit = None
-            if use_refits:
-                from belief.posterior.refit import exact_refit
+                      history=tuple(history), available=tuple(available))
+        refit = None
+        if use_refits and ds.beta > 0 and not ds.is_terminal(t):
+            from belief.posterior.refit import exact_refit
 
-                refit = exact_refit(fitter, evidence, state, s.cvu.trials, sd, s.cvu.refit_draws)
-            cvu = cvu_for_state(state, cands, functional=s.functional, weights=w, gate=s.gate,
-                                settings=replace(s.cvu, seed=sd), refit=refit)
-        d = decide(state, cands, functional=s.functional, weights=w, beta=s.beta, gate=s.gate,
-                   cvu=cvu, stability_resamples=s.stability_resamples, seed=sd)
+            refit = exact_refit(fitter, evidence, state, s.cvu.trials, sd, s.cvu.refit_draws)
+        d = decide(state, cands, ds, seed=sd, refit=refit)
         rows.append(_step_row(t, logged, d, belief))
-        scores.append(d[["phi_gain", "c_lambda", "u0", "cvu", "q", "feasible"]]
-                      .reset_coords(drop=True))
+        scores.append(d[["phi_gain", "c_lambda", "u0", "cvu", "q", "value_vs_stop",
+                         "feasible"]].reset_coords(drop=True))
         if logged != STOP:
             history.append(logged)
             if not cands[logged].repeatable and logged in available:
@@ -302,22 +298,25 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
 
 
 def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[str, Any]:
+    """Regret of the logged choice against the recommendation on the value-against-stopping
+    scale V(m) = U0(m) + β·E_Y[G0(s^{m,Y})], where a stop is worth 0 — the decision's own
+    rule (:mod:`belief.decision.engine`); between two candidates it equals the Q difference."""
     rec = d.attrs["chosen"]
     ids = list(d["candidate"].values)
-    q = d["q"].values
-    beta = d.attrs["beta"]
+    value = d["value_vs_stop"].values
+    beta, g0_null = d.attrs["beta"], d.attrs["g0_null"]
     gain = belief["gain"].transpose("sample", "candidate").values
-    net = gain - d["c_lambda"].values[None, :] + beta * d["cvu"].values[None, :]
+    net = gain - d["c_lambda"].values[None, :] + beta * (d["cvu"].values[None, :] + g0_null)
 
     def per_draw(c: str) -> np.ndarray:
         return np.zeros(gain.shape[0]) if c == STOP else net[:, ids.index(c)]
 
-    def q_of(c: str) -> float:
-        return 0.0 if c == STOP else float(q[ids.index(c)])
+    def value_of(c: str) -> float:
+        return 0.0 if c == STOP else float(value[ids.index(c)])
 
     diff = per_draw(rec) - per_draw(logged)
     return {"step": t, "logged": logged, "recommended": rec, "agree": logged == rec,
-            "regret": q_of(rec) - q_of(logged),
+            "regret": value_of(rec) - value_of(logged),
             "regret_lo": float(np.quantile(diff, 0.05)),
             "regret_hi": float(np.quantile(diff, 0.95)),
             "logged_feasible": logged == STOP or bool(d["feasible"].values[ids.index(logged)]),
@@ -328,6 +327,7 @@ def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[st
 def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:
     """Q per candidate over the steps (logged choice marked) and the budget per resource."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     scores = tree["scores"].to_dataset()
     steps = tree["steps"].to_dataset()
@@ -354,6 +354,8 @@ def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:
     ax.set_ylabel("budget left (fraction of b_0)")
     ax.set_title("budget per resource")
     ax.legend()
+    for ax in axes:  # steps are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     if out is not None:
         fig.savefig(out, dpi=110)

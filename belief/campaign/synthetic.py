@@ -99,11 +99,13 @@ import pandas as pd
 import xarray as xr
 from scipy.special import expit, logit
 
+from belief.campaign.world import Outcome, outcome_records
 from belief.errors import InputError
 from belief.inputs.candidates import Candidate, CandidateSet
 from belief.inputs.resources import make_budget
+from belief.validate import integer
 
-__all__ = ["Outcome", "SyntheticWorld", "TrueCandidate"]
+__all__ = ["SyntheticWorld", "TrueCandidate", "world_from_spec"]
 
 EVAL_PROTOCOL = "pick_place_v1"
 
@@ -186,20 +188,6 @@ DEFAULT_TRANSFER = {"pi0": (0.55, None), "pi_dr": (0.50, 0.42), "pi_ft": (0.40, 
 """policy → (J_sim, J_real); None = the world's J(π_0)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What executing a candidate produced: evidence rows, realised cost and the next policy."""
-
-    candidate: str
-    step: int
-    paired: pd.DataFrame
-    safety: pd.DataFrame
-    cost: dict[str, float]
-    policy: str
-    true_gain: float
-    gain_estimates: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
 @dataclass
 class SyntheticWorld:
     """The embedded synthetic world (see module docstring for every number).
@@ -278,8 +266,7 @@ class SyntheticWorld:
                    interactions=interactions, variation=variation)
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("seed", f"seed must be an integer >= 0, got {self.seed!r}")
+        self.seed = integer(self.seed, "seed", minimum=0)
         self._truth = {t.candidate.id: t for t in self.truth}
         self.reset()
 
@@ -413,6 +400,22 @@ class SyntheticWorld:
         self.history.append(candidate_id)
         return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
                        true_gain, estimates)
+
+    def observe(self, outcome: Outcome) -> None:
+        """Nothing to learn: this world produced the outcome itself (see :class:`World`)."""
+
+    def resume_step(self, logged: Outcome) -> None:
+        """Re-execute the logged step (outcomes depend only on seed, step and history) and
+        refuse a log this world would not have produced."""
+        replayed = self.execute(logged.candidate, logged.step)
+        for name, rows in outcome_records(replayed).items():
+            if rows != outcome_records(logged)[name]:
+                raise InputError("campaign log", f"step {logged.step}: the world's {name} "
+                                                 "differ from the log (different world or "
+                                                 "seed?)")
+        if replayed.policy != logged.policy:
+            raise InputError("campaign log", f"step {logged.step}: the world's policy differs "
+                                             "from the log")
 
     # -- sensitivity sweeps and sim/real transfer (issue 6) ---------------------------------
     def _sweep_logit(self, policy: str, u: dict[str, np.ndarray]) -> np.ndarray:

@@ -1,126 +1,242 @@
-"""Command-line campaign tools: ``belief replay`` and ``belief manual``."""
+"""Command-line campaign tools: ``belief replay`` and ``belief manual``.
+
+Both check every flag and the output folder before fitting anything; a refusal is one line on
+stderr and exit code 2 (:func:`belief.cli.main.main`).  ``replay`` of a folder of logs reports
+a log it cannot read and goes on with the others.  ``manual`` takes the campaign's initial
+evidence (bench safety runs, a baseline evaluation) from ``--evidence DIR``; Ctrl-C or the end of
+input at a prompt stops it with the log intact (``--resume`` continues).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["add_campaign_commands"]
+__all__ = ["MANUAL_DEFAULTS", "add_campaign_commands", "manual_campaign"]
+
+MANUAL_DEFAULTS = {"steps": 10, "policy": "pi0", "beta": 1.0, "draws": 500, "seed": 0}
 
 
-def _weights(text: str | None, resources):
+def _weights(text: str | None):
+    """``--weights`` as a fixed λ rule (None when absent)."""
     if text is None:
         return None
-    from belief.inputs.candidate_file import parse_weights
+    from belief.decision.weights import FixedWeights
 
-    return parse_weights(text, resources)
+    return FixedWeights.parse(text)
+
+
+def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
+    """The replay's settings: ``base`` (the log's, or defaults) with the flags applied,
+    validated here, before any fit."""
+    from dataclasses import replace
+
+    from belief.campaign.loop import CampaignSettings
+    from belief.posterior.fitter import FitSettings
+
+    s = base or CampaignSettings()
+    changes: dict[str, Any] = {}
+    if args.draws is not None:
+        changes["fit"] = FitSettings(draws=args.draws, tune=args.draws)
+    if args.functional is not None:
+        changes["functional"] = args.functional
+    if args.beta is not None:
+        changes["beta"] = args.beta
+    if args.alpha_exec is not None:
+        changes["gate"] = replace(s.gate, alpha_exec=args.alpha_exec)
+    if args.weights is not None:
+        changes["weights"] = _weights(args.weights)
+    return replace(s, **changes)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from rich.table import Table
 
     from belief.campaign.many import replay_folder, write_tree
     from belief.campaign.replay import load_campaign, plot_replay, replay
-    from belief.posterior.fitter import FitSettings
+    from belief.files import OutputSet, writable_folder
+    from belief.report.tables import console as make_console
+    from belief.report.tables import escape
+    from belief.validate import integer
 
-    console = Console()
+    console = make_console()
     source = Path(args.log)
-    out = Path(args.out)
+    out = writable_folder(args.out, "--out")
+    if args.workers is not None:
+        integer(args.workers, "--workers", minimum=1)
+    if args.seed is not None:
+        integer(args.seed, "--seed", minimum=0)
     single = source.is_file() or (source / "campaign_log.jsonl").exists() or \
         (source / "steps.csv").exists()
     if not single:
         if not source.is_dir():
             raise InputError(str(source), "not a campaign log, a run folder, or a folder of logs")
+        _replay_settings(args, None)  # the flags, checked once before any log is read
         trees = replay_folder(source, out, scheduler=args.scheduler, workers=args.workers,
                               functional=args.functional, beta=args.beta,
-                              alpha_exec=args.alpha_exec, seed=args.seed)
+                              weights=_weights(args.weights), alpha_exec=args.alpha_exec,
+                              seed=args.seed)
         for name, tree in trees.items():
             a = tree.attrs
-            console.print(f"{name}: {a['n_steps']} steps, agreement {a['agreement']:.2f}"
-                          + (f"; [red]{a['problem']}[/red]" if a["problem"] else ""))
-        console.print(f"wrote {len(trees)} replays to {out}/")
+            if a.get("refused"):
+                console.print(f"{escape(name)}: [red]not replayed[/red]: {escape(a['problem'])}")
+                continue
+            console.print(f"{escape(name)}: {a['n_steps']} steps, agreement {a['agreement']:.2f}"
+                          + (f"; [red]{escape(a['problem'])}[/red]" if a["problem"] else ""))
+        done = sum(not t.attrs.get("refused") for t in trees.values())
+        console.print(f"wrote {done} of {len(trees)} replays to {escape(out)}/")
         return 2 if any(t.attrs["problem"] for t in trees.values()) else 0
     camp = load_campaign(source)
-    weights = _weights(args.weights, camp.candidates.resources)
-    settings = camp.settings
-    if args.draws is not None and settings is not None:
-        from dataclasses import replace
-
-        settings = replace(settings, fit=FitSettings(draws=args.draws, tune=args.draws))
-    elif args.draws is not None:
-        from belief.campaign.loop import CampaignSettings
-
-        settings = CampaignSettings(fit=FitSettings(draws=args.draws, tune=args.draws))
-    if camp.problem:
-        console.print(f"[red]log problem[/red]: {camp.problem} — replaying the "
+    settings = _replay_settings(args, camp.settings)
+    if settings.weights is not None:  # λ matched to the campaign's resources before any fit
+        settings.weights.bind(camp.candidates.resources)
+    if camp.problem and (camp.steps or camp.stop is not None):
+        console.print(f"[red]log problem[/red]: {escape(camp.problem)} — replaying the "
                       f"{len(camp.steps)} step(s) before it")
     with console.status("replaying…") as status:
-        tree = replay(camp, settings, functional=args.functional, weights=weights,
-                      beta=args.beta, alpha_exec=args.alpha_exec, seed=args.seed,
-                      use_refits=args.refits,
+        tree = replay(camp, settings, seed=args.seed, use_refits=args.refits,
                       progress=lambda t, n: status.update(f"replaying step {t + 1} of {n}"))
-    out.mkdir(parents=True, exist_ok=True)
-    write_tree(tree, out / "replay.nc")
     steps = tree["steps"].to_dataset().to_dataframe()
-    steps.to_csv(out / "replay_steps.csv")
-    import matplotlib.pyplot as plt
-
-    plt.close(plot_replay(tree, out / "replay.png"))
-    table = Table(title=f"replay of {camp.source} (φ = {tree.attrs['functional']}, "
+    fig = plot_replay(tree)
+    try:
+        with OutputSet(out, "replay") as outputs:
+            outputs.write("replay.nc", lambda tmp: write_tree(tree, tmp))
+            outputs.write("replay_steps.csv", lambda tmp: steps.to_csv(tmp))
+            outputs.write("replay.png", lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    finally:
+        plt.close(fig)
+    table = Table(title=f"replay of {escape(camp.source)} (φ = {tree.attrs['functional']}, "
                         f"β = {tree.attrs['beta']:g}, α_exec = {tree.attrs['alpha_exec']:g})")
     for col in ("step", "logged", "recommended", "agree", "regret", "90% interval"):
         table.add_column(col)
     for t, r in steps.iterrows():
-        table.add_row(str(t), str(r["logged"]), str(r["recommended"]),
+        table.add_row(str(t), escape(r["logged"]), escape(r["recommended"]),
                       "yes" if r["agree"] else "[yellow]no[/yellow]", f"{r['regret']:.4f}",
                       f"[{r['regret_lo']:.4f}, {r['regret_hi']:.4f}]")
     console.print(table)
-    console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {out}/replay.nc, "
-                  f"{out}/replay_steps.csv, {out}/replay.png")
+    console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
+                  "replay_steps.csv, replay.png")
     return 2 if camp.problem else 0
 
 
-def cmd_manual(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _initial_evidence(folder: str | None, cands: Any) -> dict[str, Any]:
+    """``--evidence DIR``: the campaign's initial evidence tables (no realised costs)."""
+    if folder is None:
+        return {}
+    from belief.inputs.evidence_dir import read_evidence_dir
 
-    from belief.campaign.loop import Campaign, CampaignSettings
+    tables = read_evidence_dir(folder, cands, required=())
+    if len(tables.costs):
+        raise InputError(tables.files.get("costs", str(Path(folder) / "costs.csv")),
+                         "initial evidence holds no realised costs: the campaign starts from "
+                         "the [budget] of the candidate file (remove the file, or lower the "
+                         "[budget])")
+    return {name: df for name, df in tables.evidence.tables().items() if len(df)}
+
+
+def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The world and campaign of ``belief manual`` (new, or resumed from ``--out``); the
+    candidate file's ``[weights]`` are the default λ when ``--weights`` is not given."""
+    from belief.campaign.loop import Campaign, CampaignSettings, folder_state
     from belief.campaign.manual import ManualWorld, prompt_outcome
-    from belief.decision.engine import decision_table
-    from belief.inputs.candidate_file import load_candidates
+    from belief.files import writable_folder
+    from belief.inputs.candidate_file import load_candidate_file
     from belief.posterior.fitter import FitSettings
 
-    console = Console()
-    out = Path(args.out)
     if args.resume:
         from belief.campaign.log import read_log
         from belief.inputs.candidates import candidates_from_dict
 
+        out = writable_folder(args.out, "--out")
         log = read_log(out)
         cands = candidates_from_dict(log.header["candidates"], source=str(log.path))
         world = ManualWorld(cands, log.header["initial_policy"], ask=prompt_outcome())
-        campaign = Campaign.resume(out, world)
-    else:
-        if args.candidates is None:
-            raise InputError("--candidates", "a candidate file is required (or --resume)")
-        cands = load_candidates(args.candidates)
-        world = ManualWorld(cands, args.policy, ask=prompt_outcome())
-        settings = CampaignSettings(horizon=args.steps, beta=args.beta, seed=args.seed,
-                                    weights=_weights(args.weights, cands.resources),
-                                    fit=FitSettings(draws=args.draws, tune=args.draws))
-        campaign = Campaign(world, settings, out)
+        return world, Campaign.resume(out, world)
+    if args.candidates is None:
+        raise InputError("--candidates", "a candidate file is required (or --resume)")
+    v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
+         for k, d in MANUAL_DEFAULTS.items()}
+    settings = CampaignSettings(horizon=v["steps"], beta=v["beta"], seed=v["seed"],
+                                weights=_weights(args.weights),
+                                fit=FitSettings(draws=v["draws"], tune=v["draws"]))
+    cfile = load_candidate_file(args.candidates)  # with its [weights], if any
+    if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
+        settings.weights.bind(cfile.candidates.resources)
+    initial = _initial_evidence(args.evidence, cfile.candidates)
+    world = ManualWorld(cfile.candidates, v["policy"], initial_tables=initial,
+                        weights=cfile.weights, ask=prompt_outcome())
+    out = writable_folder(args.out, "--out")
+    state = folder_state(out)
+    if state == "campaign" and not args.overwrite:
+        raise InputError("--out", f"{out} holds a campaign log: continue it with belief manual "
+                                  f"--resume --out {out}, or pass --overwrite to start a new "
+                                  "campaign there (the log is replaced)")
+    if state == "other" and not args.overwrite:
+        raise InputError("--out", f"{out} is not empty and is not a belief campaign folder: "
+                                  "choose an empty or new folder, or pass --overwrite")
+    return world, Campaign(world, settings, out, overwrite=args.overwrite)
+
+
+def _unsafe_without_data(campaign: Any) -> list[str]:
+    """Hardware candidates without any execution-safety event: their Clopper–Pearson bound is
+    1, so the gate keeps them out until bench runs are entered."""
+    executions, _ = campaign.evidence.safety_counts()
+    return [c.id for c, n in zip(campaign.candidates, executions, strict=True)
+            if c.drives_hardware and n == 0]
+
+
+def cmd_manual(args: argparse.Namespace) -> int:
+    from belief.campaign.loop import outputs_complete
+    from belief.cli.demo import ignored_with_resume
+    from belief.report.tables import console as make_console
+    from belief.report.tables import decision_rich_table, escape
+
+    console = make_console()
+    world, campaign = manual_campaign(args)
+    out = campaign.out
+    args.interrupt_note = (f"{out}/campaign_log.jsonl keeps every step entered: continue with "
+                           f"belief manual --resume --out {out}")
+    if args.resume:
+        ignored = ignored_with_resume(args, (*MANUAL_DEFAULTS, "candidates", "weights",
+                                             "evidence", "overwrite"))
+        s = campaign.settings
+        if ignored:
+            console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
+                          f"campaign keeps its logged settings (horizon T = {s.horizon}, β "
+                          f"{s.beta:g}, {s.fit.draws} draws)")
+        if campaign.finished:
+            console.print(f"the campaign in {escape(out)}/ is finished ("
+                          f"{escape(campaign.stop_reason or f'horizon T = {s.horizon} reached')}"
+                          f", after {campaign.step_index} step(s))")
+            if outputs_complete(out):
+                campaign.release()
+                return 0
+    blocked = _unsafe_without_data(campaign)
+    if blocked:
+        console.print(f"note: hardware candidate(s) {escape(', '.join(blocked))} have no "
+                      "execution-safety events: their Clopper–Pearson bound is 1 > α_exec, so "
+                      "the safety gate keeps them out until their bench runs are entered (give "
+                      "them as safety_events in --evidence DIR)")
     while not campaign.finished:
         decision = campaign.decide_next()
-        console.print(decision_table(decision).round(4).to_string())
+        a = decision.attrs
+        console.print(decision_rich_table(decision, f"step {a['step']} · policy "
+                                                    f"{escape(a['policy'])}"))
         if campaign.record_decision(decision):
-            console.print(f"stop: {campaign.stop_reason}")
+            console.print(f"stop: {escape(campaign.stop_reason)}")
             break
         outcome = world.execute(decision.attrs["chosen"], campaign.step_index)
         campaign.apply(decision, outcome)
     result = campaign.finish()
-    console.print(f"done: {' → '.join(result.history) or 'no action'}; logged in {out}/")
+    console.print(f"done: {' → '.join(result.history) or 'no action'}; logged in "
+                  f"{escape(out)}/")
     return 0
 
 
@@ -145,14 +261,25 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
     rp.set_defaults(func=cmd_replay)
 
+    d = MANUAL_DEFAULTS
     mp = sub.add_parser("manual", help="a campaign whose outcomes you enter step by step")
     mp.add_argument("--candidates", default=None, help="candidate TOML file (with [budget])")
+    mp.add_argument("--evidence", default=None, metavar="DIR",
+                    help="initial evidence: an evidence folder (e.g. safety_events.csv with "
+                         "the bench runs of the hardware candidates, policy_evaluations.csv "
+                         "with a baseline); no costs")
     mp.add_argument("--out", required=True, help="campaign folder (log and outputs)")
+    mp.add_argument("--overwrite", action="store_true",
+                    help="start a new campaign in --out even when it holds a log or other "
+                         "files")
     mp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
-    mp.add_argument("--steps", type=int, default=10, help="horizon T (default 10)")
-    mp.add_argument("--policy", default="pi0", help="name of the current policy")
-    mp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=…")
-    mp.add_argument("--beta", type=float, default=1.0)
-    mp.add_argument("--draws", type=int, default=500)
-    mp.add_argument("--seed", type=int, default=0)
+    mp.add_argument("--steps", type=int, default=None, help=f"horizon T (default {d['steps']})")
+    mp.add_argument("--policy", default=None,
+                    help=f"name of the current policy (default {d['policy']})")
+    mp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=… "
+                                                    "(default: the file's [weights])")
+    mp.add_argument("--beta", type=float, default=None, help=f"β (default {d['beta']:g})")
+    mp.add_argument("--draws", type=int, default=None,
+                    help=f"posterior draws per chain (default {d['draws']})")
+    mp.add_argument("--seed", type=int, default=None, help=f"seed (default {d['seed']})")
     mp.set_defaults(func=cmd_manual)

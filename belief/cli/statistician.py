@@ -11,28 +11,24 @@
 
 Every command validates all its input before writing anything; refused input is one line on
 stderr (``belief: error: <file or option>: <problem>``) and exit code 2 (see
-:func:`belief.cli.main.main`).  The Python equivalents are in :mod:`belief.posterior.belief_file`.
+:func:`belief.cli.main.main`).  The Python equivalents are in :mod:`belief.workflow.belief_file`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from belief.errors import InputError
-from belief.files import atomic_write
+from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape
 
-__all__ = ["register"]
+__all__ = ["add_statistician_commands"]
 
 
 def _console():
-    from rich.console import Console
-
-    # a wide table when the output is a file or a pipe (a terminal keeps its own width)
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+    return _rich_console()
 
 
 def _decide_options(p: argparse.ArgumentParser) -> None:
@@ -67,41 +63,34 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                                                        "bootstrap (default 0)")
 
 
-def _precheck(args: argparse.Namespace) -> None:
-    """Refuse decision options that need no belief before loading one (fast failure)."""
-    from belief.decision.functionals import parse_functional
+def _decision_settings(args: argparse.Namespace) -> Any:
+    """The decision settings from the flags, validated once (when built), before any belief is
+    loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
+    is loaded."""
     from belief.decision.safety import SafetyGate
-    from belief.decision.scores import check_beta
+    from belief.decision.settings import CVUSettings, DecisionSettings
 
-    parse_functional(args.functional)
-    check_beta(args.beta)
-    SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta, method=args.safety_method)
-    if args.cvu_outcomes < 2:
-        raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {args.cvu_outcomes}")
-
-
-def _decide_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return {"budget": args.budget, "weights": args.weights, "functional": args.functional,
-            "beta": args.beta, "alpha_exec": args.alpha_exec, "delta": args.delta,
-            "safety_method": args.safety_method, "horizon": args.horizon,
-            "cvu_outcomes": args.cvu_outcomes, "refit": args.refit, "seed": args.seed}
+    return DecisionSettings(
+        weights=None, functional=args.functional, beta=args.beta,
+        gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
+                        method=args.safety_method),
+        cvu=CVUSettings(n_outcomes=args.cvu_outcomes), horizon=args.horizon)
 
 
-def _out_file(path: str, option: str, suffixes: tuple[str, ...] | None = None) -> Path:
-    out = Path(path)
-    if out.is_dir():
-        raise InputError(option, f"{out} is a folder, expected a file name")
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise InputError(option, f"{out}: expected a {' or '.join(suffixes)} file")
-    return out
+def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
+    """``fitted.decide`` with the flags' budget, λ and seed (refusals name the flags, see
+    :mod:`belief.cli.flags`)."""
+    return fitted.decide(settings, budget=args.budget, weights=args.weights, refit=args.refit,
+                         seed=args.seed)
 
 
 # -- belief fit ----------------------------------------------------------------------------------
 def cmd_fit(args: argparse.Namespace) -> int:
-    from belief.posterior.fit import fit
+    from belief.files import writable_file
+    from belief.workflow.fit import fit
 
     console = _console()
-    out = _out_file(args.out, "--out", (".nc",))
+    out = writable_file(args.out, "--out", (".nc",))
     progressbar = sys.stderr.isatty() if args.progress is None else args.progress
     console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
                   f"{escape(args.candidates)} → {escape(out)}")
@@ -134,10 +123,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 # -- belief decide -------------------------------------------------------------------------------
-def _save_figure(fig: Any, path: Path) -> None:
-    from belief.files import atomic_write as _atomic
-
-    _atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+def _png(fig: Any) -> Any:
+    return lambda tmp: fig.savefig(tmp, format="png", dpi=110)
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
@@ -147,30 +134,32 @@ def cmd_decide(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     from belief.decision.decision_file import save_decision
-    from belief.posterior.belief_file import load
+    from belief.files import OutputSet, writable_folder
     from belief.report.document import decision_figures
+    from belief.workflow.belief_file import load
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError("--out", f"{out} is a file, expected a folder")
-    _precheck(args)
+    out = writable_folder(args.out, "--out")
+    settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
-    decision = fitted.decide(**_decide_kwargs(args))
+    decision = _decide(fitted, settings, args)
     figs = decision_figures(fitted, decision)
     a = decision.attrs
-    # everything validated and computed: write
-    out.mkdir(parents=True, exist_ok=True)
+    # everything validated and computed: write the set of files as one unit
     table = decision.drop_vars([v for v in decision.data_vars
                                 if decision[v].dims != ("candidate",)]).to_dataframe()
-    atomic_write(out / "decision.csv", lambda tmp: table.to_csv(tmp))
-    save_decision(out / "decision.nc", decision)
-    for name, fig in figs.items():
-        _save_figure(fig, out / f"{name}.png")
-        plt.close(fig)
+    try:
+        with OutputSet(out, "decide") as outputs:
+            outputs.write("decision.csv", lambda tmp: table.to_csv(tmp))
+            outputs.write("decision.nc", lambda tmp: save_decision(tmp, decision))
+            for name, fig in figs.items():
+                outputs.write(f"{name}.png", _png(fig))
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
     title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
              f" · Pr(flip) {a['flip_probability']:.2f}")
-    console.print(decision_rich_table(decision, escape(title)))
+    console.print(decision_rich_table(decision, escape(title), wide=not sys.stdout.isatty()))
     res = fitted.candidate_set.resources
     lines = ["budget: " + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in res)
              + f" ({a['budget_source']})",
@@ -199,7 +188,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from belief.posterior.belief_file import check_file
+    from belief.workflow.belief_file import check_file
 
     for name, value in (("--rhat-max", args.rhat_max), ("--ess-min", args.ess_min)):
         if value is not None and not value > 0:
@@ -238,28 +227,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
 
     from belief.decision.decision_file import load_decision
-    from belief.posterior.belief_file import load
-    from belief.report.document import write_report
+    from belief.files import writable_file, writable_folder
+    from belief.report.document import FORMATS, check_decision_matches, write_report
+    from belief.validate import fraction
+    from belief.workflow.belief_file import load
 
-    out = _out_file(args.out, "--out", (".html", ".htm", ".md", ".markdown"))
-    if args.decision is None:
-        _precheck(args)
-    fitted = load(args.belief, args.candidates)
+    out = writable_file(args.out, "--out", tuple(FORMATS))
+    markdown = FORMATS[out.suffix.lower()] == "md"
+    if markdown:  # its figures go into <stem>_files/
+        writable_folder(out.parent / f"{out.stem}_files", "--out")
+    alpha_deploy = fraction(args.alpha_deploy, "--alpha-deploy")
+    settings = _decision_settings(args) if args.decision is None else None
     if args.decision is not None:
         decision = load_decision(args.decision)
+    fitted = load(args.belief, args.candidates)
+    if settings is None:
+        check_decision_matches(fitted, decision, "--decision", require_digest=True)
     else:
-        decision = fitted.decide(**_decide_kwargs(args))
-    if not 0 < args.alpha_deploy < 1:
-        raise InputError("--alpha-deploy", f"must satisfy 0 < α_deploy < 1, got "
-                                           f"{args.alpha_deploy}")
-    write_report(fitted, decision, out, alpha_deploy=args.alpha_deploy)
-    extra = f" and {out.parent / (out.stem + '_files')}/" if out.suffix.lower() in (
-        ".md", ".markdown") else ""
+        decision = _decide(fitted, settings, args)
+    write_report(fitted, decision, out, alpha_deploy=alpha_deploy)
+    extra = f" and {out.parent / (out.stem + '_files')}/" if markdown else ""
     print(f"wrote {out}{extra}")
     return 0
 
 
-def register(sub: Any) -> None:
+def add_statistician_commands(sub: Any) -> None:
     """Add the ``fit``, ``decide``, ``check`` and ``report`` subcommands to ``sub``."""
     fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
                          description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "

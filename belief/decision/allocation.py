@@ -7,7 +7,8 @@ feasibility of every candidate — plus the belief (for sampling) or the world (
 =============  ===============================================================================
 name           rule
 =============  ===============================================================================
-q              argmax Q = U0 + β·CVU over feasible candidates; stop when no Q > 0 (the engine)
+q              argmax Q = U0 + β·CVU over feasible candidates; stop when none is worth
+               more than stopping, U0 + β·E[G0(s')] <= 0 (the engine, :mod:`engine`)
 u0             argmax U0 (β = 0, myopic); stop when no U0 > 0
 mv             argmax MV = φ(ΔJ)/C_λ over feasible adaptations; stop when no MV > 1 (U0 > 0)
 thompson       one joint posterior draw s: argmax ΔJ_s(m) − C_λ(m); stop when none > 0
@@ -106,8 +107,9 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
             if feasible[i]:
                 return Choice(ids[i], "next feasible in turn")
     # oracle
-    if world is None or not hasattr(world, "expected_gain"):
+    truth = [None if world is None else world.expected_gain(c) for c in ids]
+    if any(g is None for g in truth):
         raise InputError("allocation", "oracle needs a world that knows its truth "
                                        "(expected_gain)")
-    true_gain = np.array([world.expected_gain(c) for c in ids])
+    true_gain = np.array(truth, dtype=float)
     return _argmax(true_gain - decision["c_lambda"].values, feasible, ids, 0.0, "true U0")

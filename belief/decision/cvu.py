@@ -1,4 +1,5 @@
-"""CVU: the Monte Carlo continuation value, by preposterior simulation and PSIS reweighting.
+"""CVU: the continuation value, by preposterior simulation — PSIS with control variates, or
+regression for informative studies — with its Monte Carlo error and the error of the draws.
 
 For a candidate m at state s_t::
 
@@ -10,183 +11,144 @@ s_{t+1}^{m,Y} — beliefs updated by the outcome Y of m's experiment, budget b �
 s_{t+1}^∅ — beliefs, budget, λ and policy unchanged.  ΔC(m) is charged once, in U0; CVU may be
 negative.
 
-Estimator (the engine's hard part):
+Estimators, chosen per candidate (``CVUSettings.estimator = "auto"``):
 
-1. draw J outcomes from the posterior predictive: pick draws i_j uniformly, Y_j ~ p(Y | θ_{i_j});
-2. log-weights log w_ij = log p(Y_j | θ_i) for every joint draw i, Pareto-smoothed with ArviZ's
-   PSIS (``arviz_stats``; k̂_j per outcome), self-normalised;
-3. every candidate's φ-gain in s^{m,Y_j} is the *weighted* functional (mean, LCB or CVaR) of
-   the joint draws of its next gain (after m's policy change, when m adapts the policy);
-4. CVU ≈ (1/J) Σ_j G0_j − G0^∅, with Monte Carlo standard error sd(G0_j)/√J (the error of the
-   J outcomes; the finite-S error of the posterior draws is not included).
+- ``psis+cv`` (:mod:`belief.decision.cvu_psis`): J outcomes from the posterior predictive
+  (the same draw indices for every candidate: common random numbers), every joint draw
+  reweighted by p(Y_j | θ_i) with Pareto smoothing, φ recomputed under the weights, and
+  E_Y[G0] the control-variate regression estimate with the preposterior-martingale controls
+  of :mod:`belief.decision.preposterior` (for φ = mean, E_Y[E(ΔJ_c | Y)] = E(ΔJ_c) for every
+  c, known exactly from the draws).  Outcomes whose weights cannot be trusted (k̂ above the
+  threshold or NaN, NaN or infinite log-likelihoods or weights) are refit exactly when a refit
+  hook is given (``+refit``).
+- ``regression`` (:mod:`belief.decision.cvu_regression`): Strong et al. (2015) — regress
+  every candidate's gain on a spline basis of the simulated outcome, no reweighting; used
+  when the study is too informative for the weights: more than ``max_bad_share`` of the
+  outcomes untrusted after refits, any outcome with non-finite weights not refit, or a median
+  effective sample size below ``min_ess``.  For LCB/CVaR it assumes a location–scale
+  conditional distribution (``regression+ls``).
+- ``no outcome``: an experiment no model predicts changes only budget, λ, the candidate set
+  and the policy; its CVU is exact given the draws.
+- ``failed``: the CVU could not be estimated (the reason says why); it is NaN, and the
+  decision entry point refuses to rank the candidate.
 
-Where k̂_j > 0.7 the importance weights cannot be trusted: if the caller supplies an exact refit
-(``Experiment.refit``), those outcomes are recomputed from a refit of the model on the evidence
-plus the simulated Y_j (slow, correct) and the candidate is marked ``psis+refit``.
+Errors: ``cvu_mcse`` is the Monte Carlo error of the simulated outcomes given the draws (the
+error that more outcomes remove); ``cvu_draws_se`` the error of the finite set of S posterior
+draws, from the influence of each draw on CVU (:mod:`belief.decision.preposterior`; batch
+means over contiguous blocks, so autocorrelated MCMC draws are handled); ``cvu_se`` both.
+The control variates act on E_Y[G0(s^{m,Y})], and G0(s^∅) is computed from the same draws
+without simulation, so they reduce the outcome error of CVU, of Q = U0 + β·CVU and of
+value_vs_stop = U0 + β·E_Y[G0] alike (G0(s^∅) cancels between CVU and value_vs_stop
+exactly); the draws error is CVU's (most of the draws' error of E_Y[G0] and G0(s^∅) is common
+and cancels in the difference).
+
+s^∅ is the same for every candidate: the same step, beliefs, policy and candidate set, the
+budget b_t (not deducted) and therefore λ_t = λ(b_t) even for a state-dependent λ rule, and no
+background drift (the engine models none); so G0(s^∅) is one number per decision
+(``g0_null``) and Q = U0 + β·CVU ranks candidates exactly as U0 + β·E_Y[G0(s^{m,Y})] does.
 
 Safety feasibility in s_{t+1} is held at its current value (the execution-safety channel of CVU
-is not modelled); the experiment of a candidate without an informative outcome (no model
-predicts it) still changes budget, λ, the candidate set and the policy.
+is not modelled; :class:`~belief.decision.preposterior.NextState` takes a per-outcome
+feasibility when it is); the experiments themselves come from the models through
+:mod:`belief.posterior.experiments`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 import xarray as xr
-from arviz_stats.base import array_stats
 
-from belief.decision.functionals import Functional, parse_functional
-from belief.decision.safety import SafetyGate
+from belief.decision.cvu_estimate import Estimate
+from belief.decision.cvu_psis import importance_estimate
+from belief.decision.cvu_regression import regression_estimate
+from belief.decision.feasibility import Feasibility, affordable, feasibility
+from belief.decision.functionals import Functional
+from belief.decision.importance import psis
+from belief.decision.preposterior import NextState, draws_variance, influence, winners
 from belief.decision.scores import g0
+from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
-from belief.decision.weights import WeightRule, as_weight_rule
-from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
+from belief.posterior.experiments import Experiment, experiments_from_belief
 
-__all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state",
-           "experiments_from_belief", "psis", "weighted_phi"]
+__all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state", "psis"]
 
-
-@dataclass(frozen=True)
-class Experiment:
-    """What executing m once would show, for the CVU engine.
-
-    Attributes
-    ----------
-    next_gain : ndarray (S, C)
-        Joint draws of every candidate's predictive gain in the state after m (aligned with the
-        belief's samples; equal to the current gains when m does not change the policy).
-    simulate : callable (rng, idx) → Y, optional
-        Outcomes of m's experiment under the draws ``idx`` (shape (J, ...)); None when m has no
-        outcome any model predicts (then only budget, λ, candidate set and policy change).
-    loglik : callable Y → ndarray (J, S), optional
-        log p(Y_j | θ_i) for every outcome j and joint draw i.
-    refit : callable Y_j → ndarray (S', C), optional
-        Exact next-gain draws after refitting the models on the evidence plus Y_j.
-    """
-
-    next_gain: np.ndarray
-    simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
-    loglik: Callable[[np.ndarray], np.ndarray] | None = None
-    refit: Callable[[np.ndarray], np.ndarray] | None = None
+_ESTIMATOR_ERRORS = (np.linalg.LinAlgError, FloatingPointError, ValueError)
 
 
-@dataclass(frozen=True)
-class CVUSettings:
-    """Monte Carlo settings of CVU.
-
-    Attributes
-    ----------
-    n_outcomes : int
-        J, simulated outcomes per candidate.
-    k_threshold : float
-        Pareto k̂ above which an outcome's weights are not trusted (0.7).
-    max_refits : int
-        At most this many exact refits per candidate (outcomes with the largest k̂ first).
-    chunk : int
-        Outcomes processed at once (bounds memory at ~chunk·C·S floats for LCB/CVaR).
-    trials : int
-        Trials per arm of a simulated paired evaluation.
-    refit_draws : int
-        Draws (and tuning steps) per chain of an exact refit.
-    seed : int
-    """
-
-    n_outcomes: int = 256
-    k_threshold: float = 0.7
-    max_refits: int = 16
-    chunk: int = 64
-    trials: int = 100
-    refit_draws: int = 250
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.n_outcomes, int) or self.n_outcomes < 2:
-            raise InputError("CVUSettings", f"n_outcomes must be an integer >= 2, got "
-                                            f"{self.n_outcomes!r}")
-        for name in ("chunk", "trials", "refit_draws"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError("CVUSettings", f"{name} must be an integer >= 1, got {v!r}")
-        if isinstance(self.max_refits, bool) or not isinstance(self.max_refits, int) \
-                or self.max_refits < 0:
-            raise InputError("CVUSettings", f"max_refits must be an integer >= 0, got "
-                                            f"{self.max_refits!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError("CVUSettings", f"seed must be an integer >= 0, got {self.seed!r}")
-        if not isinstance(self.k_threshold, int | float) or not np.isfinite(self.k_threshold):
-            raise InputError("CVUSettings", f"k_threshold must be finite, got "
-                                            f"{self.k_threshold}")
+def _influence_of_winner(functional: Functional, gain: np.ndarray, phi: np.ndarray,
+                         c_lambda: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """ψ of the option G0 takes under uniform weights on the draws, at every draw (S,)."""
+    c = int(winners(phi[None, :], c_lambda, np.asarray(feasible)[None, :])[0])
+    if c < 0:
+        return np.zeros(gain.shape[0])
+    x = gain[:, c][None, :]
+    return influence(functional, x, phi[c:c + 1], x, None)[0]
 
 
-_PATCH_LOCK = threading.Lock()
+def _near_tie(functional: Functional, gain: np.ndarray, phi: np.ndarray,
+               c_lambda: np.ndarray, feasible: np.ndarray, blocks: int) -> tuple[bool, float]:
+    """Whether G0(s^∅) is a near tie: the best two options (candidates or stopping) differ by
+    less than 3 standard errors of their difference from the draws (influence functions,
+    batch means).  Returns (tie, gap / se)."""
+    u = np.where(feasible, phi - c_lambda, -np.inf)
+    # options: stopping (value 0, no error) and every feasible candidate
+    values = np.concatenate([[0.0], u])
+    top = np.argsort(-values, kind="stable")[:2]
+    if not np.isfinite(values[top[1]]):
+        return False, np.inf
+
+    def psi(o: int) -> np.ndarray:
+        if o == 0:
+            return np.zeros(gain.shape[0])
+        x = gain[:, o - 1][None, :]
+        return influence(functional, x, phi[o - 1:o], x, None)[0]
+
+    gap = values[top[0]] - values[top[1]]
+    se = np.sqrt(draws_variance(psi(int(top[0])) - psi(int(top[1])), None, blocks))
+    ratio = gap / se if se > 0 else np.inf
+    return bool(ratio < 3.0), float(ratio)
 
 
-@contextmanager
-def _fast_psis_logsumexp() -> Iterator[None]:
-    """Let ArviZ's PSIS use a plain-numpy logsumexp for 1-D inputs while inside the block.
-
-    ``arviz_stats`` smooths one row at a time and calls ``scipy.special.logsumexp`` twice per
-    row; on 2000-draw rows scipy's per-call array-API overhead (~0.1 ms) is most of PSIS's cost.
-    For 1-D arrays without ``b``/``keepdims``/``return_sign`` the replacement computes the same
-    m + log Σ exp(a − m) (tests check equality with the unpatched PSIS); anything else goes to
-    scipy.  The patch is scoped and restored on exit.
-    """
-    from arviz_stats.base import diagnostics
-
-    original = diagnostics.logsumexp
-
-    def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-        arr = np.asarray(a)
-        if arr.ndim == 1 and b is None and not keepdims and not return_sign and arr.size:
-            m = arr.max()
-            if np.isfinite(m):
-                return m + np.log(np.exp(arr - m).sum())
-        return original(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-
-    with _PATCH_LOCK:
-        diagnostics.logsumexp = logsumexp
-        try:
-            yield
-        finally:
-            diagnostics.logsumexp = original
-
-
-def psis(loglik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pareto-smoothed, self-normalised log-weights of log-likelihood rows (J, S) and k̂ (J,).
-
-    ArviZ's ``psislw`` follows the LOO convention — it smooths exp(−ary) — so the importance
-    log-ratios log p(Y_j | θ_i) go in negated.  r_eff = 1 (the draws are treated as
-    independent).
-    """
-    with _fast_psis_logsumexp(), np.errstate(over="ignore", invalid="ignore"):
-        return array_stats.psislw(-loglik, r_eff=1, axis=-1)
-
-
-def weighted_phi(functional: Functional, draws: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """φ of every column of ``draws`` (S, C) under each row of ``weights`` (J, S) → (J, C).
-
-    Same definitions as :mod:`belief.decision.functionals`; the columns are sorted once and the
-    weights gathered into each column's order, so LCB and CVaR cost O(J·C·S) after one sort.
-    """
-    w = weights / weights.sum(axis=-1, keepdims=True)
-    if functional.kind == "mean":
-        return w @ draws
-    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
-    xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    ws = w[:, order.T]  # (J, C, S)
-    cw = np.cumsum(ws, axis=-1)
-    if functional.kind == "lcb":
-        idx = np.minimum((cw < functional.param * (1 - 1e-12)).sum(-1), xs.shape[-1] - 1)
-        return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
-    portion = np.minimum(ws, np.clip(functional.param - (cw - ws), 0.0, None))
-    return (xs[None] * portion).sum(-1) / portion.sum(-1)
+def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.ndarray,
+              rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
+              bootstrap: Callable[[np.ndarray], float] | None = None) -> Estimate:
+    """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
+    for (module docstring)."""
+    if exp.simulate is None:
+        phi = functional(nxt.gain.T)
+        value = float(nxt.g0(phi[None, :])[0])
+        infl = _influence_of_winner(functional, nxt.gain, phi, nxt.c_lambda, nxt.feasible)
+        return Estimate(value, 0.0, "no outcome", "no model predicts this experiment's "
+                        "outcome: budget, λ, candidate set and policy change only (order "
+                        "effects and the execution-risk channel are not modelled, so what a "
+                        "model update or a bench test would teach is not counted)",
+                        if_draws=infl, if_noise=np.zeros_like(infl))
+    regression = {"replicates": settings.regression_replicates}
+    if settings.estimator == "regression" or exp.loglik is None:
+        why = ("regression forced by the settings" if settings.estimator == "regression"
+               else "the experiment has no likelihood to reweight by")
+        return regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=why,
+                                   **regression)
+    y = np.asarray(exp.simulate(rngs[0], idx))
+    if y.dtype.kind in "fc" and not np.isfinite(y).all():
+        return Estimate.failed("the simulated outcomes are not finite")
+    est, reason, diag = importance_estimate(
+        nxt, functional, y, exp.loglik, exp.refit, k_threshold=settings.k_threshold,
+        max_refits=settings.max_refits, chunk=settings.chunk,
+        max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
+        control_variates=settings.control_variates, forced=settings.estimator == "psis",
+        bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
+    if est is not None:
+        return est
+    est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
+                              **regression)
+    est.pareto_k, est.bad_share, est.ess = diag["pareto_k"], diag["bad_share"], diag["ess"]
+    return est
 
 
 def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
@@ -194,13 +156,15 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                        weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
                        *, available: np.ndarray | None = None,
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
+                       feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
     Parameters
     ----------
     gain_now : ndarray (S, C)
-        Joint draws of every candidate's gain at s_t (= at s_{t+1}^∅).
+        Joint draws of every candidate's gain at s_t (= at s_{t+1}^∅), in sample order
+        (contiguous blocks of it are used for the error of the draws).
     experiments : mapping candidate id → Experiment
     candidate_ids : list of str
         Column labels of the gain arrays (C).
@@ -209,20 +173,28 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     budget : ndarray (R,)
         b_t.
     weights : callable b → λ (R,)
-        The weight rule as a function of the budget (λ_t = weights(b_t), λ_{t+1} =
-        weights(b_t − ΔC(m))).
+        The bound weight rule (:meth:`belief.decision.weights.WeightRule.bind`): λ_t =
+        weights(b_t), λ_{t+1} = weights(b_t − ΔC(m)).
     functional : Functional
         φ, the decision's functional.
     available, repeatable, safe : bool arrays (C,), optional
         Candidate set at s_t, which candidates stay after execution, and the safety gate
         (held fixed into s_{t+1}); default all True.
+    feasible : bool array (C,), optional
+        M_t^feasible, when the caller has it (the decision entry point); default
+        available ∧ safe ∧ M^budget(b_t).
     settings : CVUSettings
 
     Returns
     -------
-    Dataset over ``candidate``: ``cvu``, ``cvu_mcse``, ``pareto_k`` (max k̂ over outcomes),
-    ``pareto_k_bad`` (fraction of outcomes with k̂ > threshold), ``n_refits`` and ``cvu_method``
-    (``psis``, ``psis+refit``, ``no outcome``); attribute ``g0_null`` = G0(s^∅).
+    Dataset over ``candidate``: ``cvu``; ``cvu_mcse`` (outcome Monte Carlo error),
+    ``cvu_draws_se`` (error of the finite draws) and ``cvu_se`` (both); ``cvu_method``
+    (``psis+cv``, ``psis+cv+refit``, ``psis``, ``regression``, ``regression+ls``,
+    ``no outcome``, ``not computed`` or ``failed``) and ``cvu_reason``; ``pareto_k`` (max k̂
+    over the PSIS outcomes, NaN counted as ∞), ``pareto_k_bad`` (share of outcomes with
+    untrusted weights), ``cvu_ess`` (median effective sample size of the weights),
+    ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
+    ``cvu_outcomes``; attribute ``g0_null`` = G0(s^∅).
     """
     settings = settings or CVUSettings()
     gain_now = np.asarray(gain_now, dtype=float)
@@ -235,142 +207,120 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     budget = np.asarray(budget, float)
 
     lam_now = np.asarray(weights(budget), float)
+    c_lam_now = costs @ lam_now
     phi_now = functional(gain_now.T)
-    feasible_now = available & safe & (costs <= budget + 1e-12).all(axis=1)
-    g0_null = float(g0(phi_now - costs @ lam_now, feasible_now))
+    feasible_now = (available & safe & affordable(costs, budget) if feasible is None
+                    else np.asarray(feasible, bool))
+    g0_null = float(g0(phi_now - c_lam_now, feasible_now))
+    belief_ok = bool(np.isfinite(gain_now).all())
+    if_null = (_influence_of_winner(functional, gain_now, phi_now, c_lam_now, feasible_now)
+               if belief_ok else np.zeros(n_s))
+    tie, tie_ratio = (_near_tie(functional, gain_now, phi_now, c_lam_now, feasible_now,
+                                settings.draw_blocks) if belief_ok else (False, np.nan))
 
-    out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "pareto_k", "pareto_k_bad")}
-    n_refits = np.zeros(n_c, int)
-    method = np.array([""] * n_c, dtype=object)
+    def g0_null_weighted(v: np.ndarray) -> float:
+        return float(g0(functional(gain_now.T, v) - c_lam_now, feasible_now))
+
+    out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
+                                             "pareto_k", "pareto_k_bad", "cvu_ess",
+                                             "cvu_cv_gain")}
+    ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
+    method = np.array(["not computed"] * n_c, dtype=object)
+    reason = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
+    # the same draw indices for every candidate (common random numbers)
+    idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
     for c, cid in enumerate(candidate_ids):
         exp = experiments.get(cid)
         if exp is None:
-            method[c] = "not computed"
             continue
         b_next = budget - costs[c]
         c_lam_next = costs @ np.asarray(weights(b_next), float)
         avail_next = available.copy()
         if not repeatable[c]:
             avail_next[c] = False
-        feasible_next = avail_next & safe & (costs <= b_next + 1e-12).all(axis=1)
-        next_gain = np.asarray(exp.next_gain, float)
-        if exp.simulate is None:
-            g0_next = g0(functional(next_gain.T) - c_lam_next, feasible_next)
-            out["cvu"][c], out["cvu_mcse"][c] = float(g0_next) - g0_null, 0.0
-            method[c] = "no outcome"
-            continue
-        # one stream per candidate (its CVU does not depend on which others are scored);
-        # the same draw indices for every candidate (common random numbers)
-        rng = np.random.default_rng([settings.seed, 101, c])
-        idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
-        y = exp.simulate(rng, idx)
-        g0_j = np.empty(settings.n_outcomes)
-        khat = np.empty(settings.n_outcomes)
-        for start in range(0, settings.n_outcomes, settings.chunk):
-            sl = slice(start, start + settings.chunk)
-            lw, khat[sl] = psis(exp.loglik(y[sl]))
-            w = np.exp(lw - lw.max(axis=-1, keepdims=True))
-            phi = weighted_phi(functional, next_gain, w)
-            g0_j[sl] = g0(phi - c_lam_next[None, :], feasible_next[None, :])
-        bad = np.flatnonzero(khat > settings.k_threshold)
-        method[c] = "psis"
-        if bad.size and exp.refit is not None:
-            for j in bad[np.argsort(-khat[bad])][: settings.max_refits]:
-                exact = np.asarray(exp.refit(y[j]), float)
-                g0_j[j] = g0(functional(exact.T) - c_lam_next, feasible_next)
-                n_refits[c] += 1
-            method[c] = "psis+refit" if n_refits[c] == bad.size else "psis+partial refit"
-        out["cvu"][c] = g0_j.mean() - g0_null
-        out["cvu_mcse"][c] = g0_j.std(ddof=1) / np.sqrt(g0_j.size)
-        out["pareto_k"][c] = khat.max()
-        out["pareto_k_bad"][c] = bad.size / khat.size
-    return xr.Dataset(
-        {**{k: ("candidate", v) for k, v in out.items()}, "n_refits": ("candidate", n_refits),
-         "cvu_method": ("candidate", method)},
-        coords={"candidate": candidate_ids},
-        attrs={"g0_null": g0_null, "n_outcomes": settings.n_outcomes,
-               "k_threshold": settings.k_threshold, "functional": str(functional)})
-
-
-def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
-                            refit: Callable[[str, np.ndarray], np.ndarray] | None = None
-                            ) -> dict[str, Experiment]:
-    """The experiment of every candidate, from the gains model's joint draws kept in q_t.
-
-    - adaptation m: a paired evaluation (``trials`` per arm) of π versus π' = π + m; the next
-      gains are those from π' (:func:`models.gains.next_gain`);
-    - diagnosis informing adaptations: one logit-gain estimate per informed candidate with the
-      diagnosis' ``measurement_se``; the policy is unchanged;
-    - anything else: no predicted outcome (budget, λ and the candidate set still change).
-    """
-    from models import gains
-
-    if "gains_eta" not in belief:
-        raise InputError("belief", "CVU needs the gains model's joint draws (gains_*) in q_t; "
-                                   "build the belief with BeliefFitter")
-    draws = belief[list(gains.DRAW_VARS)]
-    gain_now = gains.gain_from_draws(draws).values
-    exps: dict[str, Experiment] = {}
-    for c in candidates:
-        do_refit = (lambda y, m=c.id: refit(m, y)) if refit is not None else None
-        if c.changes_policy:
-            exps[c.id] = Experiment(
-                next_gain=gains.next_gain(draws, c.id).values,
-                simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
-                loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
-                refit=do_refit)
-        elif c.informs:
-            def sim(rng, idx, c=c):
-                return np.stack([gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)
-                                 for t in c.informs], -1)
-
-            def ll(y, c=c):
-                return sum(gains.loglik_estimate(draws, t, c.measurement_se, y[:, k])
-                           for k, t in enumerate(c.informs))
-
-            exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
+        nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
+                        avail_next & safe & affordable(costs, b_next))
+        # one stream per candidate (its CVU does not depend on which others are scored)
+        rngs = (np.random.default_rng([settings.seed, 101, c]),
+                np.random.default_rng([settings.seed, 102, c]),
+                np.random.default_rng([settings.seed, 103, c]))
+        if not belief_ok:
+            est = Estimate.failed("the belief's gain draws are not finite")
+        elif nxt.gain.shape != gain_now.shape or not np.isfinite(nxt.gain).all():
+            est = Estimate.failed("the next-gain draws are not finite or not (S, C)")
         else:
-            exps[c.id] = Experiment(next_gain=gain_now)
-    return exps
+            try:
+                est = _estimate(exp, nxt, functional, idx, rngs, settings,
+                                bootstrap=g0_null_weighted if tie else None)
+            except _ESTIMATOR_ERRORS as err:
+                est = Estimate.failed(f"{type(err).__name__}: {err}")
+        value = est.expected_g0 - g0_null
+        if not np.isfinite(value) and est.method != "failed":
+            est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
+            value = np.nan
+        out["cvu"][c] = value
+        if est.method != "failed":
+            out["cvu_mcse"][c] = est.mcse
+            if est.if_draws is not None:
+                var = draws_variance(est.if_draws - if_null, est.if_noise,
+                                     settings.draw_blocks)
+                out["cvu_draws_se"][c] = np.sqrt(var)
+            if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
+                out["cvu_draws_se"][c] = np.fmax(out["cvu_draws_se"][c],
+                                                 est.extra["draws_sd_bootstrap"])
+            out["cvu_se"][c] = np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])
+        out["pareto_k"][c], out["pareto_k_bad"][c] = est.pareto_k, est.bad_share
+        out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
+        ints["n_refits"][c], ints["cvu_outcomes"][c] = est.n_refits, est.n_outcomes
+        method[c], reason[c] = est.method, est.reason
+    return xr.Dataset(
+        {**{k: ("candidate", v) for k, v in out.items()},
+         **{k: ("candidate", v) for k, v in ints.items()},
+         "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason)},
+        coords={"candidate": candidate_ids},
+        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie),
+               "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
+               "k_threshold": settings.k_threshold, "functional": str(functional),
+               "estimator": settings.estimator})
 
 
-def cvu_for_state(state: State, candidates: CandidateSet, *,
-                  functional: str | Functional = "mean",
-                  weights: WeightRule | Mapping[str, float], gate: SafetyGate | None = None,
-                  settings: CVUSettings | None = None,
+def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
+                  seed: int | None = None, feas: Feasibility | None = None,
+                  experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
-    """CVU of every available candidate at ``state`` (pass the result to ``decide(cvu=...)``).
+    """CVU of every feasible candidate at ``state`` under the decision's settings.
 
-    Uses the same functional, weight rule and safety gate as the decision; ``refit(m, Y)``
-    (from :class:`belief.posterior.fitter.BeliefFitter`) enables the exact fallback where k̂ > 0.7.
+    Parameters
+    ----------
+    state : State
+        s_t; q_t must hold the gains model's joint draws unless ``experiments`` are given.
+    candidates : CandidateSet
+    settings : DecisionSettings
+        φ, the λ rule, the gate and the CVU settings of the decision.
+    seed : int, optional
+        Seed of the simulated outcomes (default ``settings.cvu.seed``).
+    feas : Feasibility, optional
+        The decision's feasibility (computed here when absent).
+    experiments : mapping id → Experiment, optional
+        Default: :func:`belief.posterior.experiments.experiments_from_belief`.
+    refit : callable (m, Y) → next-gain draws, optional
+        Exact refits where k̂ > ``settings.cvu.k_threshold``
+        (:func:`belief.posterior.refit.exact_refit`).
     """
-    fn = parse_functional(functional)
-    rule = as_weight_rule(weights)
-    settings = settings or CVUSettings()
-    gate = gate or SafetyGate()
     belief = state.belief
-    ids = candidates.ids
     check_belief_candidates(belief, candidates)
-    costs = candidates.costs()
-    budget = state.budget.sel(resource=costs["resource"])
-    resources = list(costs["resource"].values)
-
-    def lam(b: np.ndarray) -> np.ndarray:
-        da = xr.DataArray(b, dims="resource", coords={"resource": resources})
-        return rule(da, state).values
-
-    available = np.ones(len(ids), bool) if state.available is None else np.isin(
-        ids, list(state.available))
-    safe = gate.evaluate(candidates, belief["executions"], belief["unsafe"],
-                         belief.get("p_unsafe"))["safe"].values.astype(bool)
-    exps = experiments_from_belief(belief, candidates, settings.trials, refit)
-    affordable = (costs <= state.budget.sel(resource=costs["resource"]) + 1e-12).all(
-        "resource").values
+    ids = candidates.ids
+    costs = candidates.costs().values
+    budget = state.budget.sel(resource=list(candidates.resources)).values.astype(float)
+    if feas is None:
+        feas = feasibility(state, candidates, settings.gate, costs, budget)
+    if experiments is None:
+        experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
     # Q only matters where the candidate is feasible now: the others are not scored
-    exps = {k: v for k, v in exps.items()
-            if available[ids.index(k)] and safe[ids.index(k)] and affordable[ids.index(k)]}
-    repeatable = np.array([c.repeatable for c in candidates])
-    gain_now = belief["gain"].transpose("sample", "candidate").values
-    return continuation_value(gain_now, exps, ids, costs.values, budget.values, lam, fn,
-                              available=available, repeatable=repeatable, safe=safe,
-                              settings=settings)
+    exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]}
+    cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
+    return continuation_value(
+        belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,
+        settings.weights.bind(candidates.resources, state), settings.functional,
+        available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
+        safe=feas.safe, feasible=feas.feasible, settings=cvu_settings)

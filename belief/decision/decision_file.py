@@ -10,6 +10,8 @@ import xarray as xr
 import belief as _pkg
 from belief.files import UNREADABLE, atomic_write, check_header, netcdf_ready, read_file
 
+__all__ = ["DECISION_FORMAT", "load_decision", "save_decision"]
+
 DECISION_FORMAT = "belief-decision-1"
 
 

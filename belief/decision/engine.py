@@ -1,46 +1,59 @@
-"""One allocation decision: scores, feasibility, argmax, stop, and decision stability.
+"""The one decision entry point: scores, feasibility, CVU, argmax, the stop, and its stability.
 
-:func:`decide` returns an ``xarray.Dataset`` over ``candidate`` (``.to_dataframe()`` gives the
-table) with, for every candidate: φ(ΔJ), C_λ, U0, MV (and why it is undefined), CVU and its
-status, Q, each feasibility test with its reason, and why it was excluded; attributes hold the
-chosen m*, whether to stop and why, the functional, β, λ_t and the decision stability
-Pr(argmax flips).
+:func:`decide` is called by every caller (the notebook API, the CLI, the campaign loop, replay,
+the benchmarks) with a state s_t, the candidates and one validated
+:class:`~belief.decision.settings.DecisionSettings`.  It returns an ``xarray.Dataset`` over
+``candidate`` (``.to_dataframe()`` gives the table) with, for every candidate: φ(ΔJ), C_λ, U0,
+MV (and why it is undefined), CVU and its status, Q, the value against stopping, each
+feasibility test with its reason, and why it was excluded; attributes hold the chosen m*,
+whether to stop and why, the settings, λ_t and the decision stability Pr(argmax flips).
+
+The rule::
+
+    Q(m)            = U0(m) + β·CVU(m),   CVU(m) = E_Y[G0(s^{m,Y})] − G0(s^∅)
+    value_vs_stop(m) = Q(m) + β·G0(s^∅) = U0(m) + β·E_Y[G0(s^{m,Y})]
+    m*              = argmax_{m ∈ M^feasible} Q(m)
+    stop            ⇔ no feasible m has value_vs_stop(m) > 0
+
+The stop compares doing m now and continuing with stopping (value 0), not with waiting: s^∅ still
+offers m*, so G0(s^∅) ≥ U0(m*) and "stop when no Q > 0" would forfeit a worthwhile last action.
+G0(s^∅) is one number per decision (s^∅ keeps b_t, λ_t, π_t and q_t for every candidate), so the
+ranking by Q and by value_vs_stop is the same.  Without CVU (β = 0, or at the horizon where
+CVU := 0) value_vs_stop = U0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from belief.decision.functionals import Functional, parse_functional
-from belief.decision.safety import SafetyGate
-from belief.decision.scores import check_beta, marginal_value, net_utility, q_score, weighted_cost
+from belief.decision.cvu import cvu_for_state
+from belief.decision.feasibility import Feasibility, feasibility
+from belief.decision.functionals import Functional
+from belief.decision.scores import (
+    g0,
+    marginal_value,
+    net_utility,
+    q_score,
+    value_vs_stop,
+    weighted_cost,
+)
+from belief.decision.settings import DecisionSettings
 from belief.decision.state import State
-from belief.decision.weights import WeightRule, as_weight_rule, next_weights
+from belief.decision.weights import next_weights
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
+from belief.posterior.experiments import Experiment
 from belief.posterior.transfer import transfer_attrs
+from belief.validate import integer
 
-__all__ = ["argmax_or_stop", "budget_feasibility", "decide", "decision_stability",
-           "decision_table"]
+__all__ = ["STOP", "argmax_or_stop", "decide", "decision_stability", "decision_table"]
 
 STOP = "(stop)"
-
-
-def budget_feasibility(costs: xr.DataArray, budget: xr.DataArray) -> tuple[np.ndarray, list[str]]:
-    """M^budget: ΔC_r(m) ≤ b_r for every resource r, with a reason naming the failing budgets."""
-    over = (costs > budget + 1e-12).transpose("candidate", "resource").values
-    resources = list(costs["resource"].values)
-    reasons = []
-    for i, row in enumerate(over):
-        bad = [f"{r} needs {costs.values[i, j]:g} > {budget.values[j]:g} left"
-               for j, r in enumerate(resources) if row[j]]
-        reasons.append("over budget: " + "; ".join(bad) if bad else "within budget")
-    return ~over.any(axis=1), reasons
 
 
 def argmax_or_stop(q: np.ndarray, eligible: np.ndarray, threshold: float = 0.0) -> np.ndarray:
@@ -53,180 +66,257 @@ def argmax_or_stop(q: np.ndarray, eligible: np.ndarray, threshold: float = 0.0) 
 
 
 def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.ndarray,
-                       bonus: np.ndarray, feasible: np.ndarray, chosen: int,
-                       resamples: int = 200, seed: int = 0) -> float:
-    """Pr(argmax Q flips) under a nonparametric bootstrap of the joint posterior draws.
+                       continuation: np.ndarray, feasible: np.ndarray, chosen: int,
+                       resamples: int = 200, seed: int = 0,
+                       continuation_se: np.ndarray | None = None) -> float:
+    """Pr(argmax flips) under a bootstrap of the joint posterior draws and CVU's error.
 
     Scheme: draw ``resamples`` bootstrap replicates of the sample index (with replacement,
-    the same index for every candidate so joint structure is kept), recompute φ(ΔJ) and
-    Q = φ − C_λ + bonus (bonus = β·CVU held at its estimate; feasibility held fixed), and report
-    the fraction of replicates whose argmax (or stop) differs from ``chosen`` (−1 = stop).
-    A proxy for how much the decision rests on Monte Carlo noise, not a value.
+    the same index for every candidate so joint structure is kept), recompute φ(ΔJ) and the
+    value against stopping U0 + ``continuation`` (continuation = β·E_Y[G0(s^{m,Y})] at its
+    estimate, plus, when ``continuation_se`` is given, an independent N(0, se²) error per
+    candidate and replicate — CVU's Monte Carlo error, β·se; feasibility held fixed), and
+    report the fraction of replicates whose argmax (or stop) differs from ``chosen`` (−1 =
+    stop).  A proxy for how much the decision rests on Monte Carlo noise, not a value.
     """
     rng = np.random.default_rng(seed)
     n = gain.shape[0]
     idx = rng.integers(0, n, size=(resamples, n))
-    boot = gain[idx]  # (B, n, C)
-    phi = functional(np.moveaxis(boot, 1, -1))  # (B, C)
-    q = phi - c_lambda[None, :] + bonus[None, :]
-    picks = argmax_or_stop(q, feasible[None, :])
+    phi = functional(np.moveaxis(gain[idx], 1, -1))  # (B, C)
+    value = phi - c_lambda[None, :] + continuation[None, :]
+    if continuation_se is not None:
+        se = np.nan_to_num(np.asarray(continuation_se, float), nan=0.0)
+        value = value + se[None, :] * rng.standard_normal(value.shape)
+    picks = argmax_or_stop(value, feasible[None, :])
     return float(np.mean(picks != chosen))
 
 
-def decide(state: State, candidates: CandidateSet, *,
-           functional: str | Functional = "mean",
-           weights: WeightRule | Mapping[str, float] = None,
-           beta: float = 0.0, gate: SafetyGate | None = None,
-           cvu: xr.Dataset | None = None, stability_resamples: int = 200,
-           seed: int = 0) -> xr.Dataset:
-    """Score every candidate at state s_t and pick m*_t = argmax_{feasible} Q.
+def _excluded_reasons(ids: list[str], pick: int, feas: Feasibility, value: np.ndarray,
+                      q: np.ndarray, cvu_ok: np.ndarray, chosen: str,
+                      cvu_why: np.ndarray) -> list[str]:
+    reasons = []
+    for i in range(len(ids)):
+        if i == pick:
+            reasons.append("chosen")
+        elif not feas.available[i]:
+            reasons.append("not available: executed and not repeatable")
+        elif not feas.affordable[i]:
+            reasons.append(feas.budget_reason[i])
+        elif not feas.safe[i]:
+            reasons.append(str(feas.safety["safe_reason"].values[i]))
+        elif not cvu_ok[i]:
+            reasons.append(f"not ranked: CVU could not be estimated ({cvu_why[i]})")
+        elif value[i] <= 0:
+            reasons.append(f"economic stop: U0 + β·E[G0] = {value[i]:.4g} <= 0 (stopping "
+                           "is worth more)")
+        else:
+            reasons.append(f"feasible, lower Q ({q[i]:.4g}) than {chosen}")
+    return reasons
+
+
+def _cvu_errors(cvu: xr.Dataset, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """CVU's total standard error per candidate (``cvu_se``, else the root sum of squares of
+    ``cvu_mcse`` and ``cvu_draws_se`` that are present; 0 when none is) and why a CVU is NaN
+    (``cvu_reason`` when given)."""
+    def get(name: str, fill: object) -> np.ndarray:
+        if name in cvu:
+            return cvu[name].reindex(candidate=ids).values
+        return np.full(len(ids), fill, dtype=object if isinstance(fill, str) else float)
+
+    if "cvu_se" in cvu:
+        se = get("cvu_se", 0.0).astype(float)
+    else:
+        se = np.sqrt(np.nan_to_num(get("cvu_mcse", 0.0).astype(float)) ** 2
+                     + np.nan_to_num(get("cvu_draws_se", 0.0).astype(float)) ** 2)
+    why = np.array([w if isinstance(w, str) and w else "CVU is NaN, no reason given"
+                    for w in get("cvu_reason", "")], dtype=object)
+    return se, why
+
+
+def _cvu_status(base: str, ids: list[str], relevant: np.ndarray, cvu_ok: np.ndarray,
+                why: np.ndarray) -> str:
+    """``base`` ("estimated" or "given"), or the candidates whose CVU is NaN and why."""
+    bad = [i for i in range(len(ids)) if relevant[i] and not cvu_ok[i]]
+    if not bad:
+        return base
+    listed = "; ".join(f"{ids[i]} ({why[i]})" for i in bad)
+    return (f"{base} except for {len(bad)} feasible candidate(s) whose CVU could not be "
+            f"estimated and which are not ranked: {listed}")
+
+
+def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
+           seed: int = 0, cvu: xr.Dataset | None = None,
+           experiments: Mapping[str, Experiment] | None = None,
+           refit: Callable[[str, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+    """Score every candidate at state s_t and pick m*_t = argmax_{feasible} Q, or stop.
 
     Parameters
     ----------
     state : State
         s_t, with q_t in ``state.belief``.
     candidates : CandidateSet
-    functional : str or Functional
-        φ: ``"mean"``, ``"lcb:Q"`` or ``"cvar:A"``; the same φ is used in U0 and MV.
-    weights : WeightRule or mapping
-        λ rule (a mapping means fixed weights); λ_t = rule(b_t, s_t).
-    beta : float
-        β ≥ 0 in Q = U0 + β·CVU.
-    gate : SafetyGate, optional
-        Execution-safety gate (default: Clopper–Pearson, α_exec = 0.1, δ = 0.05).
+    settings : DecisionSettings
+        φ, the λ rule, β, the safety gate, the CVU settings, the horizon and the stability
+        bootstrap, validated when they were built.
+    seed : int
+        Seeds CVU's outcomes and the stability bootstrap.
     cvu : Dataset over ``candidate``, optional
-        ``cvu`` (and optionally ``cvu_mcse``, ``pareto_k``, ``cvu_method``) from the CVU
-        estimator; when absent CVU = 0 and is labelled "not computed".
-    stability_resamples : int
-        Bootstrap replicates for :func:`decision_stability` (0 to skip).
+        A CVU computed elsewhere (``cvu``; optionally its errors ``cvu_se`` or ``cvu_mcse`` and
+        ``cvu_draws_se``, ``cvu_method``, ``cvu_reason``, ``pareto_k`` and the attribute
+        ``g0_null``); by default, when β > 0 and the step is not terminal, CVU is computed
+        here for the feasible candidates.  A feasible candidate whose CVU is NaN is never
+        ranked (its Q is NaN): its ``excluded_reason`` and the ``cvu_status`` say why.
+    experiments : mapping id → Experiment, optional
+        CVU's experiments (default: from the gains model's draws in q_t).
+    refit : callable (m, Y) → next-gain draws, optional
+        Exact refits for CVU where PSIS k̂ is too high.
 
     Returns
     -------
-    Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)) for
-    the continuation); attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1),
-    ``stop_reason``, ``functional``, ``beta``, ``lambda_<resource>``, ``flip_probability``;
-    when q_t holds transfer draws, the current policy's ``delta_j_mean``, ``delta_j_lo90``,
-    ``delta_j_hi90``, ``g_j_mean``, ``g_j_lo90``, ``g_j_hi90`` and ``delta_j_source`` (reported
-    only: δ_J is not a value input).
+    Dataset over ``candidate`` (``lambda_next_<resource>`` holds λ_{t+1} = λ(b_t − ΔC(m)));
+    variables ``phi_gain``, ``c_lambda``, ``u0``, ``mv``, ``cvu``, ``q``, ``value_vs_stop``,
+    the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
+    error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
+    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known;
+    attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1), ``stop_reason``,
+    ``functional``, ``beta``, ``g0_null``, ``cvu_status``, ``lambda_<resource>``,
+    ``flip_probability`` (under posterior resampling and CVU's error, β·cvu_se per candidate);
+    when q_t holds transfer draws, the current policy's δ_J and G_J summaries (reported only:
+    δ_J is not a value input).
     """
-    fn = parse_functional(functional)
-    beta = check_beta(beta)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise InputError("seed", f"seed must be an integer >= 0, got {seed!r}")
-    if weights is None:
-        raise InputError("weights", "resource weights λ are required (a mapping resource→λ or "
-                                    "a WeightRule)")
-    rule = as_weight_rule(weights)
-    gate = gate or SafetyGate()
+    if not isinstance(settings, DecisionSettings):
+        raise InputError("settings", f"expected DecisionSettings, got {type(settings).__name__}")
+    if settings.weights is None:
+        raise InputError("weights", "resource weights λ are required (a mapping resource→λ, a "
+                                    "WeightRule or a callable)")
+    seed = integer(seed, "seed", minimum=0)
     belief = state.belief
     ids = candidates.ids
     check_belief_candidates(belief, candidates)
-    lam = rule(state.budget, state)
-    costs = candidates.costs()
-    budget = state.budget.sel(resource=costs["resource"])
+    resources = list(candidates.resources)
+    costs = candidates.costs().values  # (C, R)
+    budget = state.budget.sel(resource=resources).values.astype(float)
+    lam_rule = settings.weights.bind(resources, state)  # λ checked against the resources once
+    lam = lam_rule(budget)
+    fn, beta = settings.functional, settings.beta
 
-    gain = belief["gain"].transpose("sample", "candidate")
-    phi = xr.DataArray(fn(gain.values.T), dims="candidate", coords={"candidate": ids},
-                       name="phi_gain")
+    gain = belief["gain"].transpose("sample", "candidate").values
+    phi = fn(gain.T)
     c_lambda = weighted_cost(costs, lam)
     u0 = net_utility(phi, c_lambda)
-    mv, mv_reason = marginal_value(phi, c_lambda, belief["changes_policy"])
+    mv, mv_reason = marginal_value(phi, c_lambda, belief["changes_policy"].values)
 
-    available = np.ones(len(ids), bool) if state.available is None else np.isin(
-        ids, list(state.available))
-    budget_ok, budget_reason = budget_feasibility(costs, budget)
-    safety = gate.evaluate(candidates, belief["executions"], belief["unsafe"],
-                           belief.get("p_unsafe"))
-    safe = safety["safe"].values.astype(bool)
-
-    if state.is_terminal:
-        cvu_vals = np.zeros(len(ids))
+    feas = feasibility(state, candidates, settings.gate, costs, budget)
+    feasible = feas.feasible
+    terminal = settings.is_terminal(state.step)
+    if terminal:
+        cvu = None
         cvu_status = "terminal step: CVU := 0, Q = U0"
+    elif cvu is None and beta > 0:
+        cvu = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
+                            experiments=experiments, refit=refit)
+        cvu_status = "estimated"
     elif cvu is None:
-        cvu_vals = np.zeros(len(ids))
-        cvu_status = "not computed: CVU = 0 (Q = U0)"
+        cvu_status = "not computed (β = 0): CVU = 0, Q = U0"
+    else:
+        cvu_status = "given"
+    if cvu is None:
+        cvu_vals, g0_null = np.zeros(len(ids)), 0.0
+        cvu_se, cvu_why = np.zeros(len(ids)), np.full(len(ids), "", dtype=object)
     else:
         cvu_vals = cvu["cvu"].reindex(candidate=ids).values.astype(float)
-        cvu_status = "estimated"
-    cvu_da = xr.DataArray(cvu_vals, dims="candidate", coords={"candidate": ids}, name="cvu")
-    q = q_score(u0, cvu_da, beta)
+        # G0(s^∅) = max(0, max_{m ∈ M^feasible} U0(m)) is exact from the decision's own U0 when a
+        # given CVU does not carry it (a default of 0 would bring back the "Q > 0" stop)
+        g0_null = float(cvu.attrs["g0_null"]) if "g0_null" in cvu.attrs else float(
+            g0(u0, feasible))
+        cvu_se, cvu_why = _cvu_errors(cvu, ids)
+        if not np.isfinite(g0_null):  # G0(s^∅) itself failed: no CVU can be used
+            cvu_vals = np.full(len(ids), np.nan)
+            cvu_why = np.full(len(ids), "G0(s^∅) is not finite", dtype=object)
+        # candidates CVU did not score (infeasible ones) carry no continuation
+        cvu_vals = np.where(feasible | np.isfinite(cvu_vals), cvu_vals, 0.0)
+        cvu_status = _cvu_status(cvu_status, ids, feasible, np.isfinite(cvu_vals), cvu_why)
+    cvu_ok = np.isfinite(cvu_vals)
+    q = q_score(u0, cvu_vals, beta)  # NaN where CVU is NaN: never ranked (cvu_ok)
+    value = value_vs_stop(q, g0_null if np.isfinite(g0_null) else 0.0, beta)
 
-    feasible = available & budget_ok & safe
-    pick = int(argmax_or_stop(q.values, feasible))
+    pick = int(argmax_or_stop(value, feasible & cvu_ok))
     chosen = ids[pick] if pick >= 0 else STOP
     if pick >= 0:
         stop, stop_reason = False, ""
-    elif not (available & budget_ok).any():
+    elif not (feas.available & feas.affordable).any():
         stop, stop_reason = True, "budget exhausted: no available candidate fits the budget"
     elif not feasible.any():
         stop, stop_reason = True, "no feasible candidate (unsafe or over budget)"
+    elif not (feasible & cvu_ok).any():
+        stop, stop_reason = True, "no feasible candidate has an estimable CVU"
     else:
-        stop, stop_reason = True, "economic stop: no feasible candidate has Q > 0"
-
-    excluded = []
-    for i in range(len(ids)):
-        if i == pick:
-            excluded.append("chosen")
-        elif not available[i]:
-            excluded.append("not available: executed and not repeatable")
-        elif not budget_ok[i]:
-            excluded.append(budget_reason[i])
-        elif not safe[i]:
-            excluded.append(str(safety["safe_reason"].values[i]))
-        elif q.values[i] <= 0:
-            excluded.append(f"economic stop: Q = {q.values[i]:.4g} <= 0")
-        else:
-            excluded.append(f"feasible, lower Q than {chosen}")
+        label = "U0 + β·E[G0(s')]" if cvu is not None else "U0"
+        stop, stop_reason = True, (f"economic stop: no feasible candidate is worth more than "
+                                   f"stopping ({label} <= 0 for every one)")
 
     flip = float("nan")
-    if stability_resamples > 0:
-        flip = decision_stability(gain.values, fn, c_lambda.values, beta * cvu_vals, feasible,
-                                  pick, stability_resamples, seed)
+    if settings.stability_resamples > 0:
+        cont = (beta * (cvu_vals + g0_null)) if cvu is not None else np.zeros(len(ids))
+        flip = decision_stability(gain, fn, c_lambda, np.nan_to_num(cont, nan=-np.inf),
+                                  feasible & cvu_ok, pick, settings.stability_resamples, seed,
+                                  continuation_se=beta * cvu_se if cvu is not None else None)
 
-    lam_next = next_weights(rule, budget, costs, state)
+    lam_next = next_weights(lam_rule, budget, costs)  # (C, R)
+    cand = ("candidate",)
     ds = xr.Dataset(
         {
-            "phi_gain": phi, "c_lambda": c_lambda, "u0": u0, "mv": mv, "mv_reason": mv_reason,
-            "cvu": cvu_da, "q": q,
-            **{f"cost_{r}": costs.sel(resource=r, drop=True) for r in costs["resource"].values},
-            "available": ("candidate", available), "budget_ok": ("candidate", budget_ok),
-            "budget_reason": ("candidate", np.array(budget_reason, dtype=object)),
-            "safe": ("candidate", safe), "safe_reason": safety["safe_reason"],
-            "p_exec_bound": safety["p_exec_bound"],
-            "ucb_clopper_pearson": safety["ucb_clopper_pearson"],
-            "ucb_posterior": safety["ucb_posterior"],
-            "feasible": ("candidate", feasible),
-            "chosen": ("candidate", np.arange(len(ids)) == pick),
-            "excluded_reason": ("candidate", np.array(excluded, dtype=object)),
-            **{f"lambda_next_{r}": lam_next.sel(resource=r, drop=True)
-               for r in costs["resource"].values},
+            "phi_gain": (cand, phi), "c_lambda": (cand, c_lambda), "u0": (cand, u0),
+            "mv": (cand, mv), "mv_reason": (cand, mv_reason),
+            "cvu": (cand, cvu_vals), "q": (cand, q), "value_vs_stop": (cand, value),
+            **{f"cost_{r}": (cand, costs[:, k]) for k, r in enumerate(resources)},
+            "available": (cand, feas.available), "budget_ok": (cand, feas.affordable),
+            "budget_reason": (cand, np.array(feas.budget_reason, dtype=object)),
+            "safe": (cand, feas.safe), "safe_reason": feas.safety["safe_reason"],
+            "p_exec_bound": feas.safety["p_exec_bound"],
+            "ucb_clopper_pearson": feas.safety["ucb_clopper_pearson"],
+            "ucb_posterior": feas.safety["ucb_posterior"],
+            "feasible": (cand, feasible),
+            "chosen": (cand, np.arange(len(ids)) == pick),
+            "excluded_reason": (cand, np.array(
+                _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen, cvu_why),
+                dtype=object)),
+            **{f"lambda_next_{r}": (cand, lam_next[:, k]) for k, r in enumerate(resources)},
         },
         coords={"candidate": ids, "role": belief["role"], "lens": belief["lens"],
                 "method": belief["method"]},
     )
-    if cvu is not None and not state.is_terminal:
-        for extra in ("cvu_mcse", "pareto_k", "pareto_k_bad", "n_refits", "cvu_method"):
+    ds["value_vs_stop"].attrs["long_name"] = ("value of doing m now and continuing, against "
+                                              "stopping: U0 + β·E_Y[G0(s^{m,Y})]")
+    if cvu is not None:
+        ds["cvu_se"] = (cand, np.where(cvu_ok, cvu_se, np.nan))
+        ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
+                                           "the error of the finite posterior draws")
+        for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
+                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes"):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
+    gate = settings.gate
     ds.attrs.update({
         "step": int(state.step), "policy": state.policy, "chosen": chosen, "stop": int(stop),
         "stop_reason": stop_reason, "functional": str(fn), "beta": beta,
-        "cvu_status": cvu_status, "weights_rule": rule.describe(),
-        "flip_probability": flip, "alpha_exec": gate.alpha_exec, "delta": gate.delta,
-        "safety_method": gate.method,
+        "g0_null": g0_null, "cvu_status": cvu_status,
+        "weights_rule": settings.weights.describe(), "flip_probability": flip,
+        "alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method,
+        "horizon": -1 if settings.horizon is None else settings.horizon,
         "reliable": int(belief.attrs.get("reliable", 1)),
         "reliability_reason": str(belief.attrs.get("reliability_reason", "")),
-        **{f"lambda_{r}": float(v) for r, v in zip(lam["resource"].values, lam.values,
-                                                   strict=True)},
-        **{f"budget_{r}": float(v) for r, v in zip(budget["resource"].values, budget.values,
-                                                   strict=True)},
+        **{f"lambda_{r}": float(v) for r, v in zip(resources, lam, strict=True)},
+        **{f"budget_{r}": float(v) for r, v in zip(resources, budget, strict=True)},
     })
     ds.attrs.update(transfer_attrs(belief, state.policy))
     return ds
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:
-    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, Q, feasible, chosen, reason."""
-    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "q", "feasible", "chosen",
-            "excluded_reason"]
-    return decision[cols].to_dataframe()[cols]
+    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, Q, value against stopping,
+    feasible, chosen, reason."""
+    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "q", "value_vs_stop", "feasible",
+            "chosen", "excluded_reason"]
+    return decision[[c for c in cols if c in decision]].to_dataframe()[
+        [c for c in cols if c in decision]]

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from belief.errors import InputError
+from belief.validate import is_number
 
-__all__ = ["Functional", "apply_functional", "cvar", "lcb", "mean", "parse_functional"]
+__all__ = ["Functional", "apply_functional", "cvar", "lcb", "mean", "parse_functional",
+           "weighted_columns"]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -47,8 +49,7 @@ class Functional:
                 raise InputError("functional", "mean takes no parameter")
             return
         p = self.param
-        if p is None or isinstance(p, bool) or not isinstance(p, int | float | np.number) \
-                or not np.isfinite(p):
+        if not (is_number(p) and np.isfinite(p)):
             raise InputError("functional", f"{self.kind} needs a finite parameter, got {p!r}")
         if self.kind == "lcb" and not 0 < p < 1:
             raise InputError("functional", f"lcb quantile q must satisfy 0 < q < 1, got {p}")
@@ -91,40 +92,66 @@ def _normalised(draws: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarr
     return x, w
 
 
+def _sorted(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(x, axis=-1, kind="stable")
+    return np.take_along_axis(x, order, -1), np.take_along_axis(w, order, -1)
+
+
+def _lcb_sorted(xs: np.ndarray, ws: np.ndarray, q: float) -> np.ndarray:
+    """Inverted-CDF q-quantile of sorted values ``xs`` with normalised weights ``ws``."""
+    cw = np.cumsum(ws, axis=-1)
+    # first index whose cumulative weight reaches q (guarding against round-off at the top)
+    idx = np.minimum((cw < q * (1 - 1e-12)).sum(axis=-1), xs.shape[-1] - 1)
+    return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
+
+
+def _cvar_sorted(xs: np.ndarray, ws: np.ndarray, alpha: float) -> np.ndarray:
+    """(1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1))) on sorted values."""
+    before = np.cumsum(ws, axis=-1) - ws
+    portion = np.minimum(ws, np.clip(alpha - before, 0.0, None))
+    return (xs * portion).sum(axis=-1) / portion.sum(axis=-1)
+
+
 def mean(draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Weighted mean along the last axis: Σ w_i x_i."""
     x, w = _normalised(draws, weights)
     return (x * w).sum(axis=-1)
 
 
-def _sorted(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(x, axis=-1, kind="stable")
-    return np.take_along_axis(x, order, -1), np.take_along_axis(w, order, -1)
-
-
 def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.ndarray:
     """Weighted q-quantile along the last axis (inverted-CDF definition)."""
-    xs, ws = _sorted(*_normalised(draws, weights))
-    cw = np.cumsum(ws, axis=-1)
-    # first index whose cumulative weight reaches q (guarding against round-off at the top)
-    idx = np.minimum((cw < q * (1 - 1e-12)).sum(axis=-1), xs.shape[-1] - 1)
-    return np.take_along_axis(xs, idx[..., None], -1)[..., 0]
+    return _lcb_sorted(*_sorted(*_normalised(draws, weights)), q)
 
 
 def cvar(draws: np.ndarray, alpha: float, weights: np.ndarray | None = None) -> np.ndarray:
     """Mean of the lowest α fraction: (1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1)))."""
-    xs, ws = _sorted(*_normalised(draws, weights))
-    before = np.cumsum(ws, axis=-1) - ws
-    inside = np.clip(alpha - before, 0.0, None)
-    portion = np.minimum(ws, inside)
-    return (xs * portion).sum(axis=-1) / portion.sum(axis=-1)
+    return _cvar_sorted(*_sorted(*_normalised(draws, weights)), alpha)
 
 
 def apply_functional(functional: Functional, draws: np.ndarray,
                      weights: np.ndarray | None = None) -> np.ndarray:
-    """Dispatch to :func:`mean`, :func:`lcb` or :func:`cvar`."""
+    """φ along the last axis: dispatch to :func:`mean`, :func:`lcb` or :func:`cvar`."""
     if functional.kind == "mean":
         return mean(draws, weights)
     if functional.kind == "lcb":
         return lcb(draws, functional.param, weights)
     return cvar(draws, functional.param, weights)
+
+
+def weighted_columns(functional: Functional, draws: np.ndarray,
+                     weights: np.ndarray) -> np.ndarray:
+    """φ of every column of ``draws`` (S, C) under each row of ``weights`` (J, S) → (J, C).
+
+    The same definitions as :func:`apply_functional` (same sorted-array kernels); the columns
+    are sorted once and each weight row is gathered into each column's order, so LCB and CVaR
+    cost O(J·C·S) after one sort — what the continuation value needs for J simulated outcomes.
+    """
+    w = weights / weights.sum(axis=-1, keepdims=True)
+    if functional.kind == "mean":
+        return w @ draws
+    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
+    xs = np.take_along_axis(draws, order, 0).T  # (C, S)
+    ws = w[:, order.T]  # (J, C, S)
+    if functional.kind == "lcb":
+        return _lcb_sorted(xs, ws, functional.param)
+    return _cvar_sorted(xs[None], ws, functional.param)

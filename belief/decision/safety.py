@@ -4,6 +4,9 @@ Two estimators of the upper bound, picked per decision:
 
 - ``clopper_pearson``: the exact one-sided Clopper–Pearson bound for k unsafe outcomes in n
   executions, UCB = Beta.ppf(1 − δ; k + 1, n − k) (= 1 when k = n; = 1 when n = 0).
+  Its companions, for reports: the one-sided lower bound :func:`clopper_pearson_lower`
+  (Beta.ppf(δ; k, n − k + 1), 0 when k = 0) and the two-sided exact interval
+  :func:`clopper_pearson_interval` (``scipy.stats.binomtest(k, n).proportion_ci``).
 - ``posterior``: the (1 − δ)-quantile of the posterior draws of p_unsafe (from the
   execution-risk model, carried in the belief as ``p_unsafe``).
 
@@ -28,15 +31,16 @@ from scipy import stats
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
+from belief.validate import is_number
 
-__all__ = ["SafetyGate", "clopper_pearson_upper", "deployment_check", "posterior_upper"]
+__all__ = ["SafetyGate", "clopper_pearson_interval", "clopper_pearson_lower",
+           "clopper_pearson_upper", "deployment_check", "posterior_upper"]
 
 METHODS = ("clopper_pearson", "posterior")
 
 
 def _check_level(value: float, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number) \
-            or not np.isfinite(value) or not 0 < value < 1:
+    if not (is_number(value) and np.isfinite(value) and 0 < value < 1):
         raise InputError(name, f"{name} must satisfy 0 < {name} < 1, got {value!r}")
 
 
@@ -71,6 +75,16 @@ def clopper_pearson_upper(k: np.ndarray | int, n: np.ndarray | int,
         For negative or non-integer counts, k > n, or δ outside (0, 1).
     """
     _check_level(delta, "delta")
+    kk, nn = _counts(k, n, table, rows)
+    out = np.ones(kk.shape)
+    ok = kk < nn
+    out[ok] = stats.beta.ppf(1.0 - delta, kk[ok] + 1.0, nn[ok] - kk[ok])
+    return out
+
+
+def _counts(k: np.ndarray | int, n: np.ndarray | int, table: str,
+            rows: list | None) -> tuple[np.ndarray, np.ndarray]:
+    """(k, n) broadcast as floats, refusing non-integer or negative counts and k > n."""
     kk, nn = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
     for name, arr in (("unsafe count k", kk), ("count n", nn)):
         bad = ~np.isfinite(arr) | (arr != np.floor(arr))
@@ -83,10 +97,48 @@ def clopper_pearson_upper(k: np.ndarray | int, n: np.ndarray | int,
     if np.any(bad):
         raise InputError(table, "unsafe count k exceeds n (executions or trials)",
                          row=_first_bad(bad, rows))
-    out = np.ones(kk.shape)
-    ok = kk < nn
-    out[ok] = stats.beta.ppf(1.0 - delta, kk[ok] + 1.0, nn[ok] - kk[ok])
+    return kk, nn
+
+
+def clopper_pearson_lower(k: np.ndarray | int, n: np.ndarray | int,
+                          delta: float = 0.05, *, table: str = "safety_events",
+                          rows: list | None = None) -> np.ndarray:
+    """Exact one-sided (1 − δ) Clopper–Pearson lower bound on a binomial proportion.
+
+    LCB_{1−δ}(k, n) = Beta.ppf(δ; k, n − k + 1) for k > 0, and 0 when k = 0 (including
+    n = 0).  Equal to the lower end of the two-sided exact interval at level 1 − 2δ; the
+    mirror image of :func:`clopper_pearson_upper`: LCB(k, n) = 1 − UCB(n − k, n).
+    """
+    _check_level(delta, "delta")
+    kk, nn = _counts(k, n, table, rows)
+    out = np.zeros(kk.shape)
+    ok = kk > 0
+    out[ok] = stats.beta.ppf(delta, kk[ok], nn[ok] - kk[ok] + 1.0)
     return out
+
+
+def clopper_pearson_interval(k: np.ndarray | int, n: np.ndarray | int,
+                             level: float = 0.95, *, table: str = "safety_events",
+                             rows: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact two-sided Clopper–Pearson interval at confidence ``level`` (0 < level < 1).
+
+    [Beta.ppf(α/2; k, n − k + 1), Beta.ppf(1 − α/2; k + 1, n − k)] with α = 1 − level (0 for
+    k = 0, 1 for k = n), computed by ``scipy.stats.binomtest(k, n).proportion_ci(level,
+    method="exact")``; with no trials (n = 0) the interval is [0, 1].
+
+    Returns
+    -------
+    (low, high) : arrays of the broadcast shape of k and n
+    """
+    _check_level(level, "level")
+    kk, nn = _counts(k, n, table, rows)
+    low, high = np.zeros(kk.shape), np.ones(kk.shape)
+    for idx in np.ndindex(kk.shape):
+        if nn[idx] > 0:
+            ci = stats.binomtest(int(kk[idx]), int(nn[idx])).proportion_ci(
+                confidence_level=level, method="exact")
+            low[idx], high[idx] = ci.low, ci.high
+    return low, high
 
 
 def posterior_upper(p_unsafe: xr.DataArray, delta: float = 0.05,
@@ -157,6 +209,10 @@ class SafetyGate:
         for i, _c in enumerate(candidates):
             if not hw[i]:
                 reasons.append("no hardware: P_exec = 0")
+            elif int(n.values[i]) == 0 and not safe[i]:
+                reasons.append(f"unsafe: no execution-safety data (0/0 unsafe): {label} UCB "
+                               f"{bound[i]:.3f} > α_exec {self.alpha_exec:g}; give its bench "
+                               "runs as safety_events")
             elif safe[i]:
                 reasons.append(f"{label} UCB {bound[i]:.3f} <= α_exec {self.alpha_exec:g} "
                                f"({int(k.values[i])}/{int(n.values[i])} unsafe)")

@@ -1,4 +1,4 @@
-"""Scores of the framework, as array functions over candidates.
+"""Scores of the framework, as array functions over candidates (the last axis).
 
 - C_λ(m) = λᵀ ΔC(m)
 - U0(m)  = φ[ΔJ(m)] − C_λ(m)                       (performance net utility)
@@ -6,62 +6,55 @@
   C_λ = 0, and uninformative for diagnosis and model-update candidates, whose immediate gain
   is 0 by definition)
 - Q(m)   = U0(m) + β · CVU(m), with CVU := 0 at the horizon (Q = U0)
+- value against stopping V(m) = Q(m) + β · G0(s^∅) = U0(m) + β · E_Y[G0(s^{m,Y})]
 - G0(s)  = max(0, max_{m ∈ M^feasible(s)} U0(m | s))   (0 = the option to stop)
 """
 
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
-from belief.errors import InputError
-
-__all__ = ["check_beta", "g0", "marginal_value", "net_utility", "q_score", "weighted_cost"]
+__all__ = ["g0", "marginal_value", "net_utility", "q_score", "value_vs_stop", "weighted_cost"]
 
 
-def weighted_cost(costs: xr.DataArray, lam: xr.DataArray) -> xr.DataArray:
-    """C_λ = Σ_r λ_r ΔC_r over the ``resource`` dim."""
-    return (costs * lam).sum("resource").rename("c_lambda")
+def weighted_cost(costs: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """C_λ = Σ_r λ_r ΔC_r: costs (C, R) and λ (R,) → (C,)."""
+    return np.asarray(costs, dtype=float) @ np.asarray(lam, dtype=float)
 
 
-def net_utility(phi_gain: xr.DataArray, c_lambda: xr.DataArray) -> xr.DataArray:
+def net_utility(phi_gain: np.ndarray, c_lambda: np.ndarray) -> np.ndarray:
     """U0 = φ(ΔJ) − C_λ."""
-    return (phi_gain - c_lambda).rename("u0")
+    return np.asarray(phi_gain, dtype=float) - np.asarray(c_lambda, dtype=float)
 
 
-def marginal_value(phi_gain: xr.DataArray, c_lambda: xr.DataArray,
-                   changes_policy: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+def marginal_value(phi_gain: np.ndarray, c_lambda: np.ndarray,
+                   changes_policy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """MV = φ(ΔJ) / C_λ and a reason per candidate where it is not defined.
 
     Returns
     -------
-    mv, reason : DataArray
+    mv, reason : arrays (C,)
         ``mv`` is NaN where C_λ = 0 ("undefined") or the candidate does not change the policy
         ("uninformative").
     """
-    cl = c_lambda.values
-    adapt = changes_policy.values.astype(bool)
+    cl = np.asarray(c_lambda, dtype=float)
+    adapt = np.asarray(changes_policy).astype(bool)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mv = np.where(adapt & (cl > 0), phi_gain.values / np.where(cl > 0, cl, 1.0), np.nan)
+        mv = np.where(adapt & (cl > 0), np.asarray(phi_gain) / np.where(cl > 0, cl, 1.0), np.nan)
     reason = np.where(~adapt, "uninformative: immediate gain is 0 by definition (value via CVU)",
                       np.where(cl > 0, "", "undefined: C_λ = 0"))
-    coords = {"candidate": phi_gain["candidate"].values}
-    return (xr.DataArray(mv, dims="candidate", coords=coords, name="mv"),
-            xr.DataArray(reason.astype(object), dims="candidate", coords=coords,
-                         name="mv_reason"))
+    return mv, reason.astype(object)
 
 
-def check_beta(beta: float) -> float:
-    """β must be a finite number ≥ 0."""
-    if isinstance(beta, bool) or not isinstance(beta, int | float | np.number) \
-            or not np.isfinite(beta) or beta < 0:
-        raise InputError("beta", f"β must be a finite number >= 0, got {beta!r}")
-    return float(beta)
-
-
-def q_score(u0: xr.DataArray, cvu: xr.DataArray, beta: float) -> xr.DataArray:
+def q_score(u0: np.ndarray, cvu: np.ndarray, beta: float) -> np.ndarray:
     """Q = U0 + β · CVU."""
-    return (u0 + check_beta(beta) * cvu).rename("q")
+    return np.asarray(u0, dtype=float) + beta * np.asarray(cvu, dtype=float)
+
+
+def value_vs_stop(q: np.ndarray, g0_null: float, beta: float) -> np.ndarray:
+    """V = Q + β · G0(s^∅) = U0 + β · E_Y[G0(s^{m,Y})]: doing m now and continuing, against
+    the value of stopping, 0."""
+    return np.asarray(q, dtype=float) + beta * float(g0_null)
 
 
 def g0(u0: np.ndarray, feasible: np.ndarray, axis: int = -1) -> np.ndarray:

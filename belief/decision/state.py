@@ -22,13 +22,14 @@ class State:
     policy : str
         Current policy π_t.
     belief : Dataset
-        q_t (see :func:`make_belief`).
+        q_t (see :func:`belief.posterior.belief_state.make_belief`).
     history : tuple of str
         Candidates executed so far, in order (h_t).
-    horizon : int or None
-        T: the last decision is taken at step T − 1 (CVU := 0 there).
     available : tuple of str or None
         Candidates still available (non-repeatable ones leave after execution); None = all.
+
+    The horizon T is a decision setting (:class:`belief.decision.settings.DecisionSettings`),
+    not part of the state.
     """
 
     step: int
@@ -36,13 +37,7 @@ class State:
     policy: str
     belief: xr.Dataset
     history: tuple[str, ...] = ()
-    horizon: int | None = None
     available: tuple[str, ...] | None = field(default=None)
-
-    @property
-    def is_terminal(self) -> bool:
-        """Whether this is the last decision before the horizon (Q = U0 there)."""
-        return self.horizon is not None and self.step >= self.horizon - 1
 
     def with_(self, **changes) -> State:
         """A copy with fields replaced."""

@@ -2,7 +2,7 @@
 
 Besides the format of :mod:`belief.inputs.candidates`, an optional ``[weights]`` table
 (``real_h = 0.01`` …) gives the default resource weights λ of
-:meth:`belief.posterior.fitted.FittedBelief.decide`, and optional ``[priors.<model>]`` tables
+:meth:`belief.workflow.fitted.FittedBelief.decide`, and optional ``[priors.<model>]`` tables
 state the priors of the models (``gains``, ``exec_risk``, ``transfer``, ``sensitivity``) by the
 names of their parameters, a scale parameter as ``{family = ..., <parameters>}``::
 
@@ -21,7 +21,7 @@ Families: ``half_normal`` (sigma), ``half_student_t`` (nu, sigma), ``half_cauchy
 of :class:`models.gains.GainsPriors`, :class:`models.exec_risk.ExecRiskPriors`,
 :class:`models.transfer.TransferPriors` and :class:`models.sensitivity.SensitivityPriors`.
 This module checks the section's shape (known models, tables); the values are checked against
-the models when a fit is set up (:func:`belief.posterior.fit.model_priors`), with errors naming
+the models when a fit is set up (:func:`belief.workflow.fit.model_priors`), with errors naming
 the file, the ``[priors.<model>]`` key and the allowed values.
 
 :func:`candidates_toml` writes a set back to TOML and :func:`diff_candidates` names every
@@ -41,10 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from belief.decision.weights import check_weights
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
-from belief.inputs.resources import parse_assignments
+from belief.inputs.resources import resource_vector
+
+__all__ = ["PRIOR_MODELS", "CandidateFile", "candidates_toml", "diff_candidates",
+           "load_candidate_file", "load_candidates", "parse_candidate_text", "parse_priors"]
 
 PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity")
 """The models whose priors a ``[priors.<model>]`` table may state."""
@@ -69,12 +71,43 @@ class CandidateFile:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
+_HEADER = re.compile(r"^\s*\[\[\s*[\"']?candidate[\"']?\s*\]\]")
+
+
+def _where(doc: Mapping[str, Any], text: str, row: int) -> str:
+    """How a user finds ``[[candidate]]`` number ``row`` (0-based) of a TOML file: its id and
+    the line of its header (its 1-based position when the file has no headers)."""
+    entries = doc.get("candidate") if isinstance(doc, Mapping) else None
+    entry = entries[row] if isinstance(entries, list) and 0 <= row < len(entries) else None
+    cid = entry.get("id") if isinstance(entry, Mapping) else None
+    name = repr(cid) if isinstance(cid, str) and cid else f"#{row + 1}"
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if _HEADER.match(line)]
+    if isinstance(entries, list) and len(lines) == len(entries):
+        return f"[[candidate]] {name} (line {lines[row]})"
+    return f"[[candidate]] {name} (the {row + 1}. candidate)"
+
+
+def _candidates_from_toml(doc: dict[str, Any], text: str, source: str) -> CandidateSet:
+    """:func:`candidates_from_dict` with errors that name the candidate's id and line."""
+    try:
+        return candidates_from_dict(doc, source=source)
+    except InputError as err:
+        if not (isinstance(err.row, int) and err.where is None and err.table == source):
+            raise
+        rule = _FIRST_AT.sub(lambda m: f"(first given at {_where(doc, text, int(m[1]))})",
+                             err.rule)
+        raise InputError(source, rule, err.row, where=_where(doc, text, err.row)) from None
+
+
+_FIRST_AT = re.compile(r"\(first at row (\d+)\)")
+
+
 def parse_candidate_text(text: str, source: str) -> CandidateFile:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError(source, f"not a valid TOML file ({err})") from None
-    cands = candidates_from_dict(doc, source=source)
+    cands = _candidates_from_toml(doc, text, source)
     weights = None
     if "weights" in doc:
         if not isinstance(doc["weights"], Mapping):
@@ -83,7 +116,8 @@ def parse_candidate_text(text: str, source: str) -> CandidateFile:
                if isinstance(v, bool) or not isinstance(v, int | float)]
         if bad:
             raise InputError(f"{source} [weights]", f"λ of {bad} must be numbers")
-        lam = check_weights(doc["weights"], cands.resources, name=f"{source} [weights]")
+        lam = resource_vector(doc["weights"], cands.resources, f"{source} [weights]",
+                              what="λ", name="lambda")
         weights = {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
                                                     strict=True)}
     return CandidateFile(cands, text, weights, source, parse_priors(doc.get("priors"), source))
@@ -116,7 +150,8 @@ def load_candidate_file(path: str | Path) -> CandidateFile:
     Raises
     ------
     InputError
-        Naming the file, the ``[[candidate]]`` row and the rule.
+        Naming the file, the ``[[candidate]]`` (its id and the line of its header) and the
+        rule.
     """
     path = Path(path)
     try:
@@ -125,6 +160,8 @@ def load_candidate_file(path: str | Path) -> CandidateFile:
         raise InputError(str(path), "file not found") from None
     except IsADirectoryError:
         raise InputError(str(path), "is a folder, expected a TOML file") from None
+    except PermissionError:
+        raise InputError(str(path), "cannot be read (permission denied)") from None
     except UnicodeDecodeError:
         raise InputError(str(path), "not a text (UTF-8) file, expected TOML") from None
     return parse_candidate_text(text, str(path))
@@ -224,21 +261,6 @@ def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:
     return out
 
 
-def parse_weights(text: str, resources: list[str] | tuple[str, ...],
-                  table: str = "--weights") -> dict[str, float]:
-    """Parse ``"real_h=0.01,compute=0.0002,eng_h=0.004"`` into λ (every resource, none unknown).
-
-    Raises
-    ------
-    InputError
-        For a part without ``=``, an amount that is not a number, an unknown or missing
-        resource, or a negative weight.
-    """
-    values = parse_assignments(text, table, what="weight")
-    lam = check_weights(values, list(resources), name=table)
-    return {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values, strict=True)}
-
-
 def load_candidates(path: str | Path) -> CandidateSet:
     """Load candidates (and optionally a starting budget) from a TOML file.
 
@@ -246,13 +268,18 @@ def load_candidates(path: str | Path) -> CandidateSet:
     ------
     InputError
         When the file cannot be parsed or breaks a rule; the message names the file, the
-        ``[[candidate]]`` row (0-based) and the rule.
+        ``[[candidate]]`` (its id and the line of its header) and the rule.
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        doc = tomllib.loads(text)
     except FileNotFoundError:
         raise InputError(str(path), "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "is a folder, expected a TOML file") from None
+    except PermissionError:
+        raise InputError(str(path), "cannot be read (permission denied)") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise InputError(str(path), f"not a valid TOML file ({err})") from None
-    return candidates_from_dict(doc, source=path.name)
+    return _candidates_from_toml(doc, text, path.name)

@@ -35,6 +35,9 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.costs import empty_costs, validate_costs
 from belief.inputs.evidence import Evidence
 
+__all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_from_tables",
+           "infer_policy", "known_policies", "next_step", "read_evidence_dir", "validate_tables"]
+
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
           "deployment_safety", "sensitivity_runs", "transfer_evaluations", "costs")
 """Table names of an evidence folder (file stem = table name)."""
@@ -107,8 +110,12 @@ def validate_tables(tables: Mapping[str, pd.DataFrame], candidates: CandidateSet
     return evidence, costs
 
 
-def read_evidence_dir(path: str | Path, candidates: CandidateSet) -> EvidenceTables:
+def read_evidence_dir(path: str | Path, candidates: CandidateSet,
+                      required: tuple[str, ...] = REQUIRED_TABLES) -> EvidenceTables:
     """Read and validate the tables of an evidence folder (see the module docstring).
+
+    ``required``: the tables that must be there (default ``paired_evaluations``; a campaign's
+    initial evidence — bench safety runs, a baseline evaluation — needs none).
 
     Raises
     ------
@@ -145,7 +152,7 @@ def read_evidence_dir(path: str | Path, candidates: CandidateSet) -> EvidenceTab
                                      "(or .parquet)")
         else:
             ignored.append(f.name)
-    missing = [t for t in REQUIRED_TABLES if t not in found]
+    missing = [t for t in required if t not in found]
     if missing:
         raise InputError(str(path), f"missing required table {missing[0]}.csv (or .parquet); "
                                     f"found: {sorted(found) or 'no tables'} (a header-only "

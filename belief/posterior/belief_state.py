@@ -19,7 +19,7 @@ import xarray as xr
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["check_belief_candidates", "make_belief", "summarize"]
+__all__ = ["check_belief_candidates", "check_zero_gain", "make_belief", "summarize"]
 
 
 def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, policy: str,
@@ -32,7 +32,8 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
     Parameters
     ----------
     gain : DataArray (``sample``, ``candidate``)
-        Predictive gain draws of the policy-changing candidates (others get 0).
+        Predictive gain draws of the policy-changing candidates (others get 0; a non-zero draw
+        given for one of them is refused, see :func:`check_zero_gain`).
     candidates : CandidateSet
     step, policy
         The time step t and current policy π_t (stored as attributes).
@@ -47,6 +48,7 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
         over ``candidate`` are filled with 0 for candidates the model does not cover.
     """
     ids = candidates.ids
+    check_zero_gain(gain, candidates, "gain")
     full = gain.reindex(candidate=ids, fill_value=0.0)
     n = len(ids)
     data = {
@@ -75,11 +77,33 @@ def make_belief(gain: xr.DataArray, candidates: CandidateSet, *, step: int, poli
 
 
 def check_belief_candidates(belief: xr.Dataset, candidates: CandidateSet) -> None:
-    """Refuse a belief whose ``candidate`` coordinate is not the candidate set, in order."""
+    """Refuse a belief whose ``candidate`` coordinate is not the candidate set, in order, or
+    that gives a diagnosis or model-update candidate a gain (:func:`check_zero_gain`)."""
     got = [str(c) for c in belief["candidate"].values]
     if got != candidates.ids:
         raise InputError("belief", f"belief candidates {got} do not match the candidate set "
                                    f"{candidates.ids}")
+    check_zero_gain(belief["gain"], candidates)
+
+
+def check_zero_gain(gain: xr.DataArray, candidates: CandidateSet, table: str = "belief") -> None:
+    """Refuse a non-zero gain draw for a candidate that does not change the policy.
+
+    A diagnosis or a model update leaves π_t as it is, so its immediate gain ΔJ is 0 by
+    definition (its value is in CVU: what it teaches about the other candidates).  A gain
+    supplied for one would be scored in U0 = φ(ΔJ) − C_λ as if it improved the policy, so it is
+    refused — not set to 0 silently, which would hide the mistake in the input.
+    """
+    ids = [str(c) for c in gain["candidate"].values]
+    for c in candidates:
+        if c.changes_policy or c.id not in ids:
+            continue
+        values = np.asarray(gain.sel(candidate=c.id).values, dtype=float)
+        if np.any(values != 0):
+            raise InputError(table, f"gain of {c.id!r} must be 0: a {c.role} does not change the "
+                                    "policy, so its immediate gain ΔJ is 0 by definition (its "
+                                    "value is in CVU); got draws with mean "
+                                    f"{np.nanmean(values):.4g}", row=c.id)
 
 
 def summarize(belief: xr.Dataset, quantiles: tuple[float, ...] = (0.05, 0.5, 0.95)) -> xr.Dataset:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import arviz_stats as az
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -130,6 +129,8 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
         ``ess_bulk`` / ``ess_tail`` (min) and where, ``divergences`` (of the whole fit),
         ``passed`` and ``problem`` (the thresholds broken, in words).
     """
+    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
+
     post = idata["posterior"].to_dataset()
     names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
 

@@ -38,6 +38,7 @@ from belief.inputs.evidence import Evidence
 from belief.posterior.belief_state import make_belief
 from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
+from belief.validate import fraction, integer, real
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
 from models.sensitivity import SensitivityModel, SensitivityPriors
@@ -79,18 +80,15 @@ class FitSettings:
     target_accept: float | None = None
     max_escalations: int = 2
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # validated once, before anything is compiled
         for name in ("draws", "tune", "chains", "max_policies"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise InputError("FitSettings", f"{name} must be an integer >= 1, got {v!r}")
-        m = self.max_escalations
-        if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 0:
-            raise InputError("FitSettings", f"max_escalations must be an integer >= 0, got {m!r}")
-        ta = self.target_accept
-        if ta is not None and (isinstance(ta, bool) or not isinstance(ta, int | float)
-                               or not 0 < ta < 1):
-            raise InputError("FitSettings", f"target_accept must be in (0, 1), got {ta!r}")
+            integer(getattr(self, name), f"FitSettings.{name}", minimum=1)
+        integer(self.max_escalations, "FitSettings.max_escalations", minimum=0)
+        real(self.rhat_max, "FitSettings.rhat_max", minimum=1.0, open_min=True)
+        if self.ess_min is not None:
+            real(self.ess_min, "FitSettings.ess_min", minimum=0.0, open_min=True)
+        if self.target_accept is not None:
+            fraction(self.target_accept, "FitSettings.target_accept")
 
     @property
     def ess_threshold(self) -> float:
@@ -277,7 +275,7 @@ class BeliefFitter:
     def sensitivity_model(self, evidence: Evidence) -> SensitivityModel:
         """The sensitivity model for the directions and outcome family of the evidence's
         sweeps (compiled once per key and re-used)."""
-        from belief.inputs.evidence import outcome_family, xi_directions
+        from belief.inputs.tables import outcome_family, xi_directions
 
         runs = evidence.sensitivity
         if not len(runs):

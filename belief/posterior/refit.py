@@ -8,20 +8,27 @@ are read at the state after m — the same quantities the importance-weighted es
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from belief.decision.state import State
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter
 from models.gains import gain_from_draws
 
-__all__ = ["exact_refit"]
+__all__ = ["exact_refit", "simulated_rows"]
 
 
-def simulated_rows(candidates: CandidateSet, state: State, m: str, y: np.ndarray,
+class AtStep(Protocol):
+    """Where the refit is anchored: the step t and the policy π_t (a decision ``State``)."""
+
+    step: int
+    policy: str
+
+
+def simulated_rows(candidates: CandidateSet, state: AtStep, m: str, y: np.ndarray,
                    trials: int) -> tuple[dict[str, pd.DataFrame], str]:
     """Evidence rows of m's experiment with outcome ``y``, and the policy afterwards."""
     c = candidates[m]
@@ -38,7 +45,7 @@ def simulated_rows(candidates: CandidateSet, state: State, m: str, y: np.ndarray
     return {"gain_estimates": pd.DataFrame(rows)}, state.policy
 
 
-def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: State, trials: int = 100,
+def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials: int = 100,
                 seed: int = 0, draws: int | None = None
                 ) -> Callable[[str, np.ndarray], np.ndarray]:
     """A ``refit(m, y) → next-gain draws (S, C)`` closure for

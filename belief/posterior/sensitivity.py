@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import arviz_stats as az
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -172,6 +171,8 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> Se
     influence = abs(s)
     best = influence.argmax("direction").values
     p_most = np.bincount(best, minlength=len(directions)) / best.size
+    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
+
     eti = az.eti(s, prob=prob, dim="sample")
     ranking = pd.DataFrame({
         "S_mean": s.mean("sample").values, "S_sd": s.std("sample").values,

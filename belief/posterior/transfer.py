@@ -13,7 +13,6 @@ joint information.
 
 from __future__ import annotations
 
-import arviz_stats as az
 import numpy as np
 import xarray as xr
 
@@ -68,6 +67,8 @@ def transfer_attrs(belief: xr.Dataset, policy: str, prob: float = 0.9) -> dict[s
     policies = [str(p) for p in belief["transfer_policy"].values]
     if policy not in policies:
         return {"delta_j_source": f"policy {policy!r} not in the transfer fit"}
+    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
+
     tag = f"{100 * prob:g}"
     out: dict[str, float | str] = {}
     for name in ("delta_j", "g_j"):

@@ -25,9 +25,16 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["decision_figures", "render_report", "write_report"]
+__all__ = ["FORMATS", "LABELS", "check_decision_matches", "decision_figures", "render_report",
+           "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0", "mv": "MV",
+          "cvu": "CVU", "cvu_mcse": "CVU ± (MCSE)", "q": "Q", "value_vs_stop": "vs stop",
+          "p_exec_bound": "P_exec UCB", "feasible": "feasible", "chosen": "chosen",
+          "excluded_reason": "reason"}
+"""The decision table's column names as the terminal table shows them."""
 
 
 def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
@@ -41,7 +48,7 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
     )
 
     figs: dict[str, Any] = {}
-    ax = plot_gains(fitted.belief)
+    ax = plot_gains(fitted.belief, decision=decision)
     ax.set_title(f"posterior-predictive gain of the next execution from {fitted.policy} "
                  f"(step {fitted.step})", fontsize=9)
     ax.figure.tight_layout()
@@ -203,22 +210,38 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         doc.items([
             f"functional φ = {a.get('functional')}, β = {a.get('beta')}; Q = U0 + β·CVU, "
             "U0 = φ(ΔJ) − λᵀΔC",
+            "Q = U0 + β·CVU ranks the candidates; value_vs_stop = U0 + β·E_Y[G0(s^{m,Y})] "
+            f"= Q + β·G0(s^∅) (G0(s^∅) = {_fmt(a.get('g0_null', 0.0))}) compares each with "
+            "stopping: stop when none is > 0",
             f"budget b_t: {bud} ({a.get('budget_source', '')})",
             f"weights λ: {lam} ({a.get('weights_source', '')})",
-            f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}",
+            f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}; cvu_se = "
+            "√(cvu_mcse² + cvu_draws_se²): the Monte Carlo error of the simulated outcomes "
+            "and of the posterior draws; cvu_method is the estimator (psis+cv: importance "
+            "reweighting with control variates, regression: for informative studies)",
             f"decision stability: Pr(argmax flips) = {_fmt(a.get('flip_probability'))} "
-            "under posterior resampling (a proxy, not a value)",
+            "under posterior resampling and CVU's Monte Carlo error (a proxy, not a value)",
             f"safety gate: {a.get('safety_method')} UCB_{1 - a.get('delta', 0.05):g} ≤ "
             f"α_exec = {a.get('alpha_exec')}",
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
-        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_mcse", "q",
+        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_se",
+                            "cvu_mcse", "cvu_draws_se", "cvu_method", "q", "value_vs_stop",
                             "p_exec_bound", "feasible", "chosen", "excluded_reason")
                 if c in decision.variables]
         table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
         if "role" in decision.coords and "role" not in table.columns:
             table.insert(0, "role", decision["role"].values.astype(str))
-        doc.table(table[[c for c in cols if c in table.columns]])
+        table = table[[c for c in cols if c in table.columns]].rename(columns=LABELS)
+        table.index.name = "candidate"
+        doc.table(table)
+        doc.p("φ(ΔJ): the decision functional of the predictive gain; C_λ = λᵀΔC, the weighted "
+              "cost; U0 = φ(ΔJ) − C_λ; CVU: the continuation value (± its Monte Carlo standard "
+              "error); Q = U0 + β·CVU ranks; vs stop = U0 + β·E_Y[G0(s^{m,Y})] is compared "
+              "with 0. MV = φ(ΔJ) / C_λ, the gain per unit of weighted cost, is an efficiency "
+              "reading only: it ranks nothing, is undefined (—) when C_λ = 0, and says nothing "
+              "about diagnosis and model-update candidates, whose immediate gain is 0 by "
+              "definition (their value is in CVU).")
         doc.figure("q_decomposition", "Q decomposition: U0 (blue) and β·CVU (orange) per "
                                       "candidate; grey/hatched = infeasible; ★ = chosen")
 
@@ -233,20 +256,38 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
     if decision is not None:
         hw = [c.id for c in fitted.candidate_set if c.drives_hardware]
         if hw:
+            from belief.decision.safety import clopper_pearson_interval
+
             sub = decision.sel(candidate=hw)
+            delta = float(a.get("delta", 0.05))
+            n_exec = q["executions"].sel(candidate=hw).values
+            n_unsafe = q["unsafe"].sel(candidate=hw).values
+            low, high = clopper_pearson_interval(n_unsafe, n_exec, 1 - 2 * delta)
+            level = f"{1 - 2 * delta:.0%}"
             safety = pd.DataFrame({
-                "executions": q["executions"].sel(candidate=hw).values,
-                "unsafe": q["unsafe"].sel(candidate=hw).values,
-                "UCB Clopper–Pearson": sub["ucb_clopper_pearson"].values,
-                "UCB posterior": sub["ucb_posterior"].values,
+                "executions": n_exec, "unsafe": n_unsafe,
+                f"CP {level} interval": [f"[{lo:.3f}, {hi:.3f}]" if n else "no data"
+                                          for lo, hi, n in zip(low, high, n_exec, strict=True)],
+                f"UCB_{1 - delta:g} Clopper–Pearson": sub["ucb_clopper_pearson"].values,
+                f"UCB_{1 - delta:g} posterior": sub["ucb_posterior"].values,
                 "bound used": sub["p_exec_bound"].values,
                 "passes": sub["safe"].values.astype(bool),
                 "reason": sub["safe_reason"].values.astype(str)},
                 index=pd.Index(hw, name="candidate"))
             doc.table(safety)
+            doc.p(f"The gate uses the one-sided upper bound at 1 − δ = {1 - delta:g}; the "
+                  f"two-sided exact interval at {level} has it as its upper end.")
         doc.figure("safety", "upper bounds of P_exec(unsafe | m) against α_exec (dashed)")
     else:
         doc.p("No decision given: the safety gate is evaluated with the decision's α_exec.")
+    risk = fitted.exec_risk_summary()
+    if len(risk):
+        doc.p("Execution risk on the probability scale from the hierarchical model: each "
+              "hardware candidate's posterior, and the population level — the typical "
+              "candidate and the posterior-predictive risk of a new, untested candidate on "
+              "each hardware group and on new hardware (90 % intervals; CP = exact "
+              "Clopper–Pearson interval of the counts alone).")
+        doc.table(risk)
     dep = fitted.deployment_check(alpha_deploy=alpha_deploy)
     d = dep.attrs
     doc.p(f"Deployment chance constraint on {d['policy']} (checked at the stop, from deployment "
@@ -293,41 +334,69 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
     return doc.render(title), pngs
 
 
+def check_decision_matches(fitted: Any, decision: xr.Dataset, label: str = "decision", *,
+                           require_digest: bool = False) -> None:
+    """Refuse a decision that was not made from this belief.
+
+    Checked: the candidates (SHA-256 of the candidate file), the policy and step, and the
+    belief itself (``belief_sha256``, the :func:`belief.files.dataset_digest` of q_t that
+    :meth:`belief.workflow.fitted.FittedBelief.decide` stores): two fits with the same
+    candidates, policy and step are different beliefs.  ``require_digest`` refuses a decision
+    that does not say which belief it came from (a decision file always does).
+    """
+    from belief.files import dataset_digest
+
+    a = decision.attrs
+    if a.get("candidates_sha256") not in (None, fitted.candidates.sha256):
+        raise InputError(label, "the decision was made from other candidates than the "
+                                "belief's (candidate SHA-256 differs)")
+    if a.get("policy") != fitted.policy or int(a.get("step", -1)) != fitted.step:
+        raise InputError(label, f"the decision is for policy {a.get('policy')!r} at step "
+                                f"{a.get('step')}, the belief for {fitted.policy!r} at step "
+                                f"{fitted.step}")
+    digest = a.get("belief_sha256")
+    if digest is None:
+        if require_digest:
+            raise InputError(label, "the decision does not say which belief it came from (no "
+                                    "belief_sha256): decide again from this belief")
+        return
+    if digest != dataset_digest(fitted.belief):
+        raise InputError(label, "the decision was made from another belief (same candidates, "
+                                "policy and step, but the belief's SHA-256 differs): decide "
+                                "again from this belief")
+
+
 def write_report(fitted: Any, decision: xr.Dataset | None, path: str | Path,
                  fmt: str | None = None, alpha_deploy: float = 0.05) -> Path:
     """Write the report to ``path`` (format from the suffix: ``.html`` or ``.md``).
 
-    Everything is rendered first; then the figures (Markdown only) and the report are written,
-    each through a temporary file and a rename.
+    Everything is rendered first; then the report is written through a temporary file and a
+    rename — with its figures, for Markdown, as one set (:class:`belief.files.OutputSet`: a
+    re-run never leaves the figure of an earlier run behind in ``<stem>_files/``).
 
     Raises
     ------
     InputError
-        For an unknown format or a decision made from other candidates.
+        For an unknown format or a decision made from another belief
+        (:func:`check_decision_matches`).
     """
-    from belief.files import atomic_write as _atomic
+    from belief.files import OutputSet, atomic_write
 
     path = Path(path)
     fmt = fmt or FORMATS.get(path.suffix.lower())
     if fmt not in ("html", "md"):
         raise InputError(str(path), f"report format from the suffix {path.suffix!r}: use .html "
                                     "or .md")
-    if decision is not None and decision.attrs.get("candidates_sha256") not in (
-            None, fitted.candidates.sha256):
-        raise InputError("--decision", "the decision was made from other candidates than the "
-                                       "belief's (candidate SHA-256 differs)")
-    if decision is not None and (decision.attrs.get("policy") != fitted.policy
-                                 or int(decision.attrs.get("step", -1)) != fitted.step):
-        raise InputError("--decision", f"the decision is for policy "
-                                       f"{decision.attrs.get('policy')!r} at step "
-                                       f"{decision.attrs.get('step')}, the belief for "
-                                       f"{fitted.policy!r} at step {fitted.step}")
+    if decision is not None:
+        check_decision_matches(fitted, decision, "--decision")
     files_dir = f"{path.stem}_files"
     text, pngs = render_report(fitted, decision, fmt, files_dir, alpha_deploy)
-    if fmt == "md":
-        folder = path.parent / files_dir
-        folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "html":
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        return path
+    with OutputSet(path.parent, f"report-{path.name}") as outputs:
         for name, data in pngs.items():
-            _atomic(folder / f"{name}.png", lambda tmp, data=data: Path(tmp).write_bytes(data))
-    _atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+            outputs.write(f"{files_dir}/{name}.png",
+                          lambda tmp, data=data: Path(tmp).write_bytes(data))
+        outputs.write(path.name, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return path

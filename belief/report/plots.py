@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
@@ -10,40 +12,44 @@ __all__ = ["plot_gains", "plot_q_decomposition", "plot_safety_bounds", "plot_sen
 
 
 def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.Axes:
-    """Q = U0 + β·CVU per candidate as stacked horizontal bars; the chosen one is marked.
+    """Q = U0 + β·CVU per candidate as horizontal bars; the chosen one is marked.
 
-    Infeasible candidates are drawn hatched and grey, with their exclusion reason as label.
+    When U0 and β·CVU have the same sign, β·CVU is stacked at the end of U0 (the bar ends at Q).
+    When their signs differ, stacking would hide one bar under the other, so the two are drawn
+    side by side from 0 (U0 above, β·CVU below, each half as thick) and the dot marks Q.
+    Infeasible candidates are drawn hatched and grey.
     """
-    ids = list(decision["candidate"].values)
-    u0 = decision["u0"].values
-    bonus = decision.attrs.get("beta", 0.0) * decision["cvu"].values
-    q = decision["q"].values
-    feasible = decision["feasible"].values.astype(bool)
-    chosen = decision["chosen"].values.astype(bool)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.45 * len(ids) + 1.2))
-    y = np.arange(len(ids))[::-1]
-    colors = np.where(feasible, "C0", "0.75")
-    ax.barh(y, u0, color=colors, edgecolor="k", linewidth=0.5)
-    # β·CVU stacked from the end of U0: solid when it adds to U0; a negative CVU is drawn as
-    # the hatched part of U0 it takes away (it would otherwise look like an addition)
-    plus = np.where(np.nan_to_num(bonus) >= 0, bonus, 0.0)
-    minus = np.where(np.nan_to_num(bonus) < 0, bonus, 0.0)
-    ax.barh(y, plus, left=u0, color=np.where(feasible, "C1", "0.85"), edgecolor="k",
-            linewidth=0.5)
-    ax.barh(y, minus, left=u0, color="white", hatch="xxx", edgecolor="C1", linewidth=0.5)
-    for i in np.flatnonzero(~feasible):
-        ax.barh(y[i], u0[i], color="none", hatch="///", edgecolor="0.5", linewidth=0)
-    ax.scatter(q, y, color="k", zorder=3, s=18)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    ids = list(decision["candidate"].values)
+    u0 = decision["u0"].values.astype(float)
+    bonus = np.nan_to_num(decision.attrs.get("beta", 0.0) * decision["cvu"].values.astype(float))
+    q = decision["q"].values.astype(float)
+    feasible = decision["feasible"].values.astype(bool)
+    chosen = decision["chosen"].values.astype(bool)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 0.5 * len(ids) + 1.6))
+    y = np.arange(len(ids))[::-1].astype(float)
+    split = (np.sign(u0) * np.sign(bonus) < 0)  # opposite signs: side by side
+    c_u0 = np.where(feasible, "C0", "0.75")
+    c_cvu = np.where(feasible, "C1", "0.85")
+    h = np.where(split, 0.38, 0.8)
+    y_u0 = np.where(split, y + 0.2, y)
+    y_cvu = np.where(split, y - 0.2, y)
+    left_cvu = np.where(split, 0.0, u0)
+    ax.barh(y_u0, u0, height=h, color=c_u0, edgecolor="k", linewidth=0.5)
+    ax.barh(y_cvu, bonus, height=h, left=left_cvu, color=c_cvu, edgecolor="k", linewidth=0.5)
+    for i in np.flatnonzero(~feasible):
+        ax.barh(y_u0[i], u0[i], height=h[i], color="none", hatch="///", edgecolor="0.5",
+                linewidth=0)
+    ax.scatter(q, y, color="k", zorder=3, s=18)
     handles = [Patch(facecolor="C0", edgecolor="k", label="U0 = φ(ΔJ) − C_λ"),
-               Patch(facecolor="C1", edgecolor="k", label="β·CVU > 0 (added)"),
-               Patch(facecolor="white", hatch="xxx", edgecolor="C1",
-                     label="β·CVU < 0 (taken from U0)"),
+               Patch(facecolor="C1", edgecolor="k", label="β·CVU (stacked on U0; beside it "
+                                                          "when the signs differ)"),
                Patch(facecolor="0.75", hatch="///", edgecolor="0.5", label="infeasible"),
-               Line2D([], [], marker="o", color="k", linestyle="", markersize=4, label="Q")]
+               Line2D([], [], marker="o", color="k", linestyle="", markersize=4,
+                      label="Q = U0 + β·CVU")]
     ax.axvline(0, color="k", linewidth=0.8)
     labels = [f"★ {c}" if chosen[i] else c for i, c in enumerate(ids)]
     ax.set_yticks(y, labels)
@@ -54,26 +60,45 @@ def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> pl
     ax.set_title(f"step {a.get('step', '?')}: chose {a.get('chosen', '?')} "
                  f"(φ = {a.get('functional', '?')}, β = {a.get('beta', 0):g}, "
                  f"Pr(flip) = {a.get('flip_probability', float('nan')):.2f})", fontsize=9)
-    ax.legend(handles=handles, fontsize=8, loc="best")
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0.0)
     return ax
 
 
-def plot_gains(belief: xr.Dataset, ax: plt.Axes | None = None,
-               interval: float = 0.9) -> plt.Axes:
-    """Posterior-predictive gain per candidate: mean and central ``interval`` (ETI)."""
+def plot_gains(belief: xr.Dataset, ax: plt.Axes | None = None, interval: float = 0.9,
+               decision: xr.Dataset | None = None) -> plt.Axes:
+    """Posterior-predictive gain per candidate: mean and central ``interval`` (ETI).
+
+    With ``decision``, candidates that cannot be chosen are marked: grey with "(unavailable)"
+    when executed and not repeatable, grey with "(infeasible)" when over budget or refused by
+    the safety gate.
+    """
     g = belief["gain"]
     lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
     qs = g.quantile([lo, hi], "sample")
-    mean = g.mean("sample")
-    ids = list(belief["candidate"].values)
+    mean = g.mean("sample").values
+    ids = [str(c) for c in belief["candidate"].values]
+    status = ["" for _ in ids]
+    if decision is not None:
+        d = decision.reindex(candidate=ids)
+        avail = d["available"].values.astype(bool) if "available" in d else np.ones(len(ids),
+                                                                                       bool)
+        feas = d["feasible"].values.astype(bool)
+        status = ["unavailable" if not a else ("infeasible" if not f else "")
+                  for a, f in zip(avail, feas, strict=True)]
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 0.4 * len(ids) + 1))
+        _, ax = plt.subplots(figsize=(6.5, 0.4 * len(ids) + 1.2))
     y = np.arange(len(ids))[::-1]
-    ax.hlines(y, qs.sel(quantile=lo), qs.sel(quantile=hi), color="C0", linewidth=2)
-    ax.plot(mean, y, "o", color="C0")
+    colors = ["0.6" if st else "C0" for st in status]
+    ax.hlines(y, qs.sel(quantile=lo), qs.sel(quantile=hi), colors=colors, linewidth=2)
+    ax.scatter(mean, y, color=colors, zorder=3,
+               marker="o", s=[18 if not st else 14 for st in status])
     ax.axvline(0, color="k", linewidth=0.8)
-    ax.set_yticks(y, ids)
-    ax.set_xlabel(f"predictive gain ΔJ of the next execution (mean, {interval:.0%} interval)")
+    ax.set_yticks(y, [f"{c} ({st})" if st else c for c, st in zip(ids, status, strict=True)])
+    for tick, st in zip(ax.get_yticklabels(), status, strict=True):
+        if st:
+            tick.set_color("0.45")
+    ax.set_xlabel(f"predictive gain ΔJ of the next execution\n(mean, {interval:.0%} interval)")
     return ax
 
 
@@ -82,14 +107,17 @@ def plot_safety_bounds(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.
 
     Both estimators are drawn when available (Clopper–Pearson as bars, the posterior
     (1 − δ)-quantile as diamonds); the bound the gate used decides the colour (green = passes,
-    red = refused).  Candidates that do not drive hardware have P_exec = 0 and are left out.
+    red = refused).  A candidate with no executions (0/0) has no data: its bar is hatched and
+    labelled "no data (0/0)" instead of a full red bar.  The legend sits outside the axes, so
+    it never covers a bar.  Candidates that do not drive hardware have P_exec = 0 and are left
+    out.
     """
     a = decision.attrs
     alpha = float(a.get("alpha_exec", np.nan))
     hw = np.array([not str(r).startswith("no hardware") for r in decision["safe_reason"].values])
     ids = [str(c) for c, h in zip(decision["candidate"].values, hw, strict=True) if h]
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 0.45 * max(len(ids), 1) + 1.3))
+        _, ax = plt.subplots(figsize=(8, 0.45 * max(len(ids), 1) + 1.4))
     if not ids:
         ax.text(0.5, 0.5, "no candidate drives hardware", ha="center", va="center")
         ax.set_axis_off()
@@ -99,17 +127,27 @@ def plot_safety_bounds(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.
     safe = sub["safe"].values.astype(bool)
     cp = sub["ucb_clopper_pearson"].values.astype(float)
     post = sub["ucb_posterior"].values.astype(float)
-    ax.barh(y, cp, color=np.where(safe, "C2", "C3"), alpha=0.7, edgecolor="k", linewidth=0.5,
-            label=f"Clopper–Pearson UCB$_{{{1 - a.get('delta', 0.05):g}}}$")
+    reasons = [str(r) for r in sub["safe_reason"].values]
+    no_data = np.array(["(0/0 unsafe)" in r for r in reasons])
+    colors = np.where(safe, "C2", "C3")
+    ax.barh(y[~no_data], cp[~no_data], color=colors[~no_data], alpha=0.7, edgecolor="k",
+            linewidth=0.5, label=f"Clopper–Pearson UCB$_{{{1 - a.get('delta', 0.05):g}}}$")
+    if no_data.any():
+        ax.barh(y[no_data], np.ones(int(no_data.sum())), color="none", hatch="..",
+                edgecolor="0.6", linewidth=0.5, label="no data (0/0): bound = 1")
+        for yi in y[no_data]:
+            ax.text(0.02, yi, "no data (0/0)", va="center", ha="left", fontsize=8,
+                    color="0.25")
     if np.isfinite(post).any():
         ax.scatter(post, y, marker="D", color="k", zorder=3, s=22,
                    label="posterior UCB (execution-risk model)")
     ax.axvline(alpha, color="C3", linestyle="--", linewidth=1.2, label=f"α_exec = {alpha:g}")
     ax.set_yticks(y, ids)
+    ax.set_xlim(0, 1.02)
     ax.set_xlabel("upper bound of P_exec(unsafe | m)")
     ax.set_title(f"execution-safety gate ({a.get('safety_method', '?')} decides; green = passes)",
                  fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
 
@@ -121,15 +159,20 @@ def plot_sensitivity(report, ax: plt.Axes | None = None) -> plt.Axes:
     """
     r = report.ranking
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 0.45 * len(r) + 1.2))
+        _, ax = plt.subplots(figsize=(6.5, 0.45 * len(r) + 1.6))
     y = np.arange(len(r))[::-1]
     ax.hlines(y, r["S_lo"], r["S_hi"], color="C0", linewidth=2)
     ax.plot(r["S_mean"], y, "o", color="C0")
     ax.axvline(0, color="k", linewidth=0.8)
     ax.set_yticks(y, [f"{d} (P(top) {p:.2f})" for d, p in
                       zip(r.index, r["p_most_influential"], strict=True)])
-    ax.set_xlabel(f"S_k({report.policy}) per s.d. of ξ_k ({report.link}; "
-                  f"{report.prob:.0%} interval)")
-    ax.set_title(f"sensitivities of policy {report.policy} (not comparable across policies)",
+    # policy names of a campaign grow with its lineage (pi0+dr_1e6+si_friction): wrap the
+    # label to the figure's width instead of letting it run off the edge
+    label = (f"S_k({report.policy}) per s.d. of ξ_k ({report.link}; {report.prob:.0%} "
+             "interval)")
+    width = max(20, int(ax.figure.get_figwidth() * 8))  # ~8 characters per inch at 10 pt
+    ax.set_xlabel(textwrap.fill(label, width, break_long_words=True))
+    ax.set_title(textwrap.fill(f"sensitivities of policy {report.policy} (not comparable "
+                               "across policies)", int(ax.figure.get_figwidth() * 11)),
                  fontsize=9)
     return ax

@@ -26,7 +26,8 @@ from belief.inputs.evidence_dir import (
     read_evidence_dir,
 )
 from belief.posterior.diagnostics import CHECK_VARS
-from belief.posterior.fitted import FittedBelief, netcdf_tree
+from belief.validate import integer
+from belief.workflow.fitted import FittedBelief, netcdf_tree
 
 __all__ = ["fit", "model_priors"]
 
@@ -112,7 +113,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     -------
     FittedBelief
     """
-    from belief.inputs.evidence import outcome_family
+    from belief.inputs.tables import outcome_family
     from belief.posterior.fitter import BeliefFitter, FitSettings
 
     say = progress or (lambda msg: None)
@@ -140,13 +141,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         rule = "given (--policy)"
     if step is None:
         step = next_step(tables)
-    if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
-        raise InputError("--step", f"step must be an integer >= 0, got {step!r}")
-    for name, value in (("draws", draws), ("chains", chains), ("tune", tune)):
-        if value is None and name == "tune":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise InputError(f"--{name}", f"{name} must be an integer >= 1, got {value!r}")
+    step = integer(step, "--step", minimum=0)
+    draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
+    tune = None if tune is None else integer(tune, "--tune", minimum=1)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings(draws=int(draws), tune=int(tune or draws),

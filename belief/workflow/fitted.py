@@ -13,23 +13,29 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 import belief as _pkg
-from belief.decision.weights import check_weights
 from belief.errors import InputError
-from belief.files import jsonable
-from belief.inputs.candidate_file import CandidateFile, parse_weights
+from belief.files import dataset_digest, jsonable
+from belief.inputs.candidate_file import CandidateFile
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.costs import executed_actions, remaining_budget
 from belief.inputs.evidence import Evidence
 from belief.inputs.evidence_dir import EvidenceTables
 from belief.inputs.resources import make_budget, parse_budget
 from belief.posterior.diagnostics import CHECK_VARS
+
+if TYPE_CHECKING:  # the decision layer is imported when a decision is taken
+    from belief.decision.settings import DecisionSettings
+    from belief.decision.weights import WeightRule
+
+
+__all__ = ["FittedBelief", "dataset_table", "netcdf_tree", "posterior_convergence"]
 
 
 def _table_ds(df: pd.DataFrame) -> xr.Dataset:
@@ -74,7 +80,7 @@ class FittedBelief:
     tables : EvidenceTables
         The validated evidence and realised costs.
     settings : dict
-        Fit settings (stored as JSON in the file; see :mod:`belief.posterior.belief_file`).
+        Fit settings (stored as JSON in the file; see :mod:`belief.workflow.belief_file`).
     path : Path or None
         The file it was loaded from or last saved to.
     """
@@ -138,8 +144,8 @@ class FittedBelief:
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         """Write everything to ``path`` (netCDF, atomically);
-        :func:`belief.posterior.belief_file.load` reads it back."""
-        from belief.posterior.belief_file import save_belief
+        :func:`belief.workflow.belief_file.load` reads it back."""
+        from belief.workflow.belief_file import save_belief
 
         groups = {f"evidence/{name}": _table_ds(df)
                   for name, df in self.evidence.tables().items()}
@@ -187,36 +193,42 @@ class FittedBelief:
                                                         budget.values, strict=True)}
         return make_budget(budget, cs.resources, table="budget"), "given"
 
-    def weights(self, weights: str | Mapping[str, float] | None = None
-                ) -> tuple[dict[str, float], str]:
-        """λ and where it came from (explicit, or the candidate file's ``[weights]``)."""
+    def weights(self, weights: str | Mapping[str, float] | WeightRule | None = None
+                ) -> tuple[WeightRule, str]:
+        """The λ rule and where it came from (explicit, or the candidate file's
+        ``[weights]``)."""
+        from belief.decision.weights import FixedWeights, as_weight_rule
+
         cs = self.candidate_set
         if weights is None:
             if self.candidates.weights is None:
                 raise InputError("--weights", "no resource weights: pass --weights "
                                               + ",".join(f"{r}=…" for r in cs.resources)
                                               + " or add [weights] to the candidate file")
-            return dict(self.candidates.weights), (f"[weights] of "
-                                                    f"{Path(self.candidates.source).name}")
+            return FixedWeights(self.candidates.weights), (
+                f"[weights] of {Path(self.candidates.source).name}")
         if isinstance(weights, str):
-            return parse_weights(weights, cs.resources), "--weights"
-        lam = check_weights(weights, cs.resources)
-        return ({str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
-                                                  strict=True)}, "given")
+            return FixedWeights.parse(weights), "--weights"
+        return as_weight_rule(weights), "given"
 
-    def decide(self, *, budget: str | Mapping[str, float] | xr.DataArray | None = None,
-               weights: str | Mapping[str, float] | None = None, functional: str = "mean",
-               beta: float = 1.0, alpha_exec: float = 0.1, delta: float = 0.05,
-               safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
-               refit: bool = False, horizon: int | None = None, seed: int = 0,
-               stability_resamples: int = 200) -> xr.Dataset:
+    def decide(self, settings: DecisionSettings | None = None, *,
+               budget: str | Mapping[str, float] | xr.DataArray | None = None,
+               weights: str | Mapping[str, float] | WeightRule | None = None,
+               functional: str = "mean", beta: float = 1.0, alpha_exec: float = 0.1,
+               delta: float = 0.05, safety_method: str = "clopper_pearson",
+               cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
+               seed: int = 0, stability_resamples: int = 200) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         Parameters
         ----------
+        settings : DecisionSettings, optional
+            The decision's settings, built once by the caller (the CLI does); when given, the
+            flat options ``functional`` … ``stability_resamples`` are not used, and
+            ``settings.weights = None`` means the candidate file's ``[weights]``.
         budget : str, mapping or DataArray, optional
             b_t (``"real_h=10,compute=200,eng_h=15"``); default ``[budget]`` − realised costs.
-        weights : str or mapping, optional
+        weights : str, mapping or WeightRule, optional
             λ; default the candidate file's ``[weights]``.
         functional : str
             φ: ``mean``, ``lcb:Q`` or ``cvar:A``.
@@ -239,55 +251,54 @@ class FittedBelief:
         -------
         Dataset over ``candidate`` (see :func:`belief.decision.engine.decide`), with attributes
         ``budget_source``, ``weights_source``, ``cvu_refits``, ``history``,
-        ``candidates_sha256`` and ``belief_file`` added.
+        ``candidates_sha256``, ``belief_sha256`` (:func:`belief.files.dataset_digest` of q_t:
+        which belief the decision came from) and ``belief_file`` added.
         """
-        from belief.decision.cvu import CVUSettings, cvu_for_state
         from belief.decision.engine import decide
-        from belief.decision.functionals import parse_functional
-        from belief.decision.safety import SafetyGate
-        from belief.decision.scores import check_beta
+        from belief.decision.settings import settings_from_options
         from belief.decision.state import State
 
-        fn = parse_functional(functional)
-        beta = check_beta(beta)
-        gate = SafetyGate(alpha_exec=alpha_exec, delta=delta, method=safety_method)
-        b, b_source = self.budget(budget)
-        lam, w_source = self.weights(weights)
-        if isinstance(cvu_outcomes, bool) or not isinstance(cvu_outcomes, int | np.integer) \
-                or cvu_outcomes < 2:
-            raise InputError("--cvu-outcomes", f"must be an integer >= 2, got {cvu_outcomes!r}")
-        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int)
-                                    or horizon <= self.step):
-            raise InputError("horizon", f"horizon must be an integer > the current step "
-                                        f"{self.step}, got {horizon!r}")
-        cs = self.candidate_set
-        state = State(step=self.step, budget=b, policy=self.policy, belief=self.belief,
-                      history=tuple(self.history()), horizon=horizon,
-                      available=self.available())
-        cvu = None
-        refits = "CVU not computed (β = 0)" if beta == 0 else ""
-        if beta > 0 and not state.is_terminal:
-            refit_fn = None
-            if refit:
-                from belief.posterior.refit import exact_refit
+        if settings is None:
+            rule, w_source = self.weights(weights)
+            settings = settings_from_options(
+                weights=rule, functional=functional, beta=beta, alpha_exec=alpha_exec,
+                delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
+                horizon=horizon, stability_resamples=stability_resamples)
+        elif settings.weights is None:  # λ from ``weights`` or the candidate file
+            rule, w_source = self.weights(weights)
+            settings = settings.with_weights(rule)
+        elif weights is not None:
+            raise InputError("weights", "give λ either in the settings or as weights=, not both")
+        else:
+            w_source = "given"
 
-                refit_fn = exact_refit(self._fitter(), self.evidence, state, seed=seed)
-                refits = "exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file)"
-            else:
-                refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
-                          "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
-            cvu = cvu_for_state(state, cs, functional=fn, weights=lam, gate=gate,
-                                settings=CVUSettings(n_outcomes=int(cvu_outcomes), seed=seed),
-                                refit=refit_fn)
-        elif state.is_terminal:
+        if settings.horizon is not None and settings.horizon <= self.step:
+            raise InputError("--horizon", f"the horizon must be > the current step "
+                                          f"{self.step}, got {settings.horizon}")
+        b, b_source = self.budget(budget)
+        state = State(step=self.step, budget=b, policy=self.policy, belief=self.belief,
+                      history=tuple(self.history()), available=self.available())
+        refit_fn = None
+        if settings.beta == 0:
+            refits = "CVU not computed (β = 0)"
+        elif settings.is_terminal(self.step):
             refits = "terminal step: CVU := 0"
-        decision = decide(state, cs, functional=fn, weights=lam, beta=beta, gate=gate, cvu=cvu,
-                          stability_resamples=stability_resamples, seed=seed)
+        elif refit:
+            from belief.posterior.refit import exact_refit
+
+            refit_fn = exact_refit(self._fitter(), self.evidence, state, seed=seed)
+            refits = "exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file)"
+        else:
+            refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
+                      "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
+        decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn)
+        estimated = decision.attrs["cvu_status"].startswith("estimated")
         decision.attrs.update({
             "budget_source": b_source, "weights_source": w_source, "cvu_refits": refits,
             "history": ", ".join(state.history), "candidates_sha256": self.candidates.sha256,
+            "belief_sha256": dataset_digest(self.belief),
             "belief_file": str(self.path or ""), "belief_version": _pkg.__version__,
-            "cvu_outcomes": int(cvu_outcomes) if cvu is not None else 0, "seed": int(seed)})
+            "cvu_outcomes": settings.cvu.n_outcomes if estimated else 0, "seed": int(seed)})
         return decision
 
     def _fitter(self):
@@ -326,6 +337,47 @@ class FittedBelief:
         from belief.decision.safety import deployment_check
 
         return deployment_check(self.evidence, self.policy, alpha_deploy, delta, method)
+
+    def exec_risk_summary(self, interval: float = 0.9, seed: int = 0) -> pd.DataFrame:
+        """P_exec(unsafe) on the probability scale: per hardware candidate and for the
+        population (empty without an execution-risk fit).
+
+        Candidate rows: executions n, unsafe k, the posterior mean and central ``interval`` of
+        p_unsafe, and the exact two-sided Clopper–Pearson interval at the same level.
+        Population rows (:func:`models.exec_risk.population_risk`): the typical candidate
+        logit⁻¹(μ_0), a new candidate on each hardware group, and a new candidate on new
+        hardware (posterior-predictive; no counts).
+        """
+        from belief.decision.safety import clopper_pearson_interval
+        from models.exec_risk import population_risk
+
+        if "exec_risk" not in self.idata.children:
+            return pd.DataFrame()
+        node = self.idata["exec_risk"]
+        lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
+        label_lo, label_hi = f"q{100 * lo:g}", f"q{100 * hi:g}"
+        rows = []
+        p = node["posterior"]["p_unsafe"]
+        n = node["constant_data"]["executions"].values
+        k = node["observed_data"]["unsafe"].values
+        cp_lo, cp_hi = clopper_pearson_interval(k, n, interval)
+        for i, cid in enumerate(p["candidate"].values):
+            draws = p.sel(candidate=cid).values.ravel()
+            rows.append({"level": "candidate", "name": str(cid), "executions": int(n[i]),
+                         "unsafe": int(k[i]), "mean": float(draws.mean()),
+                         label_lo: float(np.quantile(draws, lo)),
+                         label_hi: float(np.quantile(draws, hi)),
+                         "CP low": float(cp_lo[i]), "CP high": float(cp_hi[i])})
+        pop = population_risk(node, seed)
+        named = [("typical candidate: logit⁻¹(μ_0)", pop["p_typical"].values)]
+        named += [(f"new candidate on {g}", pop["p_new_candidate"].sel(hw_group=g).values)
+                  for g in pop["hw_group"].values]
+        named.append(("new candidate on new hardware", pop["p_new_group"].values))
+        for name, draws in named:
+            rows.append({"level": "population", "name": name, "mean": float(draws.mean()),
+                         label_lo: float(np.quantile(draws, lo)),
+                         label_hi: float(np.quantile(draws, hi))})
+        return pd.DataFrame(rows).set_index(["level", "name"])
 
     def gains_summary(self, interval: float = 0.9) -> pd.DataFrame:
         """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0)."""

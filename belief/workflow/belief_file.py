@@ -2,7 +2,7 @@
 
 ::
 
-    fitted = belief.fit("evidence/", "candidates.toml")      # FittedBelief (belief.posterior.fit)
+    fitted = belief.fit("evidence/", "candidates.toml")      # FittedBelief (belief.workflow.fit)
     fitted.save("belief.nc")                                  # atomic netCDF
     fitted = belief.load("belief.nc")                         # checked on load
     belief.check_file("belief.nc")                            # R-hat, ESS, divergences
@@ -13,7 +13,7 @@ What the saved file holds (checked by :func:`load`)
     costs), and root attributes ``format``, ``belief_version``, ``settings`` (JSON: draws,
     tune, chains, seed, policy and the rule that chose it, step, thresholds, every model's
     priors, evidence files and their SHA-256; absent from a campaign's ``belief.nc``, which was
-    not fitted by :func:`belief.posterior.fit.fit`), ``candidates_toml`` (the candidate file's
+    not fitted by :func:`belief.workflow.fit.fit`), ``candidates_toml`` (the candidate file's
     text), ``candidates_sha256``, ``candidates_source`` and ``costs_complete`` (1 when the
     costs table lists every executed action, as a campaign's does).
 
@@ -44,7 +44,7 @@ from belief.inputs.candidate_file import (
 )
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence_dir import EvidenceTables, validate_tables
-from belief.posterior.fitted import FittedBelief, dataset_table, posterior_convergence
+from belief.workflow.fitted import FittedBelief, dataset_table, posterior_convergence
 
 __all__ = ["FORMAT", "check_file", "decide_from", "load", "load_belief", "load_tree", "save",
            "save_belief"]
@@ -59,7 +59,7 @@ def check_file(path: str | Path, candidates: str | Path | None = None,
                rhat_max: float | None = None, ess_min: float | None = None,
                max_divergences: int = 0) -> pd.DataFrame:
     """Convergence table of a belief file (``belief check``); works on bare files without a
-    candidate set too (:func:`belief.posterior.belief_file.save_belief` alone)."""
+    candidate set too (:func:`belief.workflow.belief_file.save_belief` alone)."""
     path = Path(path)
     attrs, groups = _open_checked(path)
     if candidates is not None or "candidates_toml" in attrs:
@@ -89,7 +89,7 @@ def _check_settings(settings: Any, label: str) -> dict[str, Any]:
                                 f"this is {_pkg.__version__}; re-fit with this version")
     for key in ("draws", "tune", "chains", "step", "max_policies"):
         v = settings[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:  # JSON integers only
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
     from models.exec_risk import ExecRiskPriors
     from models.gains import GainsPriors
@@ -195,7 +195,7 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
 
 def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """Root attributes and group names of a belief file, after the format and version checks
-    of :func:`belief.posterior.belief_file.load_tree` (read with h5py: no data is decoded)."""
+    of :func:`belief.workflow.belief_file.load_tree` (read with h5py: no data is decoded)."""
     import h5py
 
     def header(p: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:

@@ -1,0 +1,457 @@
+"""The clairvoyant planner: the best plan on the synthetic world's *truth*, found exactly.
+
+Knowing every number of a :class:`~belief.campaign.synthetic.SyntheticWorld` (true logit gains
+g_m, interaction multipliers I[a → m], diminishing-returns factors d_m, the run-to-run noise
+s.d. σ, costs, true P_exec, budgets b_0 and weights λ), the planner finds the plan — a sequence
+of candidates (m_1, …, m_n), n ≤ T, possibly empty (the option to stop at any time) — that
+maximises the expected net value
+
+    V(plan) = E[J_T] − J_0 − λᵀ ΔC(plan),
+    E[J_T]  = E[logistic(η_0 + Σ_i μ_i + Σ_i ε_i)] = E[logistic(η_0 + S + σ √n_a Z)],
+
+with η_0 = logit J_0, μ_i = g_{m_i} · d_{m_i}^{k_i} · Π_{a ∈ distinct(m_1..m_{i−1})} I[a → m_i]
+the world's mean logit gain of the i-th execution (k_i = earlier executions of m_i; 0 for
+diagnoses and model updates), S = Σ μ_i, n_a the number of adaptations in the plan (each adds
+an independent ε ~ N(0, σ²)) and Z ~ N(0, 1).  The expectation over Z is a Gauss–Hermite sum
+(64 nodes; the integrand is analytic, the error is below 1e-12).
+
+Constraints: every prefix within every budget (costs are ≥ 0, so the whole plan within b_0
+suffices), n ≤ T, a non-repeatable candidate at most once, and the safety gate **on the truth**:
+m is allowed only if it does not drive hardware or its true P_exec(unsafe | m) ≤ α_exec
+(default 0.1, the engine's default).  The engine's gate UCB_{1−δ}[P_exec] ≤ α_exec is the
+framework's chance constraint Pr[unsafe | m] ≤ α_exec enforced under uncertainty; knowing
+P_exec, the clairvoyant applies the constraint itself.  A learning policy's gate admits a
+candidate the truth excludes only when its UCB falls below the true P_exec (probability ≤ δ per
+candidate), so V is the upper limit for policies that respect the chance constraint; a policy
+that ran such a candidate can show a negative regret, which is reported, not clipped.
+Optionally (``alpha_deploy``) the deployment chance constraint P_deploy(π_T) ≤ α_deploy is
+imposed on the final policy; by default it is only reported, as the engine does.
+
+Exactness (the planner is exhaustive, no heuristic bound is needed).  Let c be the execution
+count vector of a plan.  Its cost λᵀΔC(c), its number of adaptations n_a(c) and every later
+gain depend on the plan only through c: μ of the next execution of m after a prefix with counts
+c is μ_m(c) = g_m · d_m^{c_m} · Π_{a : c_a > 0} I[a → m].  Order enters V only through S, and
+V is strictly increasing in S for fixed c.  Hence
+
+    V* = max_c [ E logistic(η_0 + S*(c) + σ √n_a(c) Z) − J_0 − λᵀΔC(c) ],
+    S*(c) = max_{m : c_m > 0} S*(c − e_m) + μ_m(c − e_m),   S*(0) = 0,
+
+a dynamic programme over the (finite) set of feasible count vectors; the max over the last
+element is Bellman's principle, valid because μ_m(c − e_m) does not depend on the order of the
+prefix.  Every feasible c is visited, so V* is the exact optimum over open-loop plans.
+:func:`brute_force_plan` checks it by enumerating every sequence with the world's own
+:meth:`~belief.campaign.synthetic.SyntheticWorld.mean_logit_gain` (tests do this on small
+worlds).
+
+What the bound covers.  The plan is open-loop: the clairvoyant knows the parameters, not the
+future noise ε.  A policy that also *observes* the realised logits could adapt the rest of the
+plan to them; :func:`adaptive_clairvoyant_value` solves that problem too (a dynamic programme
+over (c, η) with η on a grid) and measures how much it adds — the open-loop V* is the limit for
+any policy that does not see ε, the adaptive value for every policy.
+
+    uv run python benchmarks/bench_clairvoyant.py          # default world and varied worlds 0–19
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit, logit
+
+from belief.campaign.synthetic import SyntheticWorld
+from belief.errors import InputError
+
+__all__ = ["ClairvoyantResult", "Plan", "adaptive_clairvoyant_value", "brute_force_plan",
+           "clairvoyant_plan", "expected_success", "one_step_oracle", "plan_value", "plans_table",
+           "truth_gate"]
+
+RESOURCES = ("real_h", "compute", "eng_h")
+_GH = {}
+
+
+def _hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
+    if n not in _GH:
+        x, w = np.polynomial.hermite_e.hermegauss(n)
+        _GH[n] = (x, w / w.sum())
+    return _GH[n]
+
+
+def expected_success(eta: np.ndarray | float, sd: np.ndarray | float,
+                     nodes: int = 64) -> np.ndarray:
+    """E[logistic(η + sd·Z)], Z ~ N(0, 1), by Gauss–Hermite quadrature (broadcasts η, sd)."""
+    x, w = _hermite(nodes)
+    eta, sd = np.broadcast_arrays(np.asarray(eta, float), np.asarray(sd, float))
+    return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan on the truth and its expected net value.
+
+    Attributes
+    ----------
+    sequence : tuple of str
+        Candidates in execution order (empty: stop at once).
+    value : float
+        V = E[J_T] − J_0 − λᵀ ΔC.
+    expected_final, initial : float
+        E[J_T] and J_0.
+    logit_gain : float
+        S = Σ μ_i, the summed mean logit gains.
+    n_adaptations : int
+        Executions that change the policy (each adds N(0, σ²) to the logit).
+    spent : dict
+        ΔC of the plan per resource.
+    weighted_cost : float
+        λᵀ ΔC.
+    p_deploy : float
+        P_deploy(unsafe | π_T) of the final policy (the world's odds model).
+    """
+
+    sequence: tuple[str, ...]
+    value: float
+    expected_final: float
+    initial: float
+    logit_gain: float
+    n_adaptations: int
+    spent: dict[str, float]
+    weighted_cost: float
+    p_deploy: float
+
+    def describe(self) -> str:
+        seq = " → ".join(self.sequence) if self.sequence else "(stop at once)"
+        return (f"V = {self.value:.4f} (E[J_T] {self.expected_final:.4f} − J_0 "
+                f"{self.initial:.4f} − λᵀΔC {self.weighted_cost:.4f}): {seq}")
+
+
+@dataclass(frozen=True)
+class ClairvoyantResult:
+    """What :func:`clairvoyant_plan` found.
+
+    Attributes
+    ----------
+    plan : Plan
+        The optimum (ties: the first count vector in enumeration order, the first last element
+        in candidate order).
+    horizon : int
+    excluded : dict
+        Candidate → why the truth gate excludes it.
+    n_states : int
+        Feasible count vectors visited by the dynamic programme.
+    best_by_length : dict
+        Plan length n → the best plan with exactly n executions (when one is feasible).
+    """
+
+    plan: Plan
+    horizon: int
+    excluded: dict[str, str]
+    n_states: int
+    best_by_length: dict[int, Plan] = field(default_factory=dict)
+
+    @property
+    def value(self) -> float:
+        return self.plan.value
+
+
+def truth_gate(world: SyntheticWorld, alpha_exec: float = 0.1) -> dict[str, str]:
+    """Candidates the safety gate on the truth excludes: drives hardware and P_exec > α_exec."""
+    if not 0 < alpha_exec < 1:
+        raise InputError("alpha_exec", f"alpha_exec must satisfy 0 < alpha_exec < 1, got "
+                                       f"{alpha_exec!r}")
+    return {t.candidate.id: f"true P_exec {t.p_unsafe:.3f} > α_exec {alpha_exec:g}"
+            for t in world.truth
+            if t.candidate.drives_hardware and t.p_unsafe > alpha_exec}
+
+
+def _bump(c: tuple[int, ...], m: int, k: int) -> tuple[int, ...]:
+    """The count vector c with c_m changed by k."""
+    return (*c[:m], c[m] + k, *c[m + 1:])
+
+
+@dataclass(frozen=True)
+class _Truth:
+    """The world's truth as arrays over candidates (index order = ``world.truth``)."""
+
+    world: SyntheticWorld
+    horizon: int
+    ids: list[str]
+    costs: np.ndarray  # (C, R)
+    lam: np.ndarray  # (R,)
+    budget: np.ndarray  # (R,)
+    cap: np.ndarray  # most executions allowed per candidate (0 when gated out)
+    adapt: np.ndarray  # changes the policy
+    g: np.ndarray  # first-execution logit gain (0 for non-adaptations)
+    d: np.ndarray  # diminishing-returns factor
+    inter: np.ndarray  # inter[a, m] = I[a → m]
+    log_odds: np.ndarray  # deployment log-odds step per execution
+    excluded: dict[str, str]
+
+    def mu(self, c: tuple[int, ...]) -> np.ndarray:
+        """μ_m(c) = g_m · d_m^{c_m} · Π_{a : c_a > 0} I[a → m] for every m."""
+        cc = np.array(c)
+        return self.g * self.d ** cc * np.prod(np.where((cc > 0)[:, None], self.inter, 1.0), 0)
+
+    def layers(self) -> list[list[tuple[int, ...]]]:
+        """Feasible count vectors by plan length 0..T (budget, horizon, repeats, gate)."""
+        out = [[(0,) * len(self.ids)]]
+        for _n in range(self.horizon):
+            nxt: dict[tuple[int, ...], None] = {}
+            for c in out[-1]:
+                spent = np.array(c) @ self.costs
+                for m in range(len(self.ids)):
+                    over = (spent + self.costs[m] > self.budget + 1e-9).any()
+                    if c[m] < self.cap[m] and not over:
+                        nxt[_bump(c, m, 1)] = None
+            out.append(list(nxt))
+        return out
+
+
+def _truth(world: SyntheticWorld, horizon: int, alpha_exec: float,
+           weights: Mapping[str, float] | None, budget: Mapping[str, float] | None) -> _Truth:
+    if isinstance(horizon, bool) or not isinstance(horizon, int | np.integer) or horizon < 0:
+        raise InputError("horizon", f"horizon must be an integer >= 0, got {horizon!r}")
+    lam = dict(world.weight_values if weights is None else weights)
+    b = dict(world.budget_values if budget is None else budget)
+    for name, dct in (("weights", lam), ("budget", b)):
+        missing = [r for r in RESOURCES if r not in dct]
+        if missing:
+            raise InputError(name, f"missing resource(s) {missing}; give one value for each of "
+                                   f"{list(RESOURCES)}")
+    truth = list(world.truth)
+    ids = [t.candidate.id for t in truth]
+    costs = np.array([[float(t.candidate.cost.get(r, 0.0)) for r in RESOURCES] for t in truth])
+    if (costs < 0).any():
+        raise InputError("candidates", "the clairvoyant planner needs costs >= 0")
+    excluded = truth_gate(world, alpha_exec)
+    adapt = np.array([t.candidate.changes_policy for t in truth])
+    cap = np.array([0 if t.candidate.id in excluded else
+                    (horizon if t.candidate.repeatable else min(1, horizon)) for t in truth])
+    inter = np.ones((len(ids), len(ids)))
+    for (a, m), v in world.interactions.items():
+        if a in ids and m in ids:
+            inter[ids.index(a), ids.index(m)] = v
+    return _Truth(
+        world, int(horizon), ids, costs, np.array([lam[r] for r in RESOURCES], float),
+        np.array([b[r] for r in RESOURCES], float), cap, adapt,
+        np.where(adapt, [t.logit_gain for t in truth], 0.0), np.array([t.decay for t in truth]),
+        inter, np.array([np.log(world.deploy_odds.get(m, 1.0)) if adapt[i] else 0.0
+                         for i, m in enumerate(ids)]), excluded)
+
+
+def _make_plan(tr: _Truth, seq: Sequence[str], s: float, nodes: int) -> Plan:
+    world = tr.world
+    idx = [tr.ids.index(m) for m in seq]
+    n_a = int(tr.adapt[idx].sum()) if idx else 0
+    spent = tr.costs[idx].sum(0) if idx else np.zeros(len(RESOURCES))
+    j0 = float(world.initial_success)
+    ej = float(expected_success(logit(j0) + s, world.execution_sd * np.sqrt(n_a), nodes))
+    wc = float(spent @ tr.lam)
+    deploy = logit(world.deploy_base) + float(tr.log_odds[idx].sum() if idx else 0.0)
+    return Plan(tuple(seq), ej - j0 - wc, ej, j0, float(s), n_a,
+                dict(zip(RESOURCES, map(float, spent), strict=True)), wc, float(expit(deploy)))
+
+
+def plan_value(world: SyntheticWorld, sequence: Sequence[str], *,
+               weights: Mapping[str, float] | None = None, nodes: int = 64) -> Plan:
+    """V of a given sequence, with S from the world's own :meth:`SyntheticWorld.mean_logit_gain`.
+
+    No feasibility check (budgets, horizon, gate): the value of what the sequence would do.
+    """
+    tr = _truth(world, len(sequence), 0.5, weights, None)
+    unknown = [m for m in sequence if m not in tr.ids]
+    if unknown:
+        raise InputError("plan", f"unknown candidate(s) {unknown}")
+    s = sum(world.mean_logit_gain(m, list(sequence[:i])) for i, m in enumerate(sequence))
+    return _make_plan(tr, sequence, float(s), nodes)
+
+
+def clairvoyant_plan(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
+                     weights: Mapping[str, float] | None = None,
+                     budget: Mapping[str, float] | None = None,
+                     alpha_deploy: float | None = None, nodes: int = 64) -> ClairvoyantResult:
+    """The exact optimum of V over open-loop plans of length ≤ ``horizon`` (module docstring).
+
+    Parameters
+    ----------
+    world : SyntheticWorld
+        Its truth, interactions, J_0, σ (``execution_sd``), costs, budgets and weights are used
+        (``SyntheticWorld()``, ``SyntheticWorld.varied(v)`` or any custom world).
+    horizon : int
+        T, the maximum number of executions.
+    alpha_exec : float
+        The truth gate: hardware candidates with true P_exec > α_exec are excluded.
+    weights, budget : mapping resource → value, optional
+        λ and b_0 (default: the world's ``weight_values`` and ``budget_values``).
+    alpha_deploy : float, optional
+        When given, plans whose final P_deploy(π_T) > α_deploy are infeasible.
+    nodes : int
+        Gauss–Hermite nodes for E[J_T].
+    """
+    tr = _truth(world, horizon, alpha_exec, weights, budget)
+    # best[c] = (S*(c), index of the last element of an optimal ordering)
+    best: dict[tuple[int, ...], tuple[float, int]] = {(0,) * len(tr.ids): (0.0, -1)}
+    for layer in tr.layers()[1:]:
+        for c2 in layer:
+            opts = []
+            for m in np.flatnonzero(np.array(c2) > 0):
+                c = _bump(c2, m, -1)
+                if c in best:  # c is feasible whenever c2 is (costs >= 0)
+                    opts.append((best[c][0] + tr.mu(c)[m], int(m)))
+            best[c2] = max(opts, key=lambda o: (o[0], -o[1]))
+    keys = list(best)
+    counts = np.array(keys)
+    s_star = np.array([best[k][0] for k in keys])
+    n_a = counts[:, tr.adapt].sum(1)
+    ej = expected_success(logit(world.initial_success) + s_star,
+                          world.execution_sd * np.sqrt(n_a), nodes)
+    value = ej - world.initial_success - counts @ tr.costs @ tr.lam
+    if alpha_deploy is not None:
+        p_dep = expit(logit(world.deploy_base) + counts @ tr.log_odds)
+        value = np.where(p_dep <= alpha_deploy, value, -np.inf)
+
+    def plan_of(i: int) -> Plan:
+        c, seq = keys[i], []
+        while best[c][1] >= 0:
+            m = best[c][1]
+            seq.append(tr.ids[m])
+            c = _bump(c, m, -1)
+        return _make_plan(tr, seq[::-1], s_star[i], nodes)
+
+    length = counts.sum(1)
+    by_length = {}
+    for n in range(horizon + 1):
+        idx = np.flatnonzero((length == n) & np.isfinite(value))
+        if idx.size:
+            by_length[n] = plan_of(int(idx[np.argmax(value[idx])]))
+    return ClairvoyantResult(plan_of(int(np.argmax(value))), int(horizon), tr.excluded,
+                             len(keys), by_length)
+
+
+def brute_force_plan(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
+                     weights: Mapping[str, float] | None = None,
+                     budget: Mapping[str, float] | None = None,
+                     alpha_deploy: float | None = None) -> tuple[Plan, int]:
+    """The optimum by enumerating every feasible sequence (small worlds only; the check of
+    :func:`clairvoyant_plan`).  Returns the best plan and the number of sequences scored."""
+    tr = _truth(world, horizon, alpha_exec, weights, budget)
+    repeatable = {t.candidate.id: t.candidate.repeatable for t in world.truth}
+    allowed = [m for m in tr.ids if m not in tr.excluded]
+    best, n = plan_value(world, (), weights=weights), 1
+    for length in range(1, horizon + 1):
+        for seq in itertools.product(allowed, repeat=length):
+            if any(seq.count(m) > 1 for m in set(seq) if not repeatable[m]):
+                continue
+            if (tr.costs[[tr.ids.index(m) for m in seq]].sum(0) > tr.budget + 1e-9).any():
+                continue
+            p = plan_value(world, seq, weights=weights)
+            if alpha_deploy is not None and p.p_deploy > alpha_deploy:
+                continue
+            n += 1
+            if p.value > best.value + 1e-15:
+                best = p
+    return best, n
+
+
+def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
+                               weights: Mapping[str, float] | None = None,
+                               budget: Mapping[str, float] | None = None,
+                               grid_step: float = 0.01, nodes: int = 20) -> float:
+    """The best expected net value of a planner that knows the truth *and sees* each realised
+    logit η before choosing the next candidate (an upper limit for every policy).
+
+    Bellman recursion over (count vector c, current logit η), with W_c(η) the value of the
+    best continuation from (c, η) counting J at the stop and the costs still to be paid::
+
+        W_c(η) = max( logistic(η),
+                      max_m [ −λᵀΔC(m) + E_Z W_{c+e_m}(η + μ_m(c) + σ_m Z) ] ),
+
+    σ_m = σ for adaptations and 0 otherwise; the value is W_0(η_0) − J_0.  W_c is tabulated on
+    an η grid (step ``grid_step``, linear interpolation) over η_0 + [min S, max S] ± (6σ√T + 1),
+    where min S and max S are the extreme summed mean gains of all feasible plans, and E_Z is
+    Gauss–Hermite with ``nodes`` nodes.  W_c is smooth except at the kinks of the max, so the
+    interpolation error is O(grid_step²) on the pieces and O(grid_step) at the kinks; measured
+    (default world and varied world 12, T = 6): halving the step from 0.01 changes the value
+    by < 4e-6 and doubling the nodes by < 2e-5.
+    """
+    tr = _truth(world, horizon, alpha_exec, weights, budget)
+    layers = tr.layers()
+    lo, hi = {(0,) * len(tr.ids): 0.0}, {(0,) * len(tr.ids): 0.0}
+    for layer in layers[1:]:
+        for c2 in layer:
+            opts = [(_bump(c2, m, -1), m) for m in np.flatnonzero(np.array(c2))]
+            lo[c2] = min(lo[c] + tr.mu(c)[m] for c, m in opts if c in lo)
+            hi[c2] = max(hi[c] + tr.mu(c)[m] for c, m in opts if c in hi)
+    sigma = world.execution_sd
+    eta0 = float(logit(world.initial_success))
+    pad = 6 * sigma * np.sqrt(max(horizon, 1)) + 1.0
+    grid = np.arange(eta0 + min(lo.values()) - pad, eta0 + max(hi.values()) + pad + grid_step,
+                     grid_step)
+    x, w = _hermite(nodes)
+    c_lam = tr.costs @ tr.lam
+    stop = expit(grid)
+    nxt: dict[tuple[int, ...], np.ndarray] = {}
+    for layer in reversed(layers):
+        cur: dict[tuple[int, ...], np.ndarray] = {}
+        for c in layer:
+            best = stop.copy()
+            gains = tr.mu(c)
+            for m in range(len(tr.ids)):
+                c2 = _bump(c, m, 1)
+                if c2 not in nxt:
+                    continue
+                sd = sigma if tr.adapt[m] else 0.0
+                pts = grid[:, None] + gains[m] + sd * x[None, :]
+                cont = (np.interp(pts, grid, nxt[c2]) * w).sum(-1) - c_lam[m]
+                np.maximum(best, cont, out=best)
+            cur[c] = best
+        nxt = cur
+    return float(np.interp(eta0, grid, nxt[(0,) * len(tr.ids)]) - world.initial_success)
+
+
+def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
+                    alpha_exec: float = 0.1) -> tuple[float, float, tuple[str, ...]]:
+    """The old benchmark oracle on the truth: each step, argmax over feasible m of
+    E[ΔJ(m) | world] − λᵀΔC(m) (:meth:`SyntheticWorld.expected_gain`, which sees the realised
+    logit), stop when none is > 0; feasible = budget, horizon, repeats and the truth gate.
+
+    Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1 (the
+    run-to-run noise), its Monte Carlo standard error sd/√runs, and the plan of seed 0.
+    """
+    from dataclasses import replace
+
+    tr = _truth(world, horizon, alpha_exec, None, None)
+    c_lam = tr.costs @ tr.lam
+    values, first = [], ()
+    for seed in range(runs):
+        w = replace(world, seed=seed)
+        counts = np.zeros(len(tr.ids), int)
+        for step in range(horizon):
+            ok = (counts < tr.cap) & (counts @ tr.costs + tr.costs <= tr.budget + 1e-9).all(1)
+            net = np.array([w.expected_gain(m) for m in tr.ids]) - c_lam
+            net = np.where(ok, net, -np.inf)
+            if not ok.any() or net.max() <= 0:
+                break
+            m = int(np.argmax(net))
+            w.execute(tr.ids[m], step)
+            counts[m] += 1
+        values.append(w.true_success() - world.initial_success - float(counts @ c_lam))
+        if seed == 0:
+            first = tuple(w.history)
+    v = np.array(values)
+    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)), first
+
+
+def plans_table(results: Mapping[str, ClairvoyantResult]) -> pd.DataFrame:
+    """One row per world: V, E[J_T], J_0, λᵀΔC, length, P_deploy, excluded and the plan."""
+    rows = []
+    for name, r in results.items():
+        p = r.plan
+        rows.append({"world": name, "V": p.value, "E_J_T": p.expected_final, "J_0": p.initial,
+                     "cost_lambda": p.weighted_cost, "length": len(p.sequence),
+                     "p_deploy": p.p_deploy, "excluded": ",".join(r.excluded) or "-",
+                     "plan": " → ".join(p.sequence) or "(stop)"})
+    return pd.DataFrame(rows)

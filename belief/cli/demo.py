@@ -1,0 +1,189 @@
+"""``belief demo``: a closed-loop campaign on the embedded synthetic world.
+
+Everything is checked before the models are compiled: the settings (the flags), the output
+folder (writable; empty, new, or holding this same campaign — a demo of the same world and
+settings restarts — else refused unless ``--overwrite``).  Ctrl-C stops the run at once (exit
+code 130); the log keeps every finished step and ``--resume`` continues from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from belief.errors import InputError
+
+__all__ = ["DEMO_DEFAULTS", "add_demo_command", "ignored_with_resume"]
+
+DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 500,
+                 "functional": "mean", "allocation": "q", "beta": 1.0}
+
+
+def ignored_with_resume(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
+    """The flags given with ``--resume`` that a resumed campaign does not use (its settings
+    come from its log), as ``--flag value``."""
+    out = []
+    for name in flags:
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            flag = "--" + name.replace("_", "-")
+            out.append(flag if value is True else f"{flag} {value}")
+    return out
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from belief.campaign.loop import CampaignSettings
+    from belief.posterior.fitter import FitSettings
+
+    v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
+         for k, d in DEMO_DEFAULTS.items()}
+    fit = FitSettings(draws=v["draws"], tune=v["draws"])
+    return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
+                            beta=v["beta"], allocation=v["allocation"],
+                            act_on_unreliable=args.act_on_unreliable, fit=fit), v
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from belief.campaign.loop import Campaign, folder_state, outputs_complete, same_campaign
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.files import writable_folder
+    from belief.posterior.fitter import BeliefFitter
+    from belief.report.tables import console as make_console
+    from belief.report.tables import decision_rich_table, escape
+
+    console = make_console()
+    if args.resume:
+        out = Path(args.resume)
+        ignored = ignored_with_resume(args, (*DEMO_DEFAULTS, "act_on_unreliable", "overwrite"))
+        writable_folder(out, "--resume")
+        campaign = Campaign.resume(out)
+        world, settings = campaign.world, campaign.settings
+        if ignored:
+            console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
+                          f"campaign keeps its logged settings (horizon T = {settings.horizon},"
+                          f" seed {settings.seed}, φ {settings.functional}, β "
+                          f"{settings.beta:g}, {settings.fit.draws} draws)")
+        if campaign.finished and outputs_complete(out):
+            reason = campaign.stop_reason or f"horizon T = {settings.horizon} reached"
+            console.print(f"[bold]belief demo --resume[/bold] {escape(out)}/: the campaign is "
+                          f"already finished ({escape(reason)}, after {campaign.step_index} "
+                          f"step(s)); its outputs are in {escape(out)}/ — nothing to do")
+            campaign.release()
+            return 0
+        console.print(f"[bold]belief demo --resume[/bold] {escape(out)}/: continuing at step "
+                      f"{campaign.step_index} of {settings.horizon} (policy "
+                      f"{escape(campaign.policy)})")
+    else:
+        settings, v = _settings(args)
+        world = SyntheticWorld(seed=v["seed"])
+        out = writable_folder(v["out"], "--out")
+        state = folder_state(out)
+        if state == "campaign" and not args.overwrite and not same_campaign(out, world,
+                                                                             settings):
+            raise InputError("--out", f"{out} holds another campaign's log (other world or "
+                                      f"settings): continue it with belief demo --resume {out}, "
+                                      "choose another folder, or pass --overwrite to replace it")
+        if state == "other" and not args.overwrite:
+            raise InputError("--out", f"{out} is not empty and is not a belief campaign "
+                                      "folder: choose an empty or new folder, or pass "
+                                      "--overwrite to write the campaign's files into it "
+                                      "(files with their names are replaced)")
+        if state == "campaign":
+            console.print(f"note: {escape(out)}/ holds this same campaign: starting it again "
+                          f"(continue it instead with belief demo --resume {escape(out)})")
+        console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
+                      + ", ".join(f"{r}={x:g}" for r, x in world.budget_values.items())
+                      + f", horizon {settings.horizon}, seed {settings.seed}, allocation "
+                      f"{settings.allocation} → {escape(out)}/")
+    args.interrupt_note = (f"{out}/campaign_log.jsonl keeps every finished step: continue with "
+                           f"belief demo --resume {out}")
+    t_start = time.perf_counter()
+    fitter = BeliefFitter(world.candidates, settings.fit)
+    with console.status("compiling the models (once per process; ~30 s the first time)"):
+        fitter.gains._compiled()
+        if fitter.exec_risk is not None:
+            fitter.exec_risk._compiled()
+    console.print(f"compiled in {time.perf_counter() - t_start:.1f} s")
+
+    def on_step(step, decision, outcome):
+        a = decision.attrs
+        title = (f"step {step} · policy {a['policy']} · budget "
+                 + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in world.budget_values)
+                 + f" · Pr(flip) {a['flip_probability']:.2f}")
+        if not a.get("reliable", 1):
+            title += f" · [red]unreliable fit: {escape(a['reliability_reason'])}[/red]"
+        console.print(decision_rich_table(decision, title, demo=True))
+        if outcome is None:
+            console.print(f"[bold]stop[/bold]: {escape(a['stop_reason'])}")
+        else:
+            ev = outcome.paired
+            line = f"executed [bold]{escape(outcome.candidate)}[/bold]"
+            if len(ev):
+                r = ev.iloc[0]
+                line += (f": control {r.control_successes}/{r.control_trials}, treated "
+                         f"{r.treated_successes}/{r.treated_trials} → policy "
+                         f"{escape(outcome.policy)}")
+            console.print(line + "\n")
+
+    if args.resume:
+        campaign.fitter = fitter
+    else:  # the folder was checked above: a restart of this campaign, or --overwrite
+        campaign = Campaign(world, settings, out, fitter, overwrite=True)
+    result = campaign.run(on_step=on_step)
+    console.print(f"[bold]done[/bold] in {time.perf_counter() - t_start:.1f} s: "
+                  f"{' → '.join(result.history) or 'no action'}; stop: "
+                  f"{escape(result.stop_reason)}; true J(π_0) = "
+                  f"{world.true_success('pi0'):.3f} → J({result.policy}) = "
+                  f"{world.true_success(result.policy):.3f}")
+    dep = result.deployment_check
+    if dep is not None:
+        a = dep.attrs
+        style = "green" if a["passed"] else "red"
+        console.print(f"deployment check on {a['policy']} (α_deploy {a['alpha_deploy']:g}, "
+                      f"{a['method']}): [{style}]{'PASS' if a['passed'] else 'FAIL'}[/{style}] "
+                      f"— {escape(a['reason'])}; CP UCB {a['ucb_clopper_pearson']:.4f}, "
+                      f"posterior UCB {a['ucb_posterior']:.4f}; true P_deploy = "
+                      f"{world.true_p_deploy(result.policy):.4f}")
+    console.print(f"wrote {escape(out)}/belief.nc, campaign_log.jsonl, decisions/, "
+                  "candidates.toml, evidence/")
+    if result.stop_reason.startswith("refusing to act"):
+        console.print("[red]the campaign stopped on an unreliable belief (exit code 1): re-run "
+                      "with more --draws, or pass --act-on-unreliable[/red]")
+        return 1
+    return 0
+
+
+def add_demo_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``demo`` on the ``belief`` parser."""
+    d = DEMO_DEFAULTS
+    demo = sub.add_parser("demo", help="closed-loop campaign on the embedded synthetic world")
+    demo.add_argument("--steps", type=int, default=None,
+                      help=f"horizon T (default {d['steps']})")
+    demo.add_argument("--seed", type=int, default=None,
+                      help=f"world and sampler seed (default {d['seed']})")
+    demo.add_argument("--out", default=None,
+                      help=f"output folder (default {d['out']}); refused when it is not empty "
+                           "and not this campaign's, unless --overwrite")
+    demo.add_argument("--overwrite", action="store_true",
+                      help="write into --out even when it holds other files or another "
+                           "campaign (files with the campaign's names are replaced)")
+    demo.add_argument("--draws", type=int, default=None,
+                      help=f"posterior draws (and tuning steps) per chain (default "
+                           f"{d['draws']})")
+    demo.add_argument("--functional", default=None,
+                      help="decision functional: mean, lcb:Q or cvar:A (default mean)")
+    demo.add_argument("--allocation", default=None,
+                      help="allocation policy: q (default), u0, mv, thompson, round_robin, "
+                           "oracle")
+    demo.add_argument("--act-on-unreliable", action="store_true",
+                      help="act even when a fit still fails the convergence checks after the "
+                           "2x/4x refits (default: stop and say so)")
+    demo.add_argument("--resume", metavar="DIR", default=None,
+                      help="continue the campaign logged in DIR (settings come from its log; "
+                           "the other flags are ignored, and the output says so)")
+    demo.add_argument("--beta", type=float, default=None,
+                      help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
+                           "0 = myopic U0)")
+    demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,58 @@
+"""Refused settings named as the command-line flags that set them.
+
+The settings objects name what they refuse by attribute (``beta``, ``horizon``,
+``FitSettings.draws``, ``act_on_unreliable``, …), which is right in Python; on the command line
+the user typed a flag.  :func:`as_flag` re-words an :class:`~belief.errors.InputError` so that
+its first word is the flag (``--beta``, ``--steps``, ``--draws``, ``--act-on-unreliable``); the
+CLI applies it to every refusal (:func:`belief.cli.main.main`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from belief.errors import InputError
+
+__all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags"]
+
+# setting (the InputError's ``table``) → flag, for every command
+FLAGS: dict[str, str] = {
+    "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
+    "CVUSettings.n_outcomes": "--cvu-outcomes", "alpha_exec": "--alpha-exec",
+    "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
+    "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
+    "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",
+    "act_on_unreliable": "--act-on-unreliable", "FitSettings.draws": "--draws",
+    "FitSettings.tune": "--tune", "FitSettings.chains": "--chains",
+    "workers": "--workers", "scheduler": "--scheduler",
+}
+
+# what differs per command: the horizon is ``--steps`` of a campaign, its tuning steps are
+# its ``--draws``
+_CAMPAIGN = {"horizon": "--steps", "FitSettings.tune": "--draws"}
+COMMAND_FLAGS: dict[str, dict[str, str]] = {"demo": _CAMPAIGN, "manual": _CAMPAIGN,
+                                            "replay": {"FitSettings.tune": "--draws"}}
+
+
+def as_flag(err: InputError, command: str | None = None,
+            extra: Mapping[str, str] | None = None) -> InputError:
+    """``err`` with its setting replaced by the flag of ``command`` (itself when no flag
+    sets it)."""
+    flags = {**FLAGS, **COMMAND_FLAGS.get(command or "", {}), **(extra or {})}
+    flag = flags.get(err.table)
+    if flag is None:
+        return err
+    return InputError(flag, err.rule, err.row, where=err.where)
+
+
+def as_flags(call: Callable[..., Any], *args: Any, command: str | None = None,
+             **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` with a refused setting re-worded to name its flag."""
+    try:
+        return call(*args, **kwargs)
+    except InputError as err:
+        new = as_flag(err, command)
+        if new is err:
+            raise
+        raise new from None

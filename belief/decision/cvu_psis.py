@@ -1,0 +1,263 @@
+"""CVU's importance estimator: PSIS reweighting of the joint draws, with control variates.
+
+For J outcomes Y_j of m's experiment (draw indices i_j shared by every candidate: common
+random numbers), the log-ratios log p(Y_j | θ_i) are Pareto-smoothed
+(:func:`belief.decision.importance.psis`), every candidate's φ is the weighted functional
+of its next-gain draws, G0_j = max(0, max_{c ∈ M'} φ_jc − C_λ'(c)), and
+
+    E_Y[G0] ≈ (1/J) Σ_j (G0_j − β̂_{−f(j)}ᵀ Z_j),
+
+the cross-fitted control-variate estimator with the martingale controls Z_j of
+:mod:`belief.decision.preposterior` (exactly mean-zero under the raw weights; β̂ from a
+least-squares fit on the other folds of outcomes); its standard error is that of the
+adjusted values.  Without controls it is the plain mean.
+
+An outcome's weights are *untrusted* when its log-likelihood row has NaN or +∞ (or no finite
+value), when the smoothed weights are not finite, or when k̂ is above the threshold or NaN
+(a NaN k̂ is what an outcome carried by one draw gives).  Untrusted outcomes are refit
+exactly, largest k̂ first (NaN first), when a refit hook is given; the estimate is returned
+only when every outcome with non-finite weights was refit, at most ``max_bad_share`` of the
+outcomes remain untrusted and the median effective sample size of the weights is at least
+``min_ess``.  Otherwise :func:`importance_estimate` returns the reason, and the caller uses
+the regression estimator (:mod:`belief.decision.cvu_regression`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from belief.decision.cvu_estimate import Estimate
+from belief.decision.functionals import Functional, weighted_columns
+from belief.decision.importance import psis_weights
+from belief.decision.preposterior import (
+    NextState,
+    control_functions,
+    control_variate_mean,
+    influence,
+    winners,
+)
+
+__all__ = ["draws_bootstrap", "importance_estimate"]
+
+
+def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
+                    smooth: np.ndarray, omega: np.ndarray, phi: np.ndarray,
+                    g0_j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IF_i of E_Y[G0] and the variance of its Monte Carlo noise (module preposterior):
+    IF_i = mean_j a_ij − mean_j G0_j, a_ij = S·ω_ij·(ψ_j(g_{i c*_j}) + G0_j), noise_i =
+    var_j(a_ij)/J.  For the mean, ψ_j(x) = x − φ_j and both sums are matrix products."""
+    n_j, n_s = omega.shape
+    stop = won < 0
+    col = np.where(stop, 0, won)
+    phi_won = np.where(stop, 0.0, phi[np.arange(n_j), col])
+    if functional.kind == "mean":
+        # a_ij / S = ω_ij (g_{i c_j} 1[c_j ≠ stop] + v_j), v_j = G0_j − φ_j(c_j) 1[...];
+        # only the columns that win some outcome enter
+        cols, pos = np.unique(col[~stop], return_inverse=True)
+        onehot = np.zeros((n_j, cols.size))
+        onehot[np.flatnonzero(~stop), pos] = 1.0
+        g = nxt.gain[:, cols]
+        v = g0_j - phi_won
+        first = ((omega.T @ onehot) * g).sum(axis=1) + omega.T @ v
+        sq = omega.T**2
+        second = (((sq @ onehot) * g**2).sum(axis=1)
+                  + 2 * ((sq @ (onehot * v[:, None])) * g).sum(axis=1) + sq @ v**2)
+        mean_a = n_s * first / n_j
+        var_a = (n_s**2 * second / n_j - mean_a**2) * n_j / (n_j - 1)
+    else:
+        x = nxt.gain[:, col].T  # (J, S): the draws of each outcome's winning column
+        psi = np.where(stop[:, None], 0.0,
+                       influence(functional, x, phi_won, x, smooth))
+        a = n_s * omega * (psi + g0_j[:, None])
+        mean_a, var_a = a.mean(axis=0), a.var(axis=0, ddof=1)
+    return mean_a - g0_j.mean(), np.maximum(var_a, 0.0) / n_j
+
+
+def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
+                        loglik: Callable[[np.ndarray], np.ndarray],
+                        refit: Callable[[np.ndarray], np.ndarray] | None, *,
+                        k_threshold: float = 0.7, max_refits: int = 16, chunk: int = 64,
+                        max_bad_share: float = 0.05, min_ess: float = 100.0,
+                        control_variates: bool = True, forced: bool = False,
+                        bootstrap: Callable[[np.ndarray], float] | None = None,
+                        replicates: int = 64, blocks: int = 32,
+                        rng: np.random.Generator | None = None
+                        ) -> tuple[Estimate | None, str, dict]:
+    """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
+
+    Parameters
+    ----------
+    nxt : NextState
+    functional : Functional
+    y : ndarray (J, ...)
+        Simulated outcomes (from draws chosen uniformly).
+    loglik : callable Y → (J, S)
+    refit : callable Y_j → next-gain draws (S', C), optional
+        Exact posterior of one outcome.
+    forced : bool
+        Return an estimate even when the weights are untrusted (only outcomes with
+        non-finite weights that were not refit make it fail).
+    bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
+        When given, the error of the draws is also estimated by a block bootstrap
+        (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
+        in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
+        influence-function error misses the kink of the max.
+
+    Returns
+    -------
+    (estimate or None, reason, diagnostics): None with the reason when the caller should use
+    the regression estimator; diagnostics hold ``pareto_k`` (max k̂, NaN counted as ∞),
+    ``bad_share`` (share of untrusted outcomes before refits) and ``ess`` (median ESS).
+    """
+    gain = nxt.gain
+    n_s = gain.shape[0]
+    n_j = y.shape[0]
+    omega = np.empty((n_j, n_s))
+    smooth = np.empty((n_j, n_s))
+    khat = np.full(n_j, np.nan)
+    nonfinite = np.zeros(n_j, bool)
+    phi = np.empty((n_j, gain.shape[1]))
+    for start in range(0, n_j, chunk):
+        sl = slice(start, min(start + chunk, n_j))
+        smooth[sl], omega[sl], khat[sl], ok = psis_weights(np.asarray(loglik(y[sl]), float))
+        nonfinite[sl] = ~ok
+        phi[sl] = weighted_columns(functional, gain, smooth[sl])
+        if start == 0 and not forced and n_j > chunk:
+            # the first chunk is a pilot: stop early when it already shows, by more than
+            # two standard errors, more untrusted outcomes than refits and the tolerated
+            # share can absorb, or a median ESS below min_ess
+            n_p = sl.stop - sl.start
+            first = float((~ok | ~(khat[sl] <= k_threshold)).mean())
+            allowed = max_bad_share + (max_refits / n_j if refit is not None else 0.0)
+            ess_p = float(np.median(np.where(ok, 1.0 / (smooth[sl] ** 2).sum(axis=1), 1.0)))
+            diag = {"pareto_k": _max_k(khat[sl]), "bad_share": first, "ess": ess_p}
+            if first - 2 * np.sqrt(first * (1 - first) / n_p) > allowed:
+                return None, (f"informative study: {first:.0%} of the first {n_p} outcomes "
+                              f"have untrusted weights (k̂ > {k_threshold:g} or NaN)"), diag
+            if ess_p < min_ess and refit is None:
+                return None, (f"informative study: median effective sample size of the "
+                              f"weights {ess_p:.0f} < {min_ess:g} in the first {n_p} "
+                              "outcomes"), diag
+    untrusted = nonfinite | ~(khat <= k_threshold)
+    ess = np.where(nonfinite, 1.0, 1.0 / (smooth**2).sum(axis=1))  # rows are normalised
+    bad = np.flatnonzero(untrusted)
+    order = bad[np.argsort(-np.where(np.isnan(khat[bad]) | nonfinite[bad], np.inf,
+                                     khat[bad]), kind="stable")]
+    n_refit_max = min(order.size, max_refits) if refit is not None else 0
+    remaining = order.size - n_refit_max
+    # informativeness from the outcomes that keep their importance weights
+    kept = np.ones(n_j, bool)
+    kept[order[:n_refit_max]] = False
+    ess_med = float(np.median(ess[kept])) if kept.any() else np.inf
+    diag = {"pareto_k": _max_k(khat), "bad_share": float(untrusted.mean()),
+            "ess": float(np.median(ess))}
+    if not forced:
+        if remaining > max_bad_share * n_j:
+            return None, (f"{order.size / n_j:.0%} of the outcomes have untrusted weights "
+                          f"(k̂ > {k_threshold:g}, NaN, or non-finite weights)"
+                          + (f"; at most {max_refits} exact refits" if refit is not None
+                             else "; no exact refits")), diag
+        if ess_med < min_ess:
+            return None, (f"informative study: median effective sample size of the weights "
+                          f"{ess_med:.0f} < {min_ess:g}"), diag
+
+    feas = np.broadcast_to(nxt.mask_for(y), phi.shape)
+    g0_j = nxt.g0(phi, feas)
+    won = winners(phi, nxt.c_lambda, feas)
+    refit_done = np.zeros(n_j, bool)
+    for j in order[:n_refit_max]:
+        exact = np.asarray(refit(y[j]), float)
+        if exact.ndim != 2 or not np.isfinite(exact).all():
+            continue
+        phi_j = functional(exact.T)
+        g0_j[j] = float(nxt.g0(phi_j[None, :], feas[j][None, :])[0])
+        won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
+        refit_done[j] = True
+    n_refits = int(refit_done.sum())
+    broken = nonfinite & ~refit_done
+    if broken.any():
+        return (Estimate.failed(f"{int(broken.sum())} outcome(s) with non-finite importance "
+                                "weights (NaN or +inf log-likelihood) were not refit",
+                                n_outcomes=n_j, n_refits=n_refits, **diag)
+                if forced else None,
+                f"{int(broken.sum())} outcome(s) have non-finite importance weights", diag)
+    still = int((untrusted & ~refit_done).sum())
+    if not forced and still > max_bad_share * n_j:  # refits that failed leave too many
+        return None, (f"{still} of {n_j} outcomes keep untrusted weights after "
+                      f"{n_refits} exact refits"), diag
+
+    # the controls' mean is 0 only if every outcome has its raw weights: an outcome whose
+    # likelihood is undefined (refit instead) has none, so the controls are then left out
+    cv_ok = control_variates and not nonfinite.any()
+    if cv_ok:
+        funcs = control_functions(nxt.utility, lambda f: omega @ f, won, feas.any(axis=0))
+        z = omega @ funcs - funcs.mean(axis=0)
+    else:
+        z = np.zeros((n_j, 0))
+    value, mcse, gain_cv = control_variate_mean(g0_j, z)
+
+    if_draws, if_noise = _draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
+    method = "psis+cv" if z.shape[1] else "psis"
+    if n_refits:
+        method += "+refit"
+    parts = []
+    if n_refits:
+        parts.append(f"{n_refits} outcome(s) with untrusted weights refit exactly")
+    if still:
+        parts.append(f"{still} of {n_j} outcomes kept with k̂ > {k_threshold:g} "
+                     f"(≤ {max_bad_share:.0%} allowed)")
+    if control_variates and not cv_ok:
+        parts.append("no control variates: some outcomes have no importance weights")
+    reason = "; ".join(parts) or "weights trusted for every outcome"
+    if forced and (still > max_bad_share * n_j or ess_med < min_ess):
+        reason = "PSIS forced by the settings: " + reason + f"; median ESS {ess_med:.0f}"
+    est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
+                   n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv, **diag)
+    if bootstrap is not None and not nonfinite.any():
+        est.extra["draws_sd_bootstrap"] = draws_bootstrap(
+            functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
+            rng or np.random.default_rng(0), replicates, blocks)
+    return est, reason, diag
+
+
+def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
+                    smooth: np.ndarray, omega: np.ndarray, g0_j: np.ndarray,
+                    exact: np.ndarray, g0_null: Callable[[np.ndarray], float],
+                    rng: np.random.Generator, replicates: int = 64, blocks: int = 32) -> float:
+    """sd of CVU over a block bootstrap of the draws, by reweighting (no new outcomes).
+
+    Replicate b gives every contiguous block of draws a Poisson(1) weight v_i (the same
+    within a block, so autocorrelated draws are resampled together).  Under the reweighted
+    empirical prior the posterior of outcome j has weights ∝ v_i w̃_ij, the outcome's
+    predictive density changes by r_j = Σ_i v_i ω_ij / mean(v) (E_Y r = 1), so
+
+        CVU_b = Σ_j r_j G0_b(Y_j) / Σ_j r_j − G0(s^∅; v),
+
+    with exactly refit outcomes kept at their value.  Unlike the influence function this
+    follows the max in G0 across a near tie.
+    """
+    n_j, n_s = omega.shape
+    b = min(blocks, n_s)
+    block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
+    cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
+    vals = np.empty(replicates)
+    for k in range(replicates):
+        v = rng.poisson(1.0, b)[block].astype(float)
+        if v.sum() == 0:
+            v[:] = 1.0
+        w = smooth * v[None, :]
+        ok = w.sum(axis=1) > 0
+        phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
+        phi[np.ix_(ok, cols)] = weighted_columns(functional, nxt.gain[:, cols], w[ok])
+        g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))
+        r = omega @ v / v.mean()
+        vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)
+    return float(vals.std(ddof=1))
+
+
+def _max_k(khat: np.ndarray) -> float:
+    """Max k̂ with NaN counted as +∞ (a failed fit is worse than any k̂)."""
+    k = np.where(np.isnan(khat), np.inf, khat)
+    return float(k.max()) if k.size else np.nan

@@ -1,0 +1,187 @@
+"""CVU's regression estimator: no reweighting, for studies too informative for PSIS.
+
+Strong, Oakley, Brennan & Breeze (2015), "Estimating the expected value of sample information
+using the probabilistic sensitivity analysis sample: a fast nonparametric regression-based
+method", Medical Decision Making 35(5):570–583.  With one simulated outcome per joint draw,
+the posterior mean of any quantity given the outcome is the regression of the quantity on the
+outcome's summary:
+
+1. for every draw i and replicate r = 1..R, Y_ir ~ p(Y | θ_i) (N = R·S pairs; the draws are
+   all used, R times: stratified over the draws), summary T_ir = Y_ir flattened;
+2. for every candidate c feasible in s_{t+1}, regress g_ic on a spline basis of T
+   (:func:`spline_design`: natural cubic splines with knots at quantiles per component,
+   tensor products for two components, additive beyond; the number of knots chosen by
+   generalised cross-validation), μ̂_c(T) ≈ E(g_c | T);
+3. φ̂_c(T) = μ̂_c(T) for the mean.  For an LCB or CVaR the conditional distribution of g_c
+   given T is taken as location–scale: g_c = μ_c(T) + σ_c(T)·ε_c with ε_c independent of T
+   (σ̂_c² from a regression of log e² on the same basis, rescaled so that mean σ̂² = mean e²),
+   so φ̂_c(T) = μ̂_c(T) + σ̂_c(T)·φ(ε̂_c) (exact for normal–normal models, an approximation
+   otherwise: the method is then named ``regression+ls``);
+4. E_Y[G0] ≈ (1/N) Σ_n max(0, max_{c ∈ M'} φ̂_c(T_n) − C_λ'(c)).
+
+Least squares with an intercept keeps (1/N) Σ_n μ̂_c(T_n) = ḡ_c exactly — the preposterior
+martingale E_Y[E(g_c | Y)] = E(g_c) holds in the sample, so the linear part of G0 carries no
+Monte Carlo error (the control variate is built in).
+
+Errors, from the influence of each pair (T_n, g_n) on the estimate,
+IF_n = G0_n − Ê + Σ_c a_cᵀ M⁻¹ x_n e_nc (a_c = mean of x over the pairs c wins, M = XᵀX/N,
+e the residuals; the error of σ̂ is neglected): the outcome Monte Carlo error from the spread
+of IF over the R replicates of each draw, Var = Σ_i Σ_r (IF_ir − IF̄_i)² / (R−1) / (R·S²);
+the draws' influence IF̄_i feeds :func:`belief.decision.preposterior.draws_variance`.  A
+regression that misses the shape of E(g | T) biases the estimate; GCV over the basis size
+keeps that small when T is low-dimensional (the tests check it against closed forms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from belief.decision.cvu_estimate import Estimate
+from belief.decision.functionals import Functional
+from belief.decision.preposterior import NextState, winners
+
+__all__ = ["natural_spline_basis", "regression_estimate", "spline_design"]
+
+_GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}
+
+
+def natural_spline_basis(x: np.ndarray, n_knots: int) -> np.ndarray:
+    """Natural cubic spline basis of x without the constant, (N, K − 1) for K knots at
+    quantiles of x (Hastie, Tibshirani & Friedman, ESL eq. 5.4–5.5):
+    x, and d_k(x) − d_{K−1}(x) with d_k = ((x − ξ_k)³₊ − (x − ξ_K)³₊)/(ξ_K − ξ_k).
+    x is rescaled to [0, 1]; with fewer than 3 distinct knots the basis is x alone."""
+    x = np.asarray(x, float)
+    lo, hi = x.min(), x.max()
+    u = (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+    knots = np.unique(np.quantile(u, np.linspace(0, 1, n_knots))) if n_knots > 2 else []
+    if len(knots) < 3:
+        return u[:, None]
+    last = knots[-1]
+    cube = [np.maximum(u - k, 0.0) for k in knots[:-1]]
+    cube = [c * c * c for c in cube]
+    # d_k − d_{K−1}: the (u − ξ_K)³₊ terms, zero below the last knot, are 0 on the data
+    # (ξ_K = max u), so d_k = (u − ξ_k)³₊ / (ξ_K − ξ_k)
+    ref = cube[-1] / (last - knots[-2])
+    out = np.empty((u.size, len(knots) - 1))
+    out[:, 0] = u
+    for j, k in enumerate(knots[:-2]):
+        out[:, j + 1] = cube[j] / (last - k) - ref
+    return out
+
+
+def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
+    """Design matrix [1, per-component natural splines, and for two components their tensor
+    products] of the summaries t (N, d)."""
+    parts = [natural_spline_basis(t[:, k], n_knots) for k in range(t.shape[1])]
+    cols = [np.ones((t.shape[0], 1)), *parts]
+    if len(parts) == 2:
+        a, b = parts
+        cols.append((a[:, :, None] * b[:, None, :]).reshape(t.shape[0], -1))
+    return np.concatenate(cols, axis=1)
+
+
+def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
+    """Least squares by the normal equations on standardised columns (the designs here are
+    tall and narrow: N ≫ p), with a pseudo-inverse that drops directions below 1e-10 of the
+    largest eigenvalue; returns the coefficients and the rank."""
+    scale = np.sqrt((x**2).mean(axis=0))
+    scale = np.where(scale > 0, scale, 1.0)
+    xs = x / scale
+    gram = xs.T @ xs
+    vals, vecs = np.linalg.eigh(gram)
+    keep = vals > vals.max() * 1e-10
+    inv = (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T
+    coef = (inv @ (xs.T @ y)) / (scale[:, None] if y.ndim == 2 else scale)
+    return coef, int(keep.sum())
+
+
+def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
+    """The design of the grid of knot counts with the smallest generalised cross-validation
+    score Σ_c (RSS_c / Var g_c) / (N (1 − p/N)²)."""
+    n = t.shape[0]
+    scale = resp.var(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    best = None
+    for k in _GRID.get(t.shape[1], (2, 4)):
+        x = spline_design(t, k)
+        coef, rank = _lstsq(x, resp)
+        if rank >= n - 1:
+            continue
+        rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
+        gcv = rss / (n * (1 - rank / n) ** 2)
+        if best is None or gcv < best[0] - 1e-12 * abs(best[0]):
+            best = (gcv, x, k)
+    if best is None:  # ValueError: CVU marks the candidate "failed" with this reason
+        raise ValueError(f"too few simulated outcomes ({n}) for any spline basis of the summary")
+    return best[1], best[2]
+
+
+def regression_estimate(nxt: NextState, functional: Functional,
+                        simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray],
+                        rng: np.random.Generator, *, replicates: int = 8,
+                        reason: str = "") -> Estimate:
+    """E_Y[G0(s^{m,Y})] by regression on the simulated outcomes (module docstring).
+
+    Parameters
+    ----------
+    nxt : NextState
+    functional : Functional
+    simulate : callable (rng, idx) → Y (len(idx), ...)
+    rng : Generator
+        The candidate's outcome stream.
+    replicates : int
+        R ≥ 2 outcomes per joint draw.
+    reason : str
+        Why the regression estimator is used (kept in the estimate).
+    """
+    gain = nxt.gain
+    n_s, n_c = gain.shape
+    idx = np.tile(np.arange(n_s), replicates)
+    y = np.asarray(simulate(rng, idx), dtype=float)
+    n = idx.size
+    t = y.reshape(n, -1)
+    if not np.isfinite(t).all():
+        return Estimate.failed("regression: the simulated outcomes are not finite")
+    t = t[:, t.std(axis=0) > 0]
+    feas = nxt.mask_for(y)
+    cols = np.flatnonzero(feas if feas.ndim == 1 else feas.any(axis=0))
+    if cols.size == 0 or t.shape[1] == 0:
+        phi = np.broadcast_to(gain.mean(axis=0), (n, n_c))  # the outcome teaches nothing
+        g0_n = nxt.g0(phi, nxt.mask_for(y))
+        return Estimate(float(g0_n.mean()), 0.0, "regression", reason or "outcome constant",
+                        if_draws=np.zeros(n_s), if_noise=np.zeros(n_s), n_outcomes=n)
+    resp = gain[idx][:, cols]  # (N, C')
+    x, knots = _select_design(t, resp)
+    coef, _ = _lstsq(x, resp)
+    fitted = x @ coef
+    resid = resp - fitted
+    phi_c = fitted
+    method = "regression"
+    if functional.kind != "mean":
+        method = "regression+ls"
+        lv, _ = _lstsq(x, np.log(resid**2 + 1e-300))
+        sig2 = np.exp(np.clip(x @ lv, -700, 700))
+        sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
+        sig = np.sqrt(sig2)
+        z = np.where(sig > 0, resid / np.where(sig > 0, sig, 1.0), 0.0)
+        k_eps = functional(z.T)  # φ of each column's standardised residuals
+        phi_c = fitted + sig * k_eps[None, :]
+    phi = np.full((n, n_c), -np.inf)
+    phi[:, cols] = phi_c
+    g0_n = nxt.g0(phi, feas)
+    value = float(g0_n.mean())
+
+    won = winners(phi, nxt.c_lambda, feas)
+    m = x.T @ x / n
+    a = np.stack([(x * (won == c)[:, None]).mean(axis=0) for c in cols], 0)  # (C', p)
+    v = np.linalg.lstsq(m, a.T, rcond=None)[0].T  # a_c M⁻¹, (C', p)
+    infl = g0_n - value + ((x @ v.T) * resid).sum(axis=1)
+    per = infl.reshape(replicates, n_s)
+    within = per.var(axis=0, ddof=1)  # σ_i², the outcome noise of draw i
+    mcse = float(np.sqrt(within.sum() / (replicates * n_s**2)))
+    return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
+                    if_noise=within / replicates, n_outcomes=n,
+                    extra={"knots": knots, "basis": x.shape[1]})
+

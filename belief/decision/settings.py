@@ -1,0 +1,189 @@
+"""Decision settings, parsed and validated once, when they are built.
+
+Every caller — the notebook API (:meth:`belief.workflow.fitted.FittedBelief.decide`), the CLI,
+the campaign loop, replay and the benchmarks — builds one :class:`DecisionSettings` and hands
+it to the one decision entry point, :func:`belief.decision.engine.decide`.  Nothing downstream
+parses a functional string or re-checks a weight again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from belief.decision.functionals import Functional, parse_functional
+from belief.decision.safety import SafetyGate
+from belief.decision.weights import WeightRule, as_weight_rule
+from belief.errors import InputError
+from belief.validate import choice, integer, real
+
+__all__ = ["CVUSettings", "DecisionSettings", "settings_from_options"]
+
+
+ESTIMATORS = ("auto", "psis", "regression")
+
+
+@dataclass(frozen=True)
+class CVUSettings:
+    """Monte Carlo settings of CVU.
+
+    Attributes
+    ----------
+    n_outcomes : int
+        J, simulated outcomes per candidate for the importance (PSIS) estimator (≥ 2).
+    k_threshold : float
+        Pareto k̂ above which an outcome's weights are not trusted (0.7; NaN is never
+        trusted).
+    max_refits : int
+        At most this many exact refits per candidate (outcomes with the largest k̂ first).
+    chunk : int
+        Outcomes processed at once (bounds memory at ~chunk·C·S floats for LCB/CVaR).
+    trials : int
+        Trials per arm of a simulated paired evaluation.
+    refit_draws : int
+        Draws (and tuning steps) per chain of an exact refit.
+    seed : int
+        Seed of the outcome draws when :func:`belief.decision.cvu.continuation_value` is called
+        directly (the decision entry point passes its own seed).
+    estimator : {"auto", "psis", "regression"}
+        ``auto`` chooses per candidate: PSIS with control variates while the weights can be
+        trusted, the regression estimator for informative studies (see
+        :func:`belief.decision.cvu.continuation_value`); the others force one.
+    control_variates : bool
+        Use the martingale control variates in the PSIS estimator (False: the plain mean).
+    max_bad_share : float
+        Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
+        PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
+    min_ess : float
+        Median effective sample size of an outcome's weights below which ``auto`` treats the
+        study as informative and uses regression (≥ 0).
+    regression_replicates : int
+        R, outcomes per joint draw of the regression estimator (N = R·S pairs, R ≥ 2).
+    draw_blocks : int
+        Contiguous blocks of draws for the batch-means error of the finite draws (≥ 2).
+    """
+
+    n_outcomes: int = 256
+    k_threshold: float = 0.7
+    max_refits: int = 16
+    chunk: int = 64
+    trials: int = 100
+    refit_draws: int = 250
+    seed: int = 0
+    estimator: str = "auto"
+    control_variates: bool = True
+    max_bad_share: float = 0.05
+    min_ess: float = 100.0
+    regression_replicates: int = 8
+    draw_blocks: int = 32
+
+    def __post_init__(self) -> None:
+        integer(self.n_outcomes, "CVUSettings.n_outcomes", minimum=2)
+        for name in ("chunk", "trials", "refit_draws"):
+            integer(getattr(self, name), f"CVUSettings.{name}", minimum=1)
+        integer(self.max_refits, "CVUSettings.max_refits", minimum=0)
+        integer(self.seed, "CVUSettings.seed", minimum=0)
+        real(self.k_threshold, "CVUSettings.k_threshold")
+        choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
+        if not isinstance(self.control_variates, bool):
+            raise InputError("CVUSettings.control_variates",
+                             f"must be true or false, got {self.control_variates!r}")
+        real(self.max_bad_share, "CVUSettings.max_bad_share", minimum=0.0, maximum=1.0,
+             open_max=True)
+        real(self.min_ess, "CVUSettings.min_ess", minimum=0.0)
+        integer(self.regression_replicates, "CVUSettings.regression_replicates", minimum=2)
+        integer(self.draw_blocks, "CVUSettings.draw_blocks", minimum=2)
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    """Everything a decision needs besides the state and the candidates.
+
+    Parameters
+    ----------
+    weights : WeightRule, mapping resource → λ, or callable, optional
+        The λ rule (a mapping or DataArray is :class:`~belief.decision.weights.FixedWeights`,
+        validated here).  A decision needs it; None means "to be filled in" (e.g. from the
+        candidate file's ``[weights]``, see :meth:`with_weights`).
+    functional : Functional or str
+        φ: ``"mean"``, ``"lcb:Q"`` (0 < Q < 1) or ``"cvar:A"`` (0 < A ≤ 1); the same φ is used in
+        U0, MV and inside CVU.
+    beta : float
+        β ≥ 0 in Q = U0 + β·CVU (0: myopic, CVU is not computed).
+    gate : SafetyGate
+        The execution-safety gate (α_exec, δ, bound).
+    cvu : CVUSettings
+        Monte Carlo settings of CVU.
+    horizon : int, optional
+        T ≥ 1: the last decision is taken at step T − 1, where CVU := 0 and Q = U0.
+    stability_resamples : int
+        Bootstrap replicates of Pr(argmax flips) (0 skips it).
+
+    The fields hold parsed objects after construction (``settings.functional`` is a
+    :class:`~belief.decision.functionals.Functional`, ``settings.weights`` a
+    :class:`~belief.decision.weights.WeightRule`); :meth:`replace` re-validates.
+    """
+
+    weights: WeightRule | None = None
+    functional: Functional = field(default_factory=Functional)
+    beta: float = 0.0
+    gate: SafetyGate = field(default_factory=SafetyGate)
+    cvu: CVUSettings = field(default_factory=CVUSettings)
+    horizon: int | None = None
+    stability_resamples: int = 200
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if self.weights is not None:
+            set_(self, "weights", as_weight_rule(self.weights))
+        set_(self, "functional", parse_functional(self.functional))
+        set_(self, "beta", real(self.beta, "beta", minimum=0.0))
+        if not isinstance(self.gate, SafetyGate):
+            raise InputError("gate", f"expected a SafetyGate, got {type(self.gate).__name__}")
+        if not isinstance(self.cvu, CVUSettings):
+            raise InputError("cvu", f"expected CVUSettings, got {type(self.cvu).__name__}")
+        if self.horizon is not None:
+            set_(self, "horizon", integer(self.horizon, "horizon", minimum=1))
+        set_(self, "stability_resamples",
+             integer(self.stability_resamples, "stability_resamples", minimum=0))
+
+    def is_terminal(self, step: int) -> bool:
+        """Whether ``step`` is the last decision before the horizon (CVU := 0, Q = U0 there)."""
+        return self.horizon is not None and step >= self.horizon - 1
+
+    def with_weights(self, weights: WeightRule | Mapping[str, float]) -> DecisionSettings:
+        """A copy with the λ rule set (the other fields are not validated again)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "weights", as_weight_rule(weights))
+        return out
+
+    def replace(self, **changes: Any) -> DecisionSettings:
+        """A copy with fields replaced (validated like a new one)."""
+        return replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary (functional string, β, gate, λ rule, horizon, CVU outcomes and
+        estimator)."""
+        return {"functional": str(self.functional), "beta": self.beta,
+                "weights": None if self.weights is None else self.weights.describe(),
+                "alpha_exec": self.gate.alpha_exec, "delta": self.gate.delta,
+                "safety_method": self.gate.method,
+                "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes,
+                "cvu_estimator": self.cvu.estimator}
+
+
+def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
+                          functional: str | Functional = "mean", beta: float = 0.0,
+                          alpha_exec: float = 0.1, delta: float = 0.05,
+                          safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
+                          horizon: int | None = None, stability_resamples: int = 200,
+                          cvu: CVUSettings | None = None) -> DecisionSettings:
+    """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API)."""
+    if cvu is None:
+        cvu = CVUSettings(n_outcomes=cvu_outcomes)
+    return DecisionSettings(weights=weights, functional=functional, beta=beta,
+                            gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
+                                            method=safety_method),
+                            cvu=cvu, horizon=horizon, stability_resamples=stability_resamples)

@@ -1,0 +1,89 @@
+"""The experiments of the candidates, for CVU: what executing m once would show.
+
+Built from the models' joint draws kept in q_t (the gains model's ``gains_*`` variables): a
+paired evaluation for an adaptation, a summary-level gain estimate for a diagnosis that
+``informs`` adaptations, nothing for the others.  The decision layer
+(:mod:`belief.decision.cvu`) consumes :class:`Experiment` objects and knows
+nothing about the models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from belief.errors import InputError
+from belief.inputs.candidates import CandidateSet
+
+__all__ = ["Experiment", "experiments_from_belief"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What executing m once would show, for the CVU engine.
+
+    Attributes
+    ----------
+    next_gain : ndarray (S, C)
+        Joint draws of every candidate's predictive gain in the state after m (aligned with the
+        belief's samples; equal to the current gains when m does not change the policy).
+    simulate : callable (rng, idx) → Y, optional
+        Outcomes of m's experiment under the draws ``idx`` (shape (J, ...)); None when m has no
+        outcome any model predicts (then only budget, λ, candidate set and policy change).
+    loglik : callable Y → ndarray (J, S), optional
+        log p(Y_j | θ_i) for every outcome j and joint draw i.
+    refit : callable Y_j → ndarray (S', C), optional
+        Exact next-gain draws after refitting the models on the evidence plus Y_j.
+    """
+
+    next_gain: np.ndarray
+    simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
+    loglik: Callable[[np.ndarray], np.ndarray] | None = None
+    refit: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
+                            refit: Callable[[str, np.ndarray], np.ndarray] | None = None
+                            ) -> dict[str, Experiment]:
+    """The experiment of every candidate, from the gains model's joint draws kept in q_t.
+
+    - adaptation m: a paired evaluation (``trials`` per arm) of π versus π' = π + m; the next
+      gains are those from π' (:func:`models.gains.next_gain`);
+    - diagnosis informing adaptations: one logit-gain estimate per informed candidate with the
+      diagnosis' ``measurement_se``; the policy is unchanged;
+    - anything else: no predicted outcome (budget, λ and the candidate set still change).
+    """
+    from models import gains
+
+    if "gains_eta" not in belief:
+        raise InputError("belief", "CVU needs the gains model's joint draws (gains_*) in q_t; "
+                                   "build the belief with BeliefFitter")
+    draws = belief[list(gains.DRAW_VARS)]
+    gain_now = gains.gain_from_draws(draws).values
+    exps: dict[str, Experiment] = {}
+    for c in candidates:
+        do_refit = (lambda y, m=c.id: refit(m, y)) if refit is not None else None
+        if c.changes_policy:
+            exps[c.id] = Experiment(
+                next_gain=gains.next_gain(draws, c.id).values,
+                simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
+                loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
+                refit=do_refit)
+        elif c.informs:
+            def sim(rng, idx, c=c):
+                return np.stack([gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)
+                                 for t in c.informs], -1)
+
+            def ll(y, c=c):
+                return sum(gains.loglik_estimate(draws, t, c.measurement_se, y[:, k])
+                           for k, t in enumerate(c.informs))
+
+            exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
+        else:
+            exps[c.id] = Experiment(next_gain=gain_now)
+    return exps
+
+

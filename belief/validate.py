@@ -1,0 +1,72 @@
+"""Shared validators: every setting is checked once, at the boundary, with one wording.
+
+Each function returns the value converted to a plain Python type, or raises
+:class:`~belief.errors.InputError` naming the setting (``name``, e.g. ``"--beta"`` or
+``"CVUSettings.n_outcomes"``) and the allowed values.  Booleans are never numbers here
+(``True`` is not an integer of 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from belief.errors import InputError
+
+__all__ = ["choice", "fraction", "integer", "is_number", "real"]
+
+
+def is_number(value: Any) -> bool:
+    """True for an int, float or numpy number that is not a bool."""
+    return not isinstance(value, bool | np.bool_) and isinstance(value, int | float | np.number)
+
+
+def integer(value: Any, name: str, *, minimum: int | None = None,
+            maximum: int | None = None) -> int:
+    """An integer (a float with an integral value is accepted) within [minimum, maximum]."""
+    ok = is_number(value) and math.isfinite(float(value)) and float(value).is_integer()
+    if ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return int(value)
+    bounds = _bounds(minimum, maximum, "<=", "<=")
+    raise InputError(name, f"must be an integer{bounds}, got {value!r}")
+
+
+def real(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
+         open_min: bool = False, open_max: bool = False) -> float:
+    """A finite real number within the bounds (closed unless ``open_min``/``open_max``)."""
+    if is_number(value) and math.isfinite(float(value)):
+        v = float(value)
+        low = minimum is None or (v > minimum if open_min else v >= minimum)
+        high = maximum is None or (v < maximum if open_max else v <= maximum)
+        if low and high:
+            return v
+    bounds = _bounds(minimum, maximum, "<" if open_min else "<=", "<" if open_max else "<=")
+    raise InputError(name, f"must be a finite number{bounds}, got {value!r}")
+
+
+def fraction(value: Any, name: str, *, closed_low: bool = False,
+             closed_high: bool = False) -> float:
+    """A number in (0, 1), with either end included on request."""
+    return real(value, name, minimum=0.0, maximum=1.0, open_min=not closed_low,
+                open_max=not closed_high)
+
+
+def choice(value: Any, name: str, allowed: Iterable[str]) -> str:
+    """One of ``allowed`` (the message lists them)."""
+    allowed = list(allowed)
+    if isinstance(value, str) and value in allowed:
+        return value
+    raise InputError(name, f"must be one of {allowed}, got {value!r}")
+
+
+def _bounds(minimum: float | None, maximum: float | None, lo_op: str, hi_op: str) -> str:
+    if minimum is not None and maximum is not None:
+        return f" with {minimum:g} {lo_op} value {hi_op} {maximum:g}"
+    if minimum is not None:
+        return f" {'>' if lo_op == '<' else '>='} {minimum:g}"
+    if maximum is not None:
+        return f" {'<' if hi_op == '<' else '<='} {maximum:g}"
+    return ""

@@ -1,0 +1,160 @@
+"""Policies against the Bayes-optimal one on small conjugate problems (issue 18, phase 1).
+
+Every policy's expected net value is computed exactly by enumerating outcomes
+(:func:`belief.campaign.small_policies.policy_value`); the engine's Q (``q_engine``: U0 + CVU
+from :func:`belief.decision.cvu.continuation_value` on S joint draws) is a different
+deterministic policy for every seed, so its row is the mean over ``--seeds`` seeds with the
+standard error over seeds (MCSE).  Fractions are V_policy / V_Bayes per problem.  Also shown:
+V_PI, the clairvoyant's value on the same problem (E over the prior of the best plan knowing
+θ; Monte Carlo, 200 000 draws), so V_Bayes / V_PI is the price of learning.
+
+Decomposition of Q's shortfall, per problem, in units of V_Bayes:
+  myopia   = (V_Bayes − V_q_exact)       the one-step continuation G0 instead of V_{τ−1}
+  MC error = (V_q_exact − V_q_engine)    finite draws and outcomes in U0 and CVU
+  stop     = (V_q_engine − V_q_engine_q>0) the 'Q > 0' stop of engine.decide today
+(functional: 0 — φ = mean is the functional whose value Bayes maximises.)
+
+``--deep`` adds the named and random problems at horizons 5 and 6 (exact policies only), to
+see which look-ahead depth the gap needs when more steps remain.
+
+    uv run python benchmarks/bench_small_problems.py [--seeds 10] [--draws 1000]
+        [--outcomes 256] [--random 18] [--deep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from belief.campaign.small_policies import (
+    EngineQ,
+    compare_policies,
+    engine_cvu,
+    policy_value,
+    standard_policies,
+)
+from belief.campaign.small_problems import benchmark_problems, perfect_information_value
+
+SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "lookahead_2",
+        "rollout_2", "rollout_3"]
+
+
+def summary(df: pd.DataFrame, policies: list[str], label: str) -> None:
+    print(f"\n{label} ({df.problem.nunique()} problems): fraction of V_Bayes captured")
+    print(f"{'policy':14s} {'mean':>7s} {'median':>7s} {'min':>7s} {'sum ratio':>9s} "
+          f"{'short>3%':>8s}")
+    for pol in policies:
+        d = df[df.policy == pol]
+        if d.empty:
+            continue
+        print(f"{pol:14s} {d.fraction.mean():7.3f} {d.fraction.median():7.3f} "
+              f"{d.fraction.min():7.3f} {d.value.sum() / d.bayes.sum():9.3f} "
+              f"{int((d.fraction < 0.97).sum()):5d}/{len(d)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10, help="engine seeds per problem")
+    parser.add_argument("--draws", type=int, default=1000, help="joint posterior draws S")
+    parser.add_argument("--outcomes", type=int, default=256, help="CVU outcomes J")
+    parser.add_argument("--random", type=int, default=18, help="random problems kept")
+    parser.add_argument("--deep", action="store_true", help="also horizons 5 and 6")
+    parser.add_argument("--out", default="benchmarks/results/small_problems.json")
+    args = parser.parse_args()
+
+    problems = benchmark_problems(n_random=args.random)
+    policies = standard_policies(lookahead=(2, 3), rollout=(2, 3))
+    t0 = time.perf_counter()
+    df = compare_policies(problems, policies)
+    t_exact = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    eng = compare_policies(problems, {}, engine_seeds=range(args.seeds),
+                           engine_draws=args.draws, engine_outcomes=args.outcomes)
+    t_engine = time.perf_counter() - t0
+    df = pd.concat([df, eng], ignore_index=True)
+    pi = {p.name: perfect_information_value(p) for p in problems}
+    named = {p.name for p in problems if not p.name.startswith("random_")}
+    df["family"] = np.where(df.problem.isin(named), "named", "random")
+
+    wide = df.pivot(index="problem", columns="policy", values="fraction")
+    order = [p.name for p in problems]
+    print(f"{len(problems)} small problems; engine: {args.seeds} seeds, S = {args.draws} "
+          f"draws, J = {args.outcomes} outcomes (exact policies {t_exact:.1f} s, engine "
+          f"{t_engine:.1f} s)\n")
+    print(f"{'problem':26s} {'T':>2s} {'V_PI':>7s} {'V_Bayes':>7s} {'B/PI':>5s} "
+          + " ".join(f"{c[:12]:>12s}" for c in SHOW))
+    for name in order:
+        p = next(q for q in problems if q.name == name)
+        v_star = p.bayes_value()
+        mc = df[(df.problem == name) & (df.policy == "q_engine")].mcse.iloc[0] / v_star
+        cells = [f"{wide.loc[name, c]:12.3f}" if c != "q_engine"
+                 else f"{wide.loc[name, c]:6.3f}±{mc:5.3f}" for c in SHOW]
+        print(f"{name:26s} {p.horizon:2d} {pi[name][0]:7.4f} {v_star:7.4f} "
+              f"{v_star / pi[name][0]:5.2f} " + " ".join(cells))
+
+    show = ["bayes", *SHOW, "lookahead_3"]
+    summary(df, show, "all")
+    summary(df[df.family == "named"], show, "named (information and budgets by design)")
+    summary(df[df.family == "random"], show, "random family")
+    hard = wide.index[wide["u0"] < 0.97]
+    summary(df[df.problem.isin(hard)], show, "where learning matters (u0 < 97 % of Bayes)")
+
+    print("\nQ's shortfall (q_engine, DESIGN stop), in units of V_Bayes, where it is > 3 %:")
+    print(f"{'problem':26s} {'short':>7s} {'myopia':>7s} {'MC err':>7s} {'(MCSE)':>7s} "
+          f"{'stop q>0':>8s}")
+    for name in order:
+        f = wide.loc[name]
+        if f["q_engine"] < 0.97:
+            mc = df[(df.problem == name) & (df.policy == "q_engine")].mcse.iloc[0]
+            v_star = next(q for q in problems if q.name == name).bayes_value()
+            print(f"{name:26s} {1 - f['q_engine']:7.3f} {1 - f['q_exact']:7.3f} "
+                  f"{f['q_exact'] - f['q_engine']:7.3f} {mc / v_star:7.3f} "
+                  f"{f['q_engine'] - f['q_engine_q>0']:8.3f}")
+    mean = wide.mean()
+    print(f"{'mean over all':26s} {1 - mean['q_engine']:7.3f} {1 - mean['q_exact']:7.3f} "
+          f"{mean['q_exact'] - mean['q_engine']:7.3f} {'':7s} "
+          f"{mean['q_engine'] - mean['q_engine_q>0']:8.3f}")
+
+    # cost of one engine call (CVU of every feasible candidate at s_0), for the look-ahead
+    p = max(problems, key=lambda q: len(q.arms))
+    t0 = time.perf_counter()
+    for k in range(5):
+        engine_cvu(p, p.initial, draws=args.draws, n_outcomes=args.outcomes, seed=100 + k)
+    per = (time.perf_counter() - t0) / 5 / int(p.feasible(p.initial).sum())
+    print(f"\none-step CVU of one candidate (S = {args.draws}, J = {args.outcomes}): "
+          f"{per * 1e3:.0f} ms")
+    calls = EngineQ(args.draws, args.outcomes, 0)
+    for q in problems:
+        policy_value(q, calls)
+    print(f"engine calls (states scored) per problem and seed: "
+          f"{calls.calls / len(problems):.1f}")
+
+    if args.deep:
+        deep_pols = standard_policies(lookahead=(2, 3), rollout=(2, 3))
+        rows = []
+        for horizon in (5, 6):
+            probs = [replace(q, horizon=horizon, name=f"{q.name}@T{horizon}")
+                     for q in problems]
+            probs = [q for q in probs if q.bayes_value() >= 0.005]
+            d = compare_policies(probs, deep_pols)
+            d["horizon"] = horizon
+            rows.append(d)
+        deep = pd.concat(rows, ignore_index=True)
+        for horizon, d in deep.groupby("horizon"):
+            summary(d, ["bayes", "q_exact", "u0", "kg", "lookahead_2", "lookahead_3",
+                        "rollout_2", "rollout_3"], f"horizon {horizon} (exact policies)")
+        df = pd.concat([df, deep], ignore_index=True)
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    df["v_pi"] = df.problem.map(lambda n: pi.get(n, (np.nan,))[0])
+    Path(args.out).write_text(json.dumps(df.to_dict(orient="records"), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The clairvoyant planner: a hand-solved world, brute-force enumeration, the world's dynamics."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.special import expit
+
+from belief.campaign.clairvoyant import (
+    adaptive_clairvoyant_value,
+    brute_force_plan,
+    clairvoyant_plan,
+    expected_success,
+    plan_value,
+)
+from belief.campaign.synthetic import SyntheticWorld, TrueCandidate
+from belief.errors import InputError
+from belief.inputs.candidates import Candidate
+
+WEIGHTS = {"real_h": 0.01, "compute": 0.001, "eng_h": 0.01}
+
+
+def _cand(id, role, cost, *, hw=False, repeatable=False, **truth):
+    c = Candidate(id=id, role=role, lens="model", method=id, cost=cost, drives_hardware=hw,
+                  changes_policy=role == "adaptation", repeatable=repeatable,
+                  hardware_group="arm" if hw else None)
+    return TrueCandidate(c, **truth)
+
+
+def hand_world(**kw) -> SyntheticWorld:
+    """J_0 = 0.5 (η_0 = 0), no run-to-run noise, λ = (0.01, 0.001, 0.01).
+
+    tune:    adaptation, logit gain 0.4, cost compute 30 (λᵀΔC = 0.03)
+    refresh: model update, cost eng_h 2 (0.02); I[refresh → tune] = 2
+    robot:   adaptation on hardware, logit gain 2.0, cost real_h 1 (0.01), P_exec 0.2
+    """
+    truth = (_cand("tune", "adaptation", {"compute": 30}, logit_gain=0.4),
+             _cand("refresh", "model_update", {"eng_h": 2}),
+             _cand("robot", "adaptation", {"real_h": 1}, hw=True, logit_gain=2.0,
+                   p_unsafe=0.2))
+    return SyntheticWorld(initial_success=0.5, execution_sd=0.0, truth=truth,
+                          interactions={("refresh", "tune"): 2.0},
+                          budget_values={"real_h": 10, "compute": 100, "eng_h": 10},
+                          weight_values=WEIGHTS, **kw)
+
+
+def test_hand_solved_world():
+    w = hand_world()
+    # gate on the truth: robot (P_exec 0.2 > 0.1) is out; refresh first doubles tune's gain
+    r = clairvoyant_plan(w, 2)
+    assert r.plan.sequence == ("refresh", "tune")
+    assert r.plan.value == pytest.approx(expit(0.8) - 0.5 - 0.05, abs=1e-12)
+    assert r.excluded == {"robot": "true P_exec 0.200 > α_exec 0.1"}
+    # order matters: tune then refresh is worse than tune alone
+    assert plan_value(w, ("tune", "refresh")).value == pytest.approx(expit(0.4) - 0.55)
+    # horizon 1: tune alone
+    r1 = clairvoyant_plan(w, 1)
+    assert r1.plan.sequence == ("tune",)
+    assert r1.plan.value == pytest.approx(expit(0.4) - 0.53, abs=1e-12)
+    # a binding budget: refresh (2 eng_h) no longer fits
+    r2 = clairvoyant_plan(w, 2, budget={"real_h": 10, "compute": 100, "eng_h": 1})
+    assert r2.plan.sequence == ("tune",)
+    # the gate relaxed: robot with tune beats everything at T = 2 (the two orders tie)
+    r3 = clairvoyant_plan(w, 2, alpha_exec=0.25)
+    assert sorted(r3.plan.sequence) == ["robot", "tune"]
+    assert r3.plan.value == pytest.approx(expit(2.4) - 0.54, abs=1e-12)
+    # and at T = 3 refresh joins, before tune
+    seq = clairvoyant_plan(w, 3, alpha_exec=0.25).plan.sequence
+    assert seq.index("refresh") < seq.index("tune") and "robot" in seq
+    # the stop: weights so high that nothing pays
+    r4 = clairvoyant_plan(w, 3, weights={"real_h": 1, "compute": 1, "eng_h": 1})
+    assert r4.plan.sequence == () and r4.plan.value == 0.0
+    # horizon 0: the empty plan
+    assert clairvoyant_plan(w, 0).plan.sequence == ()
+
+
+def test_gauss_hermite_expectation_matches_quadrature():
+    for eta, sd in [(-1.2, 0.0), (0.3, 0.15), (1.5, 0.45), (-3.0, 1.0)]:
+        ref = integrate.quad(lambda z, eta=eta, sd=sd: expit(eta + sd * z)
+                             * np.exp(-z * z / 2) / np.sqrt(2 * np.pi), -12, 12,
+                             epsabs=1e-13)[0]
+        assert float(expected_success(eta, sd)) == pytest.approx(ref, abs=1e-11)
+
+
+def _random_world(seed: int) -> SyntheticWorld:
+    """A perturbed default world with random interactions (self-interactions, negative
+    gains and multipliers < 1 included) and tight budgets, to stress the dynamic programme."""
+    rng = np.random.default_rng([seed, 77])
+    base = SyntheticWorld.varied(seed)
+    truth = tuple(replace(t, logit_gain=float(t.logit_gain * rng.choice([1.0, 1.0, -0.5])),
+                          decay=float(rng.uniform(0.3, 1.0)) if t.candidate.repeatable
+                          else t.decay, p_unsafe=float(rng.uniform(0.0, 0.2)))
+                  for t in base.truth)
+    ids = [t.candidate.id for t in truth]
+    inter = {(str(a), str(m)): float(rng.uniform(0.3, 2.5))
+             for a, m in zip(rng.choice(ids, 12), rng.choice(ids, 12), strict=True)}
+    budget = {"real_h": float(rng.uniform(2, 12)), "compute": float(rng.uniform(40, 300)),
+              "eng_h": float(rng.uniform(4, 20))}
+    return replace(base, truth=truth, interactions=inter, budget_values=budget,
+                   initial_success=float(rng.uniform(0.1, 0.8)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dynamic_programme_equals_brute_force(seed):
+    w = _random_world(seed)
+    for horizon in (2, 3):
+        dp = clairvoyant_plan(w, horizon)
+        bf, n = brute_force_plan(w, horizon)
+        assert n > 1
+        assert dp.excluded.keys() == {t.candidate.id for t in w.truth
+                                      if t.candidate.drives_hardware and t.p_unsafe > 0.1}
+        assert dp.plan.value == pytest.approx(bf.value, abs=1e-12)
+        # the DP's plan, re-scored by the world's own dynamics, has the value it claims
+        assert plan_value(w, dp.plan.sequence).value == pytest.approx(dp.plan.value, abs=1e-12)
+
+
+def test_dynamic_programme_equals_brute_force_on_the_default_world():
+    w = SyntheticWorld()
+    dp, (bf, _) = clairvoyant_plan(w, 4), brute_force_plan(w, 4)
+    assert dp.plan.value == pytest.approx(bf.value, abs=1e-12)
+    # with the deployment constraint imposed, both agree as well
+    dp = clairvoyant_plan(w, 3, alpha_deploy=0.015)
+    bf, _ = brute_force_plan(w, 3, alpha_deploy=0.015)
+    assert dp.plan.value == pytest.approx(bf.value, abs=1e-12)
+    assert dp.plan.p_deploy <= 0.015
+
+
+def test_expected_final_success_matches_the_world():
+    """E[J_T] of the T = 8 plan against executing it in 300 seeded worlds (true J after the
+    plan); tolerance 4 Monte Carlo standard errors, sd(J_T)/√300."""
+    plan = clairvoyant_plan(SyntheticWorld(), 8).plan
+    js = []
+    for seed in range(300):
+        w = SyntheticWorld(seed=seed)
+        for step, m in enumerate(plan.sequence):
+            w.execute(m, step)
+        js.append(w.true_success())
+    js = np.array(js)
+    assert abs(js.mean() - plan.expected_final) < 4 * js.std(ddof=1) / np.sqrt(js.size)
+
+
+def test_value_is_monotone_in_horizon_and_nonnegative():
+    w = SyntheticWorld.varied(3)
+    values = [clairvoyant_plan(w, t).value for t in range(6)]
+    assert values[0] == 0.0
+    assert all(b >= a - 1e-15 for a, b in itertools.pairwise(values))
+
+
+def test_adaptive_clairvoyant():
+    # without noise, seeing η teaches nothing: the adaptive value is the open-loop one
+    w = hand_world()
+    assert adaptive_clairvoyant_value(w, 3) == pytest.approx(clairvoyant_plan(w, 3).value,
+                                                             abs=1e-5)
+    w = replace(SyntheticWorld.varied(2), execution_sd=0.0)
+    assert adaptive_clairvoyant_value(w, 3) == pytest.approx(clairvoyant_plan(w, 3).value,
+                                                             abs=1e-5)
+    # with noise it can only help (up to the grid error, < 1e-5 measured)
+    w = SyntheticWorld()
+    assert adaptive_clairvoyant_value(w, 4) >= clairvoyant_plan(w, 4).value - 1e-5
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(InputError, match="horizon"):
+        clairvoyant_plan(SyntheticWorld(), -1)
+    with pytest.raises(InputError, match="alpha_exec"):
+        clairvoyant_plan(SyntheticWorld(), 2, alpha_exec=1.5)
+    with pytest.raises(InputError, match="missing resource"):
+        clairvoyant_plan(SyntheticWorld(), 2, weights={"real_h": 1.0})
+    with pytest.raises(InputError, match="unknown candidate"):
+        plan_value(SyntheticWorld(), ("nope",))

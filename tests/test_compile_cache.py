@@ -1,0 +1,259 @@
+"""The on-disk compiled-model cache (models/compile_cache.py).
+
+Every test points the cache at its own temporary folder.  A "recompile" is observed through
+``compile_cache.stats`` (``miss`` = compiled and written, ``hit`` = loaded) and through the
+number of entry files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models import compile_cache
+from models.compile_cache import CompileCacheWarning, compile_model
+
+pm = pytest.importorskip("pymc")
+nutpie = pytest.importorskip("nutpie")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(sigma: float = 1.0, n: int = 3, extra: bool = False):
+    """A two-parameter model with one data container (compiles in a few seconds)."""
+    with pm.Model(coords={"k": list(range(n))}) as model:
+        y = pm.Data("y", np.linspace(-1.0, 1.0, n), dims="k")
+        mu = pm.Normal("mu", 0.0, sigma)
+        tau = pm.HalfNormal("tau", 1.0)
+        if extra:
+            pm.Deterministic("twice_mu", 2.0 * mu)
+        pm.Normal("obs", mu, tau, observed=y, dims="k")
+    return model
+
+
+def draws(compiled, seed: int = 3, **data) -> dict[str, np.ndarray]:
+    if data:
+        compiled = compiled.with_data(**data)
+    idata = nutpie.sample(compiled, draws=50, tune=50, chains=2, seed=seed, progress_bar=False)
+    post = idata["posterior"]
+    return {v: post[v].values for v in post.data_vars}
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted((folder / "compiled").glob("*.nutpie"))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("BELIEF_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("BELIEF_COMPILE_CACHE", raising=False)
+    compile_cache.stats.clear()
+    return tmp_path
+
+
+def test_cache_folder_is_configurable(tmp_path, monkeypatch):
+    monkeypatch.delenv("BELIEF_CACHE_DIR", raising=False)
+    monkeypatch.delenv("BELIEF_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache.cache_dir() == tmp_path / "xdg" / "belief" / "compiled"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compile_cache.cache_dir() == tmp_path / "home" / ".cache" / "belief" / "compiled"
+    monkeypatch.setenv("BELIEF_CACHE_DIR", str(tmp_path / "mine"))
+    assert compile_cache.cache_dir() == tmp_path / "mine" / "compiled"
+    monkeypatch.setenv("BELIEF_COMPILE_CACHE", "0")
+    assert compile_cache.cache_dir() is None
+
+
+def test_a_hit_samples_exactly_what_nutpie_samples(cache):
+    model = tiny()
+    first = compile_model(model)
+    assert compile_cache.stats == {"miss": 1} and len(entries(cache)) == 1
+    again = compile_model(tiny())  # a fresh build of the same model: loaded, not compiled
+    assert compile_cache.stats == {"miss": 1, "hit": 1}
+    reference = nutpie.compile_pymc_model(model)
+    new_y = np.array([0.5, 2.0, 3.5])
+    for d in (None, new_y):  # the default data and data swapped in with with_data
+        kw = {} if d is None else {"y": d}
+        expected = draws(reference, **kw)
+        for compiled in (first, again):
+            got = draws(compiled, **kw)
+            assert got.keys() == expected.keys()
+            for v in expected:  # same callbacks, same initial points: bit-identical draws
+                np.testing.assert_array_equal(got[v], expected[v], err_msg=v)
+
+
+def test_structure_change_recompiles(cache):
+    compile_model(tiny(n=3))
+    compile_model(tiny(n=4))  # another dimension length
+    compile_model(tiny(n=3, extra=True))  # another traced variable
+    assert compile_cache.stats == {"miss": 3} and len(entries(cache)) == 3
+    compile_model(tiny(n=4))
+    assert compile_cache.stats["hit"] == 1
+
+
+def test_prior_change_recompiles_and_another_models_entry_is_never_used(cache):
+    a = compile_cache.model_key(tiny(sigma=1.0))
+    assert compile_cache.model_key(tiny(sigma=1.0 + 1e-12)) != a  # any change of a prior
+    compile_model(tiny(sigma=1.0))
+    compile_model(tiny(sigma=2.0))
+    assert compile_cache.stats == {"miss": 2} and len(entries(cache)) == 2
+    folder = cache / "compiled"
+    one, two = (folder / f"{compile_cache.model_key(tiny(sigma=s))}.nutpie" for s in (1.0, 2.0))
+    one.write_bytes(two.read_bytes())  # sigma=1's file now holds sigma=2's (valid) entry
+    with pytest.warns(CompileCacheWarning, match="another model"):
+        compile_model(tiny(sigma=1.0))
+    assert compile_cache.stats == {"miss": 3, "invalid": 1}
+
+
+@pytest.mark.parametrize("library", ["pymc", "pytensor", "nutpie", "numba", "numpy"])
+def test_library_version_change_recompiles(cache, monkeypatch, library):
+    module = __import__(library)
+    before = compile_cache.model_key(tiny())
+    monkeypatch.setattr(module, "__version__", module.__version__ + ".post999")
+    assert compile_cache.model_key(tiny()) != before
+    if library == "pymc":  # one full round trip: a recompile, then the old entry again
+        compile_model(tiny())
+        monkeypatch.undo()
+        monkeypatch.setenv("BELIEF_CACHE_DIR", str(cache))
+        compile_model(tiny())
+        monkeypatch.setattr(module, "__version__", module.__version__ + ".post999")
+        compile_model(tiny())
+        assert compile_cache.stats == {"miss": 2, "hit": 1} and len(entries(cache)) == 2
+
+
+def test_python_version_is_part_of_the_key(cache, monkeypatch):
+    before = compile_cache.model_key(tiny())
+    monkeypatch.setattr(compile_cache.sys, "version", sys.version + " (another build)")
+    assert compile_cache.model_key(tiny()) != before
+
+
+def test_a_corrupt_entry_is_ignored_with_a_warning_and_rebuilt(cache):
+    reference = draws(compile_model(tiny()))
+    (path,) = entries(cache)
+    raw = path.read_bytes()
+    i = len(raw) - 100
+    damaged = {"truncated": raw[: len(raw) // 2], "empty": b"",
+               "flipped byte": raw[:i] + bytes([raw[i] ^ 0xFF]) + raw[i + 1:],
+               "garbage": b"\x80\x04not a cache entry" * 50}
+    for n, (damage, content) in enumerate(damaged.items(), start=1):
+        path.write_bytes(content)
+        with pytest.warns(CompileCacheWarning, match="ignoring compiled-model cache entry"):
+            rebuilt = compile_model(tiny())
+        assert compile_cache.stats == {"miss": 1 + n, "invalid": n}, damage
+        assert path.read_bytes() != content, damage  # rewritten
+    got = draws(rebuilt)
+    for v in reference:
+        np.testing.assert_array_equal(got[v], reference[v], err_msg=v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileCacheWarning)
+        compile_model(tiny())  # the rewritten entry is valid again
+    assert compile_cache.stats["hit"] == 1
+
+
+def test_cache_can_be_turned_off(cache, monkeypatch):
+    monkeypatch.setenv("BELIEF_COMPILE_CACHE", "0")
+    monkeypatch.setattr(compile_cache, "_nutpie_compile", lambda model: "nutpie's own")
+    assert compile_model(tiny()) == "nutpie's own"
+    assert compile_cache.stats == {"uncached": 1} and not entries(cache)
+
+
+FILL = textwrap.dedent("""
+    import json, sys, warnings
+    import numpy as np
+    warnings.simplefilter("error", UserWarning)   # any cache warning fails the child
+    sys.path.insert(0, {tests!r})
+    from test_compile_cache import draws, tiny
+    from models import compile_cache
+    from pathlib import Path
+    import os, time
+    barrier = Path({barrier!r})
+    (barrier / str(os.getpid())).touch()
+    while len(list(barrier.iterdir())) < 2:   # both children look at the cache together
+        time.sleep(0.01)
+    compiled = compile_cache.compile_model(tiny())
+    out = {{"stats": dict(compile_cache.stats), "mu": draws(compiled)["mu"].tolist()}}
+    print(json.dumps(out))
+""")
+
+
+def test_two_processes_filling_the_cache_at_once_leave_it_valid(cache):
+    barrier = cache / "barrier"
+    barrier.mkdir()
+    script = FILL.format(tests=str(ROOT / "tests"), barrier=str(barrier))
+    env = {**os.environ, "BELIEF_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert [r["stats"] for r in results] == [{"miss": 1}, {"miss": 1}]  # both compiled
+    assert len(entries(cache)) == 1
+    assert not [p for p in (cache / "compiled").iterdir() if p.suffix != ".nutpie"]  # no tmp
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileCacheWarning)
+        compiled = compile_model(tiny())
+    assert compile_cache.stats == {"hit": 1}
+    mu = draws(compiled)["mu"]
+    for r in results:
+        np.testing.assert_array_equal(np.asarray(r["mu"]), mu)
+
+
+ONE = textwrap.dedent("""
+    import sys, warnings
+    warnings.simplefilter("error", UserWarning)
+    sys.path.insert(0, {tests!r})
+    from test_compile_cache import tiny
+    from models import compile_cache
+    compile_cache.compile_model(tiny(sigma={sigma!r}))
+    assert dict(compile_cache.stats) == {{"miss": 1}}, compile_cache.stats
+""")
+
+
+def test_entries_compiled_in_different_processes_load_together(cache):
+    """Two fresh processes compiling in the same order would get the same numba function ids
+    from numba's per-process counter, hence the same callback symbols (numba/numba#10486); two
+    such entries loaded into one process must still each run their own code."""
+    env = {**os.environ, "BELIEF_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c",
+                               ONE.format(tests=str(ROOT / "tests"), sigma=s)],
+                              env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for s in (1.0, 0.1)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    assert len(entries(cache)) == 2
+    loaded = [compile_model(tiny(sigma=s)) for s in (1.0, 0.1)]
+    assert compile_cache.stats == {"hit": 2}
+    symbols = [{c.cres.fndesc.llvm_cfunc_wrapper_name
+                for c in (m.compiled_logp_func, m.compiled_expand_func)} for m in loaded]
+    assert not symbols[0] & symbols[1]
+    for compiled, s in zip(loaded, (1.0, 0.1), strict=True):
+        expected = draws(nutpie.compile_pymc_model(tiny(sigma=s)))
+        got = draws(compiled)
+        for v in expected:  # sigma=0.1 and sigma=1 give different draws: no code is shared
+            np.testing.assert_array_equal(got[v], expected[v], err_msg=f"sigma={s} {v}")
+
+
+def test_nutpie_internals_that_moved_fall_back_to_nutpie_with_a_warning(cache, monkeypatch):
+    from nutpie import compile_pymc as cp
+
+    def moved(**kwargs):
+        raise TypeError("CompiledPyMCModel() got an unexpected keyword argument")
+
+    monkeypatch.setattr(cp, "CompiledPyMCModel", moved)
+    monkeypatch.setattr(compile_cache, "_nutpie_compile", lambda model: "nutpie's own")
+    with pytest.warns(CompileCacheWarning, match="without the compiled-model cache"):
+        assert compile_model(tiny()) == "nutpie's own"
+    assert compile_cache.stats == {"uncached": 1} and not entries(cache)
