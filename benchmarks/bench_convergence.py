@@ -193,20 +193,28 @@ def _compile(f, model: str, ev) -> None:
     elif model == "exec_risk" and f.exec_risk is not None:
         f.exec_risk._compiled()
     elif model == "transfer":
-        from belief.inputs.evidence import outcome_family
-
-        f.transfer._compiled(outcome_family(ev.transfer))
+        f.transfer._compiled(_tables().outcome_family(ev.transfer))
     elif model == "sensitivity":
         _sensitivity_model(f, ev)._compiled()
+
+
+def _tables():
+    """The module of ``outcome_family`` and ``xi_directions`` (``belief.inputs.tables`` on
+    main since the merge; ``belief.inputs.evidence`` at the branch point)."""
+    try:
+        from belief.inputs import tables
+    except ImportError:
+        from belief.inputs import evidence as tables
+    return tables
 
 
 def _sensitivity_model(f, ev):
     if hasattr(f, "sensitivity_model"):
         return f.sensitivity_model(ev)
-    from belief.inputs.evidence import outcome_family, xi_directions
     from models.sensitivity import SensitivityModel
 
-    key = (tuple(xi_directions(ev.sensitivity)), outcome_family(ev.sensitivity))
+    t = _tables()
+    key = (tuple(t.xi_directions(ev.sensitivity)), t.outcome_family(ev.sensitivity))
     if key not in f._sensitivity:
         f._sensitivity[key] = SensitivityModel(key[0], key[1], f.sensitivity_priors)
     return f._sensitivity[key]
@@ -306,8 +314,9 @@ def summarise(rows: list[dict]) -> None:
                   f"{d.n_steps.median():>6.1f}")
     print("\nfailures at the defaults (first reason per set):")
     for (model, config), d in df[~df.passed_default].groupby(["model", "config"]):
-        kinds = d.reason_default.str.replace(r"[\d.]+", "#", regex=True)
-        top = kinds.str.split("; ").explode().str.extract(r"^([^#]*)")[0].value_counts()
+        parts = d.reason_default.str.split("; ").explode()
+        top = parts.str.extract(r"(R-hat|bulk ESS|tail ESS|divergent transitions)")[0] \
+            .fillna("other").value_counts()
         print(f"  {model:>12} {config:>16}: " + ", ".join(f"{k.strip()} ×{v}"
                                                           for k, v in top.items()))
     still = df[~df.passed_final]
