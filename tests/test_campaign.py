@@ -393,7 +393,9 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     assert "--act-on-unreliable" in result.stop_reason  # the flag a CLI user types
     d = result.decisions[0]
     assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
-    assert "refit with 4x draws" in result.belief.attrs.get("refit_reason", "")
+    # escalated to the limit, and every attempt recorded (BeliefFitter.fit_model)
+    assert result.belief.attrs["gains_attempts"] == 1 + tiny.fit.max_escalations
+    assert result.belief.attrs["gains_escalation"].count("attempt") == tiny.fit.max_escalations
     stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
     assert stop and stop[0]["stop_reason"].startswith("refusing")
     told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True)).run()
