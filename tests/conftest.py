@@ -86,3 +86,20 @@ def sweep_evidence(world_candidates):
 def sensitivity_fit(fitter, sweep_evidence):
     """The sensitivity model fitted on one sweep (binomial; compiled once per session)."""
     return fitter.fit_sensitivity(sweep_evidence, seed=5)
+
+
+@pytest.fixture
+def no_compute(monkeypatch):
+    """Fail loudly if a command starts compiling or sampling (its refusal came too late)."""
+    import models.exec_risk
+    import models.gains
+    import models.sampling
+    import models.transfer
+
+    def boom(*args, **kwargs):
+        raise AssertionError("compiled or sampled before the refusal")
+
+    monkeypatch.setattr(models.sampling, "sample", boom)
+    for model in (models.gains.GainsModel, models.exec_risk.ExecRiskModel,
+                  models.transfer.TransferModel):
+        monkeypatch.setattr(model, "_compiled", boom)

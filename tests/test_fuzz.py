@@ -385,21 +385,6 @@ def malformed_commands(draw):
     return command, None, None, draw(st.sampled_from(OUTS[command]))
 
 
-def _guard_compute(monkeypatch):
-    import models.exec_risk
-    import models.gains
-    import models.sampling
-    import models.transfer
-
-    def boom(*args, **kwargs):
-        raise AssertionError("a model was compiled or sampled before the refusal")
-
-    monkeypatch.setattr(models.sampling, "sample", boom)
-    for model in (models.gains.GainsModel, models.exec_risk.ExecRiskModel,
-                  models.transfer.TransferModel):
-        monkeypatch.setattr(model, "_compiled", boom)
-
-
 def _tree(root):
     """Every entry under ``root`` with its bytes' hash and mtime (folders: their entries)."""
     import hashlib
@@ -410,10 +395,9 @@ def _tree(root):
             for p in sorted(root.rglob("*"))}
 
 
-def test_campaign_commands_and_outputs_refuse_cleanly(arena, monkeypatch, capsys):
+def test_campaign_commands_and_outputs_refuse_cleanly(arena, monkeypatch, capsys, no_compute):
     from belief.cli.main import main
 
-    _guard_compute(monkeypatch)
     real_access = os.access
     ro = str(arena / "ro")
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: (

@@ -87,23 +87,6 @@ def refused(capsys, argv, *needles):
     return err
 
 
-@pytest.fixture
-def no_compute(monkeypatch):
-    """Fail loudly if a command starts compiling or sampling (its refusal came too late)."""
-    import models.exec_risk
-    import models.gains
-    import models.sampling
-    import models.transfer
-
-    def boom(*args, **kwargs):
-        raise AssertionError("compiled or sampled before the refusal")
-
-    monkeypatch.setattr(models.sampling, "sample", boom)
-    for model in (models.gains.GainsModel, models.exec_risk.ExecRiskModel,
-                  models.transfer.TransferModel):
-        monkeypatch.setattr(model, "_compiled", boom)
-
-
 # -- 1. Ctrl-C -------------------------------------------------------------------------------------
 def test_ctrl_c_during_sampling_raises_instead_of_returning_a_short_trace(fitter,
                                                                           campaign_evidence):

@@ -35,11 +35,13 @@ One run, one row
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
 from belief.errors import InputError
-from belief.inputs.candidates import CandidateSet
+from belief.inputs.candidates import Candidate, CandidateSet
 from belief.inputs.columns import (
     at_most,
     base_columns,
@@ -85,6 +87,27 @@ GAIN_ESTIMATE_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "estima
 COUNT_COLUMNS = ("control_successes", "control_trials", "treated_successes", "treated_trials")
 
 
+def _known_candidates(out: pd.DataFrame, candidates: CandidateSet, table: str,
+                      allowed: Callable[[Candidate], bool], why: Callable[[Candidate], str]
+                      ) -> None:
+    """Every row's ``candidate`` is in the set and passes ``allowed`` (else ``why(c)``)."""
+    known = set(candidates.ids)
+    for i, cid in enumerate(out["candidate"]):
+        if cid not in known:
+            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
+        if not allowed(candidates[cid]):
+            raise InputError(table, why(candidates[cid]), row=i)
+
+
+def _shared_protocol(out: pd.DataFrame, candidates: CandidateSet, table: str,
+                     note: str = "") -> None:
+    """Every row's ``eval_protocol`` is the campaign's shared protocol."""
+    for i, proto in enumerate(out["eval_protocol"]):
+        if proto != candidates.eval_protocol:
+            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
+                                    f"protocol {candidates.eval_protocol!r}{note}", row=i)
+
+
 def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
                     table: str = "paired_evaluations") -> pd.DataFrame:
     """Validate a paired binary evaluation table and return a clean copy.
@@ -102,18 +125,11 @@ def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
         out[col] = integer_column(df, col, table)
     for arm in ("control", "treated"):
         at_most(out, f"{arm}_successes", f"{arm}_trials", table)
-    known = set(candidates.ids)
-    for i, cid in enumerate(out["candidate"]):
-        if cid not in known:
-            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
-        if not candidates[cid].changes_policy:
-            raise InputError(table, f"candidate {cid!r} has role {candidates[cid].role!r}: "
-                                    "paired evaluations are for policy-changing candidates", row=i)
-    for i, proto in enumerate(out["eval_protocol"]):
-        if proto != candidates.eval_protocol:
-            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
-                                    f"protocol {candidates.eval_protocol!r} (it would mix "
-                                    "task-specification mismatch into the evidence)", row=i)
+    _known_candidates(out, candidates, table, lambda c: c.changes_policy,
+                      lambda c: f"candidate {c.id!r} has role {c.role!r}: paired evaluations "
+                                "are for policy-changing candidates")
+    _shared_protocol(out, candidates, table, " (it would mix task-specification mismatch into "
+                                             "the evidence)")
     if "treated_policy" in df.columns:
         out["treated_policy"] = string_column(df, "treated_policy", table)
     else:
@@ -138,13 +154,9 @@ def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
     if "policy" in df.columns:  # optional: the policy running when the events happened
         out["policy"] = df["policy"].fillna("").astype(str).to_numpy()
     at_most(out, "unsafe", "executions", table, verb="exceeds")
-    known = set(candidates.ids)
-    for i, cid in enumerate(out["candidate"]):
-        if cid not in known:
-            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
-        if not candidates[cid].drives_hardware:
-            raise InputError(table, f"candidate {cid!r} does not drive hardware: execution-safety "
-                                    "events are for hardware candidates only", row=i)
+    _known_candidates(out, candidates, table, lambda c: c.drives_hardware,
+                      lambda c: f"candidate {c.id!r} does not drive hardware: execution-safety "
+                                "events are for hardware candidates only")
     return refuse_duplicates(df, out, table)
 
 
@@ -162,10 +174,7 @@ def validate_policy_evals(df: pd.DataFrame, candidates: CandidateSet,
                         "successes": integer_column(df, "successes", table),
                         "trials": integer_column(df, "trials", table)})
     at_most(out, "successes", "trials", table)
-    for i, proto in enumerate(out["eval_protocol"]):
-        if proto != candidates.eval_protocol:
-            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
-                                    f"protocol {candidates.eval_protocol!r}", row=i)
+    _shared_protocol(out, candidates, table)
     return refuse_duplicates(df, out, table)
 
 
@@ -207,16 +216,10 @@ def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
                         "se": float_column(df, "se", table, positive=True)})
     out["source"] = (df["source"].fillna("").astype(str).to_numpy() if "source" in df.columns
                      else "")
-    for i, cid in enumerate(out["candidate"]):
-        if cid not in set(candidates.ids):
-            raise InputError(table, f"unknown candidate {cid!r}; known: {candidates.ids}", row=i)
-        if not candidates[cid].changes_policy:
-            raise InputError(table, f"candidate {cid!r} has role {candidates[cid].role!r}: gain "
-                                    "estimates are for policy-changing candidates", row=i)
-    for i, proto in enumerate(out["eval_protocol"]):
-        if proto != candidates.eval_protocol:
-            raise InputError(table, f"eval_protocol {proto!r} differs from the campaign's shared "
-                                    f"protocol {candidates.eval_protocol!r}", row=i)
+    _known_candidates(out, candidates, table, lambda c: c.changes_policy,
+                      lambda c: f"candidate {c.id!r} has role {c.role!r}: gain estimates are "
+                                "for policy-changing candidates")
+    _shared_protocol(out, candidates, table)
     return refuse_duplicates(df, out, table)
 
 
