@@ -204,7 +204,28 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     whole = tmp_path / "whole"
     assert main(["demo", *args, "--out", str(whole)]) == 0
     strip = [{k: v for k, v in r.items() if k != "created"} for r in lines(whole)]
-    assert [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)] == strip
+    got = [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)]
+    # Every choice, outcome, seed, count and string is identical; floats agree to 1e-6
+    # relative: the killed run sampled in another process, and the compiled sampler's
+    # vectorised reductions are not bitwise reproducible across processes (observed 1e-7).
+    _same(got, strip)
+
+
+def _same(a, b, path="log"):
+    """Recursive equality with floats compared to 1e-6 relative; raises naming the path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), (path, sorted(set(a) ^ set(b)))
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), (path, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-12), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+    return True
 
 
 # -- replay -------------------------------------------------------------------------------

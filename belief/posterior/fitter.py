@@ -239,6 +239,9 @@ class BeliefFitter:
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
                              executions=executions, unsafe=unsafe, reliability=reliability)
+        share = gains_module.own_evidence_share(gains.idata)
+        belief["own_evidence_share"] = share.reindex(candidate=belief["candidate"].values,
+                                                     fill_value=np.nan)
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
             t = self.fit_model(
                 "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,

@@ -75,8 +75,8 @@ def model_priors(cfile: CandidateFile | None = None,
 def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceTables,
         candidates: str | Path | CandidateSet | CandidateFile, *, policy: str | None = None,
         step: int | None = None, draws: int = 500, tune: int | None = None, chains: int = 4,
-        seed: int = 0, sensitivity: bool = True, progressbar: bool = False,
-        fitter: Any = None, priors: Mapping[str, Any] | None = None,
+        seed: int = 0, target_accept: float | None = None, sensitivity: bool = True,
+        progressbar: bool = False, fitter: Any = None, priors: Mapping[str, Any] | None = None,
         progress: Callable[[str], None] | None = None) -> FittedBelief:
     """Fit every model that has data and build q_t.
 
@@ -95,6 +95,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         Sampler settings (``tune`` defaults to ``draws``).  Every model is checked (R-hat ≤
         1.01, bulk and tail ESS ≥ 400, no divergences) and a failing one re-fitted with the
         remedy for its failure (:meth:`belief.posterior.fitter.BeliefFitter.fit_reliable`).
+    target_accept : float, optional
+        NUTS target acceptance of the first attempt (default: each model's own).
     sensitivity : bool
         Fit the sensitivity model when there are sensitivity runs.
     priors : mapping, optional
@@ -147,7 +149,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings(draws=int(draws), tune=int(tune or draws),
-                                              chains=int(chains)),
+                                              chains=int(chains), target_accept=target_accept),
                               pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"])
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
