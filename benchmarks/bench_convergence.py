@@ -182,9 +182,9 @@ def worker(config: str, sets_path: Path, out_path: Path) -> None:
             rows.append({"set": i, "source": s["source"], "variation": s["variation"],
                          "step": s["step"], "allocation": s["allocation"], "model": model,
                          "config": config, **row})
+        out_path.write_text(json.dumps(rows))  # after every set: a partial run is readable
         if i % 20 == 0:
             print(f"  [{config}] set {i + 1}/{len(sets)}", flush=True)
-    out_path.write_text(json.dumps(rows))
 
 
 def _compile(f, model: str, ev) -> None:
