@@ -368,6 +368,13 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
       posterior-predictive risk of a new, untested candidate on hardware group g;
     - ``p_new_group`` = logit⁻¹(μ_0 + σ_group·z_g + σ_cand·z): the same on new hardware.
 
+    When the hardware-group level was merged into the global mean (a single hardware group,
+    see :mod:`models.pooling`), the fit sampled m = μ_0 + σ_group·z_1 (``group_logit`` of the
+    one group) and the likelihood depends on μ_0 and z_1 only through m.  μ_0 is then drawn
+    exactly from its conditional given m: with a = ``mu0_mu``, σ_0 = ``mu0_sigma`` and
+    σ_m² = σ_group² (+ σ_cand² when the candidate level was merged too, a single candidate),
+    μ_0 | m ~ Normal(a + σ_0²/(σ_0² + σ_m²)·(m − a), σ_0² σ_m²/(σ_0² + σ_m²)).
+
     Returns a Dataset over ``sample`` (chain-major, as :func:`p_unsafe_draws`).
     """
     post = idata["posterior"]
@@ -378,9 +385,18 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
         arr = da.transpose(*dims).to_numpy()
         return arr.reshape(-1, *arr.shape[2:])
 
-    mu0, s_group, s_cand = stacked("mu0"), stacked("sigma_group"), stacked("sigma_candidate")
+    s_group, s_cand = stacked("sigma_group"), stacked("sigma_candidate")
     group_logit = stacked("group_logit")  # (S, G)
     rng = np.random.default_rng([seed, 5])
+    if "mu0" in post.data_vars:
+        mu0 = stacked("mu0")
+    else:  # hw_group merged into μ_0: split m = μ_0 + σ_group z_1 exactly (docstring)
+        a = float(idata.attrs["prior_mu0_mu"])
+        s0 = float(idata.attrs["prior_mu0_sigma"])
+        merged = s_group**2 + (s_cand**2 if post.sizes.get("candidate", 0) == 1 else 0.0)
+        shrink = s0**2 / (s0**2 + merged)
+        mu0 = (a + shrink * (group_logit[:, 0] - a)
+               + np.sqrt(shrink * merged) * rng.standard_normal(group_logit.shape[0]))
     n = mu0.shape[0]
     from scipy.special import expit  # not scipy.stats: reading a belief stays light
     new_cand = expit(group_logit + s_cand[:, None] * rng.standard_normal(group_logit.shape))

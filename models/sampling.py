@@ -48,6 +48,9 @@ def sample(compiled: Any, *, draws: int, tune: int, chains: int, seed: int,
     except BaseException:  # KeyboardInterrupt included: stop the sampler threads, no trace
         sampler.cancel()
         raise
+    got = idata["posterior"].sizes.get("draw", 0) if "posterior" in idata.children else 0
+    if got < draws * thin:  # an interrupt nutpie caught itself: never a fit
+        raise KeyboardInterrupt(f"sampling stopped after {got} of {draws * thin} draws")
     if timing is not None:
         timing["sample_s"] = time.perf_counter() - t0
     stats = idata["sample_stats"].to_dataset() if "sample_stats" in idata.children else None

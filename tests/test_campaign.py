@@ -206,13 +206,13 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     strip = [{k: v for k, v in r.items() if k != "created"} for r in lines(whole)]
     got = [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)]
     # Every choice, outcome, seed, count and string is identical; floats agree to 1e-6
-    # relative: the killed run sampled in another process, and the compiled sampler's
-    # vectorised reductions are not bitwise reproducible across processes (observed 1e-7).
+    # relative or 1e-7 absolute: the killed run sampled in another process, and the compiled
+    # sampler is not bitwise reproducible across processes (observed: 1e-8 absolute on φ, Q).
     _same(got, strip)
 
 
 def _same(a, b, path="log"):
-    """Recursive equality with floats compared to 1e-6 relative; raises naming the path."""
+    """Recursive equality, floats to 1e-6 relative or 1e-7 absolute; raises naming the path."""
     if isinstance(a, dict) and isinstance(b, dict):
         assert a.keys() == b.keys(), (path, sorted(set(a) ^ set(b)))
         for k in a:
@@ -222,7 +222,7 @@ def _same(a, b, path="log"):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _same(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-6, abs=1e-12), (path, a, b)
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-7), (path, a, b)
     else:
         assert a == b, (path, a, b)
     return True
