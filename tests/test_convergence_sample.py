@@ -59,7 +59,7 @@ def test_every_model_converges_after_escalation_on_campaign_evidence():
     for i, (label, world, ev, policy, t) in enumerate(_evidence_sets()):
         f = fitters.setdefault(tuple(world.candidates.ids),
                                BeliefFitter(world.candidates, settings))
-        idata, belief = f.fit_reliable(ev, policy, step=t, seed=500 + i)
+        idata, _ = f.fit_reliable(ev, policy, step=t, seed=500 + i)
         trees = {name: idata[name] for name in idata.children}
         trees["sensitivity"] = f.fit_sensitivity(ev, seed=700 + i)
         assert {"gains", "exec_risk", "transfer", "sensitivity"} <= set(trees)
