@@ -6,7 +6,7 @@ after ``--draws`` tuning, thinned to L = 99 draws) → ranks of the true values.
 quantity by Pearson χ² on 10 equiprobable rank bins (9 df) and by ArviZ's PIT-ECDF test
 (``pot_c``); family-wise α = 0.01 per model, Bonferroni over its K quantities.  Each model's
 mis-specified variants fit with one prior scale ÷ 4 and × 4 (data still from the correct prior;
-for the gains model also ``lens_sigma``),
+for the gains model also ``tau_lens``),
 ``--variant-sims`` replications each; "power@100" is the share of 1000 bootstrap resamples of
 100 replications (the slow tests' N) that the χ² test rejects.  Rank-ECDF plots (ArviZ
 ``plot_ecdf_pit``) go to ``benchmarks/results/sbc_*.png``.
@@ -49,7 +49,7 @@ TEST_N = 100
 SBC_MODELS = (("gains", {}), ("exec_risk", {}), ("sensitivity", {"family": "binomial"}),
               ("sensitivity", {"family": "normal"}), ("transfer", {"family": "binomial"}),
               ("transfer", {"family": "normal"}))
-EXTRA_SCALES = {"gains": ("lens_sigma",)}
+EXTRA_SCALES = {"gains": ("tau_lens",)}
 """Further mis-specified prior scales (μ_0 is data-dominated in the gains design, so a 4× wider
 ``effect_mu_sigma`` barely changes the posterior; τ_lens with four lenses is prior-sensitive)."""
 OUT = Path("benchmarks/results")

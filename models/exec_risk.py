@@ -2,11 +2,11 @@
 
 Only candidates that drive real hardware face the execution-safety gate; each belongs to a
 hardware group g(m) (``hardware_group`` in the candidate file).  Candidates sharing hardware are
-partially pooled on the logit scale (logit-normal, non-centred)::
+partially pooled on the logit scale (logit-normal)::
 
     μ_0          ~ Normal(mu0_mu, mu0_sigma)        (or Logistic(mu0_mu, mu0_sigma), see below)
-    σ_group      ~ HalfNormal(group_sigma)
-    σ_cand       ~ HalfNormal(candidate_sigma)
+    σ_group      ~ sigma_group  (a ScalePrior; default HalfNormal(1))
+    σ_cand       ~ sigma_candidate  (default HalfNormal(0.75))
     μ_group[g]   = μ_0 + σ_group · z_g,             z_g ~ Normal(0, 1)
     logit p_m    = μ_group[g(m)] + σ_cand · z_m,    z_m ~ Normal(0, 1)
     unsafe_m     ~ Binomial(executions_m, p_m)
@@ -14,6 +14,15 @@ partially pooled on the logit scale (logit-normal, non-centred)::
 so a candidate with few executions borrows strength from the other candidates of its group
 (and groups from each other through μ_0).  The posterior draws of ``p_unsafe`` (= p_m) join the
 belief q_t; the gate's posterior bound is their (1 − δ)-quantile.
+
+Geometry (:mod:`models.pooling`; the model above is unchanged by it): a hardware group with one
+candidate is part of that candidate's own deviation (scale √(σ_group² + σ_cand²)); when every
+hardware candidate shares one group (the synthetic world's ``arm``), that group *is* the global
+mean and is merged into it (μ_0 + σ_group z ~ Normal(mu0_mu, √(mu0_sigma² + σ_group²)); then
+``mu0`` is not reported separately and ``group_logit`` of the one group is that value).
+``group_logit`` is reported for groups of ≥ 2 candidates.  Every logit is sampled by
+data-informed non-centring from the normal approximation of its binomial likelihood
+(logit p̂, p̂ = (unsafe + ½)/(executions + 1), precision (executions + 1) p̂ (1 − p̂)).
 
 Priors
 ------
@@ -39,15 +48,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
-from models.priors import check_priors
+from models.pooling import PoolingStructure, pooled_tree
+from models.priors import ScalePrior, check_priors, priors_as_dict
 from models.sampling import sample, slot_posterior
 
 __all__ = ["ExecRiskModel", "ExecRiskPriors", "loglik", "p_unsafe_draws", "population_risk",
@@ -68,31 +78,42 @@ class ExecRiskPriors:
         logit 0.05 ≈ −2.94, scale 1.5).
     mu0_dist : {"normal", "logistic"}
         Family of the prior of μ_0.  ``Logistic(0, 1)`` is the logit image of Uniform(0, 1).
-    group_sigma, candidate_sigma : float
-        HalfNormal(·) prior scales of σ_group (between hardware groups) and σ_cand (between
-        candidates of one group).
+    sigma_group, sigma_candidate : ScalePrior
+        Priors of σ_group (between hardware groups) and σ_cand (between candidates of one
+        group); a number v means HalfNormal(v).
     """
 
     mu0_mu: float = -2.94
     mu0_sigma: float = 1.5
     mu0_dist: str = "normal"
-    group_sigma: float = 1.0
-    candidate_sigma: float = 0.75
+    sigma_group: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=1.0))
+    sigma_candidate: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.75))
+
+    SCALES: ClassVar[dict[str, str]] = {"sigma_group": "half_normal",
+                                        "sigma_candidate": "half_normal"}
 
     def __post_init__(self) -> None:
         if self.mu0_dist not in _MU0_DISTS:
             raise InputError("ExecRiskPriors", f"mu0_dist must be one of {list(_MU0_DISTS)}, "
                                                f"got {self.mu0_dist!r}")
-        check_priors(self, locations=("mu0_mu",), skip=("mu0_dist",))
+        check_priors(self, locations=("mu0_mu",), skip=("mu0_dist",), scales=self.SCALES)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (scale priors as ``{"family": ..., ...}``)."""
+        return priors_as_dict(self)
 
     @classmethod
     def flat(cls) -> ExecRiskPriors:
         """The Beta(1, 1)-equivalent prior: μ_0 ~ Logistic(0, 1), pooling scales ~ HN(0.01)."""
-        return cls(mu0_mu=0.0, mu0_sigma=1.0, mu0_dist="logistic", group_sigma=0.01,
-                   candidate_sigma=0.01)
+        return cls(mu0_mu=0.0, mu0_sigma=1.0, mu0_dist="logistic", sigma_group=0.01,
+                   sigma_candidate=0.01)
 
 
 _COMPILED: dict[tuple, Any] = {}
+TARGET_ACCEPT = 0.9
+"""Default NUTS target acceptance of the execution-risk model (fit escalation raises it)."""
 
 
 @dataclass
@@ -130,28 +151,88 @@ class ExecRiskModel:
         self.groups = list(dict.fromkeys(c.hardware_group for _, c in hw))
         self.group_of_candidate = np.array([self.groups.index(c.hardware_group)
                                             for _, c in hw])
+        self.structure = PoolingStructure.from_labels(
+            {"hw_group": [c.hardware_group for _, c in hw], "candidate": list(self.hw_ids)},
+            merge_global=self.priors.mu0_dist == "normal")
+        st = self.structure
+        # hardware groups reported in group_logit: pooled groups, or the one all-member group
+        self.reported_groups = [g.split(" ", 1)[1] for g in st.groups] \
+            if not st.global_levels else list(self.groups)
 
     # -- build ------------------------------------------------------------------------------
     def coords(self) -> dict[str, list]:
-        return {"candidate": self.hw_ids, "hw_group": self.groups}
+        return {"candidate": self.hw_ids, "hw_group": self.reported_groups}
+
+    def data(self, executions: np.ndarray, unsafe: np.ndarray) -> dict[str, np.ndarray]:
+        """Every data container: the counts and the normal approximations of the likelihood.
+
+        Each candidate's logit is ≈ Normal(logit p̂, 1/P) with p̂ = (unsafe + ½) /
+        (executions + 1) and P = (executions + 1) p̂ (1 − p̂) (0 without executions);
+        :func:`models.pooling.pooled_tree` passes them up with the current scales.
+        These numbers shape the sampler's geometry only, never the posterior.
+        """
+        n = np.asarray(executions, dtype=float)
+        k = np.asarray(unsafe, dtype=float)
+        phat = (k + 0.5) / (n + 1.0)
+        prec = np.where(n > 0, (n + 1.0) * phat * (1.0 - phat), 0.0)
+        px = prec * (np.log(phat) - np.log1p(-phat))
+        return {"executions": np.asarray(executions, np.int64),
+                "unsafe": np.asarray(unsafe, np.int64), "member_prec": prec,
+                "member_prec_x": px}
 
     def build(self, executions: np.ndarray | None = None, unsafe: np.ndarray | None = None):
-        """The ``pm.Model`` with ``pm.Data`` containers ``executions`` and ``unsafe``."""
+        """The sampled ``pm.Model`` with ``pm.Data`` containers (counts and approximations)."""
+        import pymc as pm
+
+        n = len(self.hw_ids)
+        executions = np.zeros(n, np.int64) if executions is None else executions
+        unsafe = np.zeros(n, np.int64) if unsafe is None else unsafe
+        pr, st = self.priors, self.structure
+        with pm.Model(coords=self.coords()) as model:
+            d = {name: pm.Data(name, value, dims="candidate" if name in
+                               ("executions", "unsafe") else None)
+                 for name, value in self.data(executions, unsafe).items()}
+            tau = {"hw_group": pr.sigma_group.rv("sigma_group"),
+                   "candidate": pr.sigma_candidate.rv("sigma_candidate")}
+            mu0 = pm.Logistic("mu0", pr.mu0_mu, pr.mu0_sigma) \
+                if pr.mu0_dist == "logistic" else None
+            tree = pooled_tree(st, tau, d["member_prec"], d["member_prec_x"],
+                               mu0_mu=pr.mu0_mu, mu0_sigma=pr.mu0_sigma,
+                               member_name="logit_p", member_dims="candidate", mu0=mu0)
+            if st.global_levels:
+                pm.Deterministic("group_logit", tree["mu0"][None], dims="hw_group")
+            else:
+                if mu0 is None:
+                    pm.Deterministic("mu0", tree["mu0"])
+                if st.groups:
+                    pm.Deterministic("group_logit", tree["group"], dims="hw_group")
+            logit_p = pm.Deterministic("logit_p", tree["member"], dims="candidate")
+            pm.Deterministic("p_unsafe", pm.math.invlogit(logit_p), dims="candidate")
+            pm.Binomial("obs", n=d["executions"], logit_p=logit_p, observed=d["unsafe"],
+                        dims="candidate")
+        return model
+
+    def build_generative(self, executions: np.ndarray | None = None,
+                         unsafe: np.ndarray | None = None):
+        """The model written out level by level (module docstring): every hardware group has
+        its own effect.  The same joint distribution as :meth:`build`; the generator of
+        simulation-based calibration."""
         import pymc as pm
 
         n = len(self.hw_ids)
         executions = np.zeros(n, np.int64) if executions is None else executions
         unsafe = np.zeros(n, np.int64) if unsafe is None else unsafe
         pr = self.priors
-        with pm.Model(coords=self.coords()) as model:
-            n_exec = pm.Data("executions", executions, dims="candidate")
-            k_unsafe = pm.Data("unsafe", unsafe, dims="candidate")
+        with pm.Model(coords={"candidate": self.hw_ids, "hw_group": self.groups}) as model:
+            d = {name: pm.Data(name, value, dims="candidate" if name in
+                               ("executions", "unsafe") else None)
+                 for name, value in self.data(executions, unsafe).items()}
             if pr.mu0_dist == "logistic":
                 mu0 = pm.Logistic("mu0", pr.mu0_mu, pr.mu0_sigma)
             else:
                 mu0 = pm.Normal("mu0", pr.mu0_mu, pr.mu0_sigma)
-            sigma_group = pm.HalfNormal("sigma_group", pr.group_sigma)
-            sigma_cand = pm.HalfNormal("sigma_candidate", pr.candidate_sigma)
+            sigma_group = pr.sigma_group.rv("sigma_group")
+            sigma_cand = pr.sigma_candidate.rv("sigma_candidate")
             z_group = pm.Normal("z_group", 0.0, 1.0, dims="hw_group")
             z_cand = pm.Normal("z_candidate", 0.0, 1.0, dims="candidate")
             group_logit = pm.Deterministic("group_logit", mu0 + sigma_group * z_group,
@@ -160,7 +241,8 @@ class ExecRiskModel:
                 "logit_p", group_logit[self.group_of_candidate] + sigma_cand * z_cand,
                 dims="candidate")
             pm.Deterministic("p_unsafe", pm.math.invlogit(logit_p), dims="candidate")
-            pm.Binomial("obs", n=n_exec, logit_p=logit_p, observed=k_unsafe, dims="candidate")
+            pm.Binomial("obs", n=d["executions"], logit_p=logit_p, observed=d["unsafe"],
+                        dims="candidate")
         return model
 
     def _compiled(self):
@@ -222,8 +304,8 @@ class ExecRiskModel:
 
     # -- fit --------------------------------------------------------------------------------
     def fit(self, executions: Any, unsafe: Any, *, draws: int = 500, tune: int = 500,
-            chains: int = 2, seed: int = 0, target_accept: float = 0.95,
-            progressbar: bool = False) -> xr.DataTree:
+            chains: int = 4, seed: int = 0, target_accept: float = TARGET_ACCEPT,
+            thin: int = 1, progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of P_exec(unsafe | m) given execution counts.
 
         Parameters
@@ -235,14 +317,15 @@ class ExecRiskModel:
         -------
         DataTree
             ``posterior`` with ``p_unsafe`` and ``logit_p`` over ``candidate`` (hardware
-            candidates only), ``group_logit`` over ``hw_group``, ``mu0``, ``sigma_group``,
-            ``sigma_candidate``; ``sample_stats``; ``observed_data`` (``unsafe``) and
-            ``constant_data`` (``executions``, ``hardware_group``).
+            candidates only), ``group_logit`` over the reported ``hw_group`` (module
+            docstring), ``mu0`` (unless merged), ``sigma_group``, ``sigma_candidate``;
+            ``sample_stats``; ``observed_data`` (``unsafe``) and ``constant_data``
+            (``executions``, ``hardware_group``).
         """
         n, k = self.counts(executions, unsafe)
-        compiled = self._compiled().with_data(executions=n, unsafe=k)
+        compiled = self._compiled().with_data(**self.data(n, k))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar,
+                       target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
         post = slot_posterior(idata["posterior"].to_dataset())
         groups: dict[str, xr.Dataset] = {"posterior": post}
@@ -255,8 +338,9 @@ class ExecRiskModel:
              "hardware_group": ("candidate", [self.groups[g] for g in self.group_of_candidate])},
             coords=coords)
         dt = xr.DataTree.from_dict(groups)
-        dt.attrs.update({"model": "exec_risk",
-                         **{f"prior_{a}": v for a, v in asdict(self.priors).items()}})
+        dt.attrs.update({"model": "exec_risk", "pooling": self.structure.describe(),
+                         **{f"prior_{a}": (v.describe() if isinstance(v, ScalePrior) else v)
+                            for a, v in vars(self.priors).items()}})
         return dt
 
 
@@ -284,6 +368,13 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
       posterior-predictive risk of a new, untested candidate on hardware group g;
     - ``p_new_group`` = logit⁻¹(μ_0 + σ_group·z_g + σ_cand·z): the same on new hardware.
 
+    When the hardware-group level was merged into the global mean (a single hardware group,
+    see :mod:`models.pooling`), the fit sampled m = μ_0 + σ_group·z_1 (``group_logit`` of the
+    one group) and the likelihood depends on μ_0 and z_1 only through m.  μ_0 is then drawn
+    exactly from its conditional given m: with a = ``mu0_mu``, σ_0 = ``mu0_sigma`` and
+    σ_m² = σ_group² (+ σ_cand² when the candidate level was merged too, a single candidate),
+    μ_0 | m ~ Normal(a + σ_0²/(σ_0² + σ_m²)·(m − a), σ_0² σ_m²/(σ_0² + σ_m²)).
+
     Returns a Dataset over ``sample`` (chain-major, as :func:`p_unsafe_draws`).
     """
     post = idata["posterior"]
@@ -294,9 +385,18 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
         arr = da.transpose(*dims).to_numpy()
         return arr.reshape(-1, *arr.shape[2:])
 
-    mu0, s_group, s_cand = stacked("mu0"), stacked("sigma_group"), stacked("sigma_candidate")
+    s_group, s_cand = stacked("sigma_group"), stacked("sigma_candidate")
     group_logit = stacked("group_logit")  # (S, G)
     rng = np.random.default_rng([seed, 5])
+    if "mu0" in post.data_vars:
+        mu0 = stacked("mu0")
+    else:  # hw_group merged into μ_0: split m = μ_0 + σ_group z_1 exactly (docstring)
+        a = float(idata.attrs["prior_mu0_mu"])
+        s0 = float(idata.attrs["prior_mu0_sigma"])
+        merged = s_group**2 + (s_cand**2 if post.sizes.get("candidate", 0) == 1 else 0.0)
+        shrink = s0**2 / (s0**2 + merged)
+        mu0 = (a + shrink * (group_logit[:, 0] - a)
+               + np.sqrt(shrink * merged) * rng.standard_normal(group_logit.shape[0]))
     n = mu0.shape[0]
     from scipy.special import expit  # not scipy.stats: reading a belief stays light
     new_cand = expit(group_logit + s_cand[:, None] * rng.standard_normal(group_logit.shape))

@@ -5,19 +5,51 @@ logit scale ``η_π``.  A root policy has its own baseline; a policy produced fr
 executing candidate m adds that execution's logit gain::
 
     η_root  ~ Normal(baseline_mu, baseline_sigma)
-    η_child = η_parent + δ_child,     δ_child ~ Normal(θ_m · ρ^{k}, τ_exec)   (non-centred)
+    η_child = η_parent + δ_child,     δ_child ~ Normal(s_child, τ_exec),   s_child = θ_m · ρ^{k}
 
 where k is how often m was executed before on the child's lineage (diminishing returns,
-ρ ~ Beta(repeat_alpha, repeat_beta)) and τ_exec the run-to-run variation of a realised gain:
+ρ ~ Beta(repeat_alpha, repeat_beta)) and τ_exec the run-to-run variation of a realised gain.
+``s_child`` is the *step mean*; an order-effect term Σ_{a ∈ h} γ_{a→m} (issue 16) is one more
+additive term of it and changes nothing else below.  The candidate effects θ_m are pooled
+candidate → method → lens → global::
 
-    θ_m         = β_method[m] + τ_cand   · z_m            (candidate → method)
-    β_method[j] = β_lens[j]   + τ_method · z_j            (method → lens)
-    β_lens[l]   = μ_0         + τ_lens   · z_l            (lens → global)
-    μ_0 ~ Normal(effect_mu_mu, effect_mu_sigma),  τ_· ~ HalfNormal(·_sigma)
+    θ_m         = β_method[m] + τ_candidate · z_m
+    β_method[j] = β_lens[j]   + τ_method    · z_j
+    β_lens[l]   = μ_0         + τ_lens      · z_l,      μ_0 ~ Normal(effect_mu_mu, effect_mu_sigma)
 
     successes_π ~ Binomial(trials_π, logistic(η_π))       (control and treated arms alike)
     estimate_e  ~ Normal(θ_m · ρ^{k}, sqrt(se_e² + τ_exec²))   (summary-level gain estimates,
                                                               e.g. a diagnosis pilot)
+
+Scale priors
+------------
+τ_lens, τ_method, τ_candidate and τ_exec each have a :class:`models.priors.ScalePrior`
+(HalfNormal, HalfStudentT, HalfCauchy or Exponential).  The defaults
+(:class:`GainsPriors`) are HalfStudentT(ν = 3, σ = 0.5) for the three pooling scales — a
+typical spread of 0.38 logit per level, with a heavy tail so that the data can set the pooling
+(one candidate that differs from its lens is explained by its own deviation rather than by
+moving μ_0 and every other candidate) — and HalfNormal(0.2) for τ_exec.
+
+Geometry (what the sampler sees; the model above is unchanged by it)
+--------------------------------------------------------------------
+*Levels with a single member are merged, exactly.*  A lens with one method and that method
+are the same group; a method (or lens) with one candidate is part of that candidate's own
+deviation.  Because a sum of independent normals is normal, the prior of θ is unchanged when
+each distinct group of ≥ 2 candidates gets one latent effect with scale √(Σ τ_level²) over
+the levels that coincide in it, and each candidate one own deviation with scale
+√(Σ τ_level²) over its single-member levels ("own_scale").  Only levels that pool at least
+two candidates are estimated: with the synthetic world's six adaptations (four lenses, five
+methods) that is two group effects (lens ``data``, method ``data/DR``) and six own deviations,
+instead of 4 + 5 + 6 latent effects.
+
+*Each latent is partially centred by how informative its data are*
+(:func:`models.priors.partially_centred`; weights set at every fit by
+:func:`centring_weights`, no recompilation): policy steps by their paired evaluations, own
+deviations by their candidate's steps and estimates, group effects by their members.
+Candidates executed several times are (nearly) centred, untried ones non-centred.
+
+*Unused policy and estimate slots* are roots without trials (independent Normal(baseline_mu,
+baseline_sigma) draws, fixed scale, no funnel) and masked estimates (no latent variable).
 
 The *next* execution of m from policy π has predictive gain on the success-probability scale::
 
@@ -30,9 +62,15 @@ widen τ_exec instead.  Arms of a paired evaluation are treated as
 independent binomials (the pairing's positive correlation is ignored, which is conservative
 for differences).
 
-The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers over
-``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked out); a
-re-fit after new evidence swaps the data without recompiling.
+**Own evidence vs pooled** (:func:`own_evidence_share`): with ε_m = θ_m − (μ_0 + the group
+effects of m) the candidate's own deviation and σ_m its prior scale (``own_scale``),
+share_m = 1 − Var_post(ε_m) / E_post[σ_m²] ∈ [0, 1]: 0 when m's posterior deviation is its
+prior (everything m is believed to gain comes from the pool), → 1 when m's own evidence pins it
+down.  In a normal–normal model with known scales this is the shrinkage weight σ²/(σ² + s²).
+
+The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers
+over ``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked
+out); a re-fit after new evidence swaps the data without recompiling.
 
 For the allocator, :func:`decision_draws` compresses the posterior into joint draws at the
 current policy (η_π, θ, τ_exec, ρ, repeats, and the standard-normal run-to-run noise of the
@@ -43,8 +81,8 @@ next two executions of every candidate); :func:`gain_from_draws`, :func:`next_ga
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -54,16 +92,31 @@ from scipy.special import expit
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.lineage import PolicyTree, policy_tree
-from models.priors import check_priors
+from models.pooling import PoolingStructure, pooled_tree
+from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 
-__all__ = ["GainsModel", "GainsPriors", "decision_draws", "encode_estimates", "encode_policies",
-           "gain_from_draws", "loglik", "next_gain", "simulate"]
+__all__ = [
+    "GainsModel",
+    "GainsPriors",
+    "PoolingStructure",
+    "decision_draws",
+    "encode_estimates",
+    "encode_policies",
+    "gain_from_draws",
+    "likelihood_approximation",
+    "loglik",
+    "next_gain",
+    "own_evidence_share",
+    "simulate",
+]
+
+LEVELS = ("lens", "method", "candidate")
 
 
 @dataclass(frozen=True)
 class GainsPriors:
-    """Prior scales of the gains model (logit scale).
+    """Priors of the gains model (logit scale).
 
     Attributes
     ----------
@@ -72,10 +125,10 @@ class GainsPriors:
     effect_mu_mu, effect_mu_sigma : float
         Normal prior of the global mean logit gain μ_0 (the default expects interventions to
         help a little: mean 0.2 on the logit scale, about +4 points at J = 0.3).
-    lens_sigma, method_sigma, candidate_sigma : float
-        HalfNormal(·) priors of the pooling scales τ_lens, τ_method, τ_cand.
-    execution_sigma : float
-        HalfNormal(·) prior of the run-to-run scale τ_exec.
+    tau_lens, tau_method, tau_candidate : ScalePrior
+        Priors of the pooling scales (a number v means HalfStudentT(ν = 3, σ = v)).
+    tau_exec : ScalePrior
+        Prior of the run-to-run scale (a number v means HalfNormal(v)).
     repeat_alpha, repeat_beta : float
         Beta prior of the diminishing-returns factor ρ (mean 0.75 by default).
     """
@@ -84,15 +137,27 @@ class GainsPriors:
     baseline_sigma: float = 1.5
     effect_mu_mu: float = 0.2
     effect_mu_sigma: float = 0.4
-    lens_sigma: float = 0.5
-    method_sigma: float = 0.3
-    candidate_sigma: float = 0.3
-    execution_sigma: float = 0.2
+    tau_lens: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_student_t", sigma=0.5, nu=3.0))
+    tau_method: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_student_t", sigma=0.5, nu=3.0))
+    tau_candidate: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_student_t", sigma=0.5, nu=3.0))
+    tau_exec: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     repeat_alpha: float = 6.0
     repeat_beta: float = 2.0
 
+    SCALES: ClassVar[dict[str, str]] = {
+        "tau_lens": "half_student_t", "tau_method": "half_student_t",
+        "tau_candidate": "half_student_t", "tau_exec": "half_normal"}
+
     def __post_init__(self) -> None:
-        check_priors(self, locations=("baseline_mu", "effect_mu_mu"))
+        check_priors(self, locations=("baseline_mu", "effect_mu_mu"), scales=self.SCALES)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (scale priors as ``{"family": ..., ...}``)."""
+        return priors_as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -209,8 +274,69 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
         repeats[e] = enc.repeats_from(p, gain_ids)[j]
     return EstimateEncoding(value, se, cand, repeats, mask)
 
+def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
+                             n_candidates: int, priors: GainsPriors) -> dict[str, np.ndarray]:
+    """Normal approximations of the binomial likelihoods, for the sampler's geometry only.
 
+    They set the data-informed non-centring (:func:`models.priors.whitened_normal`) and
+    nothing else: the posterior does not depend on them.  With p̂ = (successes + ½) /
+    (trials + 1):
+
+    - a slot's logit is ≈ N(logit p̂, 1/P), P = (trials + 1) p̂ (1 − p̂) (0 without trials);
+      a step π ← parent ≈ N(x̂ = logit p̂_π − logit p̂_parent, 1/P_π) given the parent
+      (``slot_prec``, ``slot_prec_x``; a root: its own logit);
+    - θ_m: each step via m is ≈ N(ρ̂^k θ_m, v + τ_exec²) with v = 1/P_π + 1/P_parent and ρ̂
+      the prior mean of ρ, each estimate ≈ N(ρ̂^k θ_m, se² + τ_exec²): ``step_w`` (C × P) =
+      ρ̂^{2k} on m's steps, ``step_wx`` = ρ̂^k x̂, ``step_var`` = v; ``est_w``, ``est_wx``
+      (C × E) likewise with ``est_se``.  The model sums them with the current τ_exec.
+
+    An order-effect term in a step's mean (issue 16) is subtracted from x̂ the same way ρ̂^k
+    scales it; nothing else changes.
+    """
+    p = len(enc.is_root)
+    has = enc.trials > 0
+    phat = (enc.successes + 0.5) / (enc.trials + 1.0)
+    logit = np.log(phat) - np.log1p(-phat)
+    prec = np.where(has, (enc.trials + 1.0) * phat * (1.0 - phat), 0.0)
+    parent = np.array([_parent_slot(enc, k) for k in range(p)])
+    child = enc.is_root == 0
+    both = child & has & has[parent]
+    step_hat = np.where(both, logit - logit[parent], 0.0)
+    slot_x = np.where(child, step_hat, logit)
+    slot_prec = np.where(child, np.where(both, prec, 0.0), prec)
+    rho = priors.repeat_alpha / (priors.repeat_alpha + priors.repeat_beta)
+    onehot = (enc.via[None, :] == np.arange(n_candidates)[:, None]) & both[None, :]
+    r = rho ** enc.repeats
+    with np.errstate(divide="ignore"):
+        var = np.where(both, 1.0 / np.where(has, prec, 1.0)
+                       + 1.0 / np.where(has[parent], prec[parent], 1.0), 1.0)
+    e_on = (est.candidate[None, :] == np.arange(n_candidates)[:, None]) & (est.mask > 0)
+    re = rho ** est.repeats
+    via_onehot = (enc.via[:, None] == np.arange(n_candidates)[None, :]) & child[:, None]
+    est_onehot = (est.candidate[:, None] == np.arange(n_candidates)[None, :])
+    return {"slot_prec": slot_prec, "slot_prec_x": slot_prec * slot_x,
+            "step_w": onehot * r**2, "step_wx": onehot * r * step_hat, "step_var": var,
+            "est_w": e_on * re**2, "est_wx": e_on * re * est.value,
+            "via_onehot": via_onehot.astype(float), "est_onehot": est_onehot.astype(float)}
+
+
+def _parent_slot(enc: PolicyEncoding, k: int) -> int:
+    """Slot of the parent of slot k (k itself for a root)."""
+    if enc.is_root[k]:
+        return k
+    anc = [j for j in np.flatnonzero(enc.ancestry[k]) if j != k]
+    return max(anc, key=lambda j: enc.ancestry[j].sum())
+
+
+def _describe(v: Any) -> Any:
+    return v.describe() if isinstance(v, ScalePrior) else v
+
+
+_ONE_HOT = ("via", "est_candidate")
+"""Encodings :meth:`GainsModel.build` uses as one-hot matrices (``via_onehot``, ...) instead."""
 _COMPILED: dict[tuple, Any] = {}
+TARGET_ACCEPT = 0.9
+"""Default NUTS target acceptance of the gains model (fit escalation raises it)."""
 
 
 @dataclass
@@ -253,56 +379,138 @@ class GainsModel:
                                              for c in cands])
         self.lens_of_method = np.array([self.lenses.index(m.split("/", 1)[0])
                                         for m in self.methods])
+        self.structure = PoolingStructure.from_labels(
+            {"lens": [c.lens for c in cands], "method": [f"{c.lens}/{c.method}" for c in cands],
+             "candidate": list(self.gain_ids)})
         if self.max_policies < 2:
             raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
 
     # -- build ------------------------------------------------------------------------------
     def coords(self) -> dict[str, list]:
-        return {"lens": self.lenses, "method": self.methods, "candidate": self.gain_ids,
+        return {"candidate": self.gain_ids, "pooled_group": self.structure.groups,
                 "policy_slot": list(range(self.max_policies))}
 
-    def build(self, encoding: PolicyEncoding | None = None,
-              estimates: EstimateEncoding | None = None):
-        """The ``pm.Model`` with ``pm.Data`` containers (filled with the encodings or empty)."""
-        import pymc as pm
-        import pytensor.tensor as pt
-
+    def _defaults(self, encoding, estimates):
         if encoding is None:
             encoding = encode_policies(_no_rows(), self.gain_ids, self.max_policies)
         if estimates is None:
             estimates = encode_estimates(None, encoding, self.gain_ids, self.max_estimates)
+        return encoding, estimates
+
+    def _containers(self, encoding: PolicyEncoding, estimates: EstimateEncoding,
+                    skip: tuple[str, ...] = ()):
+        import pymc as pm
+
+        data = {name: pm.Data(name, value, dims=("policy_slot", "policy_slot")
+                              if name == "ancestry" else "policy_slot")
+                for name, value in encoding.data().items() if name not in skip}
+        data.update({name: pm.Data(name, value, dims="estimate_slot")
+                     for name, value in estimates.data().items() if name not in skip})
+        return data
+
+    def _scales(self):
+        """The scale RVs τ_level (levels in use only) and τ_exec, in a model context."""
         pr = self.priors
+        tau = {lv: getattr(pr, f"tau_{lv}").rv(f"tau_{lv}") for lv in self.structure.used_levels}
+        return tau, pr.tau_exec.rv("tau_exec")
+
+    def build(self, encoding: PolicyEncoding | None = None,
+              estimates: EstimateEncoding | None = None):
+        """The sampled ``pm.Model`` (data-informed non-centring) with ``pm.Data`` containers.
+
+        The joint distribution of :meth:`build_generative`; every normal latent (μ_0, the
+        group values, θ, the policy steps) is sampled by
+        :func:`models.priors.whitened_normal` with the normal approximation of its
+        likelihood passed up the tree (module docstring, "Geometry").
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        encoding, estimates = self._defaults(encoding, estimates)
+        pr, st = self.priors, self.structure
         coords = {**self.coords(), "estimate_slot": list(range(self.max_estimates))}
         with pm.Model(coords=coords) as model:
-            data = {name: pm.Data(name, value, dims=("policy_slot", "policy_slot")
-                                  if name == "ancestry" else "policy_slot")
-                    for name, value in encoding.data().items()}
-            data.update({name: pm.Data(name, value, dims="estimate_slot")
-                         for name, value in estimates.data().items()})
+            data = self._containers(encoding, estimates, skip=_ONE_HOT)
+            approx = {name: pm.Data(name, value) for name, value in likelihood_approximation(
+                encoding, estimates, len(self.gain_ids), pr).items()}
+            tau, tau_exec = self._scales()
+            rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
+            root = data["is_root"]
+            child = 1.0 - root
+            rk = rho ** data["repeats"]
+            ek = rho ** data["est_repeats"]
+            # θ's likelihood approximation with the current τ_exec (module docstring)
+            v_step = 1.0 / (approx["step_var"] + tau_exec**2)
+            v_est = 1.0 / (data["est_se"] ** 2 + tau_exec**2)
+            prec = (approx["step_w"] * v_step).sum(axis=1) + (approx["est_w"] * v_est).sum(axis=1)
+            prec_x = (approx["step_wx"] * v_step).sum(axis=1) \
+                + (approx["est_wx"] * v_est).sum(axis=1)
+            tree = pooled_tree(st, tau, prec, prec_x, mu0_mu=pr.effect_mu_mu,
+                               mu0_sigma=pr.effect_mu_sigma, member_name="effect",
+                               member_dims="candidate")
+            pm.Deterministic("mu0", tree["mu0"])
+            if st.groups:
+                pm.Deterministic("group_effect", tree["group"], dims="pooled_group")
+            pm.Deterministic("pool_mean", tree["pool"], dims="candidate")
+            pm.Deterministic("own_scale", tree["own"], dims="candidate")
+            effect = pm.Deterministic("effect", tree["member"], dims="candidate")
+            # θ at each step and estimate as a product with a one-hot data matrix (cheaper
+            # gradients than indexing)
+            at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
+            at_est = (approx["est_onehot"] * effect[None, :]).sum(axis=1)
+            step_mean = root * pr.baseline_mu + child * at_step * rk
+            step_sd = root * pr.baseline_sigma + child * tau_exec
+            step = pm.Deterministic(
+                "policy_step", whitened_normal("step", step_mean, step_sd, approx["slot_prec"],
+                                               approx["slot_prec_x"], dims="policy_slot"),
+                dims="policy_slot")
+            eta = pm.Deterministic("policy_logit", pt.dot(data["ancestry"], step),
+                                   dims="policy_slot")
+            pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
+                        dims="policy_slot")
+            est_var = data["est_se"] ** 2 + tau_exec**2
+            est_logp = -0.5 * ((data["est_value"] - at_est * ek) ** 2
+                               / est_var + pt.log(2 * np.pi * est_var))
+            pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
+        return model
+
+    def build_generative(self, encoding: PolicyEncoding | None = None,
+                         estimates: EstimateEncoding | None = None):
+        """The model written out level by level (non-centred), exactly as in the module
+        docstring: every lens, method and candidate has its own effect.
+
+        The same joint distribution as :meth:`build` (which merges single-member levels and
+        samples otherwise): the generator of simulation-based calibration, so that SBC also
+        checks that the merging is exact.
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        encoding, estimates = self._defaults(encoding, estimates)
+        pr = self.priors
+        coords = {**self.coords(), "lens": self.lenses, "method": self.methods,
+                  "estimate_slot": list(range(self.max_estimates))}
+        with pm.Model(coords=coords) as model:
+            data = self._containers(encoding, estimates)
+            tau = {lv: getattr(pr, f"tau_{lv}").rv(f"tau_{lv}") for lv in LEVELS}
+            tau_exec = pr.tau_exec.rv("tau_exec")
             mu0 = pm.Normal("mu0", pr.effect_mu_mu, pr.effect_mu_sigma)
-            tau_lens = pm.HalfNormal("tau_lens", pr.lens_sigma)
-            tau_method = pm.HalfNormal("tau_method", pr.method_sigma)
-            tau_cand = pm.HalfNormal("tau_candidate", pr.candidate_sigma)
-            tau_exec = pm.HalfNormal("tau_exec", pr.execution_sigma)
-            z_lens = pm.Normal("z_lens", 0.0, 1.0, dims="lens")
-            z_method = pm.Normal("z_method", 0.0, 1.0, dims="method")
-            z_cand = pm.Normal("z_candidate", 0.0, 1.0, dims="candidate")
-            lens_effect = pm.Deterministic("lens_effect", mu0 + tau_lens * z_lens, dims="lens")
-            method_effect = pm.Deterministic(
-                "method_effect", lens_effect[self.lens_of_method] + tau_method * z_method,
-                dims="method")
+            z_l = pm.Normal("z_lens", 0.0, 1.0, dims="lens")
+            z_j = pm.Normal("z_method", 0.0, 1.0, dims="method")
+            z_m = pm.Normal("z_candidate", 0.0, 1.0, dims="candidate")
+            lens = pm.Deterministic("lens_effect", mu0 + tau["lens"] * z_l, dims="lens")
+            method = pm.Deterministic(
+                "method_effect", lens[self.lens_of_method] + tau["method"] * z_j, dims="method")
             effect = pm.Deterministic(
-                "effect", method_effect[self.method_of_candidate] + tau_cand * z_cand,
+                "effect", method[self.method_of_candidate] + tau["candidate"] * z_m,
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
-            # non-centred: a policy's step is only weakly pinned down by ~100 trials per arm
             root = data["is_root"]
-            step_mu = root * pr.baseline_mu + (1.0 - root) * (
+            step_mean = root * pr.baseline_mu + (1.0 - root) * (
                 effect[data["via"]] * rho ** data["repeats"])
             step_sd = root * pr.baseline_sigma + (1.0 - root) * tau_exec
-            z_step = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
-            step = pm.Deterministic("policy_step", step_mu + step_sd * z_step,
-                                    dims="policy_slot")
+            z = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
+            step = pm.Deterministic("policy_step", step_mean + step_sd * z, dims="policy_slot")
             eta = pm.Deterministic("policy_logit", pt.dot(data["ancestry"], step),
                                    dims="policy_slot")
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
@@ -313,10 +521,16 @@ class GainsModel:
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
 
+    def data(self, enc: PolicyEncoding, est: EstimateEncoding) -> dict[str, np.ndarray]:
+        """Every data container of :meth:`build` for these encodings."""
+        out = {**enc.data(), **est.data(),
+               **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
+        return {k: v for k, v in out.items() if k not in _ONE_HOT}
+
     def _compiled(self):
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
-               tuple(self.method_of_candidate), tuple(self.lens_of_method), self.priors,
-               self.max_policies, self.max_estimates)
+               tuple(self.structure.groups), self.priors, self.max_policies,
+               self.max_estimates)
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
@@ -329,8 +543,9 @@ class GainsModel:
     def fit(self, paired: pd.DataFrame, current_policy: str | tuple[str, ...] = (), *,
             policy_evals: pd.DataFrame | None = None,
             gain_estimates: pd.DataFrame | None = None,
-            draws: int = 500, tune: int = 500, chains: int = 2, seed: int = 0,
-            target_accept: float = 0.95, progressbar: bool = False) -> xr.DataTree:
+            draws: int = 500, tune: int = 500, chains: int = 4, seed: int = 0,
+            target_accept: float = TARGET_ACCEPT, thin: int = 1,
+            progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior given a validated paired table.
 
         Parameters
@@ -343,20 +558,24 @@ class GainsModel:
             ``Evidence.policy_evals``: stand-alone evaluations of policies.
         gain_estimates : DataFrame, optional
             ``Evidence.gain_estimates``: summary-level logit-gain measurements.
+        thin : int
+            Sample ``draws × thin`` per chain and keep every ``thin``-th (see
+            :func:`models.sampling.sample`).
 
         Returns
         -------
         DataTree
             ``posterior`` with ``policy_logit`` over named policies (unused slots dropped),
-            ``sample_stats``, and ``constant_data`` with the encoded counts.
+            ``effect``, ``pool_mean``, ``own_scale`` over candidates, ``group_effect`` over
+            the pooled groups; ``sample_stats``, and ``constant_data`` with the encoded counts.
         """
         current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
         enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals,
                               gain_estimates)
         est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates)
-        compiled = self._compiled().with_data(**enc.data(), **est.data())
+        compiled = self._compiled().with_data(**self.data(enc, est))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar,
+                       target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
         return self._label(idata, enc)
 
@@ -380,7 +599,11 @@ class GainsModel:
                                              coords={"policy": enc.names})
         dt = xr.DataTree.from_dict(groups)
         dt.attrs.update({"model": "gains", "max_policies": self.max_policies,
-                         **{f"prior_{k}": v for k, v in asdict(self.priors).items()}})
+                         "pooled_groups": "; ".join(
+                             f"{g} (scale of {'+'.join(lv)})" for g, lv in
+                             zip(self.structure.groups, self.structure.group_levels,
+                                 strict=True)) or "none",
+                         **{f"prior_{k}": _describe(v) for k, v in vars(self.priors).items()}})
         return dt
 
     # -- decision quantities ----------------------------------------------------------------
@@ -532,6 +755,24 @@ def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) ->
 
     mu, sd = _estimate_moments(draws, target, se)
     return norm.logpdf(y[:, None], loc=mu[None, :], scale=sd[None, :])
+
+
+def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:
+    """Share of each candidate's posterior that comes from its own evidence, over ``candidate``.
+
+    share_m = 1 − Var_post(ε_m) / E_post[σ_m²] clipped to [0, 1], with ε_m = θ_m − pool_m the
+    candidate's own deviation from what the pooled levels predict (``effect − pool_mean``) and
+    σ_m its prior scale (``own_scale``): 0 when the deviation's posterior is its prior (the
+    candidate's belief is all pooled), 1 when its own evidence pins the deviation down.  For a
+    normal–normal model with known scales it equals the shrinkage weight σ²/(σ² + s²).
+    """
+    post = idata["posterior"]
+    dev = post["effect"] - post["pool_mean"]
+    ratio = dev.var(("chain", "draw")) / (post["own_scale"] ** 2).mean(("chain", "draw"))
+    share = (1.0 - ratio).clip(0.0, 1.0)
+    share.name = "own_evidence_share"
+    share.attrs["long_name"] = "share of the posterior from the candidate's own evidence"
+    return share
 
 
 def lineage_repeats(idata: xr.DataTree, policy: str, gain_ids: list[str]) -> np.ndarray:

@@ -81,6 +81,10 @@ class SBCCase:
         Label → (posterior variable, ``.sel`` indexers) of each scalar quantity ranked.
     target_accept : float
         NUTS target acceptance of the fits (the model's production default).
+    refresh : callable, optional
+        ``data → {container: array}``: containers of the fitting model derived from the
+        outcomes (the normal approximations that set its geometry), recomputed for every
+        replication.
     simulate_outcomes : callable, optional
         ``(prior Dataset over draw, rng) → {container: array (draw, ...)}`` for models whose
         likelihood is a ``pm.Potential`` (no prior predictive).
@@ -98,6 +102,7 @@ class SBCCase:
     simulate_outcomes: Callable[[xr.Dataset, np.random.Generator],
                                 dict[str, np.ndarray]] | None = None
     description: str = ""
+    refresh: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
 
 
 @dataclass
@@ -136,12 +141,17 @@ class SBCResult:
 
 
 def scaled_priors(priors: Any, name: str, factor: float) -> Any:
-    """A copy of a frozen priors dataclass with one scale multiplied by ``factor``."""
+    """A copy of a frozen priors dataclass with one scale multiplied by ``factor`` (a number,
+    or the scale of a :class:`models.priors.ScalePrior`, see :meth:`ScalePrior.scaled`)."""
+    from models.priors import ScalePrior
+
     if not hasattr(priors, name):
         raise InputError(type(priors).__name__, f"has no prior {name!r}")
     if not np.isfinite(factor) or factor <= 0:
         raise InputError(type(priors).__name__, f"scale factor must be > 0, got {factor!r}")
-    return replace(priors, **{name: getattr(priors, name) * factor})
+    value = getattr(priors, name)
+    new = value.scaled(factor) if isinstance(value, ScalePrior) else value * factor
+    return replace(priors, **{name: new})
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -169,6 +179,8 @@ def _simulate(case: SBCCase, n_sims: int, seed: int) -> tuple[xr.Dataset, list[d
         data = dict(case.design)
         for container, arr in sims.items():
             data[container] = arr[i].astype(np.asarray(case.design[container]).dtype)
+        if case.refresh is not None:
+            data.update(case.refresh(data))
         datasets.append(data)
     return theta, datasets
 
@@ -335,16 +347,25 @@ def gains_case(priors: Any = None, fit_priors: Any = None, *, trials: int = 100,
     fit_spec = GainsModel(cands, fit_priors, max_policies=k, max_estimates=1)
     enc = encode_policies(paired, gen_spec.gain_ids, k, policy_evals=evals)
     est = encode_estimates(None, enc, gen_spec.gain_ids, 1)
-    design = {**enc.data(), **est.data()}
+    design = fit_spec.data(enc, est)
     last = enc.names.index(f"pi{len(GAINS_LINEAGES[0])}")
+
+    def refresh(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The fitting model's geometry inputs for the simulated counts."""
+        enc_i = replace(enc, successes=np.asarray(data["successes"]))
+        return fit_spec.data(enc_i, est)
+
     return SBCCase(
-        name, gen_spec.build(enc, est), fit_spec._compiled(), design, {"obs": "successes"},
+        name, gen_spec.build_generative(enc, est), fit_spec._compiled(), design,
+        {"obs": "successes"},
         {"mu0": ("mu0", {}), "tau_lens": ("tau_lens", {}), "tau_exec": ("tau_exec", {}),
          "rho": ("rho", {}), "theta[dr_1e6]": ("effect", {"candidate": "dr_1e6"}),
          f"eta[{enc.names[last]}]": ("policy_logit", {"policy_slot": last})},
-        target_accept=0.95,
+        target_accept=0.9, refresh=refresh,
         description=f"6 adaptations, 4 lenses, 5 methods; {k} policies on two lineages "
-                    f"(one repeat of dr_1e6); {trials} trials per arm")
+                    f"(one repeat of dr_1e6); {trials} trials per arm; generated level by "
+                    "level (every lens, method and candidate), fitted by the merged, "
+                    "non-centred model")
 
 
 def exec_risk_design_candidates():
@@ -376,14 +397,15 @@ def exec_risk_case(priors: Any = None, fit_priors: Any = None, *,
     n = np.asarray(executions, dtype=np.int64)
     gen = ExecRiskModel(cands, priors)
     fit = ExecRiskModel(cands, fit_priors)
-    design = {"executions": n, "unsafe": np.zeros_like(n)}
+    design = fit.data(n, np.zeros_like(n))
     return SBCCase(
-        name, gen.build(n, np.zeros_like(n)), fit._compiled(), design, {"obs": "unsafe"},
+        name, gen.build_generative(n, np.zeros_like(n)), fit._compiled(), design,
+        {"obs": "unsafe"},
         {"mu0": ("mu0", {}), "sigma_group": ("sigma_group", {}),
          "sigma_candidate": ("sigma_candidate", {}),
          "p_unsafe[a1]": ("p_unsafe", {"candidate": "a1"}),
          "p_unsafe[a4]": ("p_unsafe", {"candidate": "a4"})},
-        target_accept=0.95,
+        target_accept=0.9, refresh=lambda data: fit.data(n, data["unsafe"]),
         description=f"6 hardware candidates in 2 groups (4 + 2); executions {list(executions)}")
 
 
@@ -426,6 +448,12 @@ def sensitivity_case(priors: Any = None, fit_priors: Any = None, *, family: str 
                                   "successes", np.zeros(r, np.int64)),
                               design.get("trials", np.zeros(r, np.int64)),
                               design.get("y", np.zeros(r)), design.get("se", np.ones(r)))
+    design = {**design, **fit.approximation(enc)}
+    outcome = "successes" if family == "binomial" else "y"
+
+    def refresh(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return fit.approximation(replace(enc, **{outcome: np.asarray(data[outcome])}))
+
     quantities = {"S_mu[friction]": ("S_mu", {"direction": "friction"}),
                   "S_tau": ("S_tau", {}), "gamma": ("gamma", {"pair": fit.pair_names[0]}),
                   "alpha[p0]": ("alpha", {"policy_slot": 0}),
@@ -433,8 +461,8 @@ def sensitivity_case(priors: Any = None, fit_priors: Any = None, *, family: str 
     if family == "normal":
         quantities["sigma"] = ("sigma", {})
     what = f"{trials} trials per run" if family == "binomial" else f"known se' = {se}"
-    return SBCCase(name, gen.build(enc), fit._compiled(), design, outcomes, quantities,
-                   target_accept=0.9,
+    return SBCCase(name, gen.build_generative(enc), fit._compiled(), design, outcomes,
+                   quantities, target_accept=0.9, refresh=refresh,
                    description=f"{family}; 2 directions, 2 policies, 3 × 3 grid per policy "
                                f"(18 runs), {what}")
 
@@ -473,18 +501,25 @@ def transfer_case(priors: Any = None, fit_priors: Any = None, *, family: str = "
     gen = TransferModel(priors, max_policies=p)
     fit = TransferModel(fit_priors, max_policies=p)
     enc = TransferEncoding(family, [f"p{i}" for i in range(p)], design, np.ones(p, np.int64))
+    raw = list(design)
+    design = fit.data(family, design)
     what = f"{trials} trials per domain" if family == "binomial" else f"known se' = {se}"
-    return SBCCase(name, gen.build(family, enc), fit._compiled(family), design, outcomes,
+
+    def refresh(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return fit.data(family, {k: np.asarray(data[k]) for k in raw})
+
+    return SBCCase(name, gen.build_generative(family, enc), fit._compiled(family), design,
+                   outcomes,
                    {"shift_mu": ("shift_mu", {}), "shift_tau": ("shift_tau", {}),
                     "eta_sim[p0]": ("eta_sim", {"policy_slot": 0}),
                     "shift[p0]": ("shift", {"policy_slot": 0})},
-                   target_accept=0.9, simulate_outcomes=simulate,
+                   target_accept=0.9, simulate_outcomes=simulate, refresh=refresh,
                    description=f"{family}; {p} policies evaluated in sim and real, {what}")
 
 
 # -- registry --------------------------------------------------------------------------------
-MISSPECIFIED_SCALE = {"gains": "effect_mu_sigma", "exec_risk": "group_sigma",
-                      "sensitivity": "pool_sigma", "transfer": "shift_tau_sigma"}
+MISSPECIFIED_SCALE = {"gains": "effect_mu_sigma", "exec_risk": "sigma_group",
+                      "sensitivity": "S_tau", "transfer": "shift_tau"}
 """The prior scale each model's mis-specified variant changes (in the *fitting* model only)."""
 
 

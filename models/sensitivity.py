@@ -9,9 +9,9 @@ each, in the direction's own units) and records the outcome J under one policy. 
 
     α_π   ~ Normal(alpha_mu, alpha_sigma)
     S_kπ  = μ_k + τ_S · z_kπ,   z ~ N(0, 1)        (partial pooling of S_kπ across policies)
-    μ_k   ~ Normal(0, effect_sigma),   τ_S ~ HalfNormal(pool_sigma)
+    μ_k   ~ Normal(0, effect_sigma),   τ_S ~ S_tau (a ScalePrior; default HalfNormal(0.5))
     γ_kl  ~ Normal(0, synergy_sigma)               (shared by all policies)
-    σ     ~ HalfNormal(residual_sigma)             (normal family only)
+    σ     ~ sigma (default HalfNormal(1))           (normal family only)
 
 **Standardisation** (stated on every output): ξ'_k = (ξ_k − c_k) / s_k with c_k the mean and
 s_k the (population) standard deviation of ξ_k over the runs of the fitted table.  Hence S_kπ
@@ -25,6 +25,13 @@ scale for the binomial family and on J's scale for the normal one.
 The posterior is *policy-conditional*: S_kπ ranks directions within π; it is not comparable
 across policies and is never a value input of the allocator.
 
+Geometry: μ_k and S_kπ are sampled by data-informed non-centring
+(:func:`models.priors.whitened_normal`) from per-policy regressions of the runs
+(:meth:`SensitivityModel.approximation`): S of a policy with a sweep is (nearly) centred —
+its data dominate — and S of a policy slot without runs is a non-centred standard normal, so
+τ_S never meets a funnel, whether one policy or several were swept.  This shapes only what the
+sampler sees; :meth:`SensitivityModel.build_generative` is the model written out directly.
+
 Compiled once per structure (family, directions, policy slots, priors) with ``pm.Data``
 containers whose row count may change between fits (nutpie ``with_data``).
 """
@@ -32,9 +39,9 @@ containers whose row count may change between fits (nutpie ``with_data``).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -42,13 +49,41 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.inputs.tables import XI_PREFIX, outcome_family, xi_directions
-from models.priors import check_priors
+from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 
 __all__ = ["SensitivityEncoding", "SensitivityModel", "SensitivityPriors", "encode_sensitivity",
            "pair_label"]
 
 FAMILIES = ("binomial", "normal")
+
+
+def _logistic_fit(x: np.ndarray, successes: np.ndarray, trials: np.ndarray,
+                  ridge: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge-regularised logistic regression by IRLS: (β̂, (Xᵀ W X + ridge I)⁻¹)."""
+    from scipy.special import expit
+
+    beta = np.zeros(x.shape[1])
+    pen = ridge * np.eye(x.shape[1])
+    for _ in range(50):
+        p = expit(x @ beta)
+        w = trials * p * (1.0 - p)
+        hess = x.T @ (w[:, None] * x) + pen
+        step = np.linalg.solve(hess, x.T @ (successes - trials * p) - ridge * beta)
+        beta = beta + step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    p = expit(x @ beta)
+    hess = x.T @ ((trials * p * (1.0 - p))[:, None] * x) + pen
+    return beta, np.linalg.inv(hess)
+
+
+def _weighted_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray,
+                  ridge: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+    """Ridge-regularised weighted least squares: (β̂, (Xᵀ W X + ridge I)⁻¹)."""
+    hess = x.T @ (w[:, None] * x) + ridge * np.eye(x.shape[1])
+    cov = np.linalg.inv(hess)
+    return cov @ (x.T @ (w * y)), cov
 
 
 def pair_label(first: str, second: str) -> str:
@@ -66,23 +101,32 @@ class SensitivityPriors:
         Normal prior of the intercept α_π (logit, or standardised J).
     effect_sigma : float
         Normal(0, ·) prior of the mean sensitivity μ_k across policies.
-    pool_sigma : float
-        HalfNormal(·) prior of τ_S, the spread of S_kπ across policies.
+    S_tau : ScalePrior
+        Prior of τ_S, the spread of S_kπ across policies (a number v means HalfNormal(v);
+        default HalfNormal(0.5)).
     synergy_sigma : float
         Normal(0, ·) prior of γ_kl.
-    residual_sigma : float
-        HalfNormal(·) prior of the residual s.d. σ (normal family).
+    sigma : ScalePrior
+        Prior of the residual s.d. σ (normal family; default HalfNormal(1)).
     """
 
     alpha_mu: float = 0.0
     alpha_sigma: float = 1.5
     effect_sigma: float = 1.0
-    pool_sigma: float = 0.5
+    S_tau: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.5))
     synergy_sigma: float = 1.0
-    residual_sigma: float = 1.0
+    sigma: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=1.0))
+
+    SCALES: ClassVar[dict[str, str]] = {"S_tau": "half_normal", "sigma": "half_normal"}
 
     def __post_init__(self) -> None:
-        check_priors(self, locations=("alpha_mu",))
+        check_priors(self, locations=("alpha_mu",), scales=self.SCALES)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (scale priors as ``{"family": ..., ...}``)."""
+        return priors_as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -160,6 +204,8 @@ def encode_sensitivity(runs: pd.DataFrame, directions: list[str] | None = None,
 
 
 _COMPILED: dict[tuple, Any] = {}
+TARGET_ACCEPT = 0.9
+"""Default NUTS target acceptance of the sensitivity model (fit escalation raises it)."""
 
 
 @dataclass
@@ -210,39 +256,107 @@ class SensitivityModel:
                 "policy_slot": list(range(self.max_policies))}
 
     # -- build ------------------------------------------------------------------------------
+    def _data(self, encoding: SensitivityEncoding | None) -> dict[str, np.ndarray]:
+        if encoding is not None:
+            return encoding.data()
+        k = len(self.directions)
+        data = {"policy_idx": np.zeros(2, np.int64), "xi": np.zeros((2, k))}
+        data.update({"successes": np.zeros(2, np.int64), "trials": np.ones(2, np.int64)}
+                    if self.family == "binomial" else {"y": np.zeros(2), "se": np.ones(2)})
+        return data
+
     def build(self, encoding: SensitivityEncoding | None = None):
-        """The ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or a stub)."""
+        """The sampled ``pm.Model`` with ``pm.Data`` containers (filled with ``encoding`` or a
+        stub): μ_k and S_kπ by data-informed non-centring (:meth:`approximation`)."""
+        import pymc as pm
+
+        pr = self.priors
+        with pm.Model(coords=self.coords()) as model:
+            d = {name: pm.Data(name, value) for name, value in self._data(encoding).items()}
+            approx = {name: pm.Data(name, value) for name, value in
+                      self.approximation(encoding).items()}
+            alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
+            mu = pm.Deterministic("S_mu", whitened_normal(
+                "S_mu", 0.0, pr.effect_sigma, approx["mu_prec"], approx["mu_prec_x"],
+                dims="direction"), dims="direction")
+            tau = pr.S_tau.rv("S_tau")
+            s = pm.Deterministic("S", whitened_normal(
+                "S", mu[:, None], tau, approx["s_prec"], approx["s_prec_x"],
+                dims=("direction", "policy_slot")), dims=("direction", "policy_slot"))
+            self._likelihood(d, alpha, s)
+        return model
+
+    def build_generative(self, encoding: SensitivityEncoding | None = None):
+        """The model of the module docstring written out directly (S_kπ = μ_k + τ_S z_kπ):
+        the same joint distribution as :meth:`build`; the generator of simulation-based
+        calibration."""
+        import pymc as pm
+
+        pr = self.priors
+        with pm.Model(coords=self.coords()) as model:
+            d = {name: pm.Data(name, value) for name, value in self._data(encoding).items()}
+            alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
+            mu = pm.Normal("S_mu", 0.0, pr.effect_sigma, dims="direction")
+            tau = pr.S_tau.rv("S_tau")
+            z = pm.Normal("z_S", 0.0, 1.0, dims=("direction", "policy_slot"))
+            s = pm.Deterministic("S", mu[:, None] + tau * z, dims=("direction", "policy_slot"))
+            self._likelihood(d, alpha, s)
+        return model
+
+    def _likelihood(self, d: dict[str, Any], alpha: Any, s: Any) -> None:
         import pymc as pm
         import pytensor.tensor as pt
 
-        k = len(self.directions)
-        if encoding is None:
-            data = {"policy_idx": np.zeros(2, np.int64), "xi": np.zeros((2, k))}
-            data.update({"successes": np.zeros(2, np.int64), "trials": np.ones(2, np.int64)}
-                        if self.family == "binomial" else {"y": np.zeros(2), "se": np.ones(2)})
-        else:
-            data = encoding.data()
         pr = self.priors
         first = np.array([a for a, _ in self.pairs], dtype=np.int64)
         second = np.array([b for _, b in self.pairs], dtype=np.int64)
-        with pm.Model(coords=self.coords()) as model:
-            d = {name: pm.Data(name, value) for name, value in data.items()}
-            alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
-            mu = pm.Normal("S_mu", 0.0, pr.effect_sigma, dims="direction")
-            tau = pm.HalfNormal("S_tau", pr.pool_sigma)
-            z = pm.Normal("z_S", 0.0, 1.0, dims=("direction", "policy_slot"))
-            s = pm.Deterministic("S", mu[:, None] + tau * z, dims=("direction", "policy_slot"))
-            eta = alpha[d["policy_idx"]] + (d["xi"] * s[:, d["policy_idx"]].T).sum(axis=1)
-            if self.pairs:
-                gamma = pm.Normal("gamma", 0.0, pr.synergy_sigma, dims="pair")
-                eta = eta + pt.dot(d["xi"][:, first] * d["xi"][:, second], gamma)
-            if self.family == "binomial":
-                pm.Binomial("obs", n=d["trials"], logit_p=eta, observed=d["successes"])
-            else:
-                sigma = pm.HalfNormal("sigma", pr.residual_sigma)
-                pm.Normal("obs", mu=eta, sigma=pt.sqrt(sigma**2 + d["se"] ** 2),
-                          observed=d["y"])
-        return model
+        eta = alpha[d["policy_idx"]] + (d["xi"] * s[:, d["policy_idx"]].T).sum(axis=1)
+        if self.pairs:
+            gamma = pm.Normal("gamma", 0.0, pr.synergy_sigma, dims="pair")
+            eta = eta + pt.dot(d["xi"][:, first] * d["xi"][:, second], gamma)
+        if self.family == "binomial":
+            pm.Binomial("obs", n=d["trials"], logit_p=eta, observed=d["successes"])
+        else:
+            sigma = pr.sigma.rv("sigma")
+            pm.Normal("obs", mu=eta, sigma=pt.sqrt(sigma**2 + d["se"] ** 2), observed=d["y"])
+
+    def approximation(self, encoding: SensitivityEncoding | None) -> dict[str, np.ndarray]:
+        """Normal approximations (P, P·x̂) of the likelihood of every S_kπ and μ_k.
+
+        Per policy, a regression of its own runs on [1, ξ', ξ'_k ξ'_l] (logistic by
+        iteratively reweighted least squares for the binomial family, weighted least squares
+        with weights 1/(σ̂² + se'²) for the normal one, σ̂ the prior median of σ; ridge
+        1/10² on every coefficient) gives Ŝ_kπ and its marginal variance V_kπ: x̂ = Ŝ, P = 1/V
+        (0 for policy slots without runs).  μ_k receives N(Ŝ_kπ, V_kπ + τ̂_S²) from every
+        policy with runs.  These shape the sampler's geometry only
+        (:func:`models.priors.whitened_normal`), never the posterior.
+        """
+        k, p = len(self.directions), self.max_policies
+        s_prec, s_px = np.zeros((k, p)), np.zeros((k, p))
+        if encoding is not None:
+            pairs = self.pairs
+            for j in range(len(encoding.policies)):
+                rows = encoding.policy_idx == j
+                if not rows.any():
+                    continue
+                xi = encoding.xi[rows]
+                x = np.column_stack([np.ones(len(xi)), xi]
+                                    + [xi[:, a] * xi[:, b] for a, b in pairs])
+                if self.family == "binomial":
+                    beta, cov = _logistic_fit(x, encoding.successes[rows],
+                                              encoding.trials[rows])
+                else:
+                    w = 1.0 / (self.priors.sigma.median() ** 2 + encoding.se[rows] ** 2)
+                    beta, cov = _weighted_fit(x, encoding.y[rows], w)
+                var = np.diag(cov)[1:1 + k]
+                s_prec[:, j] = 1.0 / var
+                s_px[:, j] = beta[1:1 + k] / var
+        tau2 = self.priors.S_tau.median() ** 2
+        has = s_prec > 0
+        q = np.where(has, s_prec / (1.0 + tau2 * s_prec), 0.0)
+        hat = np.where(has, s_px / np.where(has, s_prec, 1.0), 0.0)
+        return {"s_prec": s_prec, "s_prec_x": s_px, "mu_prec": q.sum(axis=1),
+                "mu_prec_x": (q * hat).sum(axis=1)}
 
     def _compiled(self):
         key = (self.family, self.directions, self.max_policies, self.priors)
@@ -255,8 +369,8 @@ class SensitivityModel:
         return _COMPILED[key]
 
     # -- fit --------------------------------------------------------------------------------
-    def fit(self, runs: pd.DataFrame, *, draws: int = 500, tune: int = 500, chains: int = 2,
-            seed: int = 0, target_accept: float = 0.9,
+    def fit(self, runs: pd.DataFrame, *, draws: int = 500, tune: int = 500, chains: int = 4,
+            seed: int = 0, target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of S_kπ and γ_kl given a validated sensitivity table.
 
@@ -283,9 +397,9 @@ class SensitivityModel:
         if len(enc.policies) > self.max_policies:
             raise InputError("sensitivity_runs", f"{len(enc.policies)} policies exceed "
                                                  f"max_policies={self.max_policies}")
-        compiled = self._compiled().with_data(**enc.data())
+        compiled = self._compiled().with_data(**enc.data(), **self.approximation(enc))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar,
+                       target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
         return self._label(idata, enc)
 
@@ -335,5 +449,6 @@ class SensitivityModel:
                                                           strict=True)},
             **{f"xi_scale_{k}": float(s) for k, s in zip(enc.directions, enc.scale,
                                                          strict=True)},
-            **{f"prior_{k}": v for k, v in asdict(self.priors).items()}})
+            **{f"prior_{k}": (v.describe() if isinstance(v, ScalePrior) else v)
+               for k, v in vars(self.priors).items()}})
         return dt

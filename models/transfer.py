@@ -8,7 +8,7 @@ Binomial family (J = success probability; counts of a policy are summed over its
 
     η_sim[π]   ~ Normal(sim_mu, sim_sigma)                         (logit J_sim, per policy)
     d[π]       = μ_d + τ_d · z_π,  z_π ~ N(0, 1)                    (logit shift, pooled)
-    μ_d ~ Normal(0, shift_mu_sigma),  τ_d ~ HalfNormal(shift_tau_sigma)
+    μ_d ~ Normal(0, shift_mu_sigma),  τ_d ~ shift_tau (a ScalePrior; default HalfNormal(1))
     sim_successes  ~ Binomial(sim_trials,  logistic(η_sim))
     real_successes ~ Binomial(real_trials, logistic(η_sim + d))
     δ_J(π) = logistic(η_sim + d) − logistic(η_sim),   G_J(π) = |δ_J(π)|
@@ -25,14 +25,23 @@ they do not vary), and the results are reported back in J's units::
 Policies without an evaluation (e.g. the campaign's current one) get a slot with no data: their
 δ_J is the pooled prediction for a new policy (binomial: with J_sim from its prior).
 
+Geometry: the policy shifts d[π] and μ_d are sampled by data-informed non-centring
+(:func:`models.priors.whitened_normal`): d[π] from the normal approximation of its likelihood
+given η_sim[π] (binomial: logit p̂_real − η_sim with precision (n + 1) p̂ (1 − p̂),
+p̂ = (successes + ½)/(trials + 1); normal: real_mean' − J'_sim with precision 1/real_se'²),
+μ_d from the policies' sim-to-real differences.  Policy slots without evaluations (the
+current policy, unused slots) are then non-centred standard normals — free in geometry.  This
+only shapes what the sampler sees; :meth:`TransferModel.build_generative` is the same model
+written out directly (the generator of simulation-based calibration).
+
 Compiled once per (family, policy slots, priors); a re-fit swaps the data (nutpie ``with_data``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -41,7 +50,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 from belief.inputs.tables import outcome_family
-from models.priors import check_priors
+from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 
 __all__ = ["TransferEncoding", "TransferModel", "TransferPriors", "encode_transfer"]
@@ -59,17 +68,25 @@ class TransferPriors:
         Normal prior of a policy's J_sim (logit, or standardised J).
     shift_mu_sigma : float
         Normal(0, ·) prior of the mean real − sim shift μ_d (no sign assumed).
-    shift_tau_sigma : float
-        HalfNormal(·) prior of τ_d, the spread of the shift across policies.
+    shift_tau : ScalePrior
+        Prior of τ_d, the spread of the shift across policies (a number v means
+        HalfNormal(v); default HalfNormal(1)).
     """
 
     sim_mu: float = 0.0
     sim_sigma: float = 1.5
     shift_mu_sigma: float = 1.0
-    shift_tau_sigma: float = 1.0
+    shift_tau: ScalePrior | float = field(
+        default_factory=lambda: ScalePrior("half_normal", sigma=1.0))
+
+    SCALES: ClassVar[dict[str, str]] = {"shift_tau": "half_normal"}
 
     def __post_init__(self) -> None:
-        check_priors(self, locations=("sim_mu",))
+        check_priors(self, locations=("sim_mu",), scales=self.SCALES)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (scale priors as ``{"family": ..., ...}``)."""
+        return priors_as_dict(self)
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,8 @@ def encode_transfer(transfer: pd.DataFrame, max_policies: int, extra: tuple[str,
 
 
 _COMPILED: dict[tuple, Any] = {}
+TARGET_ACCEPT = 0.9
+"""Default NUTS target acceptance of the transfer model (fit escalation raises it)."""
 
 
 @dataclass
@@ -158,41 +177,106 @@ class TransferModel:
         if self.max_policies < 1:
             raise InputError("TransferModel", "max_policies must be >= 1")
 
+    def _arrays(self, family: str, encoding: TransferEncoding | None) -> dict[str, np.ndarray]:
+        p = self.max_policies
+        if encoding is not None:
+            return encoding.arrays
+        if family == "binomial":
+            return {c: np.zeros(p, np.int64) for c in ("sim_successes", "sim_trials",
+                                                      "real_successes", "real_trials")}
+        return {"sim_y": np.zeros(p), "sim_se": np.ones(p), "has_sim": np.zeros(p),
+                "real_y": np.zeros(p), "real_se": np.ones(p), "has_real": np.zeros(p)}
+
+    def data(self, family: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The data containers: the sufficient statistics and the likelihood approximations.
+
+        ``real_prec`` / ``real_hat`` approximate the real-domain likelihood of a policy's logit
+        (binomial: p̂ = (successes + ½)/(trials + 1), logit p̂, precision (trials + 1) p̂ (1 − p̂);
+        normal: the mean and 1/se²), ``mu_prec`` / ``mu_prec_x`` that of μ_d from every policy
+        evaluated in both domains (difference of the two, variance 1/P_sim + 1/P_real + τ̂_d²
+        with τ̂_d the prior median).  Geometry only, never the posterior.
+        """
+        if family == "binomial":
+            est = {}
+            for dom in ("sim", "real"):
+                n = arrays[f"{dom}_trials"].astype(float)
+                phat = (arrays[f"{dom}_successes"] + 0.5) / (n + 1.0)
+                est[f"{dom}_prec"] = np.where(n > 0, (n + 1.0) * phat * (1.0 - phat), 0.0)
+                est[f"{dom}_hat"] = np.log(phat) - np.log1p(-phat)
+        else:
+            est = {f"{dom}_prec": arrays[f"has_{dom}"] / arrays[f"{dom}_se"] ** 2
+                   for dom in ("sim", "real")}
+            est.update({f"{dom}_hat": arrays[f"{dom}_y"] for dom in ("sim", "real")})
+        both = (est["sim_prec"] > 0) & (est["real_prec"] > 0)
+        tau2 = self.priors.shift_tau.median() ** 2
+        with np.errstate(divide="ignore"):
+            var = np.where(both, 1.0 / np.where(both, est["sim_prec"], 1.0)
+                           + 1.0 / np.where(both, est["real_prec"], 1.0) + tau2, np.inf)
+        q = np.where(both, 1.0 / var, 0.0)
+        diff = est["real_hat"] - est["sim_hat"]
+        return {**arrays, "real_prec": np.where(both, est["real_prec"], 0.0),
+                "real_hat": est["real_hat"], "mu_prec": np.array([q.sum()]),
+                "mu_prec_x": np.array([(q * diff).sum()])}
+
     def build(self, family: str = "binomial", encoding: TransferEncoding | None = None):
-        """The ``pm.Model`` of ``family`` with ``pm.Data`` containers over policy slots."""
+        """The sampled ``pm.Model`` of ``family`` with ``pm.Data`` containers over policy
+        slots (data-informed non-centring of μ_d and the shifts; module docstring)."""
         import pymc as pm
 
         if family not in FAMILIES:
             raise InputError("TransferModel", f"family must be one of {FAMILIES}")
         p = self.max_policies
-        if encoding is None:
-            if family == "binomial":
-                arrays = {c: np.zeros(p, np.int64) for c in ("sim_successes", "sim_trials",
-                                                             "real_successes", "real_trials")}
-            else:
-                arrays = {"sim_y": np.zeros(p), "sim_se": np.ones(p), "has_sim": np.zeros(p),
-                          "real_y": np.zeros(p), "real_se": np.ones(p), "has_real": np.zeros(p)}
-        else:
-            arrays = encoding.arrays
         pr = self.priors
         with pm.Model(coords={"policy_slot": list(range(p))}) as model:
-            d = {name: pm.Data(name, value, dims="policy_slot") for name, value in arrays.items()}
+            d = {name: pm.Data(name, value, dims="policy_slot" if np.size(value) == p
+                               and name not in ("mu_prec", "mu_prec_x") else None)
+                 for name, value in self.data(family, self._arrays(family, encoding)).items()}
+            eta_sim = pm.Normal("eta_sim", pr.sim_mu, pr.sim_sigma, dims="policy_slot")
+            mu = pm.Deterministic("shift_mu", whitened_normal(
+                "shift_mu", 0.0, pr.shift_mu_sigma, d["mu_prec"][0], d["mu_prec_x"][0]))
+            tau = pr.shift_tau.rv("shift_tau")
+            shift = pm.Deterministic("shift", whitened_normal(
+                "shift", mu, tau, d["real_prec"], d["real_prec"] * (d["real_hat"] - eta_sim),
+                dims="policy_slot"), dims="policy_slot")
+            self._likelihood(family, d, eta_sim, shift)
+        return model
+
+    def build_generative(self, family: str = "binomial",
+                         encoding: TransferEncoding | None = None):
+        """The model of the module docstring written out directly (non-centred shifts): the
+        same joint distribution as :meth:`build`; the generator of simulation-based
+        calibration."""
+        import pymc as pm
+
+        if family not in FAMILIES:
+            raise InputError("TransferModel", f"family must be one of {FAMILIES}")
+        p = self.max_policies
+        pr = self.priors
+        with pm.Model(coords={"policy_slot": list(range(p))}) as model:
+            d = {name: pm.Data(name, value, dims="policy_slot")
+                 for name, value in self._arrays(family, encoding).items()}
             eta_sim = pm.Normal("eta_sim", pr.sim_mu, pr.sim_sigma, dims="policy_slot")
             mu = pm.Normal("shift_mu", 0.0, pr.shift_mu_sigma)
-            tau = pm.HalfNormal("shift_tau", pr.shift_tau_sigma)
+            tau = pr.shift_tau.rv("shift_tau")
             z = pm.Normal("z_shift", 0.0, 1.0, dims="policy_slot")
             shift = pm.Deterministic("shift", mu + tau * z, dims="policy_slot")
-            eta_real = eta_sim + shift
-            if family == "binomial":
-                pm.Binomial("sim_obs", n=d["sim_trials"], logit_p=eta_sim,
-                            observed=d["sim_successes"], dims="policy_slot")
-                pm.Binomial("real_obs", n=d["real_trials"], logit_p=eta_real,
-                            observed=d["real_successes"], dims="policy_slot")
-            else:
-                for dom, mean in (("sim", eta_sim), ("real", eta_real)):
-                    lp = pm.logp(pm.Normal.dist(mean, d[f"{dom}_se"]), d[f"{dom}_y"])
-                    pm.Potential(f"{dom}_obs", (d[f"has_{dom}"] * lp).sum())
+            self._likelihood(family, d, eta_sim, shift)
         return model
+
+    @staticmethod
+    def _likelihood(family: str, d: dict[str, Any], eta_sim: Any, shift: Any) -> None:
+        import pymc as pm
+
+        eta_real = eta_sim + shift
+        if family == "binomial":
+            pm.Binomial("sim_obs", n=d["sim_trials"], logit_p=eta_sim,
+                        observed=d["sim_successes"], dims="policy_slot")
+            pm.Binomial("real_obs", n=d["real_trials"], logit_p=eta_real,
+                        observed=d["real_successes"], dims="policy_slot")
+        else:
+            for dom, mean in (("sim", eta_sim), ("real", eta_real)):
+                lp = pm.logp(pm.Normal.dist(mean, d[f"{dom}_se"]), d[f"{dom}_y"])
+                pm.Potential(f"{dom}_obs", (d[f"has_{dom}"] * lp).sum())
 
     def _compiled(self, family: str):
         key = (family, self.max_policies, self.priors)
@@ -205,8 +289,8 @@ class TransferModel:
         return _COMPILED[key]
 
     def fit(self, transfer: pd.DataFrame, policies: str | tuple[str, ...] = (), *,
-            draws: int = 500, tune: int = 500, chains: int = 2, seed: int = 0,
-            target_accept: float = 0.9, thin: int = 1,
+            draws: int = 500, tune: int = 500, chains: int = 4, seed: int = 0,
+            target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of δ_J(π) for every evaluated policy (and ``policies``).
 
@@ -232,24 +316,17 @@ class TransferModel:
         extra = (policies,) if isinstance(policies, str) else tuple(policies)
         family = outcome_family(transfer)
         enc = encode_transfer(transfer, self.max_policies, extra, family)
-        compiled = self._compiled(family).with_data(**enc.arrays)
-        if thin < 1:
+        compiled = self._compiled(family).with_data(**self.data(family, enc.arrays))
+        if isinstance(thin, bool) or not isinstance(thin, int) or thin < 1:
             raise InputError("TransferModel.fit", f"thin must be >= 1, got {thin}")
-        idata = sample(compiled, draws=draws * thin, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar,
+        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
         return self._label(idata, enc, thin)
 
     def _label(self, idata: xr.DataTree, enc: TransferEncoding, thin: int = 1) -> xr.DataTree:
         n = len(enc.policies)
-
-        def thinned(ds: xr.Dataset) -> xr.Dataset:
-            if thin == 1:
-                return ds
-            ds = ds.isel(draw=slice(thin - 1, None, thin))
-            return ds.assign_coords(draw=np.arange(ds.sizes["draw"]))
-
-        post = slot_posterior(thinned(idata["posterior"].to_dataset()), enc.policies)
+        post = slot_posterior(idata["posterior"].to_dataset(), enc.policies)
         if enc.family == "binomial":
             j_sim = xr.apply_ufunc(expit, post["eta_sim"])
             j_real = xr.apply_ufunc(expit, post["eta_sim"] + post["shift"])
@@ -267,13 +344,7 @@ class TransferModel:
                                   "units": units})
         groups: dict[str, xr.Dataset] = {"posterior": post}
         if "sample_stats" in idata.children:
-            stats = idata["sample_stats"].to_dataset()
-            kept = thinned(stats)
-            if thin > 1 and "diverging" in stats:  # a kept draw is flagged when any draw of
-                div = stats["diverging"].transpose("chain", "draw").to_numpy()  # its block was
-                blocks = div[:, : kept.sizes["draw"] * thin].reshape(div.shape[0], -1, thin)
-                kept["diverging"] = (("chain", "draw"), blocks.any(axis=-1))
-            groups["sample_stats"] = kept
+            groups["sample_stats"] = idata["sample_stats"].to_dataset()
         groups["constant_data"] = xr.Dataset(
             {"rows": ("policy", enc.rows[:n]),
              **{k: ("policy", v[:n]) for k, v in enc.arrays.items()}},
@@ -282,7 +353,8 @@ class TransferModel:
         dt.attrs.update({"model": "transfer", "family": enc.family, "units": units, "thin": thin,
                          "sign": "delta_j = J_real − J_sim; positive when real is better",
                          "y_center": enc.center, "y_scale": enc.scale,
-                         **{f"prior_{k}": v for k, v in asdict(self.priors).items()}})
+                         **{f"prior_{k}": (v.describe() if isinstance(v, ScalePrior) else v)
+                            for k, v in vars(self.priors).items()}})
         return dt
 
     @staticmethod

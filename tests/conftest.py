@@ -21,7 +21,9 @@ from belief.posterior.fitter import BeliefFitter, FitSettings
 
 atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
 
-FAST = FitSettings(draws=300, tune=300, chains=2)
+FAST = FitSettings(draws=300, tune=300, chains=2, ess_min=100)
+"""Short runs for tests of the code around sampling: 2 chains × 300 draws, so ESS ≥ 100 (the
+field's 400 needs the default 4 × 500); convergence itself is tested at the defaults."""
 
 
 @pytest.fixture(scope="session")

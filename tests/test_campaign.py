@@ -204,7 +204,28 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     whole = tmp_path / "whole"
     assert main(["demo", *args, "--out", str(whole)]) == 0
     strip = [{k: v for k, v in r.items() if k != "created"} for r in lines(whole)]
-    assert [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)] == strip
+    got = [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)]
+    # Every choice, outcome, seed, count and string is identical; floats agree to 1e-6
+    # relative or 1e-7 absolute: the killed run sampled in another process, and the compiled
+    # sampler is not bitwise reproducible across processes (observed: 1e-8 absolute on φ, Q).
+    _same(got, strip)
+
+
+def _same(a, b, path="log"):
+    """Recursive equality, floats to 1e-6 relative or 1e-7 absolute; raises naming the path."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), (path, sorted(set(a) ^ set(b)))
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), (path, len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-7), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
+    return True
 
 
 # -- replay -------------------------------------------------------------------------------
@@ -393,7 +414,9 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     assert "--act-on-unreliable" in result.stop_reason  # the flag a CLI user types
     d = result.decisions[0]
     assert d.attrs["reliable"] == 0 and d.attrs["chosen"] == STOP
-    assert "refit with 4x draws" in result.belief.attrs.get("refit_reason", "")
+    # escalated to the limit, and every attempt recorded (BeliefFitter.fit_model)
+    assert result.belief.attrs["gains_attempts"] == 1 + tiny.fit.max_escalations
+    assert result.belief.attrs["gains_escalation"].count("attempt") == tiny.fit.max_escalations
     stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
     assert stop and stop[0]["stop_reason"].startswith("refusing")
     told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True)).run()

@@ -26,12 +26,49 @@ FAST_DECIDE = ["--cvu-outcomes", "64"]
 
 @pytest.fixture(scope="module")
 def fitted_file(tmp_path_factory):
-    """``belief fit`` on the shipped example data (once per module)."""
+    """``belief fit`` on the shipped example data at the defaults (4 chains × 500 draws, seed 0;
+    once per module)."""
     out = tmp_path_factory.mktemp("fit") / "belief.nc"
-    code = main(["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out),
-                 *DRAWS])
+    code = main(["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out)])
     assert code == 0
     return out
+
+
+def test_default_fit_of_the_example_converges_without_divergences(fitted_file, capsys):
+    """Issue 15: every model's default fit on the example passes R-hat ≤ 1.01, bulk and tail
+    ESS ≥ 400 and has zero divergent transitions, and ``belief check`` exits 0."""
+    from belief.workflow.belief_file import load
+
+    fitted = load(fitted_file)
+    table = fitted.convergence()
+    assert table.attrs["rhat_max"] == 1.01 and table.attrs["ess_min"] == 400
+    assert set(table.index.get_level_values("model")) == {"gains", "exec_risk", "transfer",
+                                                          "sensitivity"}
+    assert (table["divergences"] == 0).all(), table[table["divergences"] > 0]
+    assert table["passed"].all(), table[~table["passed"]]
+    assert fitted.settings["chains"] == 4
+    assert main(["check", str(fitted_file)]) == 0
+    assert "converged:" in capsys.readouterr().out
+
+
+def test_gains_summary_reports_each_candidates_own_evidence_share(fitted_file):
+    """own_share ∈ [0, 1] for the gain candidates, NaN outside the gains model; a candidate with
+    its own paired evaluations owns more of its belief than one without any."""
+    from belief.workflow.belief_file import load
+
+    fitted = load(fitted_file)
+    summary = fitted.gains_summary()
+    share = summary["own_share"]
+    gain_ids = [c.id for c in fitted.candidate_set if c.changes_policy]
+    assert share[gain_ids].between(0.0, 1.0).all(), share
+    others = [c for c in summary.index if c not in gain_ids]
+    assert share[others].isna().all()
+    executed = set(fitted.evidence.paired["candidate"])
+    informed = executed | set(fitted.evidence.gain_estimates["candidate"])
+    seen = [c for c in gain_ids if c in executed]
+    unseen = [c for c in gain_ids if c not in informed]
+    assert seen and unseen
+    assert share[seen].mean() > share[unseen].mean(), share
 
 
 def _refused(capsys, argv, *needles):
@@ -59,7 +96,7 @@ def test_fit_writes_belief_posteriors_evidence_and_settings(fitted_file, capsys)
     assert fitted.models == ["gains", "exec_risk", "transfer", "sensitivity"]
     assert fitted.policy == "pi2" and fitted.step == 3
     assert "treated_policy of the last paired evaluation" in fitted.settings["policy_rule"]
-    assert fitted.settings["draws"] == 300 and fitted.settings["chains"] == 2
+    assert fitted.settings["draws"] == 500 and fitted.settings["chains"] == 4
     assert fitted.settings["evidence_rows"]["sensitivity_runs"] == 54
     assert fitted.history() == ["dr_1e7", "si_friction", "ft_pilot"]
     assert "si_friction" not in fitted.available() and "dr_1e7" in fitted.available()
@@ -136,23 +173,24 @@ def test_help_imports_nothing_heavy():
 
 def test_check_exit_codes(fitted_file, capsys):
     assert main(["check", str(fitted_file), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
-    assert "converged: 13 variables of 4 models pass" in capsys.readouterr().out
+    assert "converged: 22 variables of 4 models pass" in capsys.readouterr().out
     assert main(["check", str(fitted_file), "--ess-min", "1e9"]) == 1
     out = capsys.readouterr().out
     assert "FAIL gains: effect: " in out and "bulk ESS" in out and "< 1e+09 at effect[" in out
-    assert "FAIL sensitivity: S: " in out and "not converged: 13 of 13" in out
+    assert "FAIL sensitivity: S: " in out and "not converged: 22 of 22" in out
+    assert "next step: gains: too few effective draws" in out and "--draws 2000" in out
 
 
 def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
     """A file from save_belief alone has no candidates: check still runs,
-    with ESS ≥ 10 % of the draws by default."""
+    with ESS ≥ 10 % of the draws by default (4 × 500 → 200)."""
     from belief.workflow.belief_file import load, save_belief
 
     fitted = load(fitted_file)
     bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
     assert main(["check", str(bare), "--rhat-max", "1.2"]) == 0
     out = capsys.readouterr().out
-    assert "ESS ≥ 60" in out and "converged: 13 variables of 4 models pass" in out
+    assert "ESS ≥ 200" in out and "converged: 22 variables of 4 models pass" in out
 
 
 def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp_path,

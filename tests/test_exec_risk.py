@@ -187,8 +187,8 @@ def test_hardware_candidate_without_group_is_refused():
 
 
 def test_priors_are_validated():
-    with pytest.raises(InputError, match=r"^ExecRiskPriors: group_sigma must be > 0"):
-        ExecRiskPriors(group_sigma=0.0)
+    with pytest.raises(InputError, match=r"^ExecRiskPriors: sigma_group must be > 0"):
+        ExecRiskPriors(sigma_group=0.0)
     with pytest.raises(InputError, match=r"^ExecRiskPriors: mu0_dist must be one of"):
         ExecRiskPriors(mu0_dist="cauchy")
     with pytest.raises(InputError, match=r"^ExecRiskPriors: mu0_mu must be finite"):

@@ -112,8 +112,8 @@ def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidat
 def test_priors_are_validated():
     from belief.errors import InputError
 
-    with pytest.raises(InputError, match="lens_sigma must be > 0"):
-        GainsPriors(lens_sigma=0.0)
+    with pytest.raises(InputError, match="tau_lens must be > 0"):
+        GainsPriors(tau_lens=0.0)
 
 
 def test_loglik_matches_scipy_binomial(fitted):
@@ -130,3 +130,31 @@ def test_loglik_matches_scipy_binomial(fitted):
     p1 = expit(executed_logit(draws, "dr_1e6"))
     ref = binom.logpmf(y[:, :1], 100, p0[None]) + binom.logpmf(y[:, 1:], 100, p1[None])
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-8)
+
+
+def test_one_outlying_pilot_estimate_does_not_drag_unrelated_lenses(fitter, campaign_evidence,
+                                                                  fitted):
+    """Issue 15's held-out case: a single pilot estimate of −0.38 (logit) for the fine-tuning
+    candidate must not move the predictive gain of the adaptations in *other* lenses by as much
+    as their posterior s.d. (the pooling scales are learned, not fixed tight).
+
+    The tolerance is the issue's criterion, |Δ mean| < s.d.; the Monte Carlo error of Δ mean with
+    2 × 300 draws (ESS ≥ 100 per fit) is ≤ √2 · s.d./√100 ≈ 0.14 s.d., so a pass is not luck.
+    """
+    ev, world = campaign_evidence
+    _, base = fitted
+    row = pd.DataFrame({"step": [4], "candidate": ["ft_real_100"], "policy": [world.policy],
+                        "eval_protocol": [ev.candidates.eval_protocol], "source": ["ft_pilot"],
+                        "estimate": [-0.38], "se": [0.15]})
+    _, moved = fitter.fit(ev.append(gain_estimates=row), world.policy, step=4, seed=11)
+    cs = ev.candidates
+    own_lens = cs["ft_real_100"].lens
+    others = [c.id for c in cs if c.changes_policy and c.lens != own_lens]
+    assert others
+    g0, g1 = base["gain"].sel(candidate=others), moved["gain"].sel(candidate=others)
+    shift = np.abs(g1.mean("sample") - g0.mean("sample"))
+    assert (shift < g0.std("sample")).all(), (shift.values, g0.std("sample").values)
+    # the estimate itself is not ignored: the informed candidate's gain does drop
+    ft0 = float(base["gain"].sel(candidate="ft_real_100").mean())
+    ft1 = float(moved["gain"].sel(candidate="ft_real_100").mean())
+    assert ft1 < ft0

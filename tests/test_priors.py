@@ -10,10 +10,10 @@ from models.gains import GainsPriors
 from models.sensitivity import SensitivityPriors
 from models.transfer import TransferPriors
 
-CASES = [(GainsPriors, "baseline_mu", "lens_sigma"),
-         (ExecRiskPriors, "mu0_mu", "group_sigma"),
+CASES = [(GainsPriors, "baseline_mu", "tau_lens"),
+         (ExecRiskPriors, "mu0_mu", "sigma_group"),
          (SensitivityPriors, "alpha_mu", "effect_sigma"),
-         (TransferPriors, "sim_mu", "shift_tau_sigma")]
+         (TransferPriors, "sim_mu", "shift_tau")]
 
 
 @pytest.mark.parametrize(("cls", "location", "scale"), CASES)

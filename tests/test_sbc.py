@@ -78,8 +78,11 @@ def test_rank_statistics_refuse_bad_settings():
     with pytest.raises(InputError, match="no prior"):
         scaled_priors(GainsPriors(), "nonsense", 2.0)
     with pytest.raises(InputError, match="> 0"):
-        scaled_priors(GainsPriors(), "lens_sigma", 0.0)
-    assert scaled_priors(GainsPriors(), "lens_sigma", 0.25).lens_sigma == pytest.approx(0.125)
+        scaled_priors(GainsPriors(), "tau_lens", 0.0)
+    assert scaled_priors(GainsPriors(), "effect_mu_sigma", 0.25).effect_mu_sigma == \
+        pytest.approx(0.1)
+    scaled = scaled_priors(GainsPriors(), "tau_lens", 0.25).tau_lens  # HalfStudentT(3, 0.5)
+    assert (scaled.family, scaled.sigma, scaled.nu) == ("half_student_t", 0.125, 3.0)
     with pytest.raises(InputError, match="unknown model"):
         model_case("nonsense")
 

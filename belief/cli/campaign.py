@@ -165,6 +165,8 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
          for k, d in MANUAL_DEFAULTS.items()}
     settings = CampaignSettings(horizon=v["steps"], beta=v["beta"], seed=v["seed"],
                                 weights=_weights(args.weights),
+                                act_on_unreliable=bool(getattr(args, "act_on_unreliable",
+                                                               False)),
                                 fit=FitSettings(draws=v["draws"], tune=v["draws"]))
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
@@ -205,7 +207,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
                            f"belief manual --resume --out {out}")
     if args.resume:
         ignored = ignored_with_resume(args, (*MANUAL_DEFAULTS, "candidates", "weights",
-                                             "evidence", "overwrite"))
+                                             "evidence", "overwrite", "act_on_unreliable"))
         s = campaign.settings
         if ignored:
             console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
@@ -282,4 +284,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     mp.add_argument("--draws", type=int, default=None,
                     help=f"posterior draws per chain (default {d['draws']})")
     mp.add_argument("--seed", type=int, default=None, help=f"seed (default {d['seed']})")
+    mp.add_argument("--act-on-unreliable", action="store_true",
+                    help="act on a belief whose fit fails the convergence checks (default: "
+                         "stop and say so)")
     mp.set_defaults(func=cmd_manual)

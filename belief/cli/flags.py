@@ -25,6 +25,7 @@ FLAGS: dict[str, str] = {
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",
     "act_on_unreliable": "--act-on-unreliable", "FitSettings.draws": "--draws",
     "FitSettings.tune": "--tune", "FitSettings.chains": "--chains",
+    "FitSettings.target_accept": "--target-accept",
     "workers": "--workers", "scheduler": "--scheduler",
 }
 

@@ -96,7 +96,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
                   f"{escape(args.candidates)} → {escape(out)}")
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
                      draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
-                     sensitivity=not args.no_sensitivity, progressbar=progressbar,
+                     target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
+                     progressbar=progressbar,
                      progress=lambda msg: console.print(f"  {escape(msg)}"))
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
@@ -215,6 +216,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         for (model, var), row in failed.iterrows():
             print(f"FAIL {model}: {var}: {row['problem']}")
         print(f"not converged: {len(failed)} of {len(table)} checked variables fail")
+        from belief.posterior.diagnostics import next_steps
+
+        for line in next_steps(table, table.attrs.get("escalations")):
+            print(f"next step: {line}")
         return 1
     print(f"converged: {len(table)} variables of {len(models)} models pass")
     return 0
@@ -264,12 +269,17 @@ def add_statistician_commands(sub: Any) -> None:
                           "evaluation, else the single evaluated policy)")
     fit.add_argument("--step", type=int, default=None,
                      help="step t of the belief (default: 1 + the last step in the evidence)")
-    fit.add_argument("--draws", type=int, default=1000,
-                     help="posterior draws per chain (default 1000)")
+    fit.add_argument("--draws", type=int, default=500,
+                     help="posterior draws per chain (default 500)")
     fit.add_argument("--tune", type=int, default=None,
                      help="tuning steps per chain (default: as many as --draws)")
-    fit.add_argument("--chains", type=int, default=2, help="chains (default 2)")
+    fit.add_argument("--chains", type=int, default=4,
+                     help="chains (default 4: R-hat compares chains, 2 make it fragile)")
     fit.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")
+    fit.add_argument("--target-accept", type=float, default=None,
+                     help="NUTS target acceptance of the first attempt, in (0, 1) (default: "
+                          "each model's own; raise it, e.g. 0.99, when check reports "
+                          "divergences)")
     fit.add_argument("--no-sensitivity", action="store_true",
                      help="skip the sensitivity model even when there are sensitivity runs")
     fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

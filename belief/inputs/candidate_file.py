@@ -1,9 +1,31 @@
-"""Candidate files: the TOML candidate set with its text, digest and default weights λ.
+"""Candidate files: the TOML candidate set with its text, digest, default weights λ and priors.
 
 Besides the format of :mod:`belief.inputs.candidates`, an optional ``[weights]`` table
 (``real_h = 0.01`` …) gives the default resource weights λ of
-:meth:`belief.workflow.fitted.FittedBelief.decide`.  :func:`candidates_toml` writes a set back to
-TOML and :func:`diff_candidates` names every difference between two sets.
+:meth:`belief.workflow.fitted.FittedBelief.decide`, and optional ``[priors.<model>]`` tables
+state the priors of the models (``gains``, ``exec_risk``, ``transfer``, ``sensitivity``) by the
+names of their parameters, a scale parameter as ``{family = ..., <parameters>}``::
+
+    [priors.gains]
+    tau_lens = { family = "half_student_t", nu = 3, sigma = 0.5 }
+    tau_method = { family = "half_cauchy", beta = 0.25 }
+    tau_candidate = { family = "exponential", lam = 2.0 }
+    tau_exec = { family = "half_normal", sigma = 0.2 }
+    effect_mu_sigma = 0.4                      # a location or fixed scale: a number
+
+    [priors.exec_risk]
+    sigma_group = { family = "half_normal", sigma = 1.0 }
+
+Families: ``half_normal`` (sigma), ``half_student_t`` (nu, sigma), ``half_cauchy`` (beta),
+``exponential`` (lam, the rate).  The names and defaults of every model's priors are the fields
+of :class:`models.gains.GainsPriors`, :class:`models.exec_risk.ExecRiskPriors`,
+:class:`models.transfer.TransferPriors` and :class:`models.sensitivity.SensitivityPriors`.
+This module checks the section's shape (known models, tables); the values are checked against
+the models when a fit is set up (:func:`belief.workflow.fit.model_priors`), with errors naming
+the file, the ``[priors.<model>]`` key and the allowed values.
+
+:func:`candidates_toml` writes a set back to TOML and :func:`diff_candidates` names every
+difference between two sets.
 """
 
 from __future__ import annotations
@@ -13,7 +35,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +45,26 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.inputs.resources import resource_vector
 
-__all__ = ["CandidateFile", "candidates_toml", "diff_candidates", "load_candidate_file",
-           "load_candidates", "parse_candidate_text"]
+__all__ = ["PRIOR_MODELS", "CandidateFile", "candidates_toml", "diff_candidates",
+           "load_candidate_file", "load_candidates", "parse_candidate_text", "parse_priors"]
+
+PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity")
+"""The models whose priors a ``[priors.<model>]`` table may state."""
 
 
 @dataclass(frozen=True)
 class CandidateFile:
-    """A candidate set with the text it came from and its optional default weights."""
+    """A candidate set with the text it came from, its optional default weights and priors.
+
+    ``priors`` maps a model of :data:`PRIOR_MODELS` to the ``[priors.<model>]`` table as
+    parsed (name → number or ``{family, parameters}`` table), or is empty.
+    """
 
     candidates: CandidateSet
     text: str
     weights: dict[str, float] | None = None
     source: str = "candidates"
+    priors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -90,7 +120,28 @@ def parse_candidate_text(text: str, source: str) -> CandidateFile:
                               what="λ", name="lambda")
         weights = {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
                                                     strict=True)}
-    return CandidateFile(cands, text, weights, source)
+    return CandidateFile(cands, text, weights, source, parse_priors(doc.get("priors"), source))
+
+
+def parse_priors(section: Any, source: str) -> dict[str, dict[str, Any]]:
+    """The ``[priors]`` section's shape: tables ``[priors.<model>]`` of known models, each a
+    table of name = number or inline table.  Values are checked by the models."""
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise InputError(f"{source} [priors]", "must hold tables [priors.<model>], <model> one "
+                                               f"of {list(PRIOR_MODELS)}")
+    out = {}
+    for model, table in section.items():
+        where = f"{source} [priors.{model}]"
+        if model not in PRIOR_MODELS:
+            raise InputError(f"{source} [priors]", f"unknown model {model!r}; allowed: "
+                                                   f"{list(PRIOR_MODELS)}")
+        if not isinstance(table, Mapping):
+            raise InputError(where, "must be a table {name = value}")
+        out[model] = {str(k): (dict(v) if isinstance(v, Mapping) else v)
+                      for k, v in table.items()}
+    return out
 
 
 def load_candidate_file(path: str | Path) -> CandidateFile:
@@ -138,12 +189,14 @@ def _toml_key(k: str) -> str:
 
 
 def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None,
-                    header: str = "") -> str:
+                    header: str = "",
+                    priors: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """A candidate set as a TOML document in the format of :mod:`belief.inputs.candidates`.
 
     Renders :func:`belief.inputs.candidates.candidates_to_dict`; ``load`` of the text gives back an
-    equal set (:func:`diff_candidates` is empty); ``weights`` adds a ``[weights]`` table and
-    ``header`` leading comment lines.
+    equal set (:func:`diff_candidates` is empty); ``weights`` adds a ``[weights]`` table,
+    ``priors`` (model → name → value, see :class:`CandidateFile`) ``[priors.<model>]`` tables
+    and ``header`` leading comment lines.
     """
     doc = candidates_to_dict(cs)
     lines = [f"# {h}" if h else "#" for h in header.splitlines()]
@@ -155,6 +208,12 @@ def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None
         if values is not None:
             lines += ["", f"[{title}]"] + [f"{_toml_key(r)} = {_toml_value(float(v))}"
                                            for r, v in values.items()]
+    for model, table in (priors or {}).items():
+        if table:
+            lines += ["", f"[priors.{model}]"] + [
+                f"{_toml_key(k)} = {_toml_value({a: b for a, b in v.items() if b is not None})}"
+                if isinstance(v, Mapping) else f"{_toml_key(k)} = {_toml_value(v)}"
+                for k, v in table.items()]
     for entry in doc["candidate"]:
         lines += ["", "[[candidate]]"]
         lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()

@@ -12,13 +12,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["CHECK_VARS", "Convergence", "check_convergence", "convergence_table"]
+__all__ = ["CHECK_VARS", "Convergence", "check_convergence", "convergence_table", "next_steps"]
 
-CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho"],
-              "exec_risk": ["p_unsafe", "group_logit"],
+CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
+                        "tau_lens", "tau_method", "tau_candidate"],
+              "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
-              "sensitivity": ["S", "gamma", "alpha"]}
-"""Variables whose convergence is checked, per model (others: every posterior variable)."""
+              "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"]}
+"""Variables whose convergence is checked, per model: every parameter of the model that is in
+the posterior (the decision quantities and every hyperparameter); others: every posterior
+variable.  Variables a fit does not have (e.g. a level merged away) are skipped."""
 
 
 @dataclass(frozen=True)
@@ -152,3 +155,33 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
     columns = ["variable", "rhat", "rhat_at", "ess_bulk", "ess_bulk_at", "ess_tail",
                "ess_tail_at", "divergences", "passed", "problem"]
     return pd.DataFrame(rows, columns=columns).set_index("variable")
+
+
+def next_steps(table: pd.DataFrame, escalations: dict[str, str] | None = None) -> list[str]:
+    """What to do about the failing rows of a :func:`convergence_table`, one line per model.
+
+    Divergent transitions mean the sampler met curvature it cannot follow (a funnel between a
+    scale and its members, or a boundary): the remedy is a smaller step (``--target-accept``,
+    e.g. 0.99, with longer ``--tune``) and, when they persist, a prior that rules the funnel out
+    (a tighter or lighter-tailed scale prior for that level in ``[priors.<model>]``).  Low ESS or
+    a high R-hat alone means too few effective draws: more ``--draws`` (4 chains).  Thresholds are
+    never loosened.  ``escalations`` (model → what the fit already tried, the belief's
+    ``<model>_escalation``) is quoted so the user does not repeat it.
+    """
+    failed = table[~table["passed"].astype(bool)]
+    lines = []
+    for model in failed.index.get_level_values("model").unique():
+        problems = " ".join(failed.xs(model, level="model")["problem"].astype(str))
+        tried = (escalations or {}).get(model, "")
+        done = f" (the fit already tried: {tried})" if tried and tried != "none" else ""
+        if "divergent" in problems:
+            lines.append(
+                f"{model}: divergent transitions{done} — re-fit with `belief fit ... "
+                "--target-accept 0.99 --tune 2000`; if they remain, state a tighter scale prior "
+                f"for the level in the candidate file's [priors.{model}] section (README, "
+                "'Priors') and fit again")
+        else:
+            lines.append(
+                f"{model}: too few effective draws{done} — re-fit with more draws, e.g. "
+                "`belief fit ... --draws 2000 --chains 4`")
+    return lines

@@ -3,11 +3,31 @@
 This is the one seam between ``belief`` and ``models``: it calls each model's ``fit`` and its
 decision-quantity function, and assembles the draws with
 :func:`belief.posterior.belief_state.make_belief`.
+
+Convergence and escalation
+--------------------------
+Every model is fitted with the field's defaults (:class:`FitSettings`: 4 chains, R-hat ≤ 1.01,
+bulk and tail ESS ≥ 400, zero divergent transitions) and checked
+(:func:`belief.posterior.diagnostics.check_convergence`).  :meth:`BeliefFitter.fit_reliable`
+re-fits a model that fails, with a remedy for the failure, up to ``max_escalations`` times:
+
+- divergent transitions → a smaller step size: target_accept 0.9 → 0.97 → 0.99, and twice the
+  tuning steps (a divergence is the sampler failing to follow the geometry; more draws would
+  only find more of them);
+- R-hat or ESS below the thresholds → more draws: ``thin`` × 2 (twice the draws sampled, every
+  other kept, so q_t keeps its sample count and the kept draws are less autocorrelated).
+
+Both remedies apply when both fail.  The thresholds are never changed.  What was done and why is
+recorded on the belief (``<model>_escalation``, ``<model>_attempts``, ``<model>_target_accept``,
+``<model>_tune``, ``<model>_thin``) and in the model's posterior attributes.  A belief that still
+fails is flagged unreliable, as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -16,44 +36,87 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 from belief.posterior.belief_state import make_belief
-from belief.posterior.diagnostics import CHECK_VARS, check_convergence
+from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
-from belief.validate import integer, real
+from belief.validate import fraction, integer, real
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
 from models.sensitivity import SensitivityModel, SensitivityPriors
 from models.transfer import TransferModel, TransferPriors
 
-__all__ = ["BeliefFitter", "FitSettings"]
+__all__ = ["ESCALATION_TARGET_ACCEPT", "BeliefFitter", "FitSettings", "ModelFit"]
+
+ESCALATION_TARGET_ACCEPT = (0.97, 0.99)
+"""target_accept of the first and second escalation after divergent transitions."""
 
 
 @dataclass(frozen=True)
 class FitSettings:
-    """Sampler settings shared by every model fit.
+    """Sampler settings and convergence thresholds shared by every model fit.
 
-    ``ess_min`` is the convergence threshold on bulk and tail ESS; the default is 10 % of all
-    draws but at least 100 (so very short runs cannot pass on a tiny threshold).
+    Attributes
+    ----------
+    draws, tune, chains : int
+        Kept draws and tuning steps per chain, and chains (4 by default: R-hat compares
+        chains, and 2 chains make it fragile).
+    max_policies : int
+        Policy slots of the gains and transfer models.
+    rhat_max : float
+        R-hat threshold (rank-normalised split R-hat, Vehtari et al. 2021).
+    ess_min : float, optional
+        Bulk and tail ESS threshold; default 400 (Vehtari et al. 2021), whatever the draws.
+    target_accept : float, optional
+        NUTS target acceptance of the first attempt (default: each model's, 0.9).
+    max_escalations : int
+        Re-fits of a failing model by :meth:`BeliefFitter.fit_reliable` (module docstring).
     """
 
     draws: int = 500
     tune: int = 500
-    chains: int = 2
+    chains: int = 4
     max_policies: int = 32
     rhat_max: float = 1.01
     ess_min: float | None = None
+    target_accept: float | None = None
+    max_escalations: int = 2
 
     def __post_init__(self) -> None:  # validated once, before anything is compiled
         for name in ("draws", "tune", "chains", "max_policies"):
             integer(getattr(self, name), f"FitSettings.{name}", minimum=1)
+        integer(self.max_escalations, "FitSettings.max_escalations", minimum=0)
         real(self.rhat_max, "FitSettings.rhat_max", minimum=1.0, open_min=True)
         if self.ess_min is not None:
             real(self.ess_min, "FitSettings.ess_min", minimum=0.0, open_min=True)
+        if self.target_accept is not None:
+            fraction(self.target_accept, "FitSettings.target_accept")
 
     @property
     def ess_threshold(self) -> float:
-        if self.ess_min is not None:
-            return self.ess_min
-        return max(100.0, 0.1 * self.draws * self.chains)
+        return 400.0 if self.ess_min is None else float(self.ess_min)
+
+
+@dataclass
+class ModelFit:
+    """One model's fit after :meth:`BeliefFitter.fit_model`: the posterior, its check, and the
+    attempts that led to it (``history``: one line per attempt)."""
+
+    idata: xr.DataTree
+    convergence: Convergence
+    target_accept: float
+    tune: int
+    thin: int
+    history: list[str] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.history)
+
+    def as_attrs(self, prefix: str) -> dict[str, Any]:
+        """Belief attributes: the check, and what was done (``<prefix>escalation``)."""
+        return {**self.convergence.as_attrs(prefix), f"{prefix}attempts": self.attempts,
+                f"{prefix}target_accept": self.target_accept, f"{prefix}tune": self.tune,
+                f"{prefix}thin": self.thin,
+                f"{prefix}escalation": "; ".join(self.history[1:]) or "none"}
 
 
 @dataclass
@@ -88,104 +151,133 @@ class BeliefFitter:
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
         self._sensitivity: dict[tuple, SensitivityModel] = {}
 
+    # -- one model -------------------------------------------------------------------------
+    def fit_model(self, name: str, sample: Callable[..., xr.DataTree], seed: int,
+                  default_target_accept: float, escalate: bool = True) -> ModelFit:
+        """Fit one model, check it, and (with ``escalate``) re-fit it with the remedy for
+        its failure (module docstring) until it passes or ``max_escalations`` are spent.
+
+        ``sample(draws=, tune=, chains=, seed=, target_accept=, thin=)`` returns the
+        model's DataTree; attempt i uses the seed ``default_rng([seed, 100 + i])`` (attempt 0
+        uses ``seed`` itself).
+        """
+        s = self.settings
+        ta = s.target_accept if s.target_accept is not None else default_target_accept
+        tune, thin = s.tune, 1
+        history: list[str] = []
+        steps = s.max_escalations if escalate else 0
+        for attempt in range(steps + 1):
+            sd = seed if attempt == 0 else int(np.random.default_rng([seed, 100 + attempt])
+                                               .integers(2**31))
+            idata = sample(draws=s.draws, tune=tune, chains=s.chains, seed=sd,
+                           target_accept=ta, thin=thin)
+            conv = check_convergence(idata, CHECK_VARS[name], rhat_max=s.rhat_max,
+                                     ess_min=s.ess_threshold)
+            what = (f"target_accept {ta:g}, tune {tune}, {s.chains} × {s.draws} draws"
+                    + (f" kept of {s.draws * thin} (thin {thin})" if thin > 1 else ""))
+            history.append(f"attempt {attempt + 1} ({what}): {conv.reason}")
+            if conv.reliable or attempt == steps:
+                break
+            if conv.divergences > 0:  # geometry: smaller steps, longer adaptation
+                ta = max(ta, ESCALATION_TARGET_ACCEPT[min(attempt, 1)])
+                tune *= 2
+            if not (conv.rhat_max <= s.rhat_max and conv.ess_bulk_min >= s.ess_threshold
+                    and conv.ess_tail_min >= s.ess_threshold):  # mixing: more draws
+                thin *= 2
+        idata.attrs.update({"escalation": "; ".join(history), "attempts": len(history),
+                            "target_accept": ta, "tune": tune, "thin": thin})
+        return ModelFit(idata, conv, ta, tune, thin, history)
+
+    # -- every model -----------------------------------------------------------------------
     def fit(self, evidence: Evidence, policy: str, step: int, seed: int,
-            progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
+            progressbar: bool = False, escalate: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
         """Posterior DataTree(s) and the belief q_t for the current policy.
+
+        One attempt per model at the settings (``escalate`` False; see
+        :meth:`fit_reliable`).
 
         Returns
         -------
         idata : DataTree
             Children named by model (``gains``; ``exec_risk`` when some candidate drives
-            hardware), each with ``posterior``, ``sample_stats``, ...
+            hardware; ``transfer`` with transfer evaluations), each with ``posterior``,
+            ``sample_stats``, ...
         belief : Dataset
-            q_t (see :func:`belief.posterior.belief_state.make_belief`).
+            q_t (see :func:`belief.posterior.belief_state.make_belief`); attributes
+            ``reliable`` and ``reliability_reason`` over gains and execution risk, and the
+            check and escalation of every model (``<model>_*``).
         """
-        s = self.settings
-        gains_idata = self.gains.fit(evidence.paired, policy, policy_evals=evidence.policy_evals,
-                                     gain_estimates=evidence.gain_estimates,
-                                     draws=s.draws, tune=s.tune,
-                                     chains=s.chains, seed=seed, progressbar=progressbar)
-        conv = check_convergence(gains_idata, CHECK_VARS["gains"],
-                                 rhat_max=s.rhat_max, ess_min=s.ess_threshold)
+        from models import exec_risk as exec_module
+        from models import gains as gains_module
+        from models import transfer as transfer_module
+
+        gains = self.fit_model(
+            "gains", lambda **kw: self.gains.fit(
+                evidence.paired, policy, policy_evals=evidence.policy_evals,
+                gain_estimates=evidence.gain_estimates, progressbar=progressbar, **kw),
+            seed, gains_module.TARGET_ACCEPT, escalate)
         rng = np.random.default_rng([seed, 1])
-        draws = self.gains.decision_draws(gains_idata, policy, rng)
+        draws = self.gains.decision_draws(gains.idata, policy, rng)
         executions, unsafe = evidence.safety_counts()
-        reliability = {"reliable": int(conv.reliable), "reliability_reason": conv.reason,
-                       **conv.as_attrs("gains_")}
-        children = {"gains": gains_idata}
+        fits = {"gains": gains}
+        children = {"gains": gains.idata}
         p_unsafe = None
         if self.exec_risk is not None:  # P_exec(unsafe | m) of hardware candidates
-            exec_idata = self.exec_risk.fit(
-                executions, unsafe, draws=s.draws, tune=s.tune, chains=s.chains,
-                seed=int(np.random.default_rng([seed, 2]).integers(2**31)),
-                progressbar=progressbar)
-            exec_conv = check_convergence(exec_idata, CHECK_VARS["exec_risk"],
-                                          rhat_max=s.rhat_max, ess_min=s.ess_threshold)
-            p_unsafe = p_unsafe_draws(exec_idata)  # same sample count (draws × chains) as gain
-            children["exec_risk"] = exec_idata
-            reliability.update(exec_conv.as_attrs("exec_risk_"))
-            reliability["reliable"] = int(conv.reliable and exec_conv.reliable)
-            reliability["reliability_reason"] = "; ".join(
-                f"{name}: {c.reason}" for name, c in (("gains", conv), ("exec_risk", exec_conv))
-                if not c.reliable) or "converged"
+            fits["exec_risk"] = self.fit_model(
+                "exec_risk", lambda **kw: self.exec_risk.fit(executions, unsafe,
+                                                             progressbar=progressbar, **kw),
+                int(np.random.default_rng([seed, 2]).integers(2**31)),
+                exec_module.TARGET_ACCEPT, escalate)
+            p_unsafe = p_unsafe_draws(fits["exec_risk"].idata)  # same sample count as gains
+            children["exec_risk"] = fits["exec_risk"].idata
+        failing = [f"{name}: {f.convergence.reason}" for name, f in fits.items()
+                   if not f.convergence.reliable]
+        reliability = {"reliable": int(not failing),
+                       "reliability_reason": "; ".join(failing) or "converged"}
+        for name, f in fits.items():
+            reliability.update(f.as_attrs(f"{name}_"))
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
                              executions=executions, unsafe=unsafe, reliability=reliability)
+        share = gains_module.own_evidence_share(gains.idata)
+        belief["own_evidence_share"] = share.reindex(candidate=belief["candidate"].values,
+                                                     fill_value=np.nan)
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
-            transfer_idata = self.fit_transfer(evidence, policy, seed, progressbar)
-            transfer_conv = check_convergence(
-                transfer_idata, CHECK_VARS["transfer"],
-                rhat_max=s.rhat_max, ess_min=s.ess_threshold)
-            belief = with_transfer(belief, self.transfer.decision_draws(transfer_idata),
-                                   transfer_idata["constant_data"]["rows"].values,
-                                   transfer_conv.as_attrs())
-            children["transfer"] = transfer_idata
+            t = self.fit_model(
+                "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
+                                                           progressbar=progressbar, **kw),
+                int(np.random.default_rng([seed, 3]).integers(2**31)),
+                transfer_module.TARGET_ACCEPT, escalate)
+            belief = with_transfer(belief, self.transfer.decision_draws(t.idata),
+                                   t.idata["constant_data"]["rows"].values, t.as_attrs(""))
+            children["transfer"] = t.idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
 
     def fit_reliable(self, evidence: Evidence, policy: str, step: int, seed: int,
-                     factors: tuple[int, ...] = (2, 4)) -> tuple[xr.DataTree, xr.Dataset]:
-        """:meth:`fit`, then re-fit with ``factor``× the draws and tuning steps while the
-        belief fails the convergence checks (the reason of the last refit is kept in the
-        ``refit_reason`` attribute; the result may still be unreliable)."""
-        idata, belief = self.fit(evidence, policy, step, seed)
-        for factor in factors:
-            if belief.attrs.get("reliable", 1):
-                break
-            first = belief.attrs.get("reliability_reason", "")
-            idata, belief = self._scaled(factor).fit(evidence, policy, step, seed)
-            belief.attrs["refit_reason"] = f"refit with {factor}x draws after: {first}"
-        return idata, belief
-
-    def _scaled(self, factor: int) -> BeliefFitter:
-        """The same fitter with ``factor``× draws and tuning (compiled models are shared)."""
-        cache = self.__dict__.setdefault("_scaled_fitters", {})
-        if factor not in cache:
-            s = self.settings
-            cache[factor] = replace(self, settings=replace(s, draws=factor * s.draws,
-                                                           tune=factor * s.tune))
-        return cache[factor]
+                     progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
+        """:meth:`fit` with escalation: each failing model is re-fitted with the remedy for
+        its failure (module docstring); the belief records every attempt and may still be
+        unreliable."""
+        return self.fit(evidence, policy, step, seed, progressbar=progressbar, escalate=True)
 
     def fit_transfer(self, evidence: Evidence, policy: str | tuple[str, ...] = (),
-                     seed: int = 0, progressbar: bool = False) -> xr.DataTree:
+                     seed: int = 0, progressbar: bool = False,
+                     escalate: bool = True) -> xr.DataTree:
         """Posterior of δ_J(π) = J_real − J_sim for every policy with transfer evaluations
         (and ``policy``, which gets the pooled prediction when it has none); see
-        :mod:`models.transfer`.
+        :mod:`models.transfer`.  Escalated like every model (module docstring)."""
+        from models import transfer as transfer_module
 
-        Samples 4 × ``draws`` per chain and keeps every 4th (same sample count as the gains):
-        with few policies the pooling hyperparameters mix slowly, and sampling costs ~0.1 s."""
-        s = self.settings
-        return self.transfer.fit(evidence.transfer, policy, draws=s.draws, tune=s.tune,
-                                 chains=s.chains, thin=4,
-                                 seed=int(np.random.default_rng([seed, 3]).integers(2**31)),
-                                 progressbar=progressbar)
+        return self.fit_model(
+            "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
+                                                       progressbar=progressbar, **kw),
+            int(np.random.default_rng([seed, 3]).integers(2**31)),
+            transfer_module.TARGET_ACCEPT, escalate).idata
 
-    def fit_sensitivity(self, evidence: Evidence, seed: int = 0,
-                        progressbar: bool = False) -> xr.DataTree:
-        """Posterior of S_kπ and γ_kl from ``evidence.sensitivity`` (see
-        :mod:`models.sensitivity`); summarise it with :mod:`belief.posterior.sensitivity`.
-
-        The model is compiled once per (directions, outcome family) and re-used."""
+    def sensitivity_model(self, evidence: Evidence) -> SensitivityModel:
+        """The sensitivity model for the directions and outcome family of the evidence's
+        sweeps (compiled once per key and re-used)."""
         from belief.inputs.tables import outcome_family, xi_directions
 
         runs = evidence.sensitivity
@@ -194,6 +286,24 @@ class BeliefFitter:
         key = (tuple(xi_directions(runs)), outcome_family(runs))
         if key not in self._sensitivity:
             self._sensitivity[key] = SensitivityModel(key[0], key[1], self.sensitivity_priors)
-        s = self.settings
-        return self._sensitivity[key].fit(runs, draws=s.draws, tune=s.tune, chains=s.chains,
-                                          seed=seed, progressbar=progressbar)
+        return self._sensitivity[key]
+
+    def fit_sensitivity(self, evidence: Evidence, seed: int = 0,
+                        progressbar: bool = False, escalate: bool = True) -> xr.DataTree:
+        """Posterior of S_kπ and γ_kl from ``evidence.sensitivity`` (see
+        :mod:`models.sensitivity`); summarise it with :mod:`belief.posterior.sensitivity`.
+
+        The model is compiled once per (directions, outcome family) and re-used; escalated
+        like every model (module docstring; the attempts are in the posterior's attributes).
+        """
+        from models import sensitivity as sensitivity_module
+
+        model = self.sensitivity_model(evidence)
+        return self.fit_model(
+            "sensitivity", lambda **kw: model.fit(evidence.sensitivity,
+                                                  progressbar=progressbar, **kw),
+            seed, sensitivity_module.TARGET_ACCEPT, escalate).idata
+
+    def scaled(self, **changes: Any) -> BeliefFitter:
+        """The same fitter with other settings (compiled models are shared)."""
+        return replace(self, settings=replace(self.settings, **changes))

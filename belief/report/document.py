@@ -249,7 +249,14 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
     doc.p("Posterior-predictive gain ΔJ of the next execution from the current policy, on the "
           "success-probability scale (diagnosis and model-update candidates have ΔJ = 0 by "
           "definition; their value is in CVU).")
-    doc.table(fitted.gains_summary())
+    gains = fitted.gains_summary()
+    doc.table(gains)
+    if "own_share" in gains:
+        doc.p("own share: how much of each candidate's belief comes from its own evidence "
+              "rather than from the pooled lens and method levels, 1 − Var_post(ε_m) / "
+              "E_post[σ_m²] with ε_m its deviation from the pooled prediction (0 = all "
+              "pooled, 1 = pinned down by its own results; in a normal–normal model the "
+              "shrinkage weight σ²/(σ² + s²)). The pooling scales are learned from the data.")
     doc.figure("gains", "mean and 90 % equal-tailed interval per candidate")
 
     doc.h(2, "Execution safety against α_exec")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,55 @@ from belief.posterior.diagnostics import CHECK_VARS
 from belief.validate import integer
 from belief.workflow.fitted import FittedBelief, netcdf_tree
 
-__all__ = ["fit"]
+__all__ = ["fit", "model_priors"]
+
+
+def _prior_classes() -> dict[str, type]:
+    from models.exec_risk import ExecRiskPriors
+    from models.gains import GainsPriors
+    from models.sensitivity import SensitivityPriors
+    from models.transfer import TransferPriors
+
+    return {"gains": GainsPriors, "exec_risk": ExecRiskPriors, "transfer": TransferPriors,
+            "sensitivity": SensitivityPriors}
+
+
+def model_priors(cfile: CandidateFile | None = None,
+                 priors: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The priors object of every model: defaults, then the candidate file's ``[priors]``,
+    then ``priors`` (model → priors object, or a mapping of its fields).
+
+    Raises
+    ------
+    InputError
+        Naming the file and ``[priors.<model>]`` (or ``priors[<model>]``), the key and the
+        allowed values.
+    """
+    from models.priors import priors_from_dict
+
+    classes = _prior_classes()
+    out = {name: cls() for name, cls in classes.items()}
+    for source, given in (("file", cfile.priors if cfile is not None else {}),
+                          ("python", priors or {})):
+        for name, value in given.items():
+            if name not in classes:
+                raise InputError("priors", f"unknown model {name!r}; allowed: "
+                                           f"{list(classes)}")
+            if isinstance(value, classes[name]):
+                out[name] = value
+                continue
+            table = (f"{cfile.source} [priors.{name}]" if source == "file"
+                     else f"priors[{name!r}]")
+            out[name] = priors_from_dict(classes[name], value, table)
+    return out
 
 
 def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceTables,
         candidates: str | Path | CandidateSet | CandidateFile, *, policy: str | None = None,
-        step: int | None = None, draws: int = 500, tune: int | None = None, chains: int = 2,
-        seed: int = 0, sensitivity: bool = True, progressbar: bool = False,
-        fitter: Any = None, progress: Callable[[str], None] | None = None) -> FittedBelief:
+        step: int | None = None, draws: int = 500, tune: int | None = None, chains: int = 4,
+        seed: int = 0, target_accept: float | None = None, sensitivity: bool = True,
+        progressbar: bool = False, fitter: Any = None, priors: Mapping[str, Any] | None = None,
+        progress: Callable[[str], None] | None = None) -> FittedBelief:
     """Fit every model that has data and build q_t.
 
     Parameters
@@ -52,14 +92,22 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step : int, optional
         t (default: 1 + the last step of the evidence).
     draws, tune, chains, seed
-        Sampler settings (``tune`` defaults to ``draws``).
+        Sampler settings (``tune`` defaults to ``draws``).  Every model is checked (R-hat ≤
+        1.01, bulk and tail ESS ≥ 400, no divergences) and a failing one re-fitted with the
+        remedy for its failure (:meth:`belief.posterior.fitter.BeliefFitter.fit_reliable`).
+    target_accept : float, optional
+        NUTS target acceptance of the first attempt (default: each model's own).
     sensitivity : bool
         Fit the sensitivity model when there are sensitivity runs.
+    priors : mapping, optional
+        Model → priors object (e.g. ``{"gains": GainsPriors(tau_lens=ScalePrior(
+        "half_cauchy", beta=0.5))}``) or a mapping of its fields; applied after the candidate
+        file's ``[priors]`` (see :func:`model_priors`).
     progressbar : bool
         nutpie's progress bars.
     fitter : BeliefFitter, optional
         Re-use a compiled fitter (its settings and priors win over ``draws``/``tune``/
-        ``chains``); it must be built on the same candidates.
+        ``chains`` and the priors); it must be built on the same candidates.
     progress : callable, optional
         Called with one-line progress messages.
 
@@ -99,8 +147,10 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
     if fitter is None:
+        pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings(draws=int(draws), tune=int(tune or draws),
-                                              chains=int(chains)))
+                                              chains=int(chains), target_accept=target_accept),
+                              pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"])
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
@@ -119,8 +169,11 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     t1 = time.perf_counter()
     say(f"compiled in {t1 - t0:.1f} s; sampling {s.chains} chains × {s.draws} draws "
         f"(+{s.tune} tuning) …")
-    idata, q = fitter.fit(ev, policy, int(step), int(seed), progressbar=progressbar)
+    idata, q = fitter.fit_reliable(ev, policy, int(step), int(seed), progressbar=progressbar)
     say(f"sampled {', '.join(idata.children)} in {time.perf_counter() - t1:.1f} s")
+    for name in idata.children:
+        if int(q.attrs.get(f"{name}_attempts", 1)) > 1:
+            say(f"{name}: re-fitted: {q.attrs[f'{name}_escalation']}")
     children = {name: idata[name] for name in idata.children}
     if "sensitivity" in models:
         from belief.posterior.diagnostics import check_convergence
@@ -132,6 +185,10 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         conv = check_convergence(sens, CHECK_VARS["sensitivity"], rhat_max=s.rhat_max,
                                  ess_min=s.ess_threshold)
         q.attrs.update(conv.as_attrs("sensitivity_"))
+        q.attrs.update({f"sensitivity_{k}": sens.attrs[k] for k in
+                        ("attempts", "target_accept", "tune", "thin") if k in sens.attrs})
+        q.attrs["sensitivity_escalation"] = "; ".join(
+            str(sens.attrs.get("escalation", "")).split("; ")[1:]) or "none"
         children["sensitivity"] = sens
         say(f"sensitivity model (compile + sample) in {time.perf_counter() - t2:.1f} s")
     idata = netcdf_tree(xr.DataTree.from_dict(children))
@@ -139,11 +196,12 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         "belief_version": _pkg.__version__, "draws": s.draws, "tune": s.tune,
         "chains": s.chains, "seed": int(seed), "policy": policy, "policy_rule": rule,
         "step": int(step), "rhat_max": s.rhat_max, "ess_min": float(s.ess_threshold),
-        "max_policies": s.max_policies, "models": list(idata.children),
-        "priors": {"gains": asdict(fitter.gains_priors),
-                   "exec_risk": asdict(fitter.exec_risk_priors),
-                   "transfer": asdict(fitter.transfer_priors),
-                   "sensitivity": asdict(fitter.sensitivity_priors)},
+        "max_policies": s.max_policies, "max_escalations": s.max_escalations,
+        "models": list(idata.children),
+        "priors": {"gains": fitter.gains_priors.as_dict(),
+                   "exec_risk": fitter.exec_risk_priors.as_dict(),
+                   "transfer": fitter.transfer_priors.as_dict(),
+                   "sensitivity": fitter.sensitivity_priors.as_dict()},
         "evidence_source": source, "evidence_files": {k: Path(v).name if v != "<python>"
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),

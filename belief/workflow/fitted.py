@@ -165,16 +165,22 @@ class FittedBelief:
                     max_divergences: int = 0) -> pd.DataFrame:
         """R-hat, bulk/tail ESS and divergences of every fitted model, per checked variable.
 
-        Thresholds default to the fit's settings (R-hat ≤ 1.01; ESS ≥ 10 % of the draws).
+        Thresholds default to the fit's settings (R-hat ≤ 1.01, bulk and tail ESS ≥ 400).
 
         Returns
         -------
         DataFrame
             Index (``model``, ``variable``); columns of
-            :func:`belief.posterior.diagnostics.convergence_table`.
+            :func:`belief.posterior.diagnostics.convergence_table`; ``attrs`` hold the
+            thresholds and ``escalations`` (model → what the fit tried after a failing first
+            attempt, from the belief's ``<model>_escalation``).
         """
-        return posterior_convergence(self.idata, self.settings, rhat_max, ess_min,
-                                     max_divergences, label=str(self.path or "belief"))
+        table = posterior_convergence(self.idata, self.settings, rhat_max, ess_min,
+                                      max_divergences, label=str(self.path or "belief"))
+        models = table.index.get_level_values("model").unique()
+        table.attrs["escalations"] = {
+            m: str(self.belief.attrs.get(f"{m}_escalation", "none")) for m in models}
+        return table
 
     # -- decisions ------------------------------------------------------------------------------
     def budget(self, budget: str | Mapping[str, float] | xr.DataArray | None = None
@@ -380,7 +386,10 @@ class FittedBelief:
         return pd.DataFrame(rows).set_index(["level", "name"])
 
     def gains_summary(self, interval: float = 0.9) -> pd.DataFrame:
-        """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0)."""
+        """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0), and
+        ``own_share`` — the share of the candidate's posterior that comes from its own evidence
+        rather than from the pooled levels (:func:`models.gains.own_evidence_share`:
+        1 − Var_post(ε_m)/E_post[σ_m²]; NaN for candidates outside the gains model)."""
         g = self.belief["gain"]
         lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
         qs = g.quantile([lo, 0.5, hi], "sample")
@@ -392,6 +401,8 @@ class FittedBelief:
             f"q{100 * hi:g}": qs.sel(quantile=hi).values,
             "p_positive": (g > 0).mean("sample").values},
             index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
+        if "own_evidence_share" in self.belief:  # beliefs saved before issue 15 lack it
+            out["own_share"] = self.belief["own_evidence_share"].values
         return out
 
 
