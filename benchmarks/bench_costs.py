@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import arviz as az
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -63,6 +64,10 @@ def one_world(seed: int, rows: int, models: dict[str, CostModel], draws: int) ->
     for name, model in models.items():
         idata = model.fit(table, draws=draws, tune=draws, chains=4, seed=seed)
         div = int(idata["sample_stats"]["diverging"].sum())
+        ds = idata["posterior"].to_dataset()[["delta", "sigma", "mu", "tau_lens", "tau_method",
+                                              "tau_candidate"]]
+        rhat = float(az.rhat(ds).to_array().max())
+        ess = min(float(az.ess(ds, method=m).to_array().min()) for m in ("bulk", "tail"))
         q = model.decision_draws(idata, np.random.default_rng([seed, 7]))["cost"].values
         for j, cid in enumerate(cands.ids):
             for k, r in enumerate(resources):
@@ -72,7 +77,8 @@ def one_world(seed: int, rows: int, models: dict[str, CostModel], draws: int) ->
                 lo, hi = np.quantile(pred, [0.05, 0.95])
                 out.append({"model": name, "world": seed, "candidate": cid, "resource": r,
                             "pit": float((pred <= nxt[j, k]).mean()),
-                            "covered": bool(lo <= nxt[j, k] <= hi), "divergences": div})
+                            "covered": bool(lo <= nxt[j, k] <= hi), "divergences": div,
+                            "rhat": rhat, "ess": ess})
     return out
 
 
@@ -105,7 +111,9 @@ def main() -> None:
     for name, g in df.groupby("model"):
         fits = g.drop_duplicates("world")
         print(f"{name:>13}: worlds with divergences = {(fits['divergences'] > 0).sum()} "
-              f"of {len(fits)}")
+              f"of {len(fits)}; max R-hat = {fits['rhat'].max():.4f}; min bulk/tail ESS = "
+              f"{fits['ess'].min():.0f}; fits with R-hat > 1.01 or ESS < 400: "
+              f"{((fits['rhat'] > 1.01) | (fits['ess'] < 400)).sum()}")
 
 
 if __name__ == "__main__":

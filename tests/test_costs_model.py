@@ -247,14 +247,23 @@ def test_cost_row_for_a_candidate_not_executed_at_that_step_is_refused():
         check_executed(good, paired, estimates)
 
 
-def test_the_example_costs_agree_with_its_evidence():
+def test_the_example_costs_agree_with_its_evidence_and_a_wrong_row_is_named_by_line(tmp_path):
+    import shutil
+
     from belief.inputs.candidate_file import load_candidate_file
     from belief.inputs.evidence_dir import read_evidence_dir
     from belief.inputs.example import example_paths
 
     evidence, cfile = example_paths()
-    tables = read_evidence_dir(evidence, load_candidate_file(cfile).candidates)
-    assert len(tables.costs) == 3
+    cands = load_candidate_file(cfile).candidates
+    assert len(read_evidence_dir(evidence, cands).costs) == 3
+    folder = shutil.copytree(evidence, tmp_path / "evidence")
+    costs = pd.read_csv(folder / "costs.csv")
+    costs.loc[1, "candidate"] = "dr_1e6"  # step 1 executed si_friction (paired evaluations)
+    costs.to_csv(folder / "costs.csv", index=False)
+    with pytest.raises(InputError, match=r"costs.csv, row 1 \(line 3 of the file\): a cost row "
+                                         r"for 'dr_1e6' at step 1, which was not executed"):
+        read_evidence_dir(folder, cands)
 
 
 @pytest.mark.parametrize("field,value,rule", [
