@@ -32,17 +32,21 @@ always bills 80 GPU-h); two equal realised amounts of one cell make the likeliho
 improper).  ``noise_floor`` (default 0.01 on the log scale, ≈ 1 % relative) is the recording
 resolution below which spreads are not resolved; it keeps the posterior proper.
 
-Geometry.  The pooled levels (z_lens, z_method) are non-centred (their data are thin).  The
-candidate level uses data-informed non-centring: with P = n_{r,m}·w/σ_r² (n realised amounts
-of the cell, w = 1 for the normal and (ν+1)/(ν+3) — the Fisher information of a Student-t
-location — for a heavy-tailed resource) and x̂ the mean log residual of the cell,
+Geometry.  Every normal level x ~ Normal(β, τ) (μ_r, α, β, δ) uses data-informed
+non-centring.  With P the data's precision about x and x̂ their mean residual, propagated
+bottom-up given the scales (a cell: P = n_{r,m}·w/σ_r², w = 1 for the normal and (ν+1)/(ν+3) —
+the Fisher information of a Student-t location — for a heavy-tailed resource, x̂ the cell's
+mean log residual; a parent: P = Σ_children P_k/(τ_k² P_k + 1), x̂ their precision-weighted
+mean),
 
-    δ = m + f·z,   m = (τ² P x̂ + β) / (τ² P + 1),   f = τ / √(τ² P + 1),   z free,
+    x = m + f·z,   m = (τ² P x̂ + β) / (τ² P + 1),   f = τ / √(τ² P + 1),   z free,
 
-with the log density of z equal to log Normal(δ | β, τ) + log f (an exact change of
-variables: the posterior is the model's for any P, x̂ ≥ 0; they only set where z ≈ Normal(0, 1)
-a posteriori).  Without data it is the non-centred x = β + τ z; with dominant data it is
-(nearly) centred.  Written out, log p(z) − log Normal(z | 0, 1) = ½z² − ½a² − ½ log(τ²P + 1),
+with the log density of z equal to log Normal(x | β, τ) + log f (an exact change of
+variables: the posterior is the model's for any P ≥ 0 and x̂; they only set where z ≈
+Normal(0, 1) a posteriori).  Without data it is the non-centred x = β + τ z; with dominant data
+it is (nearly) centred, so neither the funnel at small τ nor the inverse funnel at large τ
+appears — realised costs recorded exactly at the nominal amount pin every level at once.
+Written out, log p(z) − log Normal(z | 0, 1) = ½z² − ½a² − ½ log(τ²P + 1),
 a = τP(x̂ − β)/(τ²P + 1) + z/√(τ²P + 1), which needs no division by τ.
 
 Not modelled: correlation between the resources of one execution (a repair that costs robot
