@@ -1,6 +1,6 @@
 """Scores of the framework, as array functions over candidates (the last axis).
 
-- C_λ(m) = λᵀ ΔC(m)
+- C_λ(m) = λᵀ ΔC(m); with uncertain costs (draws of ΔC) C_λ(m) = E[λᵀ ΔC(m)]
 - U0(m)  = φ[ΔJ(m)] − C_λ(m)                       (performance net utility)
 - MV(m)  = φ[ΔJ(m)] / C_λ(m)                       (efficiency reading; NaN with a reason when
   C_λ = 0, and uninformative for diagnosis and model-update candidates, whose immediate gain
@@ -14,12 +14,28 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["g0", "marginal_value", "net_utility", "q_score", "value_vs_stop", "weighted_cost"]
+__all__ = ["expected_weighted_cost", "g0", "marginal_value", "net_utility", "q_score",
+           "value_vs_stop", "weighted_cost"]
 
 
 def weighted_cost(costs: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """C_λ = Σ_r λ_r ΔC_r: costs (C, R) and λ (R,) → (C,)."""
     return np.asarray(costs, dtype=float) @ np.asarray(lam, dtype=float)
+
+
+def expected_weighted_cost(cost_draws: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """C_λ = E[λᵀ ΔC] = (1/S) Σ_s Σ_r λ_r ΔC_r^(s): draws (S, C, R) and λ (R,) → (C,).
+
+    How the functionals treat cost: φ (mean, lcb, cvar) applies to the gain ΔJ only; the cost
+    always enters U0 = φ[ΔJ] − E[λᵀΔC] through its expectation, for every φ.  Cost risk is
+    handled by the chance constraint on the budget (:class:`belief.decision.feasibility.
+    ChanceConstraint`), not by the functional: an lcb or cvar of the net λ-weighted utility
+    would depend on the joint law of gain and cost, which the models do not relate (the cost
+    model is independent of the gains), and would charge a cost's spread a second time on top
+    of the budget's chance constraint.  With φ = mean the two readings coincide (linearity).
+    With known costs (every draw equal) this is :func:`weighted_cost`.
+    """
+    return np.asarray(cost_draws, dtype=float).mean(axis=0) @ np.asarray(lam, dtype=float)
 
 
 def net_utility(phi_gain: np.ndarray, c_lambda: np.ndarray) -> np.ndarray:

@@ -20,6 +20,11 @@ Costs (realised)
     A column that is neither one of these nor a resource of the candidate file is refused (a
     misspelt resource would otherwise be silently dropped from the budget).
 
+    A cost row must be of an action executed at its step (:func:`check_executed`): where the
+    other evidence says which action ran at step t — the ``candidate`` of a paired evaluation
+    (an adaptation) or the ``source`` of a gain estimate (a diagnosis) at step t — a cost row of
+    step t naming another candidate is refused.
+
 The remaining budget b_t = b_0 − Σ realised costs, with b_0 the candidate file's ``[budget]``
 (:func:`remaining_budget`); a resource spent beyond its budget is refused with the amounts.
 """
@@ -34,8 +39,8 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.resources import make_budget
 
-__all__ = ["COST_COLUMNS", "empty_costs", "executed_actions", "realised_spend",
-           "remaining_budget", "validate_costs"]
+__all__ = ["COST_COLUMNS", "check_executed", "empty_costs", "executed_actions",
+           "realised_spend", "remaining_budget", "validate_costs"]
 
 COST_COLUMNS = ("step", "candidate")
 _OPTIONAL = ("policy", "note")
@@ -103,6 +108,39 @@ def validate_costs(df: pd.DataFrame, candidates: CandidateSet,
         if col in df.columns:
             out[col] = ["" if _missing(v) else str(v) for v in df[col].to_numpy(dtype=object)]
     return out
+
+
+def check_executed(costs: pd.DataFrame, paired: pd.DataFrame | None = None,
+                   gain_estimates: pd.DataFrame | None = None, table: str = "costs") -> None:
+    """Refuse a cost row for a candidate that was not executed at that step.
+
+    The actions executed at step t, as far as the other evidence tells: the ``candidate`` of
+    every paired evaluation of step t and the ``source`` of every gain estimate of step t.
+    When that set is not empty, every cost row of step t must name one of them.  (A step
+    that no other table mentions — e.g. a model update without an evaluation — is not
+    checked.)
+
+    Raises
+    ------
+    InputError
+        Naming ``table``, the row (0-based) and the action(s) the evidence records at that
+        step.
+    """
+    executed: dict[int, dict[str, str]] = {}
+    if paired is not None and len(paired):
+        for t, c in zip(paired["step"], paired["candidate"], strict=True):
+            executed.setdefault(int(t), {}).setdefault(str(c), "paired_evaluations")
+    if gain_estimates is not None and len(gain_estimates) and "source" in gain_estimates:
+        for t, c in zip(gain_estimates["step"], gain_estimates["source"], strict=True):
+            if not _missing(c) and str(c) != "":
+                executed.setdefault(int(t), {}).setdefault(str(c), "gain_estimates (source)")
+    for i, (t, c) in enumerate(zip(costs["step"], costs["candidate"], strict=True)):
+        known = executed.get(int(t))
+        if known and str(c) not in known:
+            ran = ", ".join(f"{k!r} ({v})" for k, v in known.items())
+            raise InputError(table, f"a cost row for {str(c)!r} at step {int(t)}, which was "
+                                    f"not executed at that step: the evidence records {ran} "
+                                    f"at step {int(t)}", row=i)
 
 
 def realised_spend(costs: pd.DataFrame, candidates: CandidateSet) -> xr.DataArray:

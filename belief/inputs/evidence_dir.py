@@ -32,7 +32,7 @@ import pandas as pd
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
-from belief.inputs.costs import empty_costs, validate_costs
+from belief.inputs.costs import check_executed, empty_costs, validate_costs
 from belief.inputs.evidence import Evidence
 
 __all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_from_tables",
@@ -99,14 +99,15 @@ def validate_tables(tables: Mapping[str, pd.DataFrame], candidates: CandidateSet
             Evidence.from_tables(candidates, {name: df})
         except InputError as err:
             raise _rewrap(err, labels.get(name, name), csv.get(name, False)) from None
+    evidence = Evidence.from_tables(candidates, {k: v for k, v in tables.items()
+                                                 if k != "costs"})
     costs = empty_costs(candidates)
     if "costs" in tables:
         try:
             costs = validate_costs(tables["costs"], candidates)
+            check_executed(costs, evidence.paired, evidence.gain_estimates)
         except InputError as err:
             raise _rewrap(err, labels.get("costs", "costs"), csv.get("costs", False)) from None
-    evidence = Evidence.from_tables(candidates, {k: v for k, v in tables.items()
-                                                 if k != "costs"})
     return evidence, costs
 
 

@@ -1,0 +1,545 @@
+"""Hierarchical model of the realised costs ΔC_r(m) of executed actions, per resource r.
+
+The candidate file gives every candidate a nominal cost c̃_r(m); the ``costs`` table
+(:mod:`belief.inputs.costs`) records what each executed action actually consumed.  For every
+(candidate, resource) cell with c̃_r(m) > 0, the realised amounts are log-normal about the
+nominal cost, with an offset δ_{r,m} partially pooled candidate → method → lens → resource::
+
+    log ΔC_r(m)_i = log c̃_r(m) + δ_{r,m} + σ_r · ε_i,   ε_i ~ Normal(0, 1)
+                                                        (or Student-t_ν for a heavy-tailed r)
+    δ_{r,m}       ~ Normal(β_{r,method(m)}, τ_cand,r)
+    β_{r,j}       = α_{r,lens(j)} + τ_method,r · z_{r,j}
+    α_{r,l}       = μ_r + τ_lens,r · z_{r,l}
+    μ_r           ~ Normal(offset_mu, offset_sigma)
+    τ_·,r         ~ ScaleFamily(·)              (half_normal, half_student_t, half_cauchy,
+                                                 exponential, or fixed)
+    σ_r           = noise_floor + σ̃_r,   σ̃_r ~ ScaleFamily(noise_sigma)   (or σ_r fixed)
+
+With offset_mu = 0 the prior median of δ is 0, so the nominal cost c̃ is the prior median of
+every realised cost (and of the predictive of a never-executed candidate).  A method is the
+pair (lens, method label), as in :mod:`models.gains`.  A heavy-tailed resource (``heavy_tailed``,
+e.g. real-robot hours with a repair tail) has a Student-t_ν likelihood on the log scale, so a
+rare multi-fold overrun widens its predictive tail instead of dragging δ.
+
+Zero nominal costs stay exactly zero: a cell with c̃_r(m) = 0 has no parameters and its
+predictive cost is 0 in every draw.  Data the model cannot represent are refused, naming the
+``costs`` table, the row and the rule: a zero realised amount where c̃ > 0 (log-normal costs are
+positive) and a positive one where c̃ = 0 (zero nominal costs are exact).
+
+Noise floor.  Realised costs are often recorded exactly at the nominal amount (a cluster that
+always bills 80 GPU-h); two equal realised amounts of one cell make the likelihood grow like
+σ_r^{-1} as σ_r → 0, which no scale prior that is finite at 0 can tame (the posterior would be
+improper).  ``noise_floor`` (default 0.01 on the log scale, ≈ 1 % relative) is the recording
+resolution below which spreads are not resolved; it keeps the posterior proper.
+
+Geometry.  Every normal level x ~ Normal(β, τ) (μ_r, α, β, δ) uses data-informed
+non-centring.  With P the data's precision about x and x̂ their mean residual, propagated
+bottom-up given the scales (a cell: P = n_{r,m}·w/σ_r², w = 1 for the normal and (ν+1)/(ν+3) —
+the Fisher information of a Student-t location — for a heavy-tailed resource, x̂ the cell's
+mean log residual; a parent: P = Σ_children P_k/(τ_k² P_k + 1), x̂ their precision-weighted
+mean),
+
+    x = m + f·z,   m = (τ² P x̂ + β) / (τ² P + 1),   f = τ / √(τ² P + 1),   z free,
+
+with the log density of z equal to log Normal(x | β, τ) + log f (an exact change of
+variables: the posterior is the model's for any P ≥ 0 and x̂; they only set where z ≈
+Normal(0, 1) a posteriori).  Without data it is the non-centred x = β + τ z; with dominant data
+it is (nearly) centred, so neither the funnel at small τ nor the inverse funnel at large τ
+appears — realised costs recorded exactly at the nominal amount pin every level at once.
+Written out, log p(z) − log Normal(z | 0, 1) = ½z² − ½a² − ½ log(τ²P + 1),
+a = τP(x̂ − β)/(τ²P + 1) + z/√(τ²P + 1), which needs no division by τ.
+
+Not modelled: correlation between the resources of one execution (a repair that costs robot
+hours and engineer hours at once) — the noise ε is independent across resources given δ and
+σ; and any dependence of cost on the policy or the step.
+
+The model is compiled once per candidate structure (nutpie, numba backend) with fixed-size
+``pm.Data`` containers over ``max_observations`` observation slots (unused ones masked out);
+a re-fit after new realised costs swaps the data without recompiling.
+
+For the allocator, :func:`decision_draws` gives joint predictive draws of ΔC_r(m) over
+(``sample``, ``candidate``, ``resource``) for the next execution of every candidate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from belief.errors import InputError
+from belief.inputs.candidates import CandidateSet
+from belief.inputs.costs import validate_costs
+from models.priors import check_priors
+from models.sampling import sample, slot_posterior
+
+__all__ = ["SCALE_FAMILIES", "CostEncoding", "CostModel", "CostPriors", "decision_draws",
+           "encode_costs"]
+
+TABLE = "costs"
+SCALE_FAMILIES = ("half_normal", "half_student_t", "half_cauchy", "exponential", "fixed")
+"""Families of the scale priors; each scale field is the family's scale (σ of half_normal and
+half_student_t, β of half_cauchy, the mean 1/λ of exponential, the value itself for fixed)."""
+
+
+@dataclass(frozen=True)
+class CostPriors:
+    """Priors of the cost model (log scale: δ = log realised − log nominal, in nepers).
+
+    Attributes
+    ----------
+    offset_mu, offset_sigma : float
+        Normal prior of the resource-wide offset μ_r (0: the nominal cost is the prior
+        median; 0.5 ≈ a factor e^{±0.5} = 0.6–1.65 at one s.d.).
+    lens_sigma, method_sigma, candidate_sigma : float
+        Scales of the priors of the pooling scales τ_lens,r, τ_method,r, τ_cand,r.
+    pooling_family : str
+        Family of those three priors, one of :data:`SCALE_FAMILIES`.
+    noise_sigma : float
+        Scale of the prior of the run-to-run spread σ̃_r (σ_r = noise_floor + σ̃_r).
+    noise_family : str
+        Family of that prior, one of :data:`SCALE_FAMILIES`; ``"fixed"``: σ_r = noise_sigma
+        exactly (a known spread; no floor is added).
+    noise_floor : float
+        Recording resolution of the log cost, ≥ 0 (see the module docstring; 0 lets two
+        equal realised amounts make the posterior improper).
+    scale_nu : float
+        Degrees of freedom of the half_student_t family.
+    heavy_tailed : tuple of str
+        Resources with a Student-t_ν likelihood on the log scale (e.g. ``("real_h",)``);
+        each must be a resource of the candidate set.
+    nu : float
+        Degrees of freedom of that likelihood (> 0; 4 keeps a finite variance of log cost).
+
+    Raises
+    ------
+    InputError
+        Naming ``CostPriors``, the field and the allowed values.
+    """
+
+    offset_mu: float = 0.0
+    offset_sigma: float = 0.5
+    lens_sigma: float = 0.3
+    method_sigma: float = 0.3
+    candidate_sigma: float = 0.3
+    pooling_family: str = "half_normal"
+    noise_sigma: float = 0.3
+    noise_family: str = "half_normal"
+    noise_floor: float = 0.01
+    scale_nu: float = 3.0
+    heavy_tailed: tuple[str, ...] = ()
+    nu: float = 4.0
+
+    def __post_init__(self) -> None:
+        for name in ("pooling_family", "noise_family"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in SCALE_FAMILIES:
+                raise InputError("CostPriors", f"{name} must be one of {list(SCALE_FAMILIES)}, "
+                                               f"got {value!r}")
+        heavy = self.heavy_tailed
+        if isinstance(heavy, str) or not isinstance(heavy, tuple | list) \
+                or not all(isinstance(r, str) for r in heavy):
+            raise InputError("CostPriors", "heavy_tailed must be a tuple of resource names "
+                                           f"(e.g. ('real_h',)), got {heavy!r}")
+        object.__setattr__(self, "heavy_tailed", tuple(heavy))
+        check_priors(self, locations=("offset_mu", "noise_floor"),
+                     skip=("pooling_family", "noise_family", "heavy_tailed"))
+        if self.noise_floor < 0:
+            raise InputError("CostPriors", f"noise_floor must be >= 0, got {self.noise_floor}")
+
+
+@dataclass(frozen=True)
+class CostEncoding:
+    """Fixed-size arrays of realised log costs (unused slots masked) and per-cell summaries.
+
+    ``y`` (N,) log realised amounts; ``resource``/``candidate`` (N,) their cell (indices into
+    the model's resources and candidates); ``mask`` (N,) 1 for used slots; ``count`` and
+    ``resid_mean`` (R, C): the number of realised amounts per cell and their mean log
+    residual log ΔC − log c̃ (0 without data).
+    """
+
+    y: np.ndarray
+    resource: np.ndarray
+    candidate: np.ndarray
+    mask: np.ndarray
+    count: np.ndarray
+    resid_mean: np.ndarray
+
+    def data(self) -> dict[str, np.ndarray]:
+        return {"obs_y": self.y, "obs_resource": self.resource, "obs_candidate": self.candidate,
+                "obs_mask": self.mask, "cell_count": self.count,
+                "cell_resid_mean": self.resid_mean}
+
+
+def encode_costs(costs: pd.DataFrame, ids: list[str], resources: list[str],
+                 nominal: np.ndarray, max_observations: int) -> CostEncoding:
+    """Encode a validated costs table into ``max_observations`` slots.
+
+    Parameters
+    ----------
+    costs : DataFrame
+        Validated by :func:`belief.inputs.costs.validate_costs`.
+    ids, resources : list of str
+        The modelled candidates and resources (those with a positive nominal cost).
+    nominal : array (C, R)
+        c̃_r(m) of the modelled cells, in ``ids`` × ``resources`` order.
+    max_observations : int
+
+    Raises
+    ------
+    InputError
+        Naming ``costs`` and the row: a zero realised amount where c̃ > 0, a positive one
+        where c̃ = 0, or more realised amounts than observation slots.
+    """
+    y, res_idx, cand_idx = [], [], []
+    row_ids = costs["candidate"].astype(str).to_numpy()
+    for i, cid in enumerate(row_ids):
+        for r_name in costs.columns:
+            if r_name in ("step", "candidate", "policy", "note"):
+                continue
+            amount = float(costs[r_name].iloc[i])
+            in_model = cid in ids and r_name in resources
+            c_nom = nominal[ids.index(cid), resources.index(r_name)] if in_model else 0.0
+            if c_nom <= 0:
+                if amount > 0:
+                    raise InputError(TABLE, f"{r_name} = {amount:g} realised for {cid!r}, whose "
+                                            f"nominal {r_name} cost is 0: zero nominal costs "
+                                            "are exact in the cost model; give the candidate "
+                                            "file a positive nominal cost", row=i)
+                continue
+            if amount <= 0:
+                raise InputError(TABLE, f"{r_name} = 0 realised for {cid!r}, whose nominal "
+                                        f"{r_name} cost is {c_nom:g}: the log-normal cost model "
+                                        "needs a positive realised amount", row=i)
+            y.append(np.log(amount))
+            res_idx.append(resources.index(r_name))
+            cand_idx.append(ids.index(cid))
+    n = len(y)
+    if n > max_observations:
+        raise InputError(TABLE, f"{n} realised amounts exceed max_observations="
+                                f"{max_observations}; build the cost model with more slots")
+    pad = max_observations - n
+    y_arr = np.concatenate([np.asarray(y, float), np.zeros(pad)])
+    r_arr = np.concatenate([np.asarray(res_idx, np.int64), np.zeros(pad, np.int64)])
+    c_arr = np.concatenate([np.asarray(cand_idx, np.int64), np.zeros(pad, np.int64)])
+    mask = np.concatenate([np.ones(n), np.zeros(pad)])
+    count = np.zeros((len(resources), len(ids)))
+    total = np.zeros((len(resources), len(ids)))
+    for k in range(n):
+        count[r_arr[k], c_arr[k]] += 1.0
+        total[r_arr[k], c_arr[k]] += y_arr[k] - np.log(nominal[c_arr[k], r_arr[k]])
+    resid_mean = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+    return CostEncoding(y_arr, r_arr, c_arr, mask, count, resid_mean)
+
+
+_COMPILED: dict[tuple, Any] = {}
+
+
+@dataclass
+class CostModel:
+    """Spec of the hierarchical cost model for one candidate set.
+
+    Parameters
+    ----------
+    candidates : CandidateSet
+        The nominal costs c̃_r(m) are ``candidates.costs()``; only cells with c̃ > 0 are
+        modelled (the modelled candidates and resources are those with at least one).
+    priors : CostPriors
+    max_observations : int
+        Realised-amount slots compiled into the model (one per executed action and resource
+        with a positive nominal cost).
+
+    Examples
+    --------
+    >>> model = CostModel(candidates, CostPriors(heavy_tailed=("real_h",)))  # doctest: +SKIP
+    >>> idata = model.fit(costs)                     # compiles once, then re-uses
+    >>> q = model.decision_draws(idata, rng)         # (sample, candidate, resource) draws
+    """
+
+    candidates: CandidateSet
+    priors: CostPriors = field(default_factory=CostPriors)
+    max_observations: int = 256
+    last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.priors, CostPriors):
+            raise InputError("CostModel.priors", f"expected CostPriors, got "
+                                                 f"{type(self.priors).__name__}")
+        mo = self.max_observations
+        if isinstance(mo, bool) or not isinstance(mo, int | np.integer) or mo < 1:
+            raise InputError("CostModel.max_observations", f"must be an integer >= 1, got {mo!r}")
+        all_res = list(self.candidates.resources)
+        unknown = [r for r in self.priors.heavy_tailed if r not in all_res]
+        if unknown:
+            raise InputError("CostPriors", f"heavy_tailed names {unknown}, which are not "
+                                           f"resources of the candidates; resources: {all_res}")
+        nominal = np.asarray(self.candidates.costs().values, dtype=float)  # (C_all, R_all)
+        positive = nominal > 0
+        if not positive.any():
+            raise InputError(self.candidates.source, "the cost model needs at least one "
+                                                     "candidate with a positive nominal cost")
+        self.ids = [c for c, keep in zip(self.candidates.ids, positive.any(axis=1), strict=True)
+                    if keep]
+        self.resources = [r for r, keep in zip(all_res, positive.any(axis=0), strict=True)
+                          if keep]
+        rows = [self.candidates.ids.index(c) for c in self.ids]
+        cols = [all_res.index(r) for r in self.resources]
+        self.nominal = nominal[np.ix_(rows, cols)]  # (C, R)
+        cands = [self.candidates[c] for c in self.ids]
+        self.methods = list(dict.fromkeys(f"{c.lens}/{c.method}" for c in cands))
+        self.lenses = list(dict.fromkeys(c.lens for c in cands))
+        self.method_of_candidate = np.array([self.methods.index(f"{c.lens}/{c.method}")
+                                             for c in cands])
+        self.lens_of_method = np.array([self.lenses.index(m.split("/", 1)[0])
+                                        for m in self.methods])
+        self.heavy = np.array([r in self.priors.heavy_tailed for r in self.resources])
+        self._cand_to_method = np.eye(len(self.methods))[self.method_of_candidate]  # (C, J)
+        self._method_to_lens = np.eye(len(self.lenses))[self.lens_of_method]  # (J, L)
+
+    # -- build ------------------------------------------------------------------------------
+    def coords(self) -> dict[str, list]:
+        return {"resource": self.resources, "candidate": self.ids, "method": self.methods,
+                "lens": self.lenses, "obs_slot": list(range(self.max_observations))}
+
+    def build(self, encoding: CostEncoding | None = None):
+        """The ``pm.Model`` with ``pm.Data`` containers of the realised log costs."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        if encoding is None:
+            encoding = encode_costs(_no_rows(self.candidates), self.ids, self.resources,
+                                    self.nominal, self.max_observations)
+        pr = self.priors
+        log_nominal = np.log(np.where(self.nominal > 0, self.nominal, 1.0)).T  # (R, C)
+        with pm.Model(coords=self.coords()) as model:
+            d = {name: pm.Data(name, value, dims="obs_slot" if name.startswith("obs_")
+                               else ("resource", "candidate"))
+                 for name, value in encoding.data().items()}
+            tau_lens = _scale("tau_lens", pr.pooling_family, pr.lens_sigma, pr.scale_nu)
+            tau_method = _scale("tau_method", pr.pooling_family, pr.method_sigma, pr.scale_nu)
+            tau_cand = _scale("tau_candidate", pr.pooling_family, pr.candidate_sigma,
+                              pr.scale_nu)
+            if pr.noise_family == "fixed":
+                sigma = pm.Deterministic("sigma", pt.ones(len(self.resources)) * pr.noise_sigma,
+                                         dims="resource")
+            else:
+                free = _scale("sigma_free", pr.noise_family, pr.noise_sigma, pr.scale_nu)
+                sigma = pm.Deterministic("sigma", pr.noise_floor + free, dims="resource")
+            # the data's precision P and mean residual x̂ about each level, bottom-up (given
+            # the scales); they only choose the parameterisation (module docstring)
+            weight = np.where(self.heavy, (pr.nu + 1.0) / (pr.nu + 3.0), 1.0)[:, None]
+            tl, tm, tc = tau_lens[:, None], tau_method[:, None], tau_cand[:, None]
+            info_c = d["cell_count"] * weight / sigma[:, None] ** 2  # (R, C)
+            xhat_c = d["cell_resid_mean"]
+            prec_c = info_c / (tc**2 * info_c + 1.0)  # precision of a cell's x̂ about β
+            info_m = pt.dot(prec_c, self._cand_to_method)  # (R, J)
+            xhat_m = _safe_div(pt.dot(prec_c * xhat_c, self._cand_to_method), info_m)
+            prec_m = info_m / (tm**2 * info_m + 1.0)
+            info_l = pt.dot(prec_m, self._method_to_lens)  # (R, L)
+            xhat_l = _safe_div(pt.dot(prec_m * xhat_m, self._method_to_lens), info_l)
+            prec_l = info_l / (tl**2 * info_l + 1.0)
+            info_0 = prec_l.sum(axis=1)
+            xhat_0 = _safe_div((prec_l * xhat_l).sum(axis=1), info_0)
+            # top-down: every level is the whitened normal of its prior (exact)
+            mu = _whitened("mu", "z_mu", pr.offset_mu, pr.offset_sigma, info_0, xhat_0,
+                           "resource")
+            lens_offset = _whitened("lens_offset", "z_lens", mu[:, None], tl, info_l, xhat_l,
+                                    ("resource", "lens"))
+            method_offset = _whitened("method_offset", "z_method",
+                                      lens_offset[:, self.lens_of_method], tm, info_m, xhat_m,
+                                      ("resource", "method"))
+            delta = _whitened("delta", "z_candidate",
+                              method_offset[:, self.method_of_candidate], tc, info_c, xhat_c,
+                              ("resource", "candidate"))
+            r_i, c_i = d["obs_resource"], d["obs_candidate"]
+            centre = pt.as_tensor(log_nominal)[r_i, c_i] + delta[r_i, c_i]
+            scale = sigma[r_i]
+            logp = pm.logp(pm.Normal.dist(centre, scale), d["obs_y"])
+            if self.heavy.any():
+                logp_t = pm.logp(pm.StudentT.dist(nu=pr.nu, mu=centre, sigma=scale), d["obs_y"])
+                logp = pt.switch(pt.as_tensor(self.heavy)[r_i], logp_t, logp)
+            pm.Potential("realised", (d["obs_mask"] * logp).sum())
+        return model
+
+    def _compiled(self):
+        key = (tuple(self.ids), tuple(self.resources), tuple(self.methods), tuple(self.lenses),
+               tuple(self.method_of_candidate), tuple(self.lens_of_method),
+               self.nominal.tobytes(), self.priors, self.max_observations)
+        if key not in _COMPILED:
+            from models.compile_cache import compile_model
+
+            t0 = time.perf_counter()
+            _COMPILED[key] = compile_model(self.build())
+            self.last_timing["compile_s"] = time.perf_counter() - t0
+        return _COMPILED[key]
+
+    # -- fit --------------------------------------------------------------------------------
+    def encode(self, costs: pd.DataFrame) -> CostEncoding:
+        """Validate ``costs`` (:func:`validate_costs`) and encode it (:func:`encode_costs`)."""
+        clean = validate_costs(costs, self.candidates)
+        return encode_costs(clean, self.ids, self.resources, self.nominal,
+                            self.max_observations)
+
+    def fit(self, costs: pd.DataFrame, *, draws: int = 500, tune: int = 500, chains: int = 4,
+            seed: int = 0, target_accept: float = 0.9,
+            progressbar: bool = False) -> xr.DataTree:
+        """Sample the posterior of the cost model given a realised-costs table.
+
+        Returns
+        -------
+        DataTree
+            ``posterior`` with ``delta`` (resource, candidate), ``sigma``, ``mu`` and the
+            pooling scales over ``resource``, ``lens_offset``, ``method_offset``;
+            ``sample_stats``; ``constant_data`` with ``nominal`` (candidate, resource) and the
+            realised amounts per cell (``count``).  Attributes record the priors and the
+            heavy-tailed resources.
+        """
+        enc = self.encode(costs)
+        self.last_timing.pop("compile_s", None)
+        compiled = self._compiled().with_data(**enc.data())
+        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                       target_accept=target_accept, progressbar=progressbar,
+                       timing=self.last_timing)
+        post = slot_posterior(idata["posterior"].to_dataset()).drop_vars("sigma_free",
+                                                                         errors="ignore")
+        groups: dict[str, xr.Dataset] = {"posterior": post}
+        if "sample_stats" in idata.children:
+            groups["sample_stats"] = idata["sample_stats"].to_dataset()
+        coords = {"candidate": self.ids, "resource": self.resources}
+        groups["constant_data"] = xr.Dataset(
+            {"nominal": (("candidate", "resource"), self.nominal),
+             "count": (("candidate", "resource"), enc.count.T)}, coords=coords)
+        dt = xr.DataTree.from_dict(groups)
+        dt.attrs.update({"model": "costs", "max_observations": self.max_observations,
+                         "heavy_tailed": ",".join(self.priors.heavy_tailed),
+                         **{f"prior_{k}": v for k, v in asdict(self.priors).items()
+                            if k != "heavy_tailed"}})
+        return dt
+
+    # -- decision quantities ----------------------------------------------------------------
+    def decision_draws(self, idata: xr.DataTree, rng: np.random.Generator) -> xr.Dataset:
+        """Joint predictive cost draws of the next execution (see :func:`decision_draws`)."""
+        return decision_draws(idata, self.candidates, rng)
+
+
+def decision_draws(idata: xr.DataTree, candidates: CandidateSet,
+                   rng: np.random.Generator) -> xr.Dataset:
+    """Joint posterior-predictive draws of ΔC_r(m) for the next execution of every candidate.
+
+    Per posterior draw s (chain-major, as the other models' draws)::
+
+        ΔC_r(m)^(s) = c̃_r(m) · exp(δ_{r,m}^(s) + σ_r^(s) · ε),   ε ~ Normal(0, 1)
+                      (Student-t_ν for a heavy-tailed resource), fresh per (s, m, r);
+        ΔC_r(m)^(s) = 0 where c̃_r(m) = 0.
+
+    Parameters
+    ----------
+    idata : DataTree
+        A fit of :class:`CostModel` on ``candidates``.
+    candidates : CandidateSet
+    rng : numpy Generator
+
+    Returns
+    -------
+    Dataset
+        ``cost`` (sample, candidate, resource) over every candidate and resource of the set
+        (set order); ``cost_median`` (sample, candidate, resource) = c̃ · e^δ, the median of
+        the predictive given the draw; ``cost_sigma`` (sample, resource) = σ_r (0 for a
+        resource without a positive nominal cost).  Attributes: ``heavy_tailed``, ``nu``.
+    """
+    post = idata["posterior"].to_dataset()
+    ids, resources = list(candidates.ids), list(candidates.resources)
+    nominal = np.asarray(candidates.costs().sel(candidate=ids, resource=resources).values,
+                         dtype=float)
+    m_ids = [str(c) for c in post["candidate"].values]
+    m_res = [str(r) for r in post["resource"].values]
+    fitted = idata["constant_data"]["nominal"].sel(candidate=m_ids, resource=m_res).values
+    if not (set(m_ids) <= set(ids) and set(m_res) <= set(resources)):
+        raise InputError("CostModel.decision_draws", "the cost fit is of another candidate set "
+                                                     f"(it models {m_ids} × {m_res})")
+    rows = [ids.index(c) for c in m_ids]
+    cols = [resources.index(r) for r in m_res]
+    if not np.array_equal(nominal[np.ix_(rows, cols)], fitted) \
+            or int((nominal > 0).sum()) != int((fitted > 0).sum()):
+        raise InputError("CostModel.decision_draws", "the cost fit is of another candidate set "
+                                                     "(its nominal costs differ)")
+    delta = _stack(post["delta"].transpose("chain", "draw", "candidate", "resource"))
+    sigma = _stack(post["sigma"].transpose("chain", "draw", "resource"))  # (S, Rm)
+    n = delta.shape[0]
+    heavy_names = [h for h in str(idata.attrs.get("heavy_tailed", "")).split(",") if h]
+    nu = float(idata.attrs.get("prior_nu", 4.0))
+    sub = np.where(fitted[None] > 0, np.log(np.where(fitted > 0, fitted, 1.0)) + delta, -np.inf)
+    log_med = np.full((n, len(ids), len(resources)), -np.inf)
+    log_med[np.ix_(np.arange(n), rows, cols)] = sub
+    sig = np.zeros((n, len(resources)))
+    sig[:, cols] = sigma
+    eps = rng.standard_normal(log_med.shape)
+    for k, r in enumerate(resources):
+        if r in heavy_names:
+            eps[:, :, k] = rng.standard_t(nu, size=(n, len(ids)))
+    cost = np.where(np.isfinite(log_med), np.exp(log_med + sig[:, None, :] * eps), 0.0)
+    median = np.where(np.isfinite(log_med), np.exp(log_med), 0.0)
+    coords = {"candidate": ids, "resource": resources}
+    return xr.Dataset({"cost": (("sample", "candidate", "resource"), cost),
+                       "cost_median": (("sample", "candidate", "resource"), median),
+                       "cost_sigma": (("sample", "resource"), sig)},
+                      coords=coords, attrs={"heavy_tailed": ",".join(heavy_names), "nu": nu})
+
+
+def _scale(name: str, family: str, scale: float, scale_nu: float):
+    """A scale parameter over ``resource`` with the family's prior (inside a model context)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    if family == "fixed":
+        n = len(pm.modelcontext(None).coords["resource"])
+        return pm.Deterministic(name, pt.ones(n) * scale, dims="resource")
+    if family == "half_normal":
+        return pm.HalfNormal(name, sigma=scale, dims="resource")
+    if family == "half_student_t":
+        return pm.HalfStudentT(name, nu=scale_nu, sigma=scale, dims="resource")
+    if family == "half_cauchy":
+        return pm.HalfCauchy(name, beta=scale, dims="resource")
+    return pm.Exponential(name, lam=1.0 / scale, dims="resource")
+
+
+def _whitened(name: str, z_name: str, loc: Any, tau: Any, info: Any, xhat: Any,
+              dims: str | tuple[str, ...]):
+    """x ~ Normal(loc, τ) sampled as x = m + f·z with the data-informed m, f (module docstring).
+
+    z gets a Normal(0, 1) prior and a Potential ½z² − ½a² − ½log(τ²P + 1), so that its log
+    density is log Normal(x | loc, τ) + log f: an exact change of variables for any P ≥ 0, x̂.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    z = pm.Normal(z_name, 0.0, 1.0, dims=dims)
+    denom = tau**2 * info + 1.0
+    root = pt.sqrt(denom)
+    x = pm.Deterministic(name, (tau**2 * info * xhat + loc) / denom + tau / root * z, dims=dims)
+    a = tau * info * (xhat - loc) / denom + z / root
+    pm.Potential(f"{name}_prior", (0.5 * z**2 - 0.5 * a**2 - 0.5 * pt.log(denom)).sum())
+    return x
+
+
+def _safe_div(num: Any, den: Any) -> Any:
+    """num / den where den > 0, else 0 (a level without data has no x̂)."""
+    import pytensor.tensor as pt
+
+    return pt.switch(den > 0, num / pt.switch(den > 0, den, 1.0), 0.0)
+
+
+def _stack(da: xr.DataArray) -> np.ndarray:
+    """(chain, draw, ...) → (sample, ...) as a plain array."""
+    arr = da.to_numpy()
+    return arr.reshape(-1, *arr.shape[2:])
+
+
+def _no_rows(candidates: CandidateSet) -> pd.DataFrame:
+    from belief.inputs.costs import empty_costs
+
+    return empty_costs(candidates)
