@@ -25,13 +25,9 @@ FAST_DECIDE = ["--cvu-outcomes", "64"]
 
 
 @pytest.fixture(scope="module")
-def fitted_file(tmp_path_factory):
-    """``belief fit`` on the shipped example data (once per module)."""
-    out = tmp_path_factory.mktemp("fit") / "belief.nc"
-    code = main(["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out),
-                 *DRAWS])
-    assert code == 0
-    return out
+def fitted_file(example_belief_file):
+    """``belief fit`` on the shipped example data with ``DRAWS`` (the session's fit)."""
+    return example_belief_file
 
 
 def _refused(capsys, argv, *needles):

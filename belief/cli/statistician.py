@@ -196,7 +196,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.max_divergences < 0:
         raise InputError("--max-divergences", f"must be >= 0, got {args.max_divergences}")
     table = check_file(args.belief, args.candidates, args.rhat_max, args.ess_min,
-                           args.max_divergences)
+                       args.max_divergences, recompute=args.recompute)
     models = table.index.get_level_values("model").unique()
     console = _console()
     t = Table(title=f"convergence of {escape(args.belief)} (R-hat ≤ {table.attrs['rhat_max']:g}, "
@@ -210,6 +210,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                   "ok" if row["passed"] else escape(row["problem"]),
                   style="" if row["passed"] else "red")
     console.print(t)
+    if args.recompute or not table.attrs["diagnostics"].startswith("stored"):
+        print(f"diagnostics {table.attrs['diagnostics']}")
     failed = table[~table["passed"].astype(bool)]
     if len(failed):
         for (model, var), row in failed.iterrows():
@@ -299,6 +301,10 @@ def add_statistician_commands(sub: Any) -> None:
                             "draws)")
     check.add_argument("--max-divergences", type=int, default=0,
                        help="divergent transitions allowed per model (default 0)")
+    check.add_argument("--recompute", action="store_true",
+                       help="recompute R-hat, ESS and divergences from the stored draws and "
+                            "compare them with the diagnostics stored at fit time (exit 2 "
+                            "when they differ; default: report the stored ones)")
     check.set_defaults(func=cmd_check)
 
     report = sub.add_parser("report", help="HTML or Markdown report with the figures",
