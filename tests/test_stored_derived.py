@@ -129,7 +129,7 @@ def test_check_recompute_refuses_stored_diagnostics_that_disagree(example_belief
         check_file(damaged)
     with h5py.File(damaged, "r+") as f:
         f.attrs["derived"] = json.dumps({"format": DERIVED_FORMAT, "convergence": {}})
-    with pytest.raises(InputError, match="stored diagnostics .* are damaged"):
+    with pytest.raises(InputError, match=r"stored diagnostics .* are damaged"):
         load(damaged)
 
 
