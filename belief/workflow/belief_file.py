@@ -15,7 +15,10 @@ What the saved file holds (checked by :func:`load`)
     priors, evidence files and their SHA-256; absent from a campaign's ``belief.nc``, which was
     not fitted by :func:`belief.workflow.fit.fit`), ``candidates_toml`` (the candidate file's
     text), ``candidates_sha256``, ``candidates_source`` and ``costs_complete`` (1 when the
-    costs table lists every executed action, as a campaign's does).
+    costs table lists every executed action, as a campaign's does); ``derived`` (JSON: the
+    convergence table and sensitivity reports computed from the stored draws at save time,
+    with the draws' SHA-256) and ``/derived/sensitivity/<i>`` (the reports' draws), see
+    :mod:`belief.workflow.derived`.
 
 Writes go to a temporary file in the same folder, are fsync'ed and renamed over the target
 (:func:`belief.files.atomic_write`), so a crash never leaves a half-written belief.
