@@ -103,3 +103,18 @@ def no_compute(monkeypatch):
     for model in (models.gains.GainsModel, models.exec_risk.ExecRiskModel,
                   models.transfer.TransferModel):
         monkeypatch.setattr(model, "_compiled", boom)
+
+
+# -- the shipped example through the CLI (issue 20) ------------------------------------------
+@pytest.fixture(scope="session")
+def example_belief_file(tmp_path_factory):
+    """``belief fit`` on the shipped example data at the defaults (4 chains × 500 draws, seed 0),
+    once per session (read-only: tests that alter a belief file copy it first)."""
+    from belief.cli.main import main
+    from belief.inputs.example import example_paths
+
+    evidence, candidates = example_paths()
+    out = tmp_path_factory.mktemp("example-fit") / "belief.nc"
+    code = main(["fit", str(evidence), "--candidates", str(candidates), "--out", str(out)])
+    assert code == 0
+    return out

@@ -20,18 +20,13 @@ from belief.cli.main import main
 from belief.inputs.example import example_paths
 
 EVIDENCE, CANDIDATES = example_paths()
-DRAWS = ["--draws", "300"]
 FAST_DECIDE = ["--cvu-outcomes", "64"]
 
 
 @pytest.fixture(scope="module")
-def fitted_file(tmp_path_factory):
-    """``belief fit`` on the shipped example data at the defaults (4 chains × 500 draws, seed 0;
-    once per module)."""
-    out = tmp_path_factory.mktemp("fit") / "belief.nc"
-    code = main(["fit", str(EVIDENCE), "--candidates", str(CANDIDATES), "--out", str(out)])
-    assert code == 0
-    return out
+def fitted_file(example_belief_file):
+    """``belief fit`` on the shipped example data at the defaults (the session's fit)."""
+    return example_belief_file
 
 
 def test_default_fit_of_the_example_converges_without_divergences(fitted_file, capsys):

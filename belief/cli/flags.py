@@ -19,7 +19,8 @@ __all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags"]
 # setting (the InputError's ``table``) → flag, for every command
 FLAGS: dict[str, str] = {
     "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
-    "CVUSettings.n_outcomes": "--cvu-outcomes", "alpha_exec": "--alpha-exec",
+    "CVUSettings.n_outcomes": "--cvu-outcomes", "CVUSettings.blas_threads": "--cvu-threads",
+    "alpha_exec": "--alpha-exec",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

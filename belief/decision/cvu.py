@@ -75,7 +75,8 @@ from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
 from belief.posterior.experiments import Experiment, experiments_from_belief
 
-__all__ = ["CVUSettings", "Experiment", "continuation_value", "cvu_for_state", "psis"]
+__all__ = ["CVUSettings", "Experiment", "blas_threads", "continuation_value", "cvu_for_state",
+           "psis"]
 
 _ESTIMATOR_ERRORS = (np.linalg.LinAlgError, FloatingPointError, ValueError)
 
@@ -195,7 +196,38 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     untrusted weights), ``cvu_ess`` (median effective sample size of the weights),
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
     ``cvu_outcomes``; attribute ``g0_null`` = G0(s^∅).
+
+    BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
     """
+    settings = settings or CVUSettings()
+    with blas_threads(settings.blas_threads):
+        return _continuation_value(
+            gain_now, experiments, candidate_ids, costs, budget, weights, functional,
+            available=available, repeatable=repeatable, safe=safe, feasible=feasible,
+            settings=settings)
+
+
+def blas_threads(n: int):
+    """A context running BLAS on ``n`` threads (threadpoolctl); ``n = 0``: leave the pool as it
+    is.  CVU's matrix products are on (J × S) arrays of a few hundred by a few thousand, too
+    small to gain from threads and slowed by them on a loaded machine (see
+    :class:`belief.decision.settings.CVUSettings`)."""
+    if not n:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=int(n), user_api="blas")
+
+
+def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
+                       candidate_ids: list[str], costs: np.ndarray, budget: np.ndarray,
+                       weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
+                       *, available: np.ndarray | None = None,
+                       repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
+                       feasible: np.ndarray | None = None,
+                       settings: CVUSettings | None = None) -> xr.Dataset:
     settings = settings or CVUSettings()
     gain_now = np.asarray(gain_now, dtype=float)
     n_s, n_c = gain_now.shape

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.functionals import Functional, weighted_columns
+from belief.decision.functionals import Functional, ReweightedColumns, weighted_columns
 from belief.decision.importance import psis_weights
 from belief.decision.preposterior import (
     NextState,
@@ -242,6 +242,7 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
     cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
+    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth)  # sorted once
     vals = np.empty(replicates)
     for k in range(replicates):
         v = rng.poisson(1.0, b)[block].astype(float)
@@ -250,7 +251,7 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
         w = smooth * v[None, :]
         ok = w.sum(axis=1) > 0
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
-        phi[np.ix_(ok, cols)] = weighted_columns(functional, nxt.gain[:, cols], w[ok])
+        phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))
         r = omega @ v / v.mean()
         vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)

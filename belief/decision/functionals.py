@@ -23,8 +23,8 @@ import numpy as np
 from belief.errors import InputError
 from belief.validate import is_number
 
-__all__ = ["Functional", "apply_functional", "cvar", "lcb", "mean", "parse_functional",
-           "weighted_columns"]
+__all__ = ["Functional", "ReweightedColumns", "apply_functional", "cvar", "lcb", "mean",
+           "parse_functional", "weighted_columns"]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -155,3 +155,65 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
     if functional.kind == "lcb":
         return _lcb_sorted(xs, ws, functional.param)
     return _cvar_sorted(xs[None], ws, functional.param)
+
+
+class ReweightedColumns:
+    """φ of every column of ``draws`` (S, C) under many reweightings of the rows of ``base``
+    (J, S): w_j ∝ base_j · v for draw weights v (S,) — the block bootstrap of the draws in
+    :func:`belief.decision.cvu_psis.draws_bootstrap`.
+
+    The same values, bit for bit, as ``weighted_columns(functional, draws, base * v)``; for
+    ``lcb`` the columns are sorted and ``base`` is gathered into each column's order once (not
+    per v), and the cumulative weights are summed in chunks, left to right as ``numpy.cumsum``
+    does, only until each (row, column) reaches q — the q-quantile needs no weight above it.
+    """
+
+    def __init__(self, functional: Functional, draws: np.ndarray, base: np.ndarray,
+                 chunk: int = 128) -> None:
+        self.functional = functional
+        self.draws = np.asarray(draws, dtype=float)
+        self.base = np.asarray(base, dtype=float)
+        self.chunk = int(chunk)
+        if functional.kind == "lcb":
+            order = np.argsort(self.draws, axis=0, kind="stable")  # (S, C)
+            self.order_t = order.T  # (C, S)
+            self.xs = np.take_along_axis(self.draws, order, 0).T  # (C, S)
+            self.base_sorted = self.base[:, self.order_t]  # (J, C, S)
+
+    def __call__(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """φ of every column for the rows ``rows`` (boolean, J) of ``base`` reweighted by v
+        → (rows.sum(), C)."""
+        w = self.base[rows] * v[None, :]
+        total = w.sum(axis=-1, keepdims=True)
+        if self.functional.kind == "mean":
+            return (w / total) @ self.draws
+        if self.functional.kind == "cvar":
+            return weighted_columns(self.functional, self.draws, w)
+        base = self.base_sorted if rows.all() else self.base_sorted[rows]
+        return self._lcb(base, v[self.order_t], total[:, 0])
+
+    def _lcb(self, base: np.ndarray, v_sorted: np.ndarray, total: np.ndarray) -> np.ndarray:
+        """:func:`_lcb_sorted` of ``base · v_sorted / total``, summing chunk by chunk."""
+        n_j, n_c, n_s = base.shape
+        q = self.functional.param * (1 - 1e-12)
+        flat = base.reshape(n_j * n_c, n_s)
+        j_of, c_of = np.divmod(np.arange(n_j * n_c), n_c)
+        idx = np.full(n_j * n_c, n_s - 1)
+        active = np.arange(n_j * n_c)
+        carry = np.zeros(n_j * n_c)
+        start = 0
+        while active.size and start < n_s:
+            stop = min(n_s, start + self.chunk)
+            ws = (flat[active, start:stop] * v_sorted[c_of[active], start:stop]
+                  / total[j_of[active], None])
+            ws[:, 0] += carry[active]  # continue the running sum exactly where it stopped
+            cw = np.cumsum(ws, axis=-1)
+            below = (cw < q).sum(axis=-1)  # cw is non-decreasing: the first index ≥ q
+            done = below < stop - start
+            idx[active[done]] = np.minimum(start + below[done], n_s - 1)
+            carry[active] = cw[:, -1]
+            active = active[~done]
+            start = stop
+        idx = idx.reshape(n_j, n_c)
+        return np.take_along_axis(np.broadcast_to(self.xs, (n_j, n_c, n_s)), idx[..., None],
+                                  -1)[..., 0]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy import stats
+from scipy.special import betaincinv  # Beta.ppf(q; a, b), without importing scipy.stats
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
@@ -78,7 +78,7 @@ def clopper_pearson_upper(k: np.ndarray | int, n: np.ndarray | int,
     kk, nn = _counts(k, n, table, rows)
     out = np.ones(kk.shape)
     ok = kk < nn
-    out[ok] = stats.beta.ppf(1.0 - delta, kk[ok] + 1.0, nn[ok] - kk[ok])
+    out[ok] = betaincinv(kk[ok] + 1.0, nn[ok] - kk[ok], 1.0 - delta)
     return out
 
 
@@ -113,7 +113,7 @@ def clopper_pearson_lower(k: np.ndarray | int, n: np.ndarray | int,
     kk, nn = _counts(k, n, table, rows)
     out = np.zeros(kk.shape)
     ok = kk > 0
-    out[ok] = stats.beta.ppf(delta, kk[ok], nn[ok] - kk[ok] + 1.0)
+    out[ok] = betaincinv(kk[ok], nn[ok] - kk[ok] + 1.0, delta)
     return out
 
 
@@ -130,6 +130,8 @@ def clopper_pearson_interval(k: np.ndarray | int, n: np.ndarray | int,
     -------
     (low, high) : arrays of the broadcast shape of k and n
     """
+    from scipy import stats  # reports only: the gate needs no scipy.stats
+
     _check_level(level, "level")
     kk, nn = _counts(k, n, table, rows)
     low, high = np.zeros(kk.shape), np.ones(kk.shape)
@@ -278,7 +280,7 @@ def deployment_check(evidence: Evidence | tuple[int, int], policy: str,
         n, k = evidence
     cp = float(clopper_pearson_upper(k, n, delta, table="deployment_safety", rows=None))
     n, k = int(n), int(k)
-    post = float(stats.beta.ppf(1.0 - delta, a + k, b + n - k))
+    post = float(betaincinv(a + k, b + n - k, 1.0 - delta))
     bound = cp if method == "clopper_pearson" else post
     passed = bool(bound <= alpha_deploy)
     label = "CP" if method == "clopper_pearson" else f"posterior (Beta({a:g}, {b:g}) prior)"

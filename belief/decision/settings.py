@@ -63,6 +63,11 @@ class CVUSettings:
         R, outcomes per joint draw of the regression estimator (N = R·S pairs, R ≥ 2).
     draw_blocks : int
         Contiguous blocks of draws for the batch-means error of the finite draws (≥ 2).
+    blas_threads : int
+        Threads of the BLAS pool while CVU runs (threadpoolctl; 0 = leave the pool as it is).
+        Default 1: measured on the shipped example (2 cores, loaded), a β = 1 decision with
+        φ = mean took 1.4–2.3 s on one thread against 6.3–8.7 s on the default pool of 2
+        (``benchmarks/bench_cvu.py --threads``): CVU's products are too small for threads.
     """
 
     n_outcomes: int = 256
@@ -78,6 +83,7 @@ class CVUSettings:
     min_ess: float = 100.0
     regression_replicates: int = 8
     draw_blocks: int = 32
+    blas_threads: int = 1
 
     def __post_init__(self) -> None:
         integer(self.n_outcomes, "CVUSettings.n_outcomes", minimum=2)
@@ -95,6 +101,7 @@ class CVUSettings:
         real(self.min_ess, "CVUSettings.min_ess", minimum=0.0)
         integer(self.regression_replicates, "CVUSettings.regression_replicates", minimum=2)
         integer(self.draw_blocks, "CVUSettings.draw_blocks", minimum=2)
+        integer(self.blas_threads, "CVUSettings.blas_threads", minimum=0)
 
 
 @dataclass(frozen=True)

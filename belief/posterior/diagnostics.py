@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["CHECK_VARS", "Convergence", "check_convergence", "convergence_table", "next_steps"]
+__all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "Convergence", "check_convergence",
+           "convergence_from_table", "convergence_table", "diagnostics_table",
+           "judge_convergence", "next_steps"]
 
 CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
                         "tau_lens", "tau_method", "tau_candidate"],
@@ -53,12 +55,21 @@ def check_convergence(idata: xr.DataTree, var_names: list[str] | None = None, *,
     :func:`convergence_table`: max R-hat, min bulk and tail ESS (NaN entries, e.g. of
     constant elements, are skipped), with the element where each occurs in the reason.
     """
-    table = convergence_table(idata, var_names, rhat_max=rhat_max, ess_min=ess_min,
-                              max_divergences=max_divergences)
+    return convergence_from_table(diagnostics_table(idata, var_names), rhat_max=rhat_max,
+                                  ess_min=ess_min, max_divergences=max_divergences,
+                                  divergences=_divergences(idata))
+
+
+def convergence_from_table(table: pd.DataFrame, *, rhat_max: float = 1.01,
+                           ess_min: float = 400.0, max_divergences: int = 0,
+                           divergences: int | None = None) -> Convergence:
+    """:func:`check_convergence` from a :func:`diagnostics_table` already computed (one fit:
+    the worst R-hat, bulk and tail ESS over its rows; its divergences, default the table's)."""
     r, r_at = _extreme(table, "rhat", largest=True)
     eb, eb_at = _extreme(table, "ess_bulk", largest=False)
     et, et_at = _extreme(table, "ess_tail", largest=False)
-    div = _divergences(idata)
+    div = (int(table["divergences"].max()) if len(table) else 0) if divergences is None \
+        else int(divergences)
     problems = _problems(r, r_at, eb, eb_at, et, et_at, div, rhat_max, ess_min,
                          max_divergences)
     return Convergence(r, eb, et, div, not problems, "; ".join(problems) or "converged")
@@ -108,6 +119,66 @@ def _worst(da: xr.DataArray, pick) -> tuple[float, str]:
     return float(values.ravel()[flat]), where
 
 
+DIAGNOSTIC_COLUMNS = ["rhat", "rhat_at", "ess_bulk", "ess_bulk_at", "ess_tail", "ess_tail_at",
+                      "divergences"]
+"""Columns of :func:`diagnostics_table` (what a fit's draws give, before any threshold)."""
+
+
+def diagnostics_table(idata: xr.DataTree, var_names: list[str] | None = None) -> pd.DataFrame:
+    """Per-variable R-hat, bulk and tail ESS of one fit, naming the worst element of each.
+
+    Parameters
+    ----------
+    idata : DataTree
+        A fit with ``posterior`` (and ``sample_stats`` for divergences).
+    var_names : list of str, optional
+        Variables to check (default: every posterior variable).
+
+    Returns
+    -------
+    DataFrame
+        One row per variable (index ``variable``), columns :data:`DIAGNOSTIC_COLUMNS`:
+        ``rhat`` = max over the variable's elements of the rank-normalised split R-hat and
+        ``rhat_at`` (the element), ``ess_bulk`` / ``ess_tail`` (min) and where,
+        ``divergences`` (of the whole fit).
+    """
+    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
+
+    post = idata["posterior"].to_dataset()
+    names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
+
+    def as_ds(obj) -> xr.Dataset:
+        return obj.to_dataset() if isinstance(obj, xr.DataTree) else obj
+
+    rhat = as_ds(az.rhat(idata, var_names=names))
+    ess_b = as_ds(az.ess(idata, var_names=names, method="bulk"))
+    ess_t = as_ds(az.ess(idata, var_names=names, method="tail"))
+    div = _divergences(idata)
+    rows = []
+    for name in names:
+        r, r_at = _worst(rhat[name].rename(name), np.nanargmax)
+        eb, eb_at = _worst(ess_b[name].rename(name), np.nanargmin)
+        et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
+        rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
+                     "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
+                     "divergences": div})
+    return pd.DataFrame(rows, columns=["variable", *DIAGNOSTIC_COLUMNS]).set_index("variable")
+
+
+def judge_convergence(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 400.0,
+                      max_divergences: int = 0) -> pd.DataFrame:
+    """A :func:`diagnostics_table` with the thresholds applied: columns ``passed`` and
+    ``problem`` (the thresholds broken, in words; NaN R-hat or ESS counts as broken) added."""
+    out = table.copy()
+    problems = [_problems(float(row["rhat"]), str(row["rhat_at"]), float(row["ess_bulk"]),
+                          str(row["ess_bulk_at"]), float(row["ess_tail"]),
+                          str(row["ess_tail_at"]), int(row["divergences"]), rhat_max, ess_min,
+                          max_divergences) for _, row in table.iterrows()]
+    out["passed"] = [not p for p in problems]
+    out["problem"] = ["; ".join(p) for p in problems]
+    return out
+
+
 def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
                       rhat_max: float = 1.01, ess_min: float = 400.0,
                       max_divergences: int = 0) -> pd.DataFrame:
@@ -127,34 +198,11 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
     DataFrame
         One row per variable (index ``variable``): ``rhat`` (max) and ``rhat_at`` (the element),
         ``ess_bulk`` / ``ess_tail`` (min) and where, ``divergences`` (of the whole fit),
-        ``passed`` and ``problem`` (the thresholds broken, in words).
+        ``passed`` and ``problem`` (the thresholds broken, in words):
+        :func:`judge_convergence` of :func:`diagnostics_table`.
     """
-    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
-
-    post = idata["posterior"].to_dataset()
-    names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
-
-    def as_ds(obj) -> xr.Dataset:
-        return obj.to_dataset() if isinstance(obj, xr.DataTree) else obj
-
-    rhat = as_ds(az.rhat(idata, var_names=names))
-    ess_b = as_ds(az.ess(idata, var_names=names, method="bulk"))
-    ess_t = as_ds(az.ess(idata, var_names=names, method="tail"))
-    div = _divergences(idata)
-    rows = []
-    for name in names:
-        r, r_at = _worst(rhat[name].rename(name), np.nanargmax)
-        eb, eb_at = _worst(ess_b[name].rename(name), np.nanargmin)
-        et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
-        problems = _problems(r, r_at, eb, eb_at, et, et_at, div, rhat_max, ess_min,
-                             max_divergences)
-        rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
-                     "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
-                     "divergences": div, "passed": not problems,
-                     "problem": "; ".join(problems)})
-    columns = ["variable", "rhat", "rhat_at", "ess_bulk", "ess_bulk_at", "ess_tail",
-               "ess_tail_at", "divergences", "passed", "problem"]
-    return pd.DataFrame(rows, columns=columns).set_index("variable")
+    return judge_convergence(diagnostics_table(idata, var_names), rhat_max=rhat_max,
+                             ess_min=ess_min, max_divergences=max_divergences)
 
 
 def next_steps(table: pd.DataFrame, escalations: dict[str, str] | None = None) -> list[str]:

@@ -28,7 +28,8 @@ additive combination of their separate effects can.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
-from belief.posterior.diagnostics import CHECK_VARS, check_convergence
+from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
 
 __all__ = [
     "PolicyConditionalError",
@@ -83,7 +84,8 @@ class SensitivityReport:
     draws : Dataset
         ``S`` (``sample``, ``direction``), ``S_per_unit``, ``gamma`` (``sample``, ``pair``),
         ``joint``, ``alone_first``, ``alone_second`` (``sample``, ``pair``), ``synergy``
-        (0/1 per draw).
+        (0/1 per draw).  Built with a callable instead (a report stored in a belief file),
+        they are read on first access.
     ranking : DataFrame
         Per direction, most influential first: ``S_mean``, ``S_sd``, ``S_lo``, ``S_hi``
         (equal-tailed ``prob`` interval), ``S_per_unit_mean``, ``influence_mean`` (E|S|),
@@ -105,7 +107,7 @@ class SensitivityReport:
     """
 
     policy: str
-    draws: xr.Dataset
+    _draws: xr.Dataset | Callable[[], xr.Dataset] = field(repr=False)
     ranking: pd.DataFrame
     synergy: pd.DataFrame
     standardisation: str
@@ -113,6 +115,13 @@ class SensitivityReport:
     prob: float = 0.9
     reliable: bool = True
     reliability_reason: str = "not checked"
+
+    @property
+    def draws(self) -> xr.Dataset:
+        """The report's draws (see the class docstring); read once when given as a callable."""
+        if callable(self._draws):
+            object.__setattr__(self, "_draws", self._draws())
+        return self._draws
 
     @property
     def directions(self) -> list[str]:
@@ -139,7 +148,8 @@ def compare_sensitivities(first: SensitivityReport, second: SensitivityReport) -
     return first.compare(second)
 
 
-def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> SensitivityReport:
+def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9,
+                       convergence: Convergence | None = None) -> SensitivityReport:
     """The report of one policy from a fit of :class:`models.sensitivity.SensitivityModel`.
 
     Parameters
@@ -151,6 +161,10 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> Se
         A policy with sensitivity runs in the fit.
     prob : float
         Probability of the equal-tailed intervals (ArviZ ``eti``).
+    convergence : Convergence, optional
+        The fit's :func:`belief.posterior.diagnostics.check_convergence` on
+        ``CHECK_VARS["sensitivity"]`` with ESS ≥ 10 % of the draws, when already computed
+        (the same for every policy of the fit); computed here otherwise.
 
     Returns
     -------
@@ -223,16 +237,20 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9) -> Se
                              joint=joint, synergy=syn.astype(int))
     draws.attrs.update({"policy": policy, "standardisation": idata.attrs["standardisation"],
                         "link": idata.attrs["link"]})
-    conv = check_convergence(idata, CHECK_VARS["sensitivity"],
-                             ess_min=0.1 * s.sizes["sample"])
+    conv = convergence or check_convergence(idata, CHECK_VARS["sensitivity"],
+                                            ess_min=0.1 * s.sizes["sample"])
     return SensitivityReport(policy, draws, ranking, synergy, idata.attrs["standardisation"],
                              idata.attrs["link"], prob, conv.reliable, conv.reason)
 
 
 def sensitivity_reports(idata: xr.DataTree, prob: float = 0.9) -> dict[str, SensitivityReport]:
-    """One :class:`SensitivityReport` per fitted policy, indexed by policy (never pooled)."""
-    return {str(p): sensitivity_report(idata, str(p), prob)
-            for p in idata["posterior"]["policy"].values}
+    """One :class:`SensitivityReport` per fitted policy, indexed by policy (never pooled); the
+    convergence check, the same for every policy of the fit, is computed once."""
+    post = idata["posterior"]
+    conv = check_convergence(idata, CHECK_VARS["sensitivity"],
+                             ess_min=0.1 * (post.sizes["chain"] * post.sizes["draw"]))
+    return {str(p): sensitivity_report(idata, str(p), prob, conv)
+            for p in post["policy"].values}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,10 @@ What the saved file holds (checked by :func:`load`)
     priors, evidence files and their SHA-256; absent from a campaign's ``belief.nc``, which was
     not fitted by :func:`belief.workflow.fit.fit`), ``candidates_toml`` (the candidate file's
     text), ``candidates_sha256``, ``candidates_source`` and ``costs_complete`` (1 when the
-    costs table lists every executed action, as a campaign's does).
+    costs table lists every executed action, as a campaign's does); ``derived`` (JSON: the
+    convergence table and sensitivity reports computed from the stored draws at save time,
+    with the draws' SHA-256) and ``/derived/sensitivity/<i>`` (the reports' draws), see
+    :mod:`belief.workflow.derived`.
 
 Writes go to a temporary file in the same folder, are fsync'ed and renamed over the target
 (:func:`belief.files.atomic_write`), so a crash never leaves a half-written belief.
@@ -44,7 +47,15 @@ from belief.inputs.candidate_file import (
 )
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence_dir import EvidenceTables, validate_tables
-from belief.workflow.fitted import FittedBelief, dataset_table, posterior_convergence
+from belief.workflow.derived import (
+    Derived,
+    compare_diagnostics,
+    judge_models,
+    posterior_diagnostics,
+    posterior_digests,
+    read_derived,
+)
+from belief.workflow.fitted import DerivedMissingWarning, FittedBelief, dataset_table
 
 __all__ = ["FORMAT", "check_file", "decide_from", "load", "load_belief", "load_tree", "save",
            "save_belief"]
@@ -57,18 +68,60 @@ _SETTINGS_KEYS = ("belief_version", "draws", "tune", "chains", "seed", "policy",
 
 def check_file(path: str | Path, candidates: str | Path | None = None,
                rhat_max: float | None = None, ess_min: float | None = None,
-               max_divergences: int = 0) -> pd.DataFrame:
+               max_divergences: int = 0, recompute: bool = False) -> pd.DataFrame:
     """Convergence table of a belief file (``belief check``); works on bare files without a
-    candidate set too (:func:`belief.workflow.belief_file.save_belief` alone)."""
-    path = Path(path)
-    attrs, groups = _open_checked(path)
-    if candidates is not None or "candidates_toml" in attrs:
-        return load(path, candidates).convergence(rhat_max, ess_min, max_divergences)
-    if "posterior" not in groups:
-        raise InputError(str(path), "no fitted model to check (no /posterior group)")
-    return posterior_convergence(_read_group(path, "posterior", tree=True), None, rhat_max,
-                                 ess_min, max_divergences, label=str(path))
+    candidate set too (:func:`belief.workflow.belief_file.save_belief` alone).
 
+    The diagnostics are those the file stores, computed from its draws when it was saved
+    (:mod:`belief.workflow.derived`): the header is read and checked, the settings and the
+    stored diagnostics parsed; no group is opened.  With ``recompute``, they are recomputed
+    from the stored draws and compared with the stored ones (refused when they differ); a file
+    without them has them recomputed (and says so).  With ``candidates``, the whole belief is
+    loaded (:func:`load`) and checked against them first.  The table's attribute
+    ``diagnostics`` says where the figures come from.
+
+    Raises
+    ------
+    InputError
+        Naming the file: not a belief file, damaged, or stored diagnostics that disagree with
+        the draws (``recompute``).
+    """
+    path = Path(path)
+    label = str(path)
+    attrs, groups = _open_checked(path)
+    stored = read_derived(attrs.get("derived"), lambda g: _read_group(path, g), label)
+    settings: dict[str, Any] = {}
+    if candidates is not None:
+        settings = load(path, candidates).settings
+    elif "settings" in attrs:
+        try:
+            settings = _check_settings(json.loads(str(attrs["settings"])), label, priors=False)
+        except json.JSONDecodeError:
+            raise InputError(label, "settings attribute is not valid JSON (file "
+                                    "damaged)") from None
+    if stored is not None and not recompute:
+        table = judge_models(stored.convergence, settings, rhat_max, ess_min, max_divergences,
+                             label)
+        table.attrs["diagnostics"] = "stored at fit time"
+        return table
+    if "posterior" not in groups:
+        raise InputError(label, "no fitted model to check (no /posterior group)")
+    idata = _read_group(path, "posterior", tree=True)
+    if stored is None:
+        import warnings
+
+        warnings.warn(f"{path} holds no stored diagnostics (written before they were "
+                      "stored): recomputing them from its draws", DerivedMissingWarning,
+                      stacklevel=2)
+        raw, source = posterior_diagnostics(idata), "recomputed from the draws (none stored)"
+    else:
+        fresh = Derived(posterior_diagnostics(idata), {}, posterior_digests(idata))
+        compare_diagnostics(stored, fresh, label)
+        raw, source = fresh.convergence, ("recomputed from the stored draws: the same as those "
+                                          "stored at fit time")
+    table = judge_models(raw, settings, rhat_max, ess_min, max_divergences, label)
+    table.attrs["diagnostics"] = source
+    return table
 
 
 # -- fit, save, load ----------------------------------------------------------------------------
@@ -77,7 +130,9 @@ def save(fitted: FittedBelief, path: str | Path) -> Path:
     return fitted.save(path)
 
 
-def _check_settings(settings: Any, label: str) -> dict[str, Any]:
+def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str, Any]:
+    """The stored settings, checked: a JSON object with every key, written by this version,
+    integer counts, and (with ``priors``) priors that build this version's prior objects."""
     if not isinstance(settings, dict):
         raise InputError(label, "settings attribute is not a JSON object")
     missing = [k for k in _SETTINGS_KEYS if k not in settings]
@@ -91,6 +146,8 @@ def _check_settings(settings: Any, label: str) -> dict[str, Any]:
         v = settings[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:  # JSON integers only
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
+    if not priors:
+        return settings
     from models.exec_risk import ExecRiskPriors
     from models.gains import GainsPriors
     from models.sensitivity import SensitivityPriors
@@ -190,7 +247,8 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
                             costs_complete=str(attrs.get("costs_complete", 0)) == "1")
     loader = (lambda: _read_group(path, "posterior", tree=True)) if "posterior" in groups \
         else None
-    return FittedBelief(belief, None, stored, tables, settings, path, loader)
+    derived = read_derived(attrs.get("derived"), lambda g: _read_group(path, g), label)
+    return FittedBelief(belief, None, stored, tables, settings, path, loader, derived)
 
 
 def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:

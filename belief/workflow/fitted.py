@@ -28,14 +28,19 @@ from belief.inputs.costs import executed_actions, remaining_budget
 from belief.inputs.evidence import Evidence
 from belief.inputs.evidence_dir import EvidenceTables
 from belief.inputs.resources import make_budget, parse_budget
-from belief.posterior.diagnostics import CHECK_VARS
+from belief.workflow.derived import Derived, compute_derived, judge_models, to_file
 
 if TYPE_CHECKING:  # the decision layer is imported when a decision is taken
     from belief.decision.settings import DecisionSettings
     from belief.decision.weights import WeightRule
 
 
-__all__ = ["FittedBelief", "dataset_table", "netcdf_tree", "posterior_convergence"]
+__all__ = ["DerivedMissingWarning", "FittedBelief", "dataset_table", "netcdf_tree",
+           "posterior_convergence"]
+
+
+class DerivedMissingWarning(UserWarning):
+    """A belief file without stored diagnostics: they are recomputed from its draws."""
 
 
 def _table_ds(df: pd.DataFrame) -> xr.Dataset:
@@ -83,6 +88,10 @@ class FittedBelief:
         Fit settings (stored as JSON in the file; see :mod:`belief.workflow.belief_file`).
     path : Path or None
         The file it was loaded from or last saved to.
+
+    What the draws give once — the convergence diagnostics and the sensitivity reports
+    (:class:`belief.workflow.derived.Derived`) — is computed on first use or when saved, and
+    read from the file when it holds them.
     """
 
     belief: xr.Dataset
@@ -92,6 +101,7 @@ class FittedBelief:
     settings: dict[str, Any]
     path: Path | None = None
     _load_idata: Callable[[], xr.DataTree] | None = field(default=None, repr=False)
+    _derived: Derived | None = field(default=None, repr=False)
 
     # -- properties ---------------------------------------------------------------------------
     @property
@@ -100,6 +110,26 @@ class FittedBelief:
         if self._idata is None:
             self._idata = self._load_idata() if self._load_idata is not None else xr.DataTree()
         return self._idata
+
+    @property
+    def derived(self) -> Derived:
+        """Convergence diagnostics and sensitivity reports of the draws: the file's when it holds
+        them, else computed from the draws (once; a file without them says so in a
+        :class:`DerivedMissingWarning`)."""
+        if self._derived is None:
+            if self._load_idata is not None:  # read from a file that does not hold them
+                import warnings
+
+                warnings.warn(f"{self.path} holds no stored diagnostics (written before they "
+                              "were stored): recomputing them from its draws; save the belief "
+                              "again (or re-fit) to store them", DerivedMissingWarning,
+                              stacklevel=2)
+            self._derived = compute_derived(self.idata)
+        return self._derived
+
+    def recompute_derived(self) -> Derived:
+        """The diagnostics and reports computed afresh from the draws (never the stored ones)."""
+        return compute_derived(self.idata)
 
     @property
     def candidate_set(self) -> CandidateSet:
@@ -156,6 +186,8 @@ class FittedBelief:
                  "costs_complete": "1" if self.tables.costs_complete else "0"}
         if self.settings:  # a belief fitted here; one loaded from a bare file has none
             attrs["settings"] = json.dumps(jsonable(self.settings), sort_keys=True)
+        attrs["derived"], derived_groups = to_file(self.derived)
+        groups.update(derived_groups)
         path = save_belief(path, self.belief, self.idata, groups=groups, attrs=attrs)
         self.path = Path(path)
         return self.path
@@ -175,8 +207,8 @@ class FittedBelief:
             thresholds and ``escalations`` (model → what the fit tried after a failing first
             attempt, from the belief's ``<model>_escalation``).
         """
-        table = posterior_convergence(self.idata, self.settings, rhat_max, ess_min,
-                                      max_divergences, label=str(self.path or "belief"))
+        table = judge_models(self.derived.convergence, self.settings, rhat_max, ess_min,
+                             max_divergences, label=str(self.path or "belief"))
         models = table.index.get_level_values("model").unique()
         table.attrs["escalations"] = {
             m: str(self.belief.attrs.get(f"{m}_escalation", "none")) for m in models}
@@ -331,11 +363,7 @@ class FittedBelief:
     def sensitivity_reports(self) -> dict[str, Any]:
         """One :class:`belief.posterior.sensitivity.SensitivityReport` per policy with
         sensitivity runs."""
-        from belief.posterior.sensitivity import sensitivity_reports
-
-        if "sensitivity" not in self.idata.children:
-            return {}
-        return sensitivity_reports(self.idata["sensitivity"])
+        return dict(self.derived.sensitivity)
 
     def deployment_check(self, alpha_deploy: float = 0.05, delta: float = 0.05,
                          method: str = "clopper_pearson") -> xr.Dataset:
@@ -409,31 +437,15 @@ class FittedBelief:
 def posterior_convergence(idata: xr.DataTree, settings: Mapping[str, Any] | None = None,
                           rhat_max: float | None = None, ess_min: float | None = None,
                           max_divergences: int = 0, label: str = "belief") -> pd.DataFrame:
-    """Convergence table of every model in ``idata`` (see :meth:`FittedBelief.convergence`).
+    """Convergence table of every model in ``idata`` (see :meth:`FittedBelief.convergence`),
+    computed from its draws.
 
     Default thresholds: the fit's settings; without them R-hat ≤ 1.01 and ESS ≥ 10 % of each
-    model's draws × chains (the rule of :class:`belief.posterior.fitter.FitSettings`).
+    model's draws × chains (the rule of :class:`belief.posterior.fitter.FitSettings`):
+    :func:`belief.workflow.derived.judge_models` of
+    :func:`belief.workflow.derived.posterior_diagnostics`.
     """
-    from belief.posterior.diagnostics import convergence_table
+    from belief.workflow.derived import posterior_diagnostics
 
-    settings = settings or {}
-    rhat_max = float(settings.get("rhat_max", 1.01) if rhat_max is None else rhat_max)
-    frames = {}
-    thresholds = []
-    for name, node in idata.children.items():
-        if "posterior" not in node.children:
-            continue
-        post = node["posterior"]
-        ess = ess_min if ess_min is not None else settings.get(
-            "ess_min", 0.1 * post.sizes.get("chain", 1) * post.sizes.get("draw", 1))
-        thresholds.append(float(ess))
-        frames[name] = convergence_table(node, CHECK_VARS.get(name), rhat_max=rhat_max,
-                                         ess_min=float(ess), max_divergences=max_divergences)
-    if not frames:
-        raise InputError(label, "no fitted model to check")
-    table = pd.concat(frames, names=["model", "variable"])
-    table.attrs.update({"rhat_max": rhat_max, "ess_min": min(thresholds),
-                        "max_divergences": max_divergences})
-    return table
-
-
+    return judge_models(posterior_diagnostics(idata), settings, rhat_max, ess_min,
+                        max_divergences, label)
