@@ -20,6 +20,8 @@ __all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags"]
 FLAGS: dict[str, str] = {
     "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
     "CVUSettings.n_outcomes": "--cvu-outcomes", "alpha_exec": "--alpha-exec",
+    "CVUSettings.continuation": "--continuation",
+    "CVUSettings.rollout_depth": "--rollout-depth",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

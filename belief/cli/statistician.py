@@ -56,6 +56,12 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                    help="horizon T: at step T − 1 CVU := 0 (default: none)")
     p.add_argument("--cvu-outcomes", type=int, default=256,
                    help="simulated outcomes per candidate in CVU (default 256)")
+    p.add_argument("--continuation", default="one_step", metavar="KIND",
+                   help="CVU's continuation: one_step (G0, default), lookahead2 (two-step "
+                        "look-ahead) or rollout (the U0-greedy policy for --rollout-depth "
+                        "steps); slower than one_step")
+    p.add_argument("--rollout-depth", type=int, default=2, metavar="D",
+                   help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
@@ -74,7 +80,8 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
-        cvu=CVUSettings(n_outcomes=args.cvu_outcomes), horizon=args.horizon)
+        cvu=CVUSettings(n_outcomes=args.cvu_outcomes, continuation=args.continuation,
+                        rollout_depth=args.rollout_depth), horizon=args.horizon)
 
 
 def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
