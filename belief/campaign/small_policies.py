@@ -35,6 +35,7 @@ rollout_d          U0(m) + E_y R_d(s^{m,y}), R_d the value of d steps of u0 on t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -372,28 +373,40 @@ def standard_policies(lookahead: Sequence[int] = (2,), rollout: Sequence[int] = 
 
 def compare_policies(problems: Sequence[SmallProblem], policies: Mapping[str, Policy],
                      engine_seeds: Sequence[int] = (), engine_draws: int = 1000,
-                     engine_outcomes: int = 256) -> pd.DataFrame:
+                     engine_outcomes: int = 256,
+                     engine_variants: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
     """One row per (problem, policy): expected value, the Bayes-optimal value, the fraction
     captured; the engine rows are the mean over ``engine_seeds`` (each seed is a different,
-    deterministic policy) with the standard error over seeds as ``mcse``."""
+    deterministic policy) with the standard error over seeds as ``mcse``.
+
+    ``engine_variants`` (name → :class:`EngineQ` keyword arguments, e.g. ``{"continuation":
+    "lookahead2"}``) adds one engine row per variant (DESIGN stop); every engine row also
+    holds ``seconds`` (wall time of its engine calls over all seeds) and ``calls`` (the states
+    it scored), so ``seconds / calls`` is the wall time per decision."""
     rows = []
     cache: dict = {}
+    variants: dict[str, tuple[str, Mapping]] = {}
+    if engine_seeds:
+        variants = {"q_engine": ("design", {}), "q_engine_q>0": ("q>0", {})}
+        variants.update({name: ("design", dict(kw))
+                         for name, kw in (engine_variants or {}).items()})
     for prob in problems:
         v_star = prob.bayes_value()
         for name, pol in policies.items():
             v = policy_value(prob, pol)
             rows.append({"problem": prob.name, "policy": name, "value": v, "mcse": 0.0,
                          "bayes": v_star})
-        for stop in ("design", "q>0"):
-            if not engine_seeds:
-                break
-            vals = [policy_value(prob, EngineQ(engine_draws, engine_outcomes, sd, stop,
-                                               cache)) for sd in engine_seeds]
-            rows.append({"problem": prob.name,
-                         "policy": "q_engine" + ("" if stop == "design" else "_q>0"),
-                         "value": float(np.mean(vals)),
+        for name, (stop, kw) in variants.items():
+            vals, calls = [], 0
+            t0 = time.perf_counter()
+            for sd in engine_seeds:
+                pol = EngineQ(engine_draws, engine_outcomes, sd, stop, cache, **kw)
+                vals.append(policy_value(prob, pol))
+                calls += pol.calls
+            rows.append({"problem": prob.name, "policy": name, "value": float(np.mean(vals)),
                          "mcse": float(np.std(vals, ddof=1) / np.sqrt(len(vals)))
-                         if len(vals) > 1 else float("nan"), "bayes": v_star})
+                         if len(vals) > 1 else float("nan"), "bayes": v_star,
+                         "seconds": time.perf_counter() - t0, "calls": calls})
     df = pd.DataFrame(rows)
     df["fraction"] = df.value / df.bayes
     df["gap"] = df.bayes - df.value
