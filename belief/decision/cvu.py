@@ -47,6 +47,11 @@ budget b_t (not deducted) and therefore λ_t = λ(b_t) even for a state-dependen
 background drift (the engine models none); so G0(s^∅) is one number per decision
 (``g0_null``) and Q = U0 + β·CVU ranks candidates exactly as U0 + β·E_Y[G0(s^{m,Y})] does.
 
+``CVUSettings.continuation`` replaces G0 by a non-myopic continuation V in both terms — the
+two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu_lookahead`,
+which states its estimator and errors); the default ``one_step`` is the framework's CVU, and
+the continuation is truncated to the decisions the horizon leaves after m.
+
 Safety feasibility in s_{t+1} is held at its current value (the execution-safety channel of CVU
 is not modelled; :class:`~belief.decision.preposterior.NextState` takes a per-outcome
 feasibility when it is); the experiments themselves come from the models through
