@@ -10,7 +10,8 @@ terms of CVU(m) = E_Y[V(s^{m,Y})] − V(s^∅) (so the value against stopping, U
 - ``rollout`` of depth d: R_d(s') = 0 if the U0-greedy policy stops at s' (no feasible U0 > 0),
   else U0(c_1 | s') + E_{Y_1}[R_{d−1}(s'^{c_1,Y_1})] with c_1 = argmax U0(· | s'), R_1 = G0.
 
-Both are truncated to the steps the horizon leaves after m (depth min(d, T − t − 1)); depth 1
+β weighs only the outer term (Q = U0 + β·CVU); inside V the recursion is the Bellman one
+(β = 1), as G0 is.  Both are truncated to the steps the horizon leaves after m (depth min(d, T − t − 1)); depth 1
 is ``one_step`` and uses its estimator unchanged.
 
 **The state after a sequence of actions.**  s'' after m then c: budget b − ΔC(m) − ΔC(c),
