@@ -11,8 +11,8 @@ terms of CVU(m) = E_Y[V(s^{m,Y})] − V(s^∅) (so the value against stopping, U
   else U0(c_1 | s') + E_{Y_1}[R_{d−1}(s'^{c_1,Y_1})] with c_1 = argmax U0(· | s'), R_1 = G0.
 
 β weighs only the outer term (Q = U0 + β·CVU); inside V the recursion is the Bellman one
-(β = 1), as G0 is.  Both are truncated to the steps the horizon leaves after m (depth min(d, T − t − 1)); depth 1
-is ``one_step`` and uses its estimator unchanged.
+(β = 1), as G0 is.  Both are truncated to the steps the horizon leaves after m (depth
+min(d, T − t − 1)); depth 1 is ``one_step`` and uses its estimator unchanged.
 
 **The state after a sequence of actions.**  s'' after m then c: budget b − ΔC(m) − ΔC(c),
 λ'' = λ(b''), c removed if not repeatable, the safety gate held at s_t (as in one-step CVU),
