@@ -11,7 +11,17 @@ on beliefs that still fail the convergence checks after the 2x/4x refits
 (``act_on_unreliable=True``), so that the gate does not cut campaigns short and confound the
 comparison; the number of such decisions is reported.
 
+The limit (issue 18): every policy's net value against the clairvoyant planner's V* on the same
+world (:func:`belief.campaign.clairvoyant.clairvoyant_plan`, exact over the expected dynamics):
+regret V* − V and the fraction V/V* captured, mean over worlds with a 90 % percentile bootstrap
+interval over worlds (4000 resamples).  V* bounds the *expected* net value of any policy; one
+campaign's realised V can exceed it by the luck of its outcomes, so single regrets can be
+negative (their number is printed).  ``--continuations`` adds Q with a non-myopic CVU
+continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation``, with
+``--inner`` inner outcomes) as further rows; the old one-step oracle stays as ``oracle``.
+
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
+        [--continuations lookahead2,rollout2] [--inner 8]
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +57,11 @@ def main() -> None:
                         help="multiply the default λ (a larger λ makes more actions marginal)")
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated allocation policies (default: all)")
+    parser.add_argument("--continuations", default="",
+                        help="comma-separated non-myopic CVU continuations to add as Q rows: "
+                             "lookahead2, rolloutD (D = depth)")
+    parser.add_argument("--inner", type=int, default=8,
+                        help="inner outcomes of the non-myopic continuations")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
     parser.add_argument("--from-json", default=None,
                         help="summarise the rows of an earlier run instead of running")
@@ -68,6 +84,18 @@ def main() -> None:
                         workers=args.workers, scheduler=args.scheduler,
                         budget_scale=args.budget_scale,
                         progress=lambda i, n: print(f"\r{i + 1}/{n}", end="", flush=True))
+    for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
+        kind, depth = ("lookahead2", 2) if cont == "lookahead2" else (
+            "rollout", int(cont.removeprefix("rollout")))
+        cvu = replace(settings.cvu, continuation=kind, rollout_depth=depth,
+                      inner_outcomes=args.inner)
+        extra = run_policies(range(args.worlds), ["q"],
+                             settings_to_dict(replace(settings, cvu=cvu)),
+                             workers=args.workers, scheduler=args.scheduler,
+                             budget_scale=args.budget_scale,
+                             progress=lambda i, n, c=cont: print(f"\r{c} {i + 1}/{n}", end="",
+                                                                 flush=True))
+        rows.extend({**r, "policy": f"q_{cont}"} for r in extra)
     wall = time.perf_counter() - t0
     print()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +106,8 @@ def main() -> None:
 
 
 def _compare(df: pd.DataFrame, col: str, label: str) -> None:
-    present = [p for p in df.policy.unique() if p not in ("q", "oracle", LEGACY)]
+    present = [p for p in df.policy.unique()
+               if p not in ("q", "oracle", LEGACY) and not p.startswith("q_")]
     if not present or "q" not in set(df.policy):
         return
     means = {p: df[df.policy == p][col].mean() for p in df.policy.unique()}
@@ -95,6 +124,14 @@ def _compare(df: pd.DataFrame, col: str, label: str) -> None:
 
 
 LEGACY = "q (Q > 0 stop)"
+
+
+def _boot(x: np.ndarray, reps: int = 4000, seed: int = 2) -> tuple[float, float]:
+    """90 % percentile bootstrap interval of the mean of x."""
+    x = np.asarray(x, float)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, (reps, x.size))].mean(axis=1)
+    return float(np.quantile(means, 0.05)), float(np.quantile(means, 0.95))
 
 
 def legacy_stop_rows(rows: list[dict]) -> list[dict]:
@@ -150,8 +187,10 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
     print(f"{'policy':16s} {'final J':>8s} {'regret J':>9s} {'regret V':>9s} {'90% range':>18s} "
           f"{'V* − V':>8s} {'V/V*':>6s} {'budget':>7s} {'steps':>6s} {'gate viol.':>10s} "
           f"{'unsafe':>7s} {'s/step':>7s}")
-    for p in [*[p for p in POLICIES if p in set(df.policy)], *([LEGACY] if LEGACY in
-                                                               set(df.policy) else [])]:
+    variants = sorted(p for p in set(df.policy) if p.startswith("q_"))
+    order = [*[p for p in POLICIES if p in set(df.policy)], *variants,
+             *([LEGACY] if LEGACY in set(df.policy) else [])]
+    for p in order:
         d = df[df.policy == p]
         reg = d["regret"].to_numpy() if has_oracle else np.full(len(d), np.nan)
         regv = d["regret_net"].to_numpy() if has_oracle else np.full(len(d), np.nan)
@@ -162,6 +201,27 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
               f"{d.budget_used_fraction.mean():7.2f} {d.steps.mean():6.1f} "
               f"{d.gate_violations.sum():10d} {d.unsafe_events.sum():7d} "
               f"{np.nanmean(per_step):7.2f}")
+    n_worlds = df.variation.nunique()
+    print(f"\nagainst the limit (clairvoyant V*, {n_worlds} worlds; V* mean "
+          f"{np.mean(list(limit.values())):.4f}): mean and 90 % bootstrap interval over worlds")
+    print(f"{'policy':16s} {'V*−V':>8s} {'90% CI':>18s} {'V/V*':>6s} {'90% CI':>16s} "
+          f"{'min V/V*':>8s} {'V>V*':>5s}")
+    for p in order:
+        d = df[df.policy == p]
+        reg, cap = d.regret_clairvoyant.to_numpy(), d.captured.to_numpy()
+        (rl, rh), (cl, ch) = _boot(reg), _boot(cap)
+        print(f"{p:16s} {reg.mean():8.4f} [{rl:7.4f}, {rh:7.4f}] {cap.mean():6.3f} "
+              f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} {int((reg < 0).sum()):5d}")
+    for p in variants:
+        a = df[df.policy == "q"].set_index("variation")
+        b = df[df.policy == p].set_index("variation")
+        diff = (b.captured - a.captured).dropna().to_numpy()
+        lo, hi = _boot(diff)
+        print(f"{p} − q, paired over worlds: V/V* {diff.mean():+.3f} (90% CI [{lo:+.3f}, "
+              f"{hi:+.3f}]); wall time per step "
+              f"{np.nanmean(np.concatenate([np.asarray(s) for s in b.step_seconds])):.2f} s vs "
+              f"{np.nanmean(np.concatenate([np.asarray(s) for s in a.step_seconds])):.2f} s "
+              f"(same run)")
     if has_oracle:
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")

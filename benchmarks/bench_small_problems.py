@@ -17,8 +17,17 @@ Decomposition of Q's shortfall, per problem, in units of V_Bayes:
 ``--deep`` adds the named and random problems at horizons 5 and 6 (exact policies only), to
 see which look-ahead depth the gap needs when more steps remain.
 
+The engine's non-myopic continuations (issue 18, phase 2; ``CVUSettings.continuation``, run
+through the same :func:`~belief.decision.cvu.continuation_value` as ``q_engine``):
+``q_engine_la2`` (two-step look-ahead), ``q_engine_roll1`` / ``_roll2`` / ``_roll3`` (greedy
+rollout of depth d; d = 1 is one_step by definition, kept as a check), with ``--inner`` inner
+outcomes.  For each: the fraction of V_Bayes captured (mean over problems of the per-problem
+mean over seeds) with a 90 % percentile bootstrap interval over problems (2000 resamples), and
+the wall time per decision (engine calls at states with ≥ 2 steps left) against one_step's in
+the same run.
+
     uv run python benchmarks/bench_small_problems.py [--seeds 10] [--draws 1000]
-        [--outcomes 256] [--random 18] [--deep]
+        [--outcomes 256] [--random 18] [--deep] [--inner 16] [--no-continuations]
 """
 
 from __future__ import annotations
@@ -43,6 +52,37 @@ from belief.campaign.small_problems import benchmark_problems, perfect_informati
 
 SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "lookahead_2",
         "rollout_2", "rollout_3"]
+VARIANTS = {"q_engine_la2": {"continuation": "lookahead2"},
+            "q_engine_roll1": {"continuation": "rollout", "rollout_depth": 1},
+            "q_engine_roll2": {"continuation": "rollout", "rollout_depth": 2},
+            "q_engine_roll3": {"continuation": "rollout", "rollout_depth": 3}}
+
+
+def bootstrap_mean(x: np.ndarray, reps: int = 2000, level: float = 0.9,
+                   seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of x (resampling its elements)."""
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, (reps, x.size))].mean(axis=1)
+    return (float(np.quantile(means, (1 - level) / 2)),
+            float(np.quantile(means, (1 + level) / 2)))
+
+
+def continuation_summary(df: pd.DataFrame, names: list[str], label: str) -> None:
+    print(f"\n{label} ({df.problem.nunique()} problems): engine continuations, fraction of "
+          "V_Bayes (90 % bootstrap CI over problems) and wall time per decision")
+    base = df[df.policy == "q_engine"]
+    t_base = base.seconds.sum() / base.calls.sum()
+    print(f"{'policy':16s} {'mean':>7s} {'90% CI':>15s} {'min':>7s} {'short>3%':>8s} "
+          f"{'ms/decision':>11s} {'× one_step':>10s}")
+    for pol in names:
+        d = df[df.policy == pol]
+        if d.empty:
+            continue
+        lo, hi = bootstrap_mean(d.fraction.to_numpy())
+        t = d.seconds.sum() / d.calls.sum() if d.calls.sum() else np.nan
+        print(f"{pol:16s} {d.fraction.mean():7.3f} [{lo:6.3f}, {hi:6.3f}] "
+              f"{d.fraction.min():7.3f} {int((d.fraction < 0.97).sum()):5d}/{len(d):<2d} "
+              f"{t * 1e3:11.0f} {t / t_base:10.2f}")
 
 
 def summary(df: pd.DataFrame, policies: list[str], label: str) -> None:
@@ -65,6 +105,10 @@ def main() -> None:
     parser.add_argument("--outcomes", type=int, default=256, help="CVU outcomes J")
     parser.add_argument("--random", type=int, default=18, help="random problems kept")
     parser.add_argument("--deep", action="store_true", help="also horizons 5 and 6")
+    parser.add_argument("--inner", type=int, default=16,
+                        help="inner outcomes K of the non-myopic continuations")
+    parser.add_argument("--no-continuations", action="store_true",
+                        help="skip the engine's look-ahead and rollout rows")
     parser.add_argument("--out", default="benchmarks/results/small_problems.json")
     args = parser.parse_args()
 
@@ -74,8 +118,11 @@ def main() -> None:
     df = compare_policies(problems, policies)
     t_exact = time.perf_counter() - t0
     t0 = time.perf_counter()
+    variants = {} if args.no_continuations else {
+        k: {**v, "inner_outcomes": args.inner} for k, v in VARIANTS.items()}
     eng = compare_policies(problems, {}, engine_seeds=range(args.seeds),
-                           engine_draws=args.draws, engine_outcomes=args.outcomes)
+                           engine_draws=args.draws, engine_outcomes=args.outcomes,
+                           engine_variants=variants)
     t_engine = time.perf_counter() - t0
     df = pd.concat([df, eng], ignore_index=True)
     pi = {p.name: perfect_information_value(p) for p in problems}
@@ -120,6 +167,18 @@ def main() -> None:
     print(f"{'mean over all':26s} {1 - mean['q_engine']:7.3f} {1 - mean['q_exact']:7.3f} "
           f"{mean['q_exact'] - mean['q_engine']:7.3f} {'':7s} "
           f"{mean['q_engine'] - mean['q_engine_q>0']:8.3f}")
+
+    if variants:
+        names = ["q_engine", *variants]
+        continuation_summary(df, names, "all")
+        continuation_summary(df[df.problem.isin(hard)], names,
+                             "where learning matters (u0 < 97 % of Bayes)")
+        print(f"\n{'problem':26s} " + " ".join(f"{c[9:] or 'one_step':>9s}" for c in names)
+              + f" {'bayes':>7s} {'la_2 ex':>7s} {'roll_2 ex':>9s}")
+        for name in order:
+            f = wide.loc[name]
+            print(f"{name:26s} " + " ".join(f"{f[c]:9.3f}" for c in names)
+                  + f" {1.0:7.3f} {f['lookahead_2']:7.3f} {f['rollout_2']:9.3f}")
 
     # cost of one engine call (CVU of every feasible candidate at s_0), for the look-ahead
     p = max(problems, key=lambda q: len(q.arms))

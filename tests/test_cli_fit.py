@@ -369,3 +369,32 @@ def test_one_decide_parses_the_functional_once_and_validates_lambda_once(fitted_
         sys.setprofile(None)
     assert code == 0, capsys.readouterr().err
     assert counts == {"functional": 1, "lambda": 1, "beta": 1}, counts
+
+
+def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file, tmp_path,
+                                                                      capsys):
+    """``--continuation rollout --rollout-depth 2`` reaches CVU (every scored candidate says
+    which continuation it used) and gives the same decision as the Python API."""
+    from belief.workflow.belief_file import load
+
+    out = tmp_path / "dec"
+    assert main(["decide", str(fitted_file), "--out", str(out), "--cvu-outcomes", "32",
+                 "--continuation", "rollout", "--rollout-depth", "2"]) == 0
+    capsys.readouterr()
+    table = pd.read_csv(out / "decision.csv").set_index("candidate")
+    scored = table[table.feasible]
+    # the rollout needs importance weights: where the one-step estimator used regression (an
+    # informative paired evaluation) the candidate keeps its one-step value and says so
+    psis = scored["cvu_method"].str.startswith("psis") | scored["cvu_method"].str.startswith(
+        "no outcome")
+    assert psis.any()
+    assert (scored.loc[psis, "cvu_continuation"] == "rollout(d=2)").all()
+    assert scored.loc[psis, "cvu_method"].str.endswith("+rollout").all()
+    assert (scored.loc[~psis, "cvu_continuation"] == "one_step").all()
+    assert scored.loc[~psis, "cvu_reason"].str.contains("rollout not used").all()
+    api = load(fitted_file).decide(cvu_outcomes=32, continuation="rollout", rollout_depth=2)
+    assert api.attrs["continuation"] == "rollout" and api.attrs["continuation_depth"] == 2
+    chosen = table.index[table.chosen].tolist()
+    assert chosen == [api.attrs["chosen"]]
+    np.testing.assert_allclose(scored["cvu"].values,
+                               api["cvu"].sel(candidate=list(scored.index)).values, rtol=1e-9)

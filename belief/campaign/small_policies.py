@@ -35,12 +35,13 @@ rollout_d          U0(m) + E_y R_d(s^{m,y}), R_d the value of d steps of u0 on t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import integrate, special, stats
+from scipy import integrate, special
 
 from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.decision.cvu import CVUSettings, Experiment, continuation_value
@@ -203,21 +204,36 @@ def _posterior_draws(problem: SmallProblem, s: BeliefState, draws: int, seed: in
     return rng.beta(a, b, size=(draws, len(a))), rng
 
 
+def _binom_loglik(y: np.ndarray, n: int, theta: np.ndarray) -> np.ndarray:
+    """log Binomial(y_j | n, θ_i) as a (J, S) array (the same numbers as
+    ``stats.binom.logpmf``, as one outer product)."""
+    y = np.asarray(y, float)
+    coef = special.gammaln(n + 1.0) - special.gammaln(y + 1.0) - special.gammaln(n - y + 1.0)
+    return (coef[:, None] + special.xlogy(y[:, None], theta[None, :])
+            + special.xlog1py(n - y[:, None], -theta[None, :]))
+
+
 def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
-               n_outcomes: int = 256, seed: int = 0) -> dict[str, np.ndarray | float]:
+               n_outcomes: int = 256, seed: int = 0, continuation: str = "one_step",
+               rollout_depth: int = 2, inner_outcomes: int = 32
+               ) -> dict[str, np.ndarray | float]:
     """The engine's U0 and CVU at s, from S joint draws of the conjugate posterior.
 
     The one adapter between the small problems and :func:`belief.decision.cvu.
     continuation_value` (its signature is the only thing here that follows the decision
     layer).  Draws θ_l ~ Beta(α_l, β_l) (seeded by ``seed`` and s); gain draws G d^k θ_{l(m)};
     each candidate's Experiment simulates Y ~ Binomial(n_m, θ) and scores log p(Y | θ_i);
-    its next gains are the current ones with m's own gain × d_m (its next repeat).  U0 is
-    φ = mean of the gain draws − λᵀΔC, as in the engine.
+    its next gains are the current ones with m's own gain × d_m (its next repeat), and so from
+    any state (``Experiment.after``: column m × d_m, exact).  U0 is φ = mean of the gain draws
+    − λᵀΔC, as in the engine.  ``continuation``, ``rollout_depth`` and ``inner_outcomes`` are
+    those of :class:`~belief.decision.settings.CVUSettings`; the steps left after m are the
+    problem's (T − executions − 1).
 
     Returns
     -------
     dict with ``u0``, ``cvu``, ``cvu_mcse`` (arrays over candidates, NaN where infeasible)
-    and ``g0_null`` = G0(s^∅) from the draws.
+    and ``g0_null`` = G0(s^∅) from the draws (V(s^∅) for a non-myopic continuation, which
+    adds ``cvu_bias_bound``).
     """
     theta, rng = _posterior_draws(problem, s, draws, seed)
     lat = [arm.latent for arm in problem.arms]
@@ -228,15 +244,20 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
         arm = problem.arms[m]
         nxt = gain_now.copy()
         nxt[:, m] *= arm.decay
+
+        def after(g, m=int(m), d=arm.decay):
+            out = np.array(g, float)
+            out[:, m] *= d
+            return out
+
         if arm.trials == 0:
-            exps[arm.id] = Experiment(next_gain=nxt)
+            exps[arm.id] = Experiment(next_gain=nxt, after=after)
             continue
         th = theta[:, arm.latent]
         exps[arm.id] = Experiment(
-            next_gain=nxt,
+            next_gain=nxt, after=after,
             simulate=lambda r, idx, th=th, n=arm.trials: r.binomial(n, th[idx]),
-            loglik=lambda y, th=th, n=arm.trials: stats.binom.logpmf(
-                np.asarray(y)[:, None], n, th[None, :]))
+            loglik=lambda y, th=th, n=arm.trials: _binom_loglik(y, n, th))
     lam = np.array(problem.weights, float)
     fn = parse_functional("mean")
     ds = continuation_value(
@@ -244,9 +265,14 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
         fn, available=problem.available(s),
         repeatable=np.array([arm.repeatable for arm in problem.arms]),
         settings=CVUSettings(n_outcomes=n_outcomes, max_refits=0,
-                             seed=int(rng.integers(2**31))))
-    return {"u0": fn(gain_now.T) - problem.c_lambda, "cvu": ds["cvu"].values.astype(float),
-            "cvu_mcse": ds["cvu_mcse"].values.astype(float), "g0_null": ds.attrs["g0_null"]}
+                             seed=int(rng.integers(2**31)), continuation=continuation,
+                             rollout_depth=rollout_depth, inner_outcomes=inner_outcomes),
+        steps_after=problem.steps_left(s) - 1)
+    out = {"u0": fn(gain_now.T) - problem.c_lambda, "cvu": ds["cvu"].values.astype(float),
+           "cvu_mcse": ds["cvu_mcse"].values.astype(float), "g0_null": ds.attrs["g0_null"]}
+    if "cvu_bias_bound" in ds:
+        out["cvu_bias_bound"] = ds["cvu_bias_bound"].values.astype(float)
+    return out
 
 
 @dataclass
@@ -256,8 +282,11 @@ class EngineQ:
     ``stop="design"``: stop when U0 + CVU + G0(s^∅) ≤ 0 for every feasible m (DESIGN.md);
     ``stop="q>0"``: stop when no Q > 0 (the former rule; ``engine.decide`` uses the DESIGN
     stop).  At the last step Q = U0 (from the draws).  ``cache`` (shared between instances)
-    keeps every engine call's result by (problem, s, draws, outcomes, seed), so the two stop
-    rules reuse one computation; ``calls`` counts the engine calls this instance made.
+    keeps every engine call's result by (problem, s, draws, outcomes, seed, continuation), so
+    the two stop rules reuse one computation; ``calls`` counts the engine calls this instance
+    made.  ``continuation``, ``rollout_depth``, ``inner_outcomes``: CVU's continuation
+    (:class:`~belief.decision.settings.CVUSettings`); with a non-myopic one the DESIGN stop
+    compares U0 + E_Y[V(s^{m,Y})] with stopping.
     """
 
     draws: int = 1000
@@ -266,6 +295,9 @@ class EngineQ:
     stop: str = "design"
     cache: dict = field(default_factory=dict, repr=False)
     calls: int = 0
+    continuation: str = "one_step"
+    rollout_depth: int = 2
+    inner_outcomes: int = 32
 
     def __post_init__(self) -> None:
         if self.stop not in ("design", "q>0"):
@@ -280,11 +312,15 @@ class EngineQ:
             lat = [arm.latent for arm in problem.arms]
             return _pick((theta[:, lat] * problem.gain_scale(s)).mean(0) - problem.c_lambda,
                          feasible)
-        key = (problem, s, self.draws, self.n_outcomes, self.seed)
+        key = (problem, s, self.draws, self.n_outcomes, self.seed, self.continuation,
+               self.rollout_depth, self.inner_outcomes)
         if key not in self.cache:
             self.calls += 1
             self.cache[key] = engine_cvu(problem, s, draws=self.draws,
-                                         n_outcomes=self.n_outcomes, seed=self.seed)
+                                         n_outcomes=self.n_outcomes, seed=self.seed,
+                                         continuation=self.continuation,
+                                         rollout_depth=self.rollout_depth,
+                                         inner_outcomes=self.inner_outcomes)
         e = self.cache[key]
         q = np.where(feasible, e["u0"] + e["cvu"], -np.inf)
         return _pick(q, feasible, q + e["g0_null"] if self.stop == "design" else q)
@@ -337,28 +373,40 @@ def standard_policies(lookahead: Sequence[int] = (2,), rollout: Sequence[int] = 
 
 def compare_policies(problems: Sequence[SmallProblem], policies: Mapping[str, Policy],
                      engine_seeds: Sequence[int] = (), engine_draws: int = 1000,
-                     engine_outcomes: int = 256) -> pd.DataFrame:
+                     engine_outcomes: int = 256,
+                     engine_variants: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
     """One row per (problem, policy): expected value, the Bayes-optimal value, the fraction
     captured; the engine rows are the mean over ``engine_seeds`` (each seed is a different,
-    deterministic policy) with the standard error over seeds as ``mcse``."""
+    deterministic policy) with the standard error over seeds as ``mcse``.
+
+    ``engine_variants`` (name → :class:`EngineQ` keyword arguments, e.g. ``{"continuation":
+    "lookahead2"}``) adds one engine row per variant (DESIGN stop); every engine row also
+    holds ``seconds`` (wall time of its engine calls over all seeds) and ``calls`` (the states
+    it scored), so ``seconds / calls`` is the wall time per decision."""
     rows = []
     cache: dict = {}
+    variants: dict[str, tuple[str, Mapping]] = {}
+    if engine_seeds:
+        variants = {"q_engine": ("design", {}), "q_engine_q>0": ("q>0", {})}
+        variants.update({name: ("design", dict(kw))
+                         for name, kw in (engine_variants or {}).items()})
     for prob in problems:
         v_star = prob.bayes_value()
         for name, pol in policies.items():
             v = policy_value(prob, pol)
             rows.append({"problem": prob.name, "policy": name, "value": v, "mcse": 0.0,
                          "bayes": v_star})
-        for stop in ("design", "q>0"):
-            if not engine_seeds:
-                break
-            vals = [policy_value(prob, EngineQ(engine_draws, engine_outcomes, sd, stop,
-                                               cache)) for sd in engine_seeds]
-            rows.append({"problem": prob.name,
-                         "policy": "q_engine" + ("" if stop == "design" else "_q>0"),
-                         "value": float(np.mean(vals)),
+        for name, (stop, kw) in variants.items():
+            vals, calls = [], 0
+            t0 = time.perf_counter()
+            for sd in engine_seeds:
+                pol = EngineQ(engine_draws, engine_outcomes, sd, stop, cache, **kw)
+                vals.append(policy_value(prob, pol))
+                calls += pol.calls
+            rows.append({"problem": prob.name, "policy": name, "value": float(np.mean(vals)),
                          "mcse": float(np.std(vals, ddof=1) / np.sqrt(len(vals)))
-                         if len(vals) > 1 else float("nan"), "bayes": v_star})
+                         if len(vals) > 1 else float("nan"), "bayes": v_star,
+                         "seconds": time.perf_counter() - t0, "calls": calls})
     df = pd.DataFrame(rows)
     df["fraction"] = df.value / df.bayes
     df["gap"] = df.bayes - df.value

@@ -21,6 +21,8 @@ FLAGS: dict[str, str] = {
     "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
     "CVUSettings.n_outcomes": "--cvu-outcomes", "CVUSettings.blas_threads": "--cvu-threads",
     "alpha_exec": "--alpha-exec",
+    "CVUSettings.continuation": "--continuation",
+    "CVUSettings.rollout_depth": "--rollout-depth",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

@@ -59,6 +59,12 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cvu-threads", type=int, default=1,
                    help="BLAS threads while CVU runs (default 1, measured faster here; 0: the "
                         "BLAS library's default pool)")
+    p.add_argument("--continuation", default="one_step", metavar="KIND",
+                   help="CVU's continuation: one_step (G0, default), lookahead2 (two-step "
+                        "look-ahead) or rollout (the U0-greedy policy for --rollout-depth "
+                        "steps); slower than one_step")
+    p.add_argument("--rollout-depth", type=int, default=2, metavar="D",
+                   help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
@@ -77,7 +83,8 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
-        cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads),
+        cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
+                        continuation=args.continuation, rollout_depth=args.rollout_depth),
         horizon=args.horizon)
 
 

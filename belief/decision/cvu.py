@@ -47,6 +47,11 @@ budget b_t (not deducted) and therefore λ_t = λ(b_t) even for a state-dependen
 background drift (the engine models none); so G0(s^∅) is one number per decision
 (``g0_null``) and Q = U0 + β·CVU ranks candidates exactly as U0 + β·E_Y[G0(s^{m,Y})] does.
 
+``CVUSettings.continuation`` replaces G0 by a non-myopic continuation V in both terms — the
+two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu_lookahead`,
+which states its estimator and errors); the default ``one_step`` is the framework's CVU, and
+the continuation is truncated to the decisions the horizon leaves after m.
+
 Safety feasibility in s_{t+1} is held at its current value (the execution-safety channel of CVU
 is not modelled; :class:`~belief.decision.preposterior.NextState` takes a per-outcome
 feasibility when it is); the experiments themselves come from the models through
@@ -62,6 +67,7 @@ import numpy as np
 import xarray as xr
 
 from belief.decision.cvu_estimate import Estimate
+from belief.decision.cvu_lookahead import Context, continuation_rows, expected_continuation
 from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.feasibility import Feasibility, affordable, feasibility
@@ -152,13 +158,56 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
     return est
 
 
+def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
+                       candidate_ids: list[str], kind: str, depth: int, u0_now: np.ndarray,
+                       feasible_now: np.ndarray, eg_one: np.ndarray, se_one: np.ndarray,
+                       idx: np.ndarray, settings: CVUSettings) -> tuple[float, float]:
+    """V(s^∅) and its Monte Carlo error, from the one-step estimates E_Y[G0(s^{c,Y})]:
+
+    - look-ahead: V_2(s^∅) = max(0, max_{c feasible} U0(c) + E_Y[G0(s^{c,Y})]) (the one-step
+      value against stopping of every feasible candidate; those without an estimate are
+      left out);
+    - rollout: R_d(s^∅) = 0 when the U0-greedy stops, else U0(c_1) + E_Y[R_{d−1}(s^{c_1,Y})]
+      with c_1 = argmax U0 (R_1 = G0: the one-step estimate; deeper: the rollout of c_1).
+
+    Candidates without an experiment teach nothing: their E[G0] is that of the state after
+    them with the belief unchanged."""
+    n_s = ctx.gain_now.shape[0]
+    uniform = np.full((1, n_s), 1.0 / n_s)
+    eg_one = eg_one.copy()
+    for c in np.flatnonzero(feasible_now & np.isnan(eg_one)):
+        if candidate_ids[c] not in experiments:
+            eg_one[c] = continuation_rows(
+                ctx, uniform, ctx.after(ctx.gain_now, int(c)), ctx.budget - ctx.costs[c],
+                ctx.leave(ctx.available, int(c)), kind, 1, 2, np.random.default_rng(0))[0][0]
+    if kind == "lookahead2":
+        vals = np.where(feasible_now & np.isfinite(eg_one), u0_now + eg_one, -np.inf)
+        c = int(vals.argmax())
+        return (float(vals[c]), float(se_one[c])) if vals[c] > 0 else (0.0, 0.0)
+    u = np.where(feasible_now, u0_now, -np.inf)
+    c = int(u.argmax())
+    if not u[c] > 0:
+        return 0.0, 0.0
+    if depth == 2:
+        return float(u[c] + eg_one[c]), float(se_one[c])
+    exp = experiments.get(candidate_ids[c]) or Experiment(
+        next_gain=ctx.after(ctx.gain_now, c))
+    ce = expected_continuation(ctx, exp, np.asarray(exp.next_gain, float),
+                               ctx.budget - ctx.costs[c], ctx.leave(ctx.available, c), kind,
+                               depth - 1, settings.inner_outcomes, idx,
+                               np.random.default_rng([settings.seed, 101, c]),
+                               np.random.default_rng([settings.seed, 104, c]))
+    return float(u[c] + ce.value), float(ce.mcse)
+
+
 def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
                        candidate_ids: list[str], costs: np.ndarray, budget: np.ndarray,
                        weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
                        *, available: np.ndarray | None = None,
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
                        feasible: np.ndarray | None = None,
-                       settings: CVUSettings | None = None) -> xr.Dataset:
+                       settings: CVUSettings | None = None,
+                       steps_after: int | None = None) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
     Parameters
@@ -185,6 +234,19 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         M_t^feasible, when the caller has it (the decision entry point); default
         available ∧ safe ∧ M^budget(b_t).
     settings : CVUSettings
+    steps_after : int, optional
+        Decisions left after m (T − t − 1 with the horizon T; None: unbounded): the
+        non-myopic continuations (``settings.continuation``, :mod:`belief.decision.
+        cvu_lookahead`) look at most this many steps ahead.
+
+    With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
+    is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
+    ``g0_null`` holds V(s^∅); the one-step estimator is computed first (it chooses between
+    PSIS and regression), and where it did not use PSIS (an informative study) or an outcome
+    model is missing the candidate keeps its one-step value (``cvu_continuation`` says
+    so; E_Y[V] ≥ E_Y[G0], so such a candidate is ranked conservatively).  ``cvu_draws_se`` is
+    then NaN (not estimated) and ``cvu_se`` is the outcome error only; ``cvu_bias_bound``
+    bounds the look-ahead's upward bias from the max over noisy inner estimates.
 
     Returns
     -------
@@ -195,7 +257,9 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     over the PSIS outcomes, NaN counted as ∞), ``pareto_k_bad`` (share of outcomes with
     untrusted weights), ``cvu_ess`` (median effective sample size of the weights),
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
-    ``cvu_outcomes``; attribute ``g0_null`` = G0(s^∅).
+    ``cvu_outcomes``; attribute ``g0_null`` = G0(s^∅) (V(s^∅) for a non-myopic
+    continuation, which adds ``cvu_continuation``, ``cvu_bias_bound`` and
+    ``cvu_inner_bad_share``).
 
     BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
     """
@@ -204,7 +268,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         return _continuation_value(
             gain_now, experiments, candidate_ids, costs, budget, weights, functional,
             available=available, repeatable=repeatable, safe=safe, feasible=feasible,
-            settings=settings)
+            settings=settings, steps_after=steps_after)
 
 
 def blas_threads(n: int):
@@ -227,7 +291,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                        *, available: np.ndarray | None = None,
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
                        feasible: np.ndarray | None = None,
-                       settings: CVUSettings | None = None) -> xr.Dataset:
+                       settings: CVUSettings | None = None,
+                       steps_after: int | None = None) -> xr.Dataset:
     settings = settings or CVUSettings()
     gain_now = np.asarray(gain_now, dtype=float)
     n_s, n_c = gain_now.shape
@@ -252,6 +317,19 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 
     def g0_null_weighted(v: np.ndarray) -> float:
         return float(g0(functional(gain_now.T, v) - c_lam_now, feasible_now))
+
+    depth = settings.depth if steps_after is None else min(settings.depth, int(steps_after))
+    kind = settings.continuation
+    ctx = Context({candidate_ids.index(k): v for k, v in experiments.items()
+                   if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
+                  functional, budget, available, settings.k_threshold)
+    if depth > 1:
+        tie = False  # the one-step estimate only chooses the estimator here
+    g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
+    eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
+    cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)
+    bias_bound = np.full(n_c, 0.0 if depth <= 1 else np.nan)
+    inner_bad = np.full(n_c, np.nan)
 
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
@@ -286,7 +364,31 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                 bootstrap=g0_null_weighted if tie else None)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
-        value = est.expected_g0 - g0_null
+        if est.method != "failed":
+            eg_one[c], se_one[c] = est.expected_g0, est.mcse
+        if depth > 1 and est.method != "failed":
+            if est.method.startswith("psis") or est.method == "no outcome":
+                try:
+                    ce = expected_continuation(
+                        ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
+                        settings.inner_outcomes, idx,
+                        np.random.default_rng([settings.seed, 101, c]),
+                        np.random.default_rng([settings.seed, 104, c]))
+                    est = Estimate(ce.value, ce.mcse,
+                                   f"{est.method}+{kind}", f"{est.reason}; {kind} (depth "
+                                   f"{depth}): the error of the draws is not estimated, "
+                                   "cvu_se is the outcome error only", n_outcomes=est.n_outcomes,
+                                   pareto_k=est.pareto_k, bad_share=est.bad_share,
+                                   n_refits=est.n_refits, ess=est.ess, cv_gain=est.cv_gain)
+                    bias_bound[c], inner_bad[c] = ce.bias_bound, ce.inner_bad_share
+                except _ESTIMATOR_ERRORS as err:
+                    est = Estimate.failed(f"{kind}: {type(err).__name__}: {err}")
+            else:
+                cont[c] = "one_step"
+                est.reason = (f"{est.reason}; {kind} not used: it needs importance weights "
+                              f"(the one-step estimator used {est.method}); E_Y[G0] kept, a "
+                              "lower bound of E_Y[V]")
+        value = est.expected_g0 - g0_base
         if not np.isfinite(value) and est.method != "failed":
             est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
             value = np.nan
@@ -300,20 +402,37 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
                 out["cvu_draws_se"][c] = np.fmax(out["cvu_draws_se"][c],
                                                  est.extra["draws_sd_bootstrap"])
-            out["cvu_se"][c] = np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])
+            out["cvu_se"][c] = (np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])
+                                if np.isfinite(out["cvu_draws_se"][c]) or depth <= 1
+                                else out["cvu_mcse"][c])
         out["pareto_k"][c], out["pareto_k_bad"][c] = est.pareto_k, est.bad_share
         out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
         ints["n_refits"][c], ints["cvu_outcomes"][c] = est.n_refits, est.n_outcomes
         method[c], reason[c] = est.method, est.reason
+    if depth > 1:
+        g0_null, null_se = _null_continuation(ctx, experiments, candidate_ids, kind, depth,
+                                              phi_now - c_lam_now, feasible_now, eg_one,
+                                              se_one, idx, settings) if belief_ok else (
+                                                  np.nan, np.nan)
+        out["cvu"] = out["cvu"] - g0_null
+        out["cvu_mcse"] = np.hypot(out["cvu_mcse"], null_se)
+        out["cvu_se"] = np.hypot(out["cvu_se"], null_se)
+    if settings.continuation != "one_step":
+        out["cvu_bias_bound"], out["cvu_inner_bad_share"] = bias_bound, inner_bad
+        method_extra = {"cvu_continuation": ("candidate", cont)}
+    else:
+        method_extra = {}
     return xr.Dataset(
-        {**{k: ("candidate", v) for k, v in out.items()},
+        {**{k: ("candidate", v) for k, v in out.items()}, **method_extra,
          **{k: ("candidate", v) for k, v in ints.items()},
          "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason)},
         coords={"candidate": candidate_ids},
         attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie),
                "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
                "k_threshold": settings.k_threshold, "functional": str(functional),
-               "estimator": settings.estimator})
+               "estimator": settings.estimator,
+               **({"continuation": settings.continuation, "continuation_depth": depth}
+                  if settings.continuation != "one_step" else {})})
 
 
 def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
@@ -355,4 +474,6 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,
         settings.weights.bind(candidates.resources, state), settings.functional,
         available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
-        safe=feas.safe, feasible=feas.feasible, settings=cvu_settings)
+        safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
+        steps_after=(None if settings.horizon is None
+                     else settings.horizon - int(state.step) - 1))

@@ -177,7 +177,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     variables ``phi_gain``, ``c_lambda``, ``u0``, ``mv``, ``cvu``, ``q``, ``value_vs_stop``,
     the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
     error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
-    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known;
+    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known (with a
+    non-myopic ``settings.cvu.continuation`` also ``cvu_continuation``, ``cvu_bias_bound``
+    and ``cvu_inner_bad_share``, and the attributes ``continuation`` and
+    ``continuation_depth``; ``g0_null`` is then V(s^∅));
     attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1), ``stop_reason``,
     ``functional``, ``beta``, ``g0_null``, ``cvu_status``, ``lambda_<resource>``,
     ``flip_probability`` (under posterior resampling and CVU's error, β·cvu_se per candidate);
@@ -293,7 +296,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
                                            "the error of the finite posterior draws")
         for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
-                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes"):
+                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes",
+                      "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share"):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
     gate = settings.gate
@@ -309,6 +313,9 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         **{f"lambda_{r}": float(v) for r, v in zip(resources, lam, strict=True)},
         **{f"budget_{r}": float(v) for r, v in zip(resources, budget, strict=True)},
     })
+    if cvu is not None and "continuation" in cvu.attrs:  # a non-myopic continuation
+        ds.attrs["continuation"] = str(cvu.attrs["continuation"])
+        ds.attrs["continuation_depth"] = int(cvu.attrs["continuation_depth"])
     ds.attrs.update(transfer_attrs(belief, state.policy))
     return ds
 

@@ -23,6 +23,7 @@ __all__ = ["CVUSettings", "DecisionSettings", "settings_from_options"]
 
 
 ESTIMATORS = ("auto", "psis", "regression")
+CONTINUATIONS = ("one_step", "lookahead2", "rollout")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,19 @@ class CVUSettings:
         Default 1: measured on the shipped example (2 cores, loaded), a β = 1 decision with
         φ = mean took 1.4–2.3 s on one thread against 6.3–8.7 s on the default pool of 2
         (``benchmarks/bench_cvu.py --threads``): CVU's products are too small for threads.
+    continuation : {"one_step", "lookahead2", "rollout"}
+        What CVU takes as the value of the state after m
+        (:mod:`belief.decision.cvu_lookahead`): ``one_step`` G0(s') = max(0, max U0(·|s'))
+        (the framework's CVU, the default); ``lookahead2`` the two-step look-ahead value
+        V_2(s') = max(0, max_{m'} U0(m'|s') + E_{Y'}[G0(s'^{m',Y'})]); ``rollout`` the value
+        R_d(s') of ``rollout_depth`` steps of the U0-greedy policy (with its stop) on the
+        updated belief (R_1 = G0: depth 1 is ``one_step``).  Both are truncated to the steps
+        the horizon leaves.
+    rollout_depth : int
+        d ≥ 1 of ``rollout``.
+    inner_outcomes : int
+        K ≥ 2, simulated second-step outcomes per (first outcome, next candidate) of
+        ``lookahead2`` and greedy paths per first outcome of ``rollout``.
     """
 
     n_outcomes: int = 256
@@ -84,6 +98,9 @@ class CVUSettings:
     regression_replicates: int = 8
     draw_blocks: int = 32
     blas_threads: int = 1
+    continuation: str = "one_step"
+    rollout_depth: int = 2
+    inner_outcomes: int = 32
 
     def __post_init__(self) -> None:
         integer(self.n_outcomes, "CVUSettings.n_outcomes", minimum=2)
@@ -102,6 +119,15 @@ class CVUSettings:
         integer(self.regression_replicates, "CVUSettings.regression_replicates", minimum=2)
         integer(self.draw_blocks, "CVUSettings.draw_blocks", minimum=2)
         integer(self.blas_threads, "CVUSettings.blas_threads", minimum=0)
+        choice(self.continuation, "CVUSettings.continuation", CONTINUATIONS)
+        integer(self.rollout_depth, "CVUSettings.rollout_depth", minimum=1)
+        integer(self.inner_outcomes, "CVUSettings.inner_outcomes", minimum=2)
+
+    @property
+    def depth(self) -> int:
+        """Steps the continuation looks ahead in s': 1 (``one_step``), 2 (``lookahead2``) or
+        ``rollout_depth`` (``rollout``)."""
+        return {"one_step": 1, "lookahead2": 2}.get(self.continuation, self.rollout_depth)
 
 
 @dataclass(frozen=True)
@@ -178,7 +204,9 @@ class DecisionSettings:
                 "alpha_exec": self.gate.alpha_exec, "delta": self.gate.delta,
                 "safety_method": self.gate.method,
                 "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes,
-                "cvu_estimator": self.cvu.estimator}
+                "cvu_estimator": self.cvu.estimator,
+                "cvu_continuation": self.cvu.continuation,
+                "cvu_rollout_depth": self.cvu.rollout_depth}
 
 
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
@@ -186,10 +214,14 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
                           alpha_exec: float = 0.1, delta: float = 0.05,
                           safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
                           horizon: int | None = None, stability_resamples: int = 200,
-                          cvu: CVUSettings | None = None) -> DecisionSettings:
-    """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API)."""
+                          cvu: CVUSettings | None = None, continuation: str = "one_step",
+                          rollout_depth: int = 2) -> DecisionSettings:
+    """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
+    ``continuation`` and ``rollout_depth`` are those of :class:`CVUSettings` (not used when
+    ``cvu`` is given)."""
     if cvu is None:
-        cvu = CVUSettings(n_outcomes=cvu_outcomes)
+        cvu = CVUSettings(n_outcomes=cvu_outcomes, continuation=continuation,
+                          rollout_depth=rollout_depth)
     return DecisionSettings(weights=weights, functional=functional, beta=beta,
                             gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
                                             method=safety_method),

@@ -37,12 +37,17 @@ class Experiment:
         log p(Y_j | θ_i) for every outcome j and joint draw i.
     refit : callable Y_j → ndarray (S', C), optional
         Exact next-gain draws after refitting the models on the evidence plus Y_j.
+    after : callable gains (S, C) → gains (S, C), optional
+        The gains after executing m from *any* state with the given gain draws (used by the
+        non-myopic continuations of CVU for the second and later steps); None: m's change at
+        s_t is added, ``gains + next_gain − gains at s_t``.
     """
 
     next_gain: np.ndarray
     simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray] | None = None
     loglik: Callable[[np.ndarray], np.ndarray] | None = None
     refit: Callable[[np.ndarray], np.ndarray] | None = None
+    after: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,

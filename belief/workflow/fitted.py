@@ -255,7 +255,8 @@ class FittedBelief:
                functional: str = "mean", beta: float = 1.0, alpha_exec: float = 0.1,
                delta: float = 0.05, safety_method: str = "clopper_pearson",
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
-               seed: int = 0, stability_resamples: int = 200) -> xr.Dataset:
+               seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
+               rollout_depth: int = 2) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         Parameters
@@ -284,6 +285,9 @@ class FittedBelief:
             T; at the last step (step ≥ T − 1) CVU := 0.
         seed : int
             Seeds CVU and the decision-stability bootstrap.
+        continuation, rollout_depth
+            CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
+            ``rollout_depth`` (:class:`belief.decision.settings.CVUSettings`).
 
         Returns
         -------
@@ -301,7 +305,8 @@ class FittedBelief:
             settings = settings_from_options(
                 weights=rule, functional=functional, beta=beta, alpha_exec=alpha_exec,
                 delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
-                horizon=horizon, stability_resamples=stability_resamples)
+                horizon=horizon, stability_resamples=stability_resamples,
+                continuation=continuation, rollout_depth=rollout_depth)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -336,7 +341,9 @@ class FittedBelief:
             "history": ", ".join(state.history), "candidates_sha256": self.candidates.sha256,
             "belief_sha256": dataset_digest(self.belief),
             "belief_file": str(self.path or ""), "belief_version": _pkg.__version__,
-            "cvu_outcomes": settings.cvu.n_outcomes if estimated else 0, "seed": int(seed)})
+            "cvu_outcomes": settings.cvu.n_outcomes if estimated else 0, "seed": int(seed),
+            "cvu_continuation": settings.cvu.continuation if estimated else "none",
+            "cvu_rollout_depth": settings.cvu.rollout_depth})
         return decision
 
     def _fitter(self):

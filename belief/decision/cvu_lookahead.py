@@ -1,0 +1,321 @@
+"""CVU's non-myopic continuations: the two-step look-ahead and the greedy rollout of depth d.
+
+The framework's CVU values the state after m by G0(s') = max(0, max_{c ∈ M'} U0(c | s')): it
+assumes one more action at most.  ``CVUSettings.continuation`` replaces G0 by V(s'), in both
+terms of CVU(m) = E_Y[V(s^{m,Y})] − V(s^∅) (so the value against stopping, U0(m) +
+β·E_Y[V(s^{m,Y})], and the ranking use the same continuation):
+
+- ``lookahead2``: V_2(s') = max(0, max_{c ∈ M'} U0(c | s') + E_{Y'}[G0(s'^{c,Y'})]) — the
+  Bellman recursion truncated at two steps (V_1 = G0);
+- ``rollout`` of depth d: R_d(s') = 0 if the U0-greedy policy stops at s' (no feasible U0 > 0),
+  else U0(c_1 | s') + E_{Y_1}[R_{d−1}(s'^{c_1,Y_1})] with c_1 = argmax U0(· | s'), R_1 = G0.
+
+β weighs only the outer term (Q = U0 + β·CVU); inside V the recursion is the Bellman one
+(β = 1), as G0 is.  Both are truncated to the steps the horizon leaves after m (depth
+min(d, T − t − 1)); depth 1 is ``one_step`` and uses its estimator unchanged.
+
+**The state after a sequence of actions.**  s'' after m then c: budget b − ΔC(m) − ΔC(c),
+λ'' = λ(b''), c removed if not repeatable, the safety gate held at s_t (as in one-step CVU),
+the belief reweighted by both outcomes, and the gains after c's policy change given by its
+``Experiment.after`` (gains of any state → gains after executing c there; default: add c's
+change at s_t, ``next_gain_c − gain_now``, exact when c's effect does not depend on what ran
+before it).  The second step's outcome model is c's experiment at s_t (``simulate``,
+``loglik``): the order effects of m on c's experiment are not modelled.
+
+**Estimator.**  With the S joint draws and the first outcomes Y_j of m (j = 1..J, the draws of
+one-step CVU: common random numbers), w_j = PSIS-smoothed weights of log p(Y_j | θ):
+
+1. for every c ∈ M' and j, K inner outcomes: draw indices i_jk by systematic resampling from
+   w_j (the same uniforms for every c), Y'_jk ~ p(· | θ_{i_jk}) from c's experiment; the
+   posterior after (Y_j, Y'_jk) has log-ratios log w_j + log p(Y'_jk | θ), PSIS-smoothed to
+   w''_jk (φ) with raw weights ω''_jk ∝ w_j p(Y'_jk | θ);
+2. Ĝ_jc = (1/K) Σ_k [G0(s''_jk) − Z_jk], Z_jk = Σ_i ω''_jk,i u_i − Σ_i w_j,i u_i with u the
+   utility of the option that is best under w_j in s'' (0 for stopping): E[Z] = 0 exactly
+   (preposterior martingale: i ~ w_j, Y' ~ p(· | θ_i)), so Ĝ_jc is unbiased for
+   E_{Y'}[G0(s''_j)] given the weights, and when the best option does not change Z removes the
+   whole variation (an inner EVSI-style control with coefficient 1);
+3. V̂_2(s^{m,Y_j}) = max(0, max_c φ_jc − C_λ'(c) + Ĝ_jc) (φ_jc under w_j, exact given w_j);
+4. E_Y[V_2(s^{m,Y})] ≈ the cross-fitted control-variate mean of V̂_2 over j with the
+   martingale controls of one-step CVU (:func:`belief.decision.preposterior.control_functions`).
+
+The rollout follows K greedy paths per first outcome: at each state the greedy pick under the
+path's weights (exact U0), an outcome of the picked candidate drawn from the path's posterior
+predictive (index by inverse CDF of the weights), log-ratios accumulated as in step 1; the path
+value is Σ U0 of its picks + G0 at its last state; R̂_d(s^{m,Y_j}) = mean over the K paths.
+
+**Errors.**  ``mcse``: the standard error of step 4 (the sd of the adjusted values over the J
+outcomes / √J, which contains the inner noise, independent across j) combined with the inner
+error of V(s^∅) (computed the same way from one uniform row with K = J inner outcomes).  The
+rollout is unbiased given the weights.  The look-ahead is not: the max in step 3 over noisy
+Ĝ_jc is biased upward (Jensen), by at most E max_c |ε_jc| ≤ √(Σ_c Var ε_jc) per outcome, and
+that bound, averaged over j (ε from the spread over k / √K, systematic resampling counted as
+independent, which overstates it), is reported as ``bias_bound``: the estimate lies within
+[−bias_bound − 2·mcse, 2·mcse] of E_Y[V_2] given the draws.  The error of the finite S draws is
+not estimated here (``if_draws`` is None): ``cvu_draws_se`` is NaN for these continuations.
+Untrusted inner weights (k̂ > threshold or NaN) are counted (``inner_bad_share``), not refit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from belief.decision.feasibility import affordable
+from belief.decision.functionals import Functional, weighted_columns
+from belief.decision.importance import psis_weights
+from belief.decision.preposterior import control_functions, control_variate_mean, winners
+from belief.decision.scores import g0
+from belief.posterior.experiments import Experiment
+
+__all__ = ["Context", "ContinuationEstimate", "continuation_rows", "expected_continuation"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the inner steps need besides the belief: the candidates' experiments at s_t, the
+    costs, the λ rule and the fixed parts of feasibility.
+
+    Attributes
+    ----------
+    experiments : mapping column index → Experiment
+        Candidates without one have no outcome and leave the gains unchanged.
+    gain_now : ndarray (S, C)
+        Gains at s_t (for the default ``after``: add c's change at s_t).
+    costs : ndarray (C, R)
+    weights : callable b → λ (R,)
+    safe, repeatable : bool ndarray (C,)
+    functional : Functional
+    budget : ndarray (R,)
+        b_t.
+    available : bool ndarray (C,)
+        The candidate set at s_t.
+    k_threshold : float
+    """
+
+    experiments: Mapping[int, Experiment]
+    gain_now: np.ndarray
+    costs: np.ndarray
+    weights: Callable[[np.ndarray], np.ndarray]
+    safe: np.ndarray
+    repeatable: np.ndarray
+    functional: Functional
+    budget: np.ndarray
+    available: np.ndarray
+    k_threshold: float = 0.7
+
+    def c_lambda(self, budget: np.ndarray) -> np.ndarray:
+        """C_λ(c) = λ(b)ᵀΔC(c) for every candidate."""
+        return self.costs @ np.asarray(self.weights(budget), float)
+
+    def feasible(self, budget: np.ndarray, available: np.ndarray) -> np.ndarray:
+        """available ∧ safe (held at s_t) ∧ M^budget(b)."""
+        return available & self.safe & affordable(self.costs, budget)
+
+    def after(self, gains: np.ndarray, c: int) -> np.ndarray:
+        """Gains after executing c from a state with gains ``gains`` (module docstring)."""
+        exp = self.experiments.get(c)
+        if exp is None:
+            return gains
+        if exp.after is not None:
+            return np.asarray(exp.after(gains), float)
+        return gains + (np.asarray(exp.next_gain, float) - self.gain_now)
+
+    def leave(self, available: np.ndarray, c: int) -> np.ndarray:
+        """The candidate set after c (c leaves when not repeatable)."""
+        out = available.copy()
+        if not self.repeatable[c]:
+            out[c] = False
+        return out
+
+
+def _normalise(logw: np.ndarray) -> np.ndarray:
+    w = np.exp(logw - logw.max(axis=1, keepdims=True))
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _log(w: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(w)
+
+
+def _systematic(w: np.ndarray, u: np.ndarray, k: int) -> np.ndarray:
+    """Indices (J, K) by systematic resampling of every row of w (J, S) with offsets u (J,)."""
+    cdf = np.cumsum(w, axis=1)
+    cdf[:, -1] = 1.0
+    pos = (np.arange(k)[None, :] + u[:, None]) / k
+    return np.stack([np.searchsorted(cdf[j], pos[j], side="right") for j in range(w.shape[0])])
+
+
+def _inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """One index per row of w (P, S) at the uniforms u (P,)."""
+    cdf = np.cumsum(w, axis=1)
+    cdf[:, -1] = 1.0
+    return np.minimum((cdf < u[:, None]).sum(axis=1), w.shape[1] - 1)
+
+
+def _after_step(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
+                available: np.ndarray, c: int, k: int, rng: np.random.Generator,
+                u: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """E_{Y'}[G0(s'^{c,Y'})] for every row of w (J, S) and its inner variance (J,), with the
+    number of untrusted inner weight rows (step 1–2 of the module docstring)."""
+    fn = ctx.functional
+    b2 = budget - ctx.costs[c]
+    f2 = ctx.feasible(b2, ctx.leave(available, c))
+    n_j = w.shape[0]
+    if not f2.any():
+        return np.zeros(n_j), np.zeros(n_j), 0
+    cols = np.flatnonzero(f2)
+    cl2 = ctx.c_lambda(b2)[cols]
+    g2 = ctx.after(gains, c)[:, cols]
+    exp = ctx.experiments.get(c)
+    u_prior = weighted_columns(fn, g2, w) - cl2[None, :]  # (J, C'') under w_j
+    if exp is None or exp.simulate is None or exp.loglik is None:
+        return g0(u_prior, np.ones(cols.size, bool)), np.zeros(n_j), 0
+    idx = _systematic(w, u, k)  # (J, K)
+    y = np.asarray(exp.simulate(rng, idx.ravel()))
+    logr = np.repeat(_log(w), k, axis=0) + np.asarray(exp.loglik(y), float)
+    smooth, raw, khat, ok = psis_weights(logr)
+    bad = int((~ok | ~(khat <= ctx.k_threshold)).sum())
+    val = g0(weighted_columns(fn, g2, smooth) - cl2[None, :], np.ones(cols.size, bool))
+    # the option best under w_j, and its utility column (0 for stopping) for the control
+    best = winners(u_prior + cl2[None, :], cl2, np.ones(cols.size, bool))  # (J,)
+    lin = np.where(best[:, None] >= 0, g2[:, np.maximum(best, 0)].T - cl2[np.maximum(best, 0)]
+                   [:, None], 0.0)  # (J, S)
+    z = (raw.reshape(n_j, k, -1) * lin[:, None, :]).sum(-1) - (w * lin).sum(-1)[:, None]
+    adj = val.reshape(n_j, k) - z
+    return adj.mean(axis=1), adj.var(axis=1, ddof=1) / k, bad
+
+
+def _lookahead_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
+                    available: np.ndarray, k: int, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
+    """V̂_2 of every row of w (J, S): values (J,), bias bounds (J,), untrusted share."""
+    n_j = w.shape[0]
+    feas = ctx.feasible(budget, available)
+    u0 = weighted_columns(ctx.functional, gains, w) - ctx.c_lambda(budget)[None, :]
+    best = np.zeros(n_j)
+    var = np.zeros(n_j)
+    bad = 0
+    offsets = rng.uniform(size=n_j)  # common to every next candidate
+    for c in np.flatnonzero(feas):
+        stream = np.random.default_rng([int(rng.integers(2**31)), int(c)])
+        tail, v, b = _after_step(ctx, w, gains, budget, available, int(c), k, stream, offsets)
+        best = np.maximum(best, u0[:, c] + tail)
+        var += v
+        bad += b
+    share = bad / max(1, n_j * k * int(feas.sum()))
+    return best, np.sqrt(var), share
+
+
+def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
+                  available: np.ndarray, depth: int, k: int, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray, float]:
+    """R̂_d of every row of w (J, S) from K greedy paths each: values (J,), their inner
+    standard errors (J,), untrusted share of the path weights."""
+    fn = ctx.functional
+    n_j = w.shape[0]
+    logw = np.repeat(_log(w), k, axis=0)  # (P, S), P = J·K paths
+    weights = np.repeat(w, k, axis=0)
+    total = np.zeros(n_j * k)
+    alive = np.ones(n_j * k, bool)
+    hist = [()] * (n_j * k)
+    cache: dict[tuple, tuple] = {(): (gains, budget, available)}
+    n_bad = n_checked = 0
+    for step in range(depth):
+        last = step == depth - 1
+        groups: dict[tuple, list[int]] = {}
+        for p in np.flatnonzero(alive):
+            groups.setdefault(hist[p], []).append(int(p))
+        for h, rows in groups.items():
+            g, b, av = cache[h]
+            rows_a = np.array(rows)
+            feas = ctx.feasible(b, av)
+            cl = ctx.c_lambda(b)
+            u = weighted_columns(fn, g, weights[rows_a]) - cl[None, :]
+            pick = winners(u + cl[None, :], cl, feas)
+            total[rows_a] += np.where(pick >= 0, u[np.arange(rows_a.size),
+                                                   np.maximum(pick, 0)], 0.0)
+            if last:
+                continue
+            alive[rows_a[pick < 0]] = False
+            for c in np.unique(pick[pick >= 0]):
+                sel = rows_a[pick == c]
+                h2 = (*h, int(c))
+                if h2 not in cache:
+                    cache[h2] = (ctx.after(g, int(c)), b - ctx.costs[c], ctx.leave(av, int(c)))
+                for p in sel:
+                    hist[p] = h2
+                exp = ctx.experiments.get(int(c))
+                if exp is None or exp.simulate is None or exp.loglik is None:
+                    continue
+                idx = _inverse_cdf(weights[sel], rng.uniform(size=sel.size))
+                y = np.asarray(exp.simulate(rng, idx))
+                logw[sel] = _log(weights[sel]) + np.asarray(exp.loglik(y), float)
+                smooth, _raw, khat, ok = psis_weights(logw[sel])
+                weights[sel] = smooth
+                n_bad += int((~ok | ~(khat <= ctx.k_threshold)).sum())
+                n_checked += sel.size
+        if not alive.any():
+            break
+    per = total.reshape(n_j, k)
+    return per.mean(axis=1), per.std(axis=1, ddof=1) / np.sqrt(k), n_bad / max(1, n_checked)
+
+
+def continuation_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
+                      available: np.ndarray, kind: str, depth: int, k: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """V̂(s) for the states whose beliefs are the rows of w (J, S) and which share the gains,
+    budget and candidate set: (values, error per row, untrusted share of the inner weights).
+    The error is the look-ahead's bias bound per row (``kind = "lookahead2"``) or the rollout's
+    inner standard error (``"rollout"``).  Depth 1 is G0 exactly."""
+    if depth <= 1:
+        u = weighted_columns(ctx.functional, gains, w) - ctx.c_lambda(budget)[None, :]
+        return g0(u, ctx.feasible(budget, available)), np.zeros(w.shape[0]), 0.0
+    if kind == "lookahead2":
+        return _lookahead_rows(ctx, w, gains, budget, available, k, rng)
+    return _rollout_rows(ctx, w, gains, budget, available, depth, k, rng)
+
+
+@dataclass
+class ContinuationEstimate:
+    """E_Y[V(s^{m,Y})] of one candidate with its errors (module docstring)."""
+
+    value: float
+    mcse: float
+    bias_bound: float
+    inner_bad_share: float
+    outer_bad_share: float
+
+
+def expected_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
+                          budget: np.ndarray, available: np.ndarray, kind: str, depth: int,
+                          k: int, idx: np.ndarray, outcome_rng: np.random.Generator,
+                          rng: np.random.Generator) -> ContinuationEstimate:
+    """E_Y[V(s^{m,Y})] for candidate m with experiment ``exp``, from the state after m (its
+    gains, budget and candidate set): outcomes Y_j = exp.simulate(outcome_rng, idx) (the
+    one-step estimator's, for common random numbers), then steps 1–4 of the module docstring
+    (or the rollout).  An experiment without an outcome model gives one uniform row."""
+    n_s = gains.shape[0]
+    if exp.simulate is None or exp.loglik is None:
+        w = np.full((1, n_s), 1.0 / n_s)
+        vals, err, share = continuation_rows(ctx, w, gains, budget, available, kind, depth,
+                                             max(k, idx.size), rng)
+        bias = float(err[0]) if kind == "lookahead2" else 0.0
+        return ContinuationEstimate(float(vals[0]), float(err[0]), bias, share, 0.0)
+    y = np.asarray(exp.simulate(outcome_rng, idx))
+    smooth, raw, khat, ok = psis_weights(np.asarray(exp.loglik(y), float))
+    outer_bad = float((~ok | ~(khat <= ctx.k_threshold)).mean())
+    vals, err, share = continuation_rows(ctx, smooth, gains, budget, available, kind, depth, k,
+                                         rng)
+    # outer martingale controls, as in one-step CVU (any f of the draws has mean-zero Z)
+    feas = ctx.feasible(budget, available)
+    cl = ctx.c_lambda(budget)
+    phi = weighted_columns(ctx.functional, gains, smooth)
+    won = winners(phi, cl, feas)
+    funcs = control_functions(gains - cl[None, :], lambda f: raw @ f, won, feas)
+    z = raw @ funcs - funcs.mean(axis=0) if funcs.shape[1] else np.zeros((y.shape[0], 0))
+    value, se, _gain = control_variate_mean(vals, z)
+    bias = float(err.mean()) if kind == "lookahead2" else 0.0
+    return ContinuationEstimate(value, se, bias, share, outer_bad)

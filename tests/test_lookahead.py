@@ -1,0 +1,185 @@
+"""CVU's non-myopic continuations (two-step look-ahead, greedy rollout) against exact values on
+small conjugate problems, their settings, and the one-step default left unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+
+from belief.campaign.small_policies import EngineQ, _greedy_value, engine_cvu, policy_value
+from belief.campaign.small_problems import named_problems
+from belief.cli.main import main
+from belief.decision.cvu import Experiment, continuation_value
+from belief.decision.engine import decide
+from belief.decision.functionals import parse_functional
+from belief.decision.settings import CVUSettings, DecisionSettings
+from belief.decision.state import State
+from belief.errors import InputError
+from belief.inputs.candidates import candidates_from_dict
+from belief.inputs.resources import make_budget
+from belief.posterior.belief_state import make_belief
+
+SEEDS = 8
+
+
+def _problem(name):
+    return next(p for p in named_problems() if p.name == name)
+
+
+def _exact_lookahead2_cvu(p, s):
+    """E_y V_2(s^{m,y}) − V_2(s) by backward induction: Q*_3(m) − U0(m) − V_2(s)."""
+    return p.q_values(s, 3) - p.u0(s) - p.value(s, 2)
+
+
+def _exact_rollout_cvu(p, s, d):
+    """E_y R_d(s^{m,y}) − R_d(s), R_d the value of d U0-greedy steps (exact enumeration)."""
+    memo: dict = {}
+    feasible = p.feasible(s)
+    tail = np.array([sum(q * _greedy_value(p, s2, d, memo) for q, s2 in p.outcomes(s, m))
+                     if feasible[m] else np.nan for m in range(len(p.arms))])
+    return tail - _greedy_value(p, s, d, memo)
+
+
+def _seeds(p, draws=1000, **kw):
+    out = [engine_cvu(p, p.initial, draws=draws, n_outcomes=128, seed=k, **kw)
+           for k in range(SEEDS)]
+    vals = np.array([e["cvu"] for e in out])
+    bias = np.array([e.get("cvu_bias_bound", np.zeros(vals.shape[1])) for e in out])
+    return vals.mean(0), vals.std(0, ddof=1) / np.sqrt(SEEDS), bias.mean(0)
+
+
+@pytest.mark.parametrize("name", ["two_pilots_needed", "pilot_then_commit"])
+def test_engine_lookahead2_matches_backward_induction(name):
+    """Mean over 8 seeds (draws and outcomes) of the engine's look-ahead CVU against the exact
+    E_y V_2(s^{m,y}) − V_2(s).  The estimate is unbiased but for the upward bias of the max
+    over noisy inner estimates, bounded by ``cvu_bias_bound`` b̄ (mean over seeds), so
+    −4·se ≤ mean − exact ≤ 4·se + b̄, se = sd over the seeds / √8 (the seeds' spread holds
+    the outcome error and the error of the draws)."""
+    p = _problem(name)
+    exact = _exact_lookahead2_cvu(p, p.initial)
+    mean, se, bias = _seeds(p, continuation="lookahead2", inner_outcomes=16)
+    ok = p.feasible(p.initial)
+    diff = (mean - exact)[ok]
+    assert (diff >= -4 * se[ok] - 1e-9).all() and (diff <= 4 * se[ok] + bias[ok] + 1e-9).all(), \
+        (name, mean, exact, se, bias)
+
+
+def test_lookahead2_sees_what_one_step_misses():
+    """two_pilots_needed: one 1-trial pilot never flips the decision (one-step CVU = 0
+    exactly), two can; the look-ahead values the pilot (exact 0.0034) and the engine's
+    look-ahead policy runs the pilots, capturing more than the one-step engine."""
+    p = _problem("two_pilots_needed")
+    one = engine_cvu(p, p.initial, draws=1000, n_outcomes=128, seed=0)
+    assert one["cvu"][1] == pytest.approx(0.0, abs=1e-12)
+    mean, se, _ = _seeds(p, continuation="lookahead2", inner_outcomes=16)
+    assert mean[1] - 4 * se[1] > 0
+    v1 = policy_value(p, EngineQ(500, 64, 0))
+    v2 = policy_value(p, EngineQ(500, 64, 0, continuation="lookahead2", inner_outcomes=16))
+    assert v2 > v1 + 1e-4, (v1, v2)
+
+
+def test_engine_rollout_matches_exact_greedy_rollout():
+    """budget_binds (horizon 3): rollout of depth 2 against the exact E_y R_2 − R_2, within
+    4 standard errors over the seeds (the rollout is unbiased given the weights)."""
+    p = _problem("budget_binds")
+    exact = _exact_rollout_cvu(p, p.initial, 2)
+    mean, se, _ = _seeds(p, draws=500, continuation="rollout", rollout_depth=2,
+                         inner_outcomes=16)
+    assert (np.abs(mean - exact) <= 4 * se + 1e-9).all(), (mean, exact, se)
+
+
+def test_one_step_is_unchanged_and_depth_one_is_one_step():
+    """continuation="one_step" (the default) gives the same dataset as before; rollout of
+    depth 1 and any continuation with one step left after m give the one-step numbers."""
+    p = _problem("diagnosis_or_direct")
+    s = p.initial
+    base = engine_cvu(p, s, draws=500, n_outcomes=64, seed=2)
+    for kw in ({"continuation": "one_step"}, {"continuation": "rollout", "rollout_depth": 1}):
+        e = engine_cvu(p, s, draws=500, n_outcomes=64, seed=2, **kw)
+        np.testing.assert_array_equal(e["cvu"], base["cvu"])
+        np.testing.assert_array_equal(e["cvu_mcse"], base["cvu_mcse"])
+        assert e["g0_null"] == base["g0_null"]
+    # the whole dataset, directly: one_step adds no variable and no attribute
+    rng = np.random.default_rng(0)
+    g = rng.normal(0.1, 0.05, (400, 2))
+    exps = {"a": Experiment(next_gain=g, simulate=lambda r, i: g[i, 0] + 0.05 * r.normal(
+        size=i.size), loglik=lambda y: stats.norm.logpdf(y[:, None], g[None, :, 0], 0.05))}
+    args = (g, exps, ["a", "b"], np.array([[0.01], [0.02]]), np.array([1.0]),
+            lambda b: np.array([1.0]), parse_functional("mean"))
+    d0 = continuation_value(*args)
+    d1 = continuation_value(*args, settings=CVUSettings(continuation="one_step"))
+    xr.testing.assert_identical(d0, d1)
+    d2 = continuation_value(*args, settings=CVUSettings(continuation="lookahead2"),
+                            steps_after=1)
+    np.testing.assert_array_equal(d2["cvu"].values, d0["cvu"].values)
+    assert d2.attrs["continuation_depth"] == 1 and "cvu_continuation" in d2
+
+
+def test_continuation_settings_are_validated_once():
+    with pytest.raises(InputError, match=r"CVUSettings\.continuation.*one_step.*lookahead2"):
+        CVUSettings(continuation="two_step")
+    with pytest.raises(InputError, match=r"CVUSettings\.rollout_depth"):
+        CVUSettings(continuation="rollout", rollout_depth=0)
+    with pytest.raises(InputError, match=r"CVUSettings\.inner_outcomes"):
+        CVUSettings(inner_outcomes=1)
+    assert CVUSettings(continuation="lookahead2").depth == 2
+    assert CVUSettings(continuation="rollout", rollout_depth=3).depth == 3
+
+
+def test_decide_flag_refuses_a_bad_continuation_on_one_line(tmp_path, capsys):
+    out = tmp_path / "dec"
+    code = main(["decide", str(tmp_path / "missing.nc"), "--out", str(out),
+                 "--continuation", "two_step"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "--continuation" in err and "'one_step', 'lookahead2', 'rollout'" in err
+    code = main(["decide", str(tmp_path / "missing.nc"), "--out", str(out),
+                 "--continuation", "rollout", "--rollout-depth", "0"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--rollout-depth" in err
+    assert not out.exists()
+
+
+def test_decide_uses_the_continuation_and_the_horizon_truncates_it():
+    """Through the decision entry point: a probe that measures a's gain (normal, no further
+    learning after it) has the same E_Y[V] under the look-ahead as under one step (nothing
+    is left to learn after the probe: V_2(s') = G0(s')), within the Monte Carlo errors; the
+    value against stopping is U0 + E_Y[V]; with one step left after m the look-ahead is the
+    one-step CVU exactly."""
+    cs = candidates_from_dict({"campaign": {"eval_protocol": "E", "resources": ["r"]},
+                               "candidate": [
+        {"id": "a", "role": "adaptation", "lens": "data", "method": "DR", "cost": {"r": 0.001}},
+        {"id": "probe", "role": "diagnosis", "lens": "data", "method": "pilot",
+         "cost": {"r": 0.01}}]})
+    n = 2000
+    g_a = 0.1 * stats.norm.ppf((np.arange(n) + 0.5) / n)
+    gain = np.stack([g_a, np.zeros(n)], -1)
+    se = 0.02
+    probe = Experiment(next_gain=gain,
+                       simulate=lambda rng, idx: g_a[idx] + se * rng.standard_normal(len(idx)),
+                       loglik=lambda y: stats.norm.logpdf(y[:, None], g_a[None, :], se))
+    exps = {"probe": probe, "a": Experiment(next_gain=gain)}
+    belief = make_belief(xr.DataArray(gain, dims=("sample", "candidate"),
+                                      coords={"candidate": cs.ids}), cs, step=0, policy="pi0")
+    state = State(step=0, budget=make_budget({"r": 1.0}, ["r"]), policy="pi0", belief=belief)
+
+    def run(cont, horizon):
+        st = DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=horizon,
+                              stability_resamples=0,
+                              cvu=CVUSettings(n_outcomes=256, seed=1, continuation=cont,
+                                              inner_outcomes=16))
+        return decide(state, cs, st, experiments=exps)
+
+    one, la = run("one_step", 8), run("lookahead2", 8)
+    assert la.attrs["chosen"] == one.attrs["chosen"] == "probe"
+    v1 = float(one["value_vs_stop"].sel(candidate="probe"))
+    v2 = float(la["value_vs_stop"].sel(candidate="probe"))
+    err = np.hypot(float(one["cvu_mcse"].sel(candidate="probe")),
+                   float(la["cvu_mcse"].sel(candidate="probe")))
+    assert abs(v2 - v1) <= 4 * err + float(la["cvu_bias_bound"].sel(candidate="probe"))
+    assert str(la["cvu_method"].sel(candidate="probe").values).endswith("+lookahead2")
+    assert np.isnan(float(la["cvu_draws_se"].sel(candidate="probe")))
+    short = run("lookahead2", 2)  # step 0 of T = 2: one decision left after m
+    np.testing.assert_array_equal(short["cvu"].values, run("one_step", 2)["cvu"].values)
