@@ -94,6 +94,9 @@ def test_ctrl_c_during_sampling_raises_instead_of_returning_a_short_trace(fitter
     interrupt through (before the fix a short trace came back as if it were the fit)."""
     ev, world = campaign_evidence
     fitter.gains._compiled()  # compiled before the timer starts
+    # a test run started in the background (`cmd &`, nohup) inherits SIGINT ignored, and
+    # Python then installs no handler: give this test the interactive default explicitly
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     main_id = threading.main_thread().ident
     timer = threading.Timer(0.7, signal.pthread_kill, (main_id, signal.SIGINT))
     t0 = time.perf_counter()
@@ -104,7 +107,15 @@ def test_ctrl_c_during_sampling_raises_instead_of_returning_a_short_trace(fitter
                              draws=200_000, tune=1000, chains=2, seed=0)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - t0 < 30  # 200 000 draws take minutes: it stopped at once
+
+
+def _interactive_sigint() -> None:
+    """In the child before exec: SIGINT back to its default, as in an interactive shell (a
+    child of a test run started with `&` or nohup would inherit it ignored, and Python would
+    then install no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path):
@@ -115,7 +126,7 @@ def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "belief.cli.main", "demo", "--steps", "3",
                              "--draws", "3000", "--beta", "0", "--act-on-unreliable", "--out",
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=_interactive_sigint)
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
     reader.start()
