@@ -372,8 +372,10 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
     see :mod:`models.pooling`), the fit sampled m = μ_0 + σ_group·z_1 (``group_logit`` of the
     one group) and the likelihood depends on μ_0 and z_1 only through m.  μ_0 is then drawn
     exactly from its conditional given m: with a = ``mu0_mu``, σ_0 = ``mu0_sigma`` and
-    σ_m² = σ_group² (+ σ_cand² when the candidate level was merged too, a single candidate),
-    μ_0 | m ~ Normal(a + σ_0²/(σ_0² + σ_m²)·(m − a), σ_0² σ_m²/(σ_0² + σ_m²)).
+    σ_m² = σ_group², μ_0 | m ~ Normal(a + σ_0²/(σ_0² + σ_m²)·(m − a), σ_0² σ_m²/(σ_0² + σ_m²)).
+    When no hardware group holds two or more candidates (one hardware candidate, or each on its
+    own group), no group value is sampled: ``p_new_candidate`` is empty over ``hw_group`` and
+    only the typical and the new-hardware risks are returned.
 
     Returns a Dataset over ``sample`` (chain-major, as :func:`p_unsafe_draws`).
     """
@@ -386,14 +388,25 @@ def population_risk(idata: xr.DataTree, seed: int = 0) -> xr.Dataset:
         return arr.reshape(-1, *arr.shape[2:])
 
     s_group, s_cand = stacked("sigma_group"), stacked("sigma_candidate")
-    group_logit = stacked("group_logit")  # (S, G)
     rng = np.random.default_rng([seed, 5])
+    if "group_logit" not in post.data_vars:  # no group pools ≥ 2 candidates (one per group)
+        mu0 = stacked("mu0")
+        n = mu0.shape[0]
+        from scipy.special import expit
+
+        new_group = expit(mu0 + s_group * rng.standard_normal(n)
+                          + s_cand * rng.standard_normal(n))
+        return xr.Dataset({"p_typical": ("sample", expit(mu0)),
+                           "p_new_candidate": (("sample", "hw_group"), np.zeros((n, 0))),
+                           "p_new_group": ("sample", new_group)},
+                          coords={"hw_group": np.array([], dtype=str)})
+    group_logit = stacked("group_logit")  # (S, G)
     if "mu0" in post.data_vars:
         mu0 = stacked("mu0")
     else:  # hw_group merged into μ_0: split m = μ_0 + σ_group z_1 exactly (docstring)
         a = float(idata.attrs["prior_mu0_mu"])
         s0 = float(idata.attrs["prior_mu0_sigma"])
-        merged = s_group**2 + (s_cand**2 if post.sizes.get("candidate", 0) == 1 else 0.0)
+        merged = s_group**2
         shrink = s0**2 / (s0**2 + merged)
         mu0 = (a + shrink * (group_logit[:, 0] - a)
                + np.sqrt(shrink * merged) * rng.standard_normal(group_logit.shape[0]))

@@ -42,11 +42,12 @@ two candidates are estimated: with the synthetic world's six adaptations (four l
 methods) that is two group effects (lens ``data``, method ``data/DR``) and six own deviations,
 instead of 4 + 5 + 6 latent effects.
 
-*Each latent is partially centred by how informative its data are*
-(:func:`models.priors.partially_centred`; weights set at every fit by
-:func:`centring_weights`, no recompilation): policy steps by their paired evaluations, own
-deviations by their candidate's steps and estimates, group effects by their members.
-Candidates executed several times are (nearly) centred, untried ones non-centred.
+*Each latent is sampled by data-informed non-centring* (:func:`models.priors.whitened_normal`
+through :func:`models.pooling.pooled_tree`; the normal approximations of the likelihood,
+:func:`likelihood_approximation`, are data containers, so no recompilation): policy steps by
+their paired evaluations, own deviations by their candidate's steps and estimates, group
+effects by their members.  Candidates executed several times are (nearly) centred, untried
+ones non-centred.  This shapes only the sampler's geometry, never the posterior.
 
 *Unused policy and estimate slots* are roots without trials (independent Normal(baseline_mu,
 baseline_sigma) draws, fixed scale, no funnel) and masked estimates (no latent variable).
@@ -66,7 +67,8 @@ for differences).
 effects of m) the candidate's own deviation and σ_m its prior scale (``own_scale``),
 share_m = 1 − Var_post(ε_m) / E_post[σ_m²] ∈ [0, 1]: 0 when m's posterior deviation is its
 prior (everything m is believed to gain comes from the pool), → 1 when m's own evidence pins it
-down.  In a normal–normal model with known scales this is the shrinkage weight σ²/(σ² + s²).
+down.  In a normal–normal model with known scales and a known pool mean this is the shrinkage
+weight σ²/(σ² + s²).
 
 The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers
 over ``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked
@@ -764,7 +766,8 @@ def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:
     candidate's own deviation from what the pooled levels predict (``effect − pool_mean``) and
     σ_m its prior scale (``own_scale``): 0 when the deviation's posterior is its prior (the
     candidate's belief is all pooled), 1 when its own evidence pins the deviation down.  For a
-    normal–normal model with known scales it equals the shrinkage weight σ²/(σ² + s²).
+    normal–normal model with known scales and a known pool mean it equals the shrinkage
+    weight σ²/(σ² + s²).
     """
     post = idata["posterior"]
     dev = post["effect"] - post["pool_mean"]

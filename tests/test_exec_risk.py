@@ -220,3 +220,22 @@ def test_campaign_checks_deployment_at_the_stop(tmp_path, fitter):
     # execution events stay in safety_events; deployment rows only in deployment_safety
     assert set(result.evidence.safety.columns) >= {"candidate", "executions"}
     assert "candidate" not in result.evidence.deployment.columns
+
+
+def test_population_risk_without_a_pooled_hardware_group():
+    """One hardware candidate per group: no group value is sampled (no ``group_logit``), and the
+    population risk is the typical and the new-hardware risk only (it raised KeyError)."""
+    import xarray as xr
+    from scipy.special import expit
+
+    from models.exec_risk import population_risk
+
+    rng = np.random.default_rng(3)
+    c, d = 4, 50
+    post = xr.Dataset({"mu0": (("chain", "draw"), rng.normal(-3.0, 0.3, (c, d))),
+                       "sigma_group": (("chain", "draw"), rng.uniform(0.1, 1.0, (c, d))),
+                       "sigma_candidate": (("chain", "draw"), rng.uniform(0.1, 1.0, (c, d)))})
+    pop = population_risk(xr.DataTree.from_dict({"posterior": post}), seed=0)
+    assert pop.sizes == {"sample": c * d, "hw_group": 0}
+    np.testing.assert_allclose(pop["p_typical"].values, expit(post["mu0"].values.ravel()))
+    assert ((pop["p_new_group"] > 0) & (pop["p_new_group"] < 1)).all()

@@ -101,8 +101,8 @@ def judge_models(raw: pd.DataFrame, settings: Mapping[str, Any] | None = None,
     """The convergence table (``passed``, ``problem``) of :func:`posterior_diagnostics`.
 
     Thresholds: R-hat ≤ ``rhat_max`` (default the fit's setting, else 1.01); bulk and tail
-    ESS ≥ ``ess_min`` (default the fit's setting, else 10 % of each model's chains × draws,
-    the rule of :class:`belief.posterior.fitter.FitSettings`); divergences ≤
+    ESS ≥ ``ess_min`` (default the fit's setting, else 400, the rule of
+    :class:`belief.posterior.fitter.FitSettings` whatever the draws); divergences ≤
     ``max_divergences``.  Attributes ``rhat_max``, ``ess_min`` (the smallest used) and
     ``max_divergences``.
 
@@ -121,8 +121,7 @@ def judge_models(raw: pd.DataFrame, settings: Mapping[str, Any] | None = None,
     thresholds = []
     for model in raw.index.get_level_values("model").unique():
         part = raw.xs(model, level="model")
-        chains, draws = int(part["chains"].iloc[0]), int(part["draws"].iloc[0])
-        ess = ess_min if ess_min is not None else settings.get("ess_min", 0.1 * chains * draws)
+        ess = ess_min if ess_min is not None else settings.get("ess_min", 400.0)
         thresholds.append(float(ess))
         frames[model] = judge_convergence(part[DIAGNOSTIC_COLUMNS], rhat_max=rhat,
                                           ess_min=float(ess), max_divergences=max_divergences)

@@ -447,8 +447,8 @@ def posterior_convergence(idata: xr.DataTree, settings: Mapping[str, Any] | None
     """Convergence table of every model in ``idata`` (see :meth:`FittedBelief.convergence`),
     computed from its draws.
 
-    Default thresholds: the fit's settings; without them R-hat ≤ 1.01 and ESS ≥ 10 % of each
-    model's draws × chains (the rule of :class:`belief.posterior.fitter.FitSettings`):
+    Default thresholds: the fit's settings; without them R-hat ≤ 1.01 and ESS ≥ 400 (the rule
+    of :class:`belief.posterior.fitter.FitSettings`):
     :func:`belief.workflow.derived.judge_models` of
     :func:`belief.workflow.derived.posterior_diagnostics`.
     """
