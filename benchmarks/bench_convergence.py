@@ -33,8 +33,19 @@ default fit (compile excluded) and of the whole escalated fit; then the demo-siz
 execution risk on the world sets, what ``belief demo`` fits at every step): medians and the ratio
 after/before measured in this run.
 
+- ``after@<commit>``: the ``after`` configuration on the code of ``<commit>`` (``git
+  archive``-d), e.g. ``after@main`` to measure a model change against the current models in the
+  same run.
+
+``--models sensitivity,transfer`` fits only those models.  ``--sweeps-only`` makes (and caches
+under its own name) evidence sets without running campaigns: the world's sweep and transfer
+evaluations at every step t ≤ ``--steps`` of every world (the sets' sensitivity and transfer
+tables do not depend on the trajectory; a campaign that stops early has fewer steps), plus the
+shipped example's; only ``sensitivity`` and ``transfer`` can be fitted on them.
+
     uv run python benchmarks/bench_convergence.py [--worlds 40] [--steps 6] [--out DIR]
-        [--baseline COMMIT] [--configs before,before@standard,after]
+        [--baseline COMMIT] [--configs before,before@standard,after,after@COMMIT]
+        [--models gains,exec_risk,transfer,sensitivity] [--sweeps-only]
 """
 
 from __future__ import annotations
@@ -113,6 +124,28 @@ def generate_sets(worlds: int, steps: int) -> list[dict]:
     return sets
 
 
+def generate_sweep_sets(worlds: int, steps: int) -> list[dict]:
+    """The sets' sweep and transfer tables without the campaigns (``--sweeps-only``)."""
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.inputs.candidate_file import load_candidate_file
+    from belief.inputs.evidence import Evidence
+    from belief.inputs.evidence_dir import read_evidence_dir
+
+    sets: list[dict] = []
+    for v in range(worlds):
+        world = SyntheticWorld.varied(v, seed=v)
+        policy = POLICY_CYCLE[v % len(POLICY_CYCLE)]
+        for t in range(steps + 1):
+            sets.append(_world_set(world, v, t, Evidence(world.candidates), "pi0", policy))
+    cf = load_candidate_file(ROOT / "belief/data/example/candidates.toml")
+    ev = read_evidence_dir(ROOT / "belief/data/example/evidence", cf.candidates).evidence
+    tables = {k: v for k, v in ev.tables().items()
+              if k in ("sensitivity_runs", "transfer_evaluations")}
+    sets.append({"source": "example", "variation": None, "step": None, "policy": "pi2",
+                 "allocation": "", "tables": tables})
+    return sets
+
+
 def _world_set(world, v: int, t: int, evidence, policy: str, allocation: str) -> dict:
     tables = dict(evidence.tables())
     sweep_policies = ("pi0", "pi_dr") if t % 2 == 0 else ("pi0",)
@@ -149,13 +182,14 @@ def _timed(fn):
     return out, time.perf_counter() - w0, time.process_time() - c0
 
 
-def worker(config: str, sets_path: Path, out_path: Path) -> None:
+def worker(config: str, sets_path: Path, out_path: Path,
+           models: tuple[str, ...] = MODELS) -> None:
     """Fit every model on every set with ``config`` and write one JSON row per (set, model)."""
     from belief.posterior.diagnostics import check_convergence
     from belief.posterior.fitter import BeliefFitter, FitSettings
 
     sets = pickle.loads(sets_path.read_bytes())
-    after = config == "after"
+    after = config.split("@")[0] == "after"
     if after:
         settings = FitSettings()
     else:
@@ -171,7 +205,7 @@ def worker(config: str, sets_path: Path, out_path: Path) -> None:
             fitters[key] = BeliefFitter(cands, settings)
         f = fitters[key]
         seed = 1000 + i
-        for model in MODELS:
+        for model in models:
             if model == "transfer" and not len(ev.transfer):
                 continue
             if model == "sensitivity" and not len(ev.sensitivity):
@@ -345,15 +379,23 @@ def main() -> None:
     parser.add_argument("--configs", default="before,before@standard,after")
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--sweeps-only", action="store_true")
     parser.add_argument("--worker", nargs=3, metavar=("CONFIG", "SETS", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
+    models = tuple(args.models.split(","))
+    unknown = sorted(set(models) - set(MODELS))
+    if unknown:
+        parser.error(f"--models: unknown {unknown}; allowed: {', '.join(MODELS)}")
+    if args.sweeps_only and set(models) - {"sensitivity", "transfer"}:
+        parser.error("--sweeps-only: only sensitivity and transfer can be fitted (--models)")
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
+        worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]), models)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sets_path = out / "evidence_sets.pkl"
+    sets_path = out / ("sweep_sets.pkl" if args.sweeps_only else "evidence_sets.pkl")
     configs = args.configs.split(",")
     if args.summary_only:
         summarise([r for c in configs for r in json.loads((out / f"{c}.json").read_text())])
@@ -361,22 +403,29 @@ def main() -> None:
     if args.regenerate or not sets_path.exists():
         t0 = time.perf_counter()
         print(f"generating evidence sets: {args.worlds} worlds × up to {args.steps} steps")
-        sets = generate_sets(args.worlds, args.steps)
+        sets = (generate_sweep_sets if args.sweeps_only else generate_sets)(args.worlds,
+                                                                             args.steps)
         sets_path.write_bytes(pickle.dumps(sets))
         print(f"{len(sets)} evidence sets in {time.perf_counter() - t0:.0f} s → {sets_path}")
     n_sets = len(pickle.loads(sets_path.read_bytes()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        base = _baseline_tree(args.baseline, Path(tmp)) if any(
+        base = _baseline_tree(args.baseline, Path(tmp) / "before") if any(
             c.startswith("before") for c in configs) else None
         for config in configs:
-            path = ROOT if config == "after" else base
+            commit = config.split("@", 1)[1] if config.startswith("after@") else None
+            if config == "after":
+                path, label = ROOT, "this tree"
+            elif commit is not None:
+                path, label = _baseline_tree(commit, Path(tmp) / commit), commit
+            else:
+                path, label = base, args.baseline
             env = {**os.environ, "PYTHONPATH": str(path)}
             t0 = time.perf_counter()
-            print(f"fitting {n_sets} sets with {config!r} (code: "
-                  f"{'this tree' if config == 'after' else args.baseline})", flush=True)
+            print(f"fitting {n_sets} sets with {config!r} (code: {label})", flush=True)
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", config,
-                            str(sets_path.resolve()), str((out / f"{config}.json").resolve())],
+                            str(sets_path.resolve()), str((out / f"{config}.json").resolve()),
+                            "--models", ",".join(models)],
                            check=True, env=env, cwd=str(path))
             print(f"  done in {time.perf_counter() - t0:.0f} s", flush=True)
             rows += json.loads((out / f"{config}.json").read_text())
