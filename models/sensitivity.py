@@ -276,10 +276,15 @@ class SensitivityModel:
             approx = {name: pm.Data(name, value) for name, value in
                       self.approximation(encoding).items()}
             alpha = pm.Normal("alpha", pr.alpha_mu, pr.alpha_sigma, dims="policy_slot")
-            mu = pm.Deterministic("S_mu", whitened_normal(
-                "S_mu", 0.0, pr.effect_sigma, approx["mu_prec"], approx["mu_prec_x"],
-                dims="direction"), dims="direction")
             tau = pr.S_tau.rv("S_tau")
+            # μ_k's message from the policies at the *current* τ_S (a policy with likelihood
+            # N(Ŝ, 1/P) and prior N(μ, τ²) tells μ N(Ŝ, 1/P + τ²)): Q = Σ P/(1 + τ²P),
+            # Q·μ̂ = Σ P Ŝ/(1 + τ²P).  Then μ's whitening is right for every τ, also the small
+            # τ at which one swept policy ties μ to its S (the funnel of a fixed τ̂)
+            denom = 1.0 + tau**2 * approx["s_prec"]
+            mu = pm.Deterministic("S_mu", whitened_normal(
+                "S_mu", 0.0, pr.effect_sigma, (approx["s_prec"] / denom).sum(axis=1),
+                (approx["s_prec_x"] / denom).sum(axis=1), dims="direction"), dims="direction")
             s = pm.Deterministic("S", whitened_normal(
                 "S", mu[:, None], tau, approx["s_prec"], approx["s_prec_x"],
                 dims=("direction", "policy_slot")), dims=("direction", "policy_slot"))
@@ -321,15 +326,15 @@ class SensitivityModel:
             pm.Normal("obs", mu=eta, sigma=pt.sqrt(sigma**2 + d["se"] ** 2), observed=d["y"])
 
     def approximation(self, encoding: SensitivityEncoding | None) -> dict[str, np.ndarray]:
-        """Normal approximations (P, P·x̂) of the likelihood of every S_kπ and μ_k.
+        """Normal approximations (P, P·x̂) of the likelihood of every S_kπ.
 
         Per policy, a regression of its own runs on [1, ξ', ξ'_k ξ'_l] (logistic by
         iteratively reweighted least squares for the binomial family, weighted least squares
         with weights 1/(σ̂² + se'²) for the normal one, σ̂ the prior median of σ; ridge
         1/10² on every coefficient) gives Ŝ_kπ and its marginal variance V_kπ: x̂ = Ŝ, P = 1/V
-        (0 for policy slots without runs).  μ_k receives N(Ŝ_kπ, V_kπ + τ̂_S²) from every
-        policy with runs.  These shape the sampler's geometry only
-        (:func:`models.priors.whitened_normal`), never the posterior.
+        (0 for policy slots without runs).  In the model, μ_k receives N(Ŝ_kπ, V_kπ + τ_S²)
+        from every policy with runs, at the sampled τ_S.  These shape the sampler's geometry
+        only (:func:`models.priors.whitened_normal`), never the posterior.
         """
         k, p = len(self.directions), self.max_policies
         s_prec, s_px = np.zeros((k, p)), np.zeros((k, p))
@@ -351,12 +356,7 @@ class SensitivityModel:
                 var = np.diag(cov)[1:1 + k]
                 s_prec[:, j] = 1.0 / var
                 s_px[:, j] = beta[1:1 + k] / var
-        tau2 = self.priors.S_tau.median() ** 2
-        has = s_prec > 0
-        q = np.where(has, s_prec / (1.0 + tau2 * s_prec), 0.0)
-        hat = np.where(has, s_px / np.where(has, s_prec, 1.0), 0.0)
-        return {"s_prec": s_prec, "s_prec_x": s_px, "mu_prec": q.sum(axis=1),
-                "mu_prec_x": (q * hat).sum(axis=1)}
+        return {"s_prec": s_prec, "s_prec_x": s_px}
 
     def _compiled(self):
         key = (self.family, self.directions, self.max_policies, self.priors)
