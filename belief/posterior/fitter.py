@@ -296,13 +296,19 @@ class BeliefFitter:
         The model is compiled once per (directions, outcome family) and re-used; escalated
         like every model (module docstring; the attempts are in the posterior's attributes).
         """
+        return self.fit_sensitivity_model(evidence, seed, progressbar, escalate).idata
+
+    def fit_sensitivity_model(self, evidence: Evidence, seed: int = 0,
+                              progressbar: bool = False, escalate: bool = True) -> ModelFit:
+        """:meth:`fit_sensitivity` with its check and attempts (a :class:`ModelFit`, whose
+        :meth:`ModelFit.as_attrs` is the belief's record, as for the other models)."""
         from models import sensitivity as sensitivity_module
 
         model = self.sensitivity_model(evidence)
         return self.fit_model(
             "sensitivity", lambda **kw: model.fit(evidence.sensitivity,
                                                   progressbar=progressbar, **kw),
-            seed, sensitivity_module.TARGET_ACCEPT, escalate).idata
+            seed, sensitivity_module.TARGET_ACCEPT, escalate)
 
     def scaled(self, **changes: Any) -> BeliefFitter:
         """The same fitter with other settings (compiled models are shared)."""

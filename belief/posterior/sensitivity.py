@@ -101,8 +101,8 @@ class SensitivityReport:
     prob : float
         Interval probability.
     reliable : bool
-        Whether the fit passed the convergence checks (R-hat ≤ 1.01, bulk/tail ESS ≥ 10 % of
-        the draws, no divergences) on ``S``, ``gamma`` and ``alpha``.
+        Whether the fit passed the convergence checks (R-hat ≤ 1.01, bulk/tail ESS ≥ 400 —
+        the fit's thresholds when given — no divergences) on ``CHECK_VARS["sensitivity"]``.
     reliability_reason : str
     """
 
@@ -149,7 +149,8 @@ def compare_sensitivities(first: SensitivityReport, second: SensitivityReport) -
 
 
 def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9,
-                       convergence: Convergence | None = None) -> SensitivityReport:
+                       convergence: Convergence | None = None, *, rhat_max: float = 1.01,
+                       ess_min: float = 400.0) -> SensitivityReport:
     """The report of one policy from a fit of :class:`models.sensitivity.SensitivityModel`.
 
     Parameters
@@ -163,8 +164,11 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9,
         Probability of the equal-tailed intervals (ArviZ ``eti``).
     convergence : Convergence, optional
         The fit's :func:`belief.posterior.diagnostics.check_convergence` on
-        ``CHECK_VARS["sensitivity"]`` with ESS ≥ 10 % of the draws, when already computed
-        (the same for every policy of the fit); computed here otherwise.
+        ``CHECK_VARS["sensitivity"]``, when already computed (the same for every policy of
+        the fit); computed here otherwise, at ``rhat_max`` and ``ess_min``.
+    rhat_max, ess_min : float
+        The convergence standard (default R-hat ≤ 1.01, bulk and tail ESS ≥ 400, whatever the
+        draws: the rule of :class:`belief.posterior.fitter.FitSettings`).
 
     Returns
     -------
@@ -238,17 +242,19 @@ def sensitivity_report(idata: xr.DataTree, policy: str, prob: float = 0.9,
     draws.attrs.update({"policy": policy, "standardisation": idata.attrs["standardisation"],
                         "link": idata.attrs["link"]})
     conv = convergence or check_convergence(idata, CHECK_VARS["sensitivity"],
-                                            ess_min=0.1 * s.sizes["sample"])
+                                            rhat_max=rhat_max, ess_min=ess_min)
     return SensitivityReport(policy, draws, ranking, synergy, idata.attrs["standardisation"],
                              idata.attrs["link"], prob, conv.reliable, conv.reason)
 
 
-def sensitivity_reports(idata: xr.DataTree, prob: float = 0.9) -> dict[str, SensitivityReport]:
+def sensitivity_reports(idata: xr.DataTree, prob: float = 0.9, *, rhat_max: float = 1.01,
+                        ess_min: float = 400.0) -> dict[str, SensitivityReport]:
     """One :class:`SensitivityReport` per fitted policy, indexed by policy (never pooled); the
-    convergence check, the same for every policy of the fit, is computed once."""
+    convergence check (R-hat ≤ ``rhat_max``, bulk and tail ESS ≥ ``ess_min``, no divergences),
+    the same for every policy of the fit, is computed once."""
     post = idata["posterior"]
-    conv = check_convergence(idata, CHECK_VARS["sensitivity"],
-                             ess_min=0.1 * (post.sizes["chain"] * post.sizes["draw"]))
+    conv = check_convergence(idata, CHECK_VARS["sensitivity"], rhat_max=rhat_max,
+                             ess_min=ess_min)
     return {str(p): sensitivity_report(idata, str(p), prob, conv)
             for p in post["policy"].values}
 

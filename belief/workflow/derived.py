@@ -139,13 +139,18 @@ def posterior_digests(idata: xr.DataTree) -> dict[str, str]:
             for name, node in idata.children.items() if "posterior" in node.children}
 
 
-def compute_derived(idata: xr.DataTree) -> Derived:
-    """Everything of :class:`Derived`, computed from the draws of ``idata``."""
+def compute_derived(idata: xr.DataTree, settings: Mapping[str, Any] | None = None) -> Derived:
+    """Everything of :class:`Derived`, computed from the draws of ``idata``; the sensitivity
+    reports judged at the fit's ``rhat_max`` and ``ess_min`` (``settings``; without them
+    R-hat ≤ 1.01 and ESS ≥ 400, as :func:`judge_models`)."""
     reports: dict[str, Any] = {}
     if "sensitivity" in idata.children:
         from belief.posterior.sensitivity import sensitivity_reports
 
-        reports = sensitivity_reports(idata["sensitivity"])
+        settings = settings or {}
+        reports = sensitivity_reports(idata["sensitivity"],
+                                      rhat_max=float(settings.get("rhat_max", 1.01)),
+                                      ess_min=float(settings.get("ess_min", 400.0)))
     return Derived(posterior_diagnostics(idata), reports, posterior_digests(idata))
 
 

@@ -25,7 +25,6 @@ from belief.inputs.evidence_dir import (
     next_step,
     read_evidence_dir,
 )
-from belief.posterior.diagnostics import CHECK_VARS
 from belief.validate import integer
 from belief.workflow.fitted import FittedBelief, netcdf_tree
 
@@ -176,20 +175,12 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
             say(f"{name}: re-fitted: {q.attrs[f'{name}_escalation']}")
     children = {name: idata[name] for name in idata.children}
     if "sensitivity" in models:
-        from belief.posterior.diagnostics import check_convergence
-
         t2 = time.perf_counter()
-        sens = fitter.fit_sensitivity(
+        sens = fitter.fit_sensitivity_model(
             ev, seed=int(np.random.default_rng([seed, 4]).integers(2**31)),
             progressbar=progressbar)
-        conv = check_convergence(sens, CHECK_VARS["sensitivity"], rhat_max=s.rhat_max,
-                                 ess_min=s.ess_threshold)
-        q.attrs.update(conv.as_attrs("sensitivity_"))
-        q.attrs.update({f"sensitivity_{k}": sens.attrs[k] for k in
-                        ("attempts", "target_accept", "tune", "thin") if k in sens.attrs})
-        q.attrs["sensitivity_escalation"] = "; ".join(
-            str(sens.attrs.get("escalation", "")).split("; ")[1:]) or "none"
-        children["sensitivity"] = sens
+        q.attrs.update(sens.as_attrs("sensitivity_"))  # the check and every attempt, as for
+        children["sensitivity"] = sens.idata           # gains and execution risk
         say(f"sensitivity model (compile + sample) in {time.perf_counter() - t2:.1f} s")
     idata = netcdf_tree(xr.DataTree.from_dict(children))
     settings = {

@@ -124,12 +124,12 @@ class FittedBelief:
                               "were stored): recomputing them from its draws; save the belief "
                               "again (or re-fit) to store them", DerivedMissingWarning,
                               stacklevel=2)
-            self._derived = compute_derived(self.idata)
+            self._derived = compute_derived(self.idata, self.settings)
         return self._derived
 
     def recompute_derived(self) -> Derived:
         """The diagnostics and reports computed afresh from the draws (never the stored ones)."""
-        return compute_derived(self.idata)
+        return compute_derived(self.idata, self.settings)
 
     @property
     def candidate_set(self) -> CandidateSet:
