@@ -45,7 +45,7 @@ shipped example's; only ``sensitivity`` and ``transfer`` can be fitted on them.
 
     uv run python benchmarks/bench_convergence.py [--worlds 40] [--steps 6] [--out DIR]
         [--baseline COMMIT] [--configs before,before@standard,after,after@COMMIT]
-        [--models gains,exec_risk,transfer,sensitivity] [--sweeps-only]
+        [--models gains,exec_risk,transfer,sensitivity] [--sweeps-only] [--seed 1000]
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def _timed(fn):
 
 
 def worker(config: str, sets_path: Path, out_path: Path,
-           models: tuple[str, ...] = MODELS) -> None:
+           models: tuple[str, ...] = MODELS, seed0: int = 1000) -> None:
     """Fit every model on every set with ``config`` and write one JSON row per (set, model)."""
     from belief.posterior.diagnostics import check_convergence
     from belief.posterior.fitter import BeliefFitter, FitSettings
@@ -204,7 +204,7 @@ def worker(config: str, sets_path: Path, out_path: Path,
         if key not in fitters:
             fitters[key] = BeliefFitter(cands, settings)
         f = fitters[key]
-        seed = 1000 + i
+        seed = seed0 + i
         for model in models:
             if model == "transfer" and not len(ev.transfer):
                 continue
@@ -381,6 +381,8 @@ def main() -> None:
     parser.add_argument("--summary-only", action="store_true")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--sweeps-only", action="store_true")
+    parser.add_argument("--seed", type=int, default=1000,
+                        help="seed of set i: SEED + i (another SEED: the same sets, new fits)")
     parser.add_argument("--worker", nargs=3, metavar=("CONFIG", "SETS", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -391,7 +393,7 @@ def main() -> None:
     if args.sweeps_only and set(models) - {"sensitivity", "transfer"}:
         parser.error("--sweeps-only: only sensitivity and transfer can be fitted (--models)")
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]), models)
+        worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]), models, args.seed)
         return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -425,7 +427,7 @@ def main() -> None:
             print(f"fitting {n_sets} sets with {config!r} (code: {label})", flush=True)
             subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", config,
                             str(sets_path.resolve()), str((out / f"{config}.json").resolve()),
-                            "--models", ",".join(models)],
+                            "--models", ",".join(models), "--seed", str(args.seed)],
                            check=True, env=env, cwd=str(path))
             print(f"  done in {time.perf_counter() - t0:.0f} s", flush=True)
             rows += json.loads((out / f"{config}.json").read_text())
