@@ -159,3 +159,38 @@ def test_fit_with_costs_puts_cost_draws_in_q_and_checks_them(fitter, campaign_ev
     np.testing.assert_allclose(d["c_lambda"].values,
                                q["cost"].transpose("sample", "candidate", "resource")
                                .values.mean(0) @ lam)
+
+
+def test_synthetic_world_stochastic_costs_follow_the_documented_truth():
+    """Off by default (every execution costs its nominal amount); on, log(ΔC/c̃) has mean 0 and
+    s.d. 0.2 outside repairs and real_h needs a repair with probability 0.1 — each within 4
+    Monte Carlo standard errors over n executions; reproducible, and kept by the world's spec."""
+    from belief.campaign.synthetic import (
+        COST_NOISE,
+        REPAIR_MU,
+        REPAIR_P,
+        SyntheticWorld,
+        world_from_spec,
+    )
+
+    plain = SyntheticWorld(seed=2)
+    ft = plain._truth["ft_real_100"].candidate
+    assert plain.execute("ft_real_100", 0).cost == dict(ft.cost)
+    world = SyntheticWorld(seed=2, stochastic_costs=True)
+    n = 4000
+    draws = [world.realised_cost(ft, step, 0) for step in range(n)]
+    log_compute = np.log([d["compute"] / ft.cost["compute"] for d in draws])
+    assert abs(log_compute.mean()) <= 4 * COST_NOISE / np.sqrt(n)
+    assert abs(log_compute.std(ddof=1) - COST_NOISE) <= 4 * COST_NOISE / np.sqrt(2 * n)
+    log_real = np.log([d["real_h"] / ft.cost["real_h"] for d in draws])
+    # 0.75 is 3.75 noise s.d. above 0 and 2.1 s.d. (of repair + noise) below 1.5: fewer than
+    # 2 % of repairs are missed, a bias < 0.002, inside the tolerance of 0.019
+    repaired = log_real > REPAIR_MU / 2
+    assert abs(repaired.mean() - REPAIR_P) <= 4 * np.sqrt(REPAIR_P * (1 - REPAIR_P) / n)
+    zero = world.realised_cost(world._truth["dr_1e7"].candidate, 0, 0)
+    assert zero["real_h"] == 0.0
+    assert world.realised_cost(ft, 7, 1) == world.realised_cost(ft, 7, 1)
+    assert world_from_spec(world.describe()).stochastic_costs
+    assert "stochastic_costs" not in plain.describe()
+    with pytest.raises(InputError, match=r"^stochastic_costs: must be True or False"):
+        SyntheticWorld(stochastic_costs="yes")
