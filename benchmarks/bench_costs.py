@@ -17,9 +17,11 @@ of :func:`models.costs.decision_draws`:
 A calibrated predictive has PIT ~ Uniform(0, 1) and 90 % coverage; the coverage's Monte Carlo
 error over n cells is √(0.9 · 0.1 / n).  Printed per resource, for the log-normal model and the
 heavy-tailed option (Student-t on the log scale of ``real_h``), with the KS statistic of the
-PITs against Uniform(0, 1) and its p-value.
+PITs against Uniform(0, 1) and its p-value, and the convergence of every fit
+(:func:`belief.posterior.diagnostics.check_convergence` on ``CHECK_VARS["costs"]``: R-hat ≤
+1.01, bulk and tail ESS ≥ 400, no divergences), naming the variable of each failing fit.
 
-    uv run python benchmarks/bench_costs.py --worlds 20 --rows 15
+    uv run python benchmarks/bench_costs.py --worlds 20 --rows 15 [--models lognormal]
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import arviz as az
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from belief.campaign.synthetic import SyntheticWorld
+from belief.posterior.diagnostics import CHECK_VARS, check_convergence
 from models.costs import CostModel, CostPriors
 
 TAIL_P, TAIL_MU, TAIL_SD, NOISE, OFFSET = 0.1, 1.5, 0.3, 0.2, 0.3
@@ -63,11 +65,11 @@ def one_world(seed: int, rows: int, models: dict[str, CostModel], draws: int) ->
     out = []
     for name, model in models.items():
         idata = model.fit(table, draws=draws, tune=draws, chains=4, seed=seed)
-        div = int(idata["sample_stats"]["diverging"].sum())
-        ds = idata["posterior"].to_dataset()[["delta", "sigma", "mu", "tau_lens", "tau_method",
-                                              "tau_candidate"]]
-        rhat = float(az.rhat(ds).to_array().max())
-        ess = min(float(az.ess(ds, method=m).to_array().min()) for m in ("bulk", "tail"))
+        conv = check_convergence(idata, CHECK_VARS["costs"])
+        div, rhat = conv.divergences, conv.rhat_max
+        ess = min(conv.ess_bulk_min, conv.ess_tail_min)
+        if not conv.reliable:
+            print(f"world {seed} {name}: {conv.reason}", flush=True)
         q = model.decision_draws(idata, np.random.default_rng([seed, 7]))["cost"].values
         for j, cid in enumerate(cands.ids):
             for k, r in enumerate(resources):
@@ -87,12 +89,14 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, default=20)
     ap.add_argument("--rows", type=int, default=15)
     ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--models", default="lognormal,heavy_real_h")
     args = ap.parse_args()
     cands = SyntheticWorld(seed=0).candidates
     slots = args.rows * len(cands.resources)
     models = {"lognormal": CostModel(cands, CostPriors(), max_observations=slots),
               "heavy_real_h": CostModel(cands, CostPriors(heavy_tailed=("real_h",)),
                                         max_observations=slots)}
+    models = {k: v for k, v in models.items() if k in args.models.split(",")}
     t0 = time.perf_counter()
     rows = []
     for w in range(args.worlds):

@@ -145,7 +145,8 @@ def _scale(tau: Mapping[str, Any], levels: Sequence[str], extra: Any = None):
 
 def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec: Any,
                 member_prec_x: Any, *, mu0_mu: float, mu0_sigma: float, member_name: str,
-                member_dims: str | None = None, mu0: Any = None) -> dict[str, Any]:
+                member_dims: str | None = None, mu0: Any = None,
+                prefix: str = "") -> dict[str, Any]:
     """Build μ_0, the group values and the members of a pooled tree (inside a model context).
 
     Parameters
@@ -162,9 +163,14 @@ def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec
         docstring).
     member_name : str
         Name of the members' free variable (``z_<member_name>``).
+    member_dims : str, optional
+        Its dimension name (without it, its shape is the number of members).
     mu0 : tensor, optional
         A μ_0 built by the caller (e.g. a Logistic one); then no all-member level may be
         merged into it.
+    prefix : str
+        Prepended to the names of μ_0 and the group values (``<prefix>mu0``,
+        ``<prefix>group_<depth>``), so that one model can hold several trees.
 
     Returns
     -------
@@ -209,7 +215,7 @@ def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec
         p0, px0 = (q_c * top_c).sum(), (qx_c * top_c).sum()
         if 1 in q:
             p0, px0 = p0 + q[1][0].sum(), px0 + q[1][1].sum()
-        mu0 = whitened_normal("mu0", mu0_mu, sigma0, p0, px0)
+        mu0 = whitened_normal(f"{prefix}mu0", mu0_mu, sigma0, p0, px0)
     elif st.global_levels:
         raise ValueError("an all-member level cannot be merged into a caller's μ_0")
     values: dict[int, Any] = {}
@@ -221,7 +227,7 @@ def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec
             up = np.flatnonzero(st.group_depth == d - 1)
             parent = (values[d - 1][None, :] * of_group[idx][:, up]).sum(axis=1)
         sc = scale[idx[0]:idx[-1] + 1]  # groups are sorted by depth: a slice
-        values[d] = whitened_normal(f"group_{d}", parent, sc, prec[d], prec_x[d],
+        values[d] = whitened_normal(f"{prefix}group_{d}", parent, sc, prec[d], prec_x[d],
                                     shape=len(idx))
     group = pt.concatenate([values[d] for d in sorted(values)]) if values else None
     if group is not None:
@@ -230,5 +236,5 @@ def pooled_tree(structure: PoolingStructure, tau: Mapping[str, Any], member_prec
     else:
         pool = mu0 * pt.ones(n)
     member = whitened_normal(member_name, pool, own, member_prec, member_prec_x,
-                             dims=member_dims)
+                             dims=member_dims, shape=None if member_dims else n)
     return {"mu0": mu0, "group": group, "pool": pool, "own": own, "member": member}

@@ -179,7 +179,8 @@ def test_bad_priors_name_the_key_and_the_allowed_values(text, rule):
 
 def test_bad_priors_sections_are_refused_at_load():
     with pytest.raises(InputError, match=r"c\.toml \[priors\]: unknown model 'gain'; allowed: "
-                                         r"\['gains', 'exec_risk', 'transfer', 'sensitivity'\]"):
+                                         r"\['gains', 'exec_risk', 'transfer', 'sensitivity', "
+                                         r"'costs'\]"):
         _file("[priors.gain]\ntau_lens = 0.5")
     with pytest.raises(InputError, match=r"\[priors\]: must hold tables"):
         parse_candidate_text("priors = 3\n" + TOML, "c.toml")

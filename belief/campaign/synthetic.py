@@ -88,6 +88,17 @@ Randomness: ``default_rng([seed, 30_000, step, i])`` for the sweep of the i-th p
 
 Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
 only on (seed, step, history): replaying the same history gives the same outcomes.
+
+Stochastic costs (``stochastic_costs=True``; off by default, so the shipped demo and every
+default campaign realise exactly the nominal cost c̃_r(m)).  The k-th execution (at ``step``)
+of m consumes, with ``rng = default_rng([seed, 40_000, step, k])`` (its own stream: gains,
+safety and estimates do not move)::
+
+    ΔC_r(m) = c̃_r(m) · exp(0.2 · Z_r),           Z_r ~ Normal(0, 1), for c̃_r(m) > 0
+    ΔC_real_h(m) ×= exp(1.5 + 0.3 · Z')   with probability 0.1 (a repair: ≈ 4.5× the robot hours)
+
+and 0 where c̃_r(m) = 0.  The median execution costs its nominal amount; the mean is
+e^{0.02} ≈ 1.02 × c̃ (× 1 + 0.1·(e^{1.545} − 1) ≈ 1.37 more in ``real_h``).
 """
 
 from __future__ import annotations
@@ -108,6 +119,9 @@ from belief.validate import integer
 __all__ = ["SyntheticWorld", "TrueCandidate", "world_from_spec"]
 
 EVAL_PROTOCOL = "pick_place_v1"
+COST_NOISE, REPAIR_P, REPAIR_MU, REPAIR_SD = 0.2, 0.1, 1.5, 0.3
+"""The stochastic costs' truth (module docstring): log-scale noise, and the repair tail of
+``real_h`` (probability, and the log multiplier's mean and s.d.)."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +253,7 @@ class SyntheticWorld:
         default_factory=lambda: dict(DEFAULT_TRANSFER))
     transfer_trials: int = 100
     variation: int | None = None
+    stochastic_costs: bool = False
 
     @classmethod
     def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
@@ -267,6 +282,9 @@ class SyntheticWorld:
 
     def __post_init__(self) -> None:
         self.seed = integer(self.seed, "seed", minimum=0)
+        if not isinstance(self.stochastic_costs, bool | np.bool_):
+            raise InputError("stochastic_costs", f"must be True or False, got "
+                                                 f"{self.stochastic_costs!r}")
         self._truth = {t.candidate.id: t for t in self.truth}
         self.reset()
 
@@ -398,8 +416,22 @@ class SyntheticWorld:
                 "unsafe": int(rng.binomial(t.runs_per_execution, t.p_unsafe)),
                 "policy": control}])
         self.history.append(candidate_id)
-        return Outcome(candidate_id, step, paired, safety, dict(cand.cost), self.policy,
-                       true_gain, estimates)
+        return Outcome(candidate_id, step, paired, safety, self.realised_cost(cand, step, k),
+                       self.policy, true_gain, estimates)
+
+    def realised_cost(self, cand: Candidate, step: int, k: int) -> dict[str, float]:
+        """ΔC(m) of the k-th execution, at ``step``: the nominal cost, or with
+        ``stochastic_costs`` the documented truth (module docstring)."""
+        if not self.stochastic_costs:
+            return dict(cand.cost)
+        rng = np.random.default_rng([self.seed, 40_000, step, k])
+        out = {r: float(v * np.exp(COST_NOISE * rng.standard_normal())) if v > 0 else 0.0
+               for r, v in cand.cost.items()}
+        repair = rng.random() < REPAIR_P
+        shift = REPAIR_MU + REPAIR_SD * rng.standard_normal()
+        if repair and out.get("real_h", 0.0) > 0:
+            out["real_h"] *= float(np.exp(shift))
+        return out
 
     def observe(self, outcome: Outcome) -> None:
         """Nothing to learn: this world produced the outcome itself (see :class:`World`)."""
@@ -514,7 +546,10 @@ class SyntheticWorld:
     # -- resume -----------------------------------------------------------------------------
     def describe(self) -> dict[str, object]:
         """How to rebuild this world (:func:`world_from_spec`), stored in campaign logs."""
-        return {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
+        spec = {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
+        if self.stochastic_costs:  # absent by default: logs of earlier campaigns unchanged
+            spec["stochastic_costs"] = True
+        return spec
 
 
 def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
@@ -522,7 +557,13 @@ def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
     if spec.get("kind") != "synthetic":
         raise InputError("campaign log", f"cannot rebuild a {spec.get('kind')!r} world from the "
                                          "log; pass the world to resume")
+    from dataclasses import replace
+
     variation = spec.get("variation")
     if variation is None:
-        return SyntheticWorld(seed=int(spec["seed"]))
-    return SyntheticWorld.varied(int(variation), seed=int(spec["seed"]))
+        world = SyntheticWorld(seed=int(spec["seed"]))
+    else:
+        world = SyntheticWorld.varied(int(variation), seed=int(spec["seed"]))
+    if spec.get("stochastic_costs"):
+        world = replace(world, stochastic_costs=True)
+    return world

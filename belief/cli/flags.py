@@ -20,7 +20,7 @@ __all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags"]
 FLAGS: dict[str, str] = {
     "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
     "CVUSettings.n_outcomes": "--cvu-outcomes", "CVUSettings.blas_threads": "--cvu-threads",
-    "alpha_exec": "--alpha-exec",
+    "alpha_exec": "--alpha-exec", "eps_budget": "--epsilon-budget",
     "CVUSettings.continuation": "--continuation",
     "CVUSettings.rollout_depth": "--rollout-depth",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",

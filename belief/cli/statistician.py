@@ -52,6 +52,12 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--safety-method", default="clopper_pearson",
                    choices=["clopper_pearson", "posterior"],
                    help="which upper bound the safety gate uses (default clopper_pearson)")
+    p.add_argument("--epsilon-budget", type=float, default=0.0, dest="eps_budget",
+                   metavar="EPS",
+                   help="ε_budget in [0, 1): with cost draws in the belief (belief fit "
+                        "--costs), a candidate fits the budget when Pr(ΔC_r > b_r) <= EPS for "
+                        "every resource (default 0: no draw may overrun; with known costs the "
+                        "plain budget rule)")
     p.add_argument("--horizon", type=int, default=None,
                    help="horizon T: at step T − 1 CVU := 0 (default: none)")
     p.add_argument("--cvu-outcomes", type=int, default=256,
@@ -85,7 +91,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
                         method=args.safety_method),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
                         continuation=args.continuation, rollout_depth=args.rollout_depth),
-        horizon=args.horizon)
+        horizon=args.horizon, eps_budget=args.eps_budget)
 
 
 def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
@@ -108,7 +114,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
                      draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
                      target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
-                     progressbar=progressbar,
+                     costs=args.costs, progressbar=progressbar,
                      progress=lambda msg: console.print(f"  {escape(msg)}"))
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
@@ -295,6 +301,10 @@ def add_statistician_commands(sub: Any) -> None:
                           "divergences)")
     fit.add_argument("--no-sensitivity", action="store_true",
                      help="skip the sensitivity model even when there are sensitivity runs")
+    fit.add_argument("--costs", action="store_true",
+                     help="fit the cost model to the realised costs (costs table) and decide "
+                          "with uncertain costs: E[λᵀΔC] and Pr(ΔC_r <= b_r) >= 1 - eps_budget "
+                          "(default off: the candidate file's costs are known)")
     fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="nutpie progress bars (default: when stderr is a terminal)")
     fit.set_defaults(func=cmd_fit)

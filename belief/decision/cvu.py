@@ -438,7 +438,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
                   seed: int | None = None, feas: Feasibility | None = None,
                   experiments: Mapping[str, Experiment] | None = None,
-                  refit: Callable[[str, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+                  refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
+                  costs: np.ndarray | None = None) -> xr.Dataset:
     """CVU of every feasible candidate at ``state`` under the decision's settings.
 
     Parameters
@@ -457,11 +458,14 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     refit : callable (m, Y) → next-gain draws, optional
         Exact refits where k̂ > ``settings.cvu.k_threshold``
         (:func:`belief.posterior.refit.exact_refit`).
+    costs : array (C, R), optional
+        ΔC(m) of the budget dynamics (default: the candidate file's known costs; with a cost
+        posterior the decision passes E[ΔC(m)], see :mod:`belief.decision.engine`).
     """
     belief = state.belief
     check_belief_candidates(belief, candidates)
     ids = candidates.ids
-    costs = candidates.costs().values
+    costs = candidates.costs().values if costs is None else np.asarray(costs, float)
     budget = state.budget.sel(resource=list(candidates.resources)).values.astype(float)
     if feas is None:
         feas = feasibility(state, candidates, settings.gate, costs, budget)

@@ -20,6 +20,24 @@ offers m*, so G0(s^∅) ≥ U0(m*) and "stop when no Q > 0" would forfeit a wort
 G0(s^∅) is one number per decision (s^∅ keeps b_t, λ_t, π_t and q_t for every candidate), so the
 ranking by Q and by value_vs_stop is the same.  Without CVU (β = 0, or at the horizon where
 CVU := 0) value_vs_stop = U0.
+
+Uncertain costs.  When q_t holds joint predictive cost draws ``cost`` (sample, candidate,
+resource; ``belief fit --costs``, :mod:`models.costs`)::
+
+    C_λ(m)    = E[λ_tᵀ ΔC(m)] = (1/S) Σ_s λ_tᵀ ΔC(m)^(s)
+    U0(m)     = φ[ΔJ(m)] − E[λ_tᵀ ΔC(m)]
+    M^budget  = {m : Pr(ΔC_r(m) > b_t,r) ≤ ε_budget for every resource r}
+
+Cost enters every functional through its expectation: φ = mean, lcb:Q and cvar:A act on the
+gain ΔJ only, and the risk of a cost overrun is carried by the chance constraint, not by φ (a
+quantile of gain − cost would need the joint law of gain and cost, which the models do not
+relate, and would charge the cost's spread a second time beside the chance constraint; for
+φ = mean both readings agree).  The table shows Pr(ΔC_r(m) > b_t,r) per resource
+(``overrun_<resource>``) and E[ΔC_r(m)] (``cost_<resource>``).  CVU's budget dynamics use the
+expected cost: s^{m,Y} has b_t − E[ΔC(m)], λ_{t+1} = λ(b_t − E[ΔC(m)]), the continuation's
+C_λ is E[λ_{t+1}ᵀΔC], and its budget test is E[ΔC_r(m')] ≤ b_{t+1,r} (per-draw budget paths
+are not followed).  Without cost draws, or with draws all equal to the known cost and
+ε_budget = 0, everything is the known-cost rule above exactly.
 """
 
 from __future__ import annotations
@@ -31,9 +49,10 @@ import pandas as pd
 import xarray as xr
 
 from belief.decision.cvu import cvu_for_state
-from belief.decision.feasibility import Feasibility, feasibility
+from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional
 from belief.decision.scores import (
+    expected_cost,
     g0,
     marginal_value,
     net_utility,
@@ -51,7 +70,8 @@ from belief.posterior.experiments import Experiment
 from belief.posterior.transfer import transfer_attrs
 from belief.validate import integer
 
-__all__ = ["STOP", "argmax_or_stop", "decide", "decision_stability", "decision_table"]
+__all__ = ["STOP", "argmax_or_stop", "belief_cost_draws", "decide", "decision_stability",
+           "decision_table"]
 
 STOP = "(stop)"
 
@@ -63,6 +83,20 @@ def argmax_or_stop(q: np.ndarray, eligible: np.ndarray, threshold: float = 0.0) 
     best = masked.argmax(axis=-1)
     return np.where(np.isfinite(np.take_along_axis(masked, best[..., None], -1)[..., 0]),
                     best, -1)
+
+
+def belief_cost_draws(belief: xr.Dataset, resources: list[str]) -> np.ndarray | None:
+    """q_t's joint predictive cost draws as an array (S, C, R) in the set's resource order, or
+    None when the belief has none (known costs)."""
+    if "cost" not in belief:
+        return None
+    da = belief["cost"]
+    got = [str(r) for r in da["resource"].values]
+    if sorted(got) != sorted(resources):
+        raise InputError("belief", f"cost draws over resources {got}; the candidate set has "
+                                   f"{resources}")
+    return np.ascontiguousarray(da.sel(resource=resources)
+                                .transpose("sample", "candidate", "resource").values, float)
 
 
 def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.ndarray,
@@ -205,11 +239,17 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
 
     gain = belief["gain"].transpose("sample", "candidate").values
     phi = fn(gain.T)
-    c_lambda = weighted_cost(costs, lam)
+    cost_draws = belief_cost_draws(belief, resources)
+    if cost_draws is None:
+        c_lambda = weighted_cost(costs, lam)
+    else:  # uncertain costs: E[λᵀΔC] = λᵀE[ΔC] (module docstring); E[ΔC] in the table, CVU
+        costs = expected_cost(cost_draws)
+        c_lambda = weighted_cost(costs, lam)
     u0 = net_utility(phi, c_lambda)
     mv, mv_reason = marginal_value(phi, c_lambda, belief["changes_policy"].values)
 
-    feas = feasibility(state, candidates, settings.gate, costs, budget)
+    feas = feasibility(state, candidates, settings.gate, costs, budget, cost_draws=cost_draws,
+                       chance=ChanceConstraint(settings.eps_budget))
     feasible = feas.feasible
     terminal = settings.is_terminal(state.step)
     if terminal:
@@ -217,7 +257,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         cvu_status = "terminal step: CVU := 0, Q = U0"
     elif cvu is None and beta > 0:
         cvu = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
-                            experiments=experiments, refit=refit)
+                            experiments=experiments, refit=refit,
+                            costs=None if cost_draws is None else costs)
         cvu_status = "estimated"
     elif cvu is None:
         cvu_status = "not computed (β = 0): CVU = 0, Q = U0"
@@ -291,6 +332,11 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     )
     ds["value_vs_stop"].attrs["long_name"] = ("value of doing m now and continuing, against "
                                               "stopping: U0 + β·E_Y[G0(s^{m,Y})]")
+    if feas.overrun is not None:
+        for k, r in enumerate(resources):
+            ds[f"overrun_{r}"] = (cand, feas.overrun[:, k])
+            ds[f"overrun_{r}"].attrs["long_name"] = f"Pr(ΔC_{r}(m) > b_t,{r})"
+            ds[f"cost_{r}"].attrs["long_name"] = f"E[ΔC_{r}(m)] under the cost posterior"
     if cvu is not None:
         ds["cvu_se"] = (cand, np.where(cvu_ok, cvu_se, np.nan))
         ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
@@ -307,6 +353,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         "g0_null": g0_null, "cvu_status": cvu_status,
         "weights_rule": settings.weights.describe(), "flip_probability": flip,
         "alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method,
+        "eps_budget": settings.eps_budget,
+        "costs": "uncertain (cost posterior draws)" if cost_draws is not None else "known",
         "horizon": -1 if settings.horizon is None else settings.horizon,
         "reliable": int(belief.attrs.get("reliable", 1)),
         "reliability_reason": str(belief.attrs.get("reliability_reason", "")),
@@ -321,9 +369,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:
-    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, Q, value against stopping,
-    feasible, chosen, reason."""
-    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "q", "value_vs_stop", "feasible",
+    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, Q, value against stopping, the
+    overrun probability per resource (with cost draws), feasible, chosen, reason."""
+    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "q", "value_vs_stop",
+            *[v for v in decision.data_vars if str(v).startswith("overrun_")], "feasible",
             "chosen", "excluded_reason"]
     return decision[[c for c in cols if c in decision]].to_dataframe()[
         [c for c in cols if c in decision]]

@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["expected_weighted_cost", "g0", "marginal_value", "net_utility", "q_score",
-           "value_vs_stop", "weighted_cost"]
+__all__ = ["expected_cost", "expected_weighted_cost", "g0", "marginal_value", "net_utility",
+           "q_score", "value_vs_stop", "weighted_cost"]
 
 
 def weighted_cost(costs: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """C_λ = Σ_r λ_r ΔC_r: costs (C, R) and λ (R,) → (C,)."""
     return np.asarray(costs, dtype=float) @ np.asarray(lam, dtype=float)
+
+
+def expected_cost(cost_draws: np.ndarray) -> np.ndarray:
+    """E[ΔC] = (1/S) Σ_s ΔC^(s): draws (S, C, R) → (C, R); a cell whose draws are all equal
+    (a known or zero cost) is that value exactly, not its floating-point mean."""
+    draws = np.asarray(cost_draws, dtype=float)
+    return np.ascontiguousarray(np.where((draws == draws[:1]).all(axis=0), draws[0],
+                                         draws.mean(axis=0)))
 
 
 def expected_weighted_cost(cost_draws: np.ndarray, lam: np.ndarray) -> np.ndarray:

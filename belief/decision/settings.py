@@ -153,6 +153,10 @@ class DecisionSettings:
         T ≥ 1: the last decision is taken at step T − 1, where CVU := 0 and Q = U0.
     stability_resamples : int
         Bootstrap replicates of Pr(argmax flips) (0 skips it).
+    eps_budget : float
+        ε_budget ∈ [0, 1) of the budget's chance constraint Pr(ΔC_r(m) ≤ b_t,r) ≥ 1 − ε_budget
+        for every resource r, applied when q_t holds cost draws (``cost``; else the known
+        costs must fit, which is the same rule at ε_budget = 0).
 
     The fields hold parsed objects after construction (``settings.functional`` is a
     :class:`~belief.decision.functionals.Functional`, ``settings.weights`` a
@@ -166,9 +170,13 @@ class DecisionSettings:
     cvu: CVUSettings = field(default_factory=CVUSettings)
     horizon: int | None = None
     stability_resamples: int = 200
+    eps_budget: float = 0.0
 
     def __post_init__(self) -> None:
+        from belief.decision.feasibility import ChanceConstraint
+
         set_ = object.__setattr__
+        set_(self, "eps_budget", ChanceConstraint(self.eps_budget).eps_budget)
         if self.weights is not None:
             set_(self, "weights", as_weight_rule(self.weights))
         set_(self, "functional", parse_functional(self.functional))
@@ -206,7 +214,7 @@ class DecisionSettings:
                 "horizon": self.horizon, "cvu_outcomes": self.cvu.n_outcomes,
                 "cvu_estimator": self.cvu.estimator,
                 "cvu_continuation": self.cvu.continuation,
-                "cvu_rollout_depth": self.cvu.rollout_depth}
+                "cvu_rollout_depth": self.cvu.rollout_depth, "eps_budget": self.eps_budget}
 
 
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
@@ -215,7 +223,7 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
                           safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
                           horizon: int | None = None, stability_resamples: int = 200,
                           cvu: CVUSettings | None = None, continuation: str = "one_step",
-                          rollout_depth: int = 2) -> DecisionSettings:
+                          rollout_depth: int = 2, eps_budget: float = 0.0) -> DecisionSettings:
     """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
     ``continuation`` and ``rollout_depth`` are those of :class:`CVUSettings` (not used when
     ``cvu`` is given)."""
@@ -225,4 +233,5 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
     return DecisionSettings(weights=weights, functional=functional, beta=beta,
                             gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
                                             method=safety_method),
-                            cvu=cvu, horizon=horizon, stability_resamples=stability_resamples)
+                            cvu=cvu, horizon=horizon, stability_resamples=stability_resamples,
+                            eps_budget=eps_budget)

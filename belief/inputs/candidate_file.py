@@ -48,7 +48,7 @@ from belief.inputs.resources import resource_vector
 __all__ = ["PRIOR_MODELS", "CandidateFile", "candidates_toml", "diff_candidates",
            "load_candidate_file", "load_candidates", "parse_candidate_text", "parse_priors"]
 
-PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity")
+PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity", "costs")
 """The models whose priors a ``[priors.<model>]`` table may state."""
 
 

@@ -21,6 +21,18 @@ Both remedies apply when both fail.  The thresholds are never changed.  What was
 recorded on the belief (``<model>_escalation``, ``<model>_attempts``, ``<model>_target_accept``,
 ``<model>_tune``, ``<model>_thin``) and in the model's posterior attributes.  A belief that still
 fails is flagged unreliable, as before.
+
+Costs
+-----
+With ``FitSettings.costs`` (``belief fit --costs``) and realised costs in the evidence, the cost
+model is one more model of the belief: fitted, checked and escalated like the others (its
+check joins ``reliable``, its attributes are ``costs_*``), its joint predictive draws
+ΔC_r(m)^(s) are q_t's ``cost`` (sample, candidate, resource) beside the gains, and the
+decision then uses E[λᵀΔC] and the chance constraint (:mod:`belief.decision.engine`).  It is
+opt-in: without evidence of cost overruns a cost posterior is mostly its prior spread
+(σ_r ≈ 0.3 on the log scale) and would move every decision of a campaign whose costs are
+in fact known (the shipped example records each cost at its nominal amount), and it adds a
+compile (≈ 20 s) and a fit to every ``belief fit``.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from belief.errors import InputError
@@ -39,6 +52,7 @@ from belief.posterior.belief_state import make_belief
 from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
 from belief.validate import fraction, integer, real
+from models.costs import CostModel, CostPriors
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
 from models.gains import GainsModel, GainsPriors, gain_from_draws
 from models.sensitivity import SensitivityModel, SensitivityPriors
@@ -69,6 +83,11 @@ class FitSettings:
         NUTS target acceptance of the first attempt (default: each model's, 0.9).
     max_escalations : int
         Re-fits of a failing model by :meth:`BeliefFitter.fit_reliable` (module docstring).
+    costs : bool
+        Fit the cost model (:mod:`models.costs`) when the evidence has realised costs, and put
+        its joint predictive draws ``cost`` (sample, candidate, resource) in q_t.  Off by
+        default: the decision then scores the candidate file's known costs exactly as before
+        (module docstring of :mod:`belief.posterior.fitter`, "Costs").
     """
 
     draws: int = 500
@@ -79,8 +98,11 @@ class FitSettings:
     ess_min: float | None = None
     target_accept: float | None = None
     max_escalations: int = 2
+    costs: bool = False
 
     def __post_init__(self) -> None:  # validated once, before anything is compiled
+        if not isinstance(self.costs, bool | np.bool_):
+            raise InputError("FitSettings.costs", f"must be True or False, got {self.costs!r}")
         for name in ("draws", "tune", "chains", "max_policies"):
             integer(getattr(self, name), f"FitSettings.{name}", minimum=1)
         integer(self.max_escalations, "FitSettings.max_escalations", minimum=0)
@@ -135,6 +157,8 @@ class BeliefFitter:
     sensitivity_priors : SensitivityPriors
         Priors of the sensitivity model (fitted on request by :meth:`fit_sensitivity`; it is
         candidate generation, never part of q_t).
+    cost_priors : CostPriors
+        Priors of the cost model (fitted only with ``settings.costs`` and realised costs).
     """
 
     candidates: CandidateSet
@@ -143,6 +167,7 @@ class BeliefFitter:
     exec_risk_priors: ExecRiskPriors = field(default_factory=ExecRiskPriors)
     transfer_priors: TransferPriors = field(default_factory=TransferPriors)
     sensitivity_priors: SensitivityPriors = field(default_factory=SensitivityPriors)
+    cost_priors: CostPriors = field(default_factory=CostPriors)
 
     def __post_init__(self) -> None:
         self.gains = GainsModel(self.candidates, self.gains_priors, self.settings.max_policies)
@@ -150,6 +175,20 @@ class BeliefFitter:
                           if any(c.drives_hardware for c in self.candidates) else None)
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
         self._sensitivity: dict[tuple, SensitivityModel] = {}
+        self._costs: dict[int, CostModel] = {}
+
+    def cost_model(self, rows: int) -> CostModel | None:
+        """The cost model with room for ``rows`` realised-cost rows (slots in blocks of 64
+        rows × resources, so a growing campaign recompiles rarely); None when no candidate
+        has a positive nominal cost."""
+        if not (np.asarray(self.candidates.costs().values) > 0).any():
+            return None
+        block = 64 * max(1, -(-int(rows) // 64))
+        if block not in self._costs:
+            self._costs[block] = CostModel(self.candidates, self.cost_priors,
+                                           max_observations=block * len(
+                                               self.candidates.resources))
+        return self._costs[block]
 
     # -- one model -------------------------------------------------------------------------
     def fit_model(self, name: str, sample: Callable[..., xr.DataTree], seed: int,
@@ -190,18 +229,21 @@ class BeliefFitter:
 
     # -- every model -----------------------------------------------------------------------
     def fit(self, evidence: Evidence, policy: str, step: int, seed: int,
-            progressbar: bool = False, escalate: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
+            progressbar: bool = False, escalate: bool = False,
+            costs: pd.DataFrame | None = None) -> tuple[xr.DataTree, xr.Dataset]:
         """Posterior DataTree(s) and the belief q_t for the current policy.
 
         One attempt per model at the settings (``escalate`` False; see
-        :meth:`fit_reliable`).
+        :meth:`fit_reliable`).  ``costs`` is the realised-costs table
+        (:mod:`belief.inputs.costs`); with ``settings.costs`` and at least one row the cost
+        model is fitted too (child ``costs``, q_t's ``cost``).
 
         Returns
         -------
         idata : DataTree
             Children named by model (``gains``; ``exec_risk`` when some candidate drives
             hardware; ``transfer`` with transfer evaluations), each with ``posterior``,
-            ``sample_stats``, ...
+            ``sample_stats``, ...; ``costs`` when the cost model was fitted.
         belief : Dataset
             q_t (see :func:`belief.posterior.belief_state.make_belief`); attributes
             ``reliable`` and ``reliability_reason`` over gains and execution risk, and the
@@ -230,6 +272,19 @@ class BeliefFitter:
                 exec_module.TARGET_ACCEPT, escalate)
             p_unsafe = p_unsafe_draws(fits["exec_risk"].idata)  # same sample count as gains
             children["exec_risk"] = fits["exec_risk"].idata
+        cost_draws = None
+        cost_model = (self.cost_model(len(costs)) if self.settings.costs and costs is not None
+                      and len(costs) else None)
+        if cost_model is not None:  # ΔC_r(m): joint predictive draws beside the gains
+            from models import costs as costs_module
+
+            fits["costs"] = self.fit_model(
+                "costs", lambda **kw: cost_model.fit(costs, progressbar=progressbar, **kw),
+                int(np.random.default_rng([seed, 5]).integers(2**31)),
+                costs_module.TARGET_ACCEPT, escalate)
+            children["costs"] = fits["costs"].idata
+            cost_draws = cost_model.decision_draws(fits["costs"].idata,
+                                                   np.random.default_rng([seed, 6]))["cost"]
         failing = [f"{name}: {f.convergence.reason}" for name, f in fits.items()
                    if not f.convergence.reliable]
         reliability = {"reliable": int(not failing),
@@ -242,6 +297,13 @@ class BeliefFitter:
         share = gains_module.own_evidence_share(gains.idata)
         belief["own_evidence_share"] = share.reindex(candidate=belief["candidate"].values,
                                                      fill_value=np.nan)
+        if cost_draws is not None:
+            belief["cost"] = (("sample", "candidate", "resource"),
+                              cost_draws.transpose("sample", "candidate", "resource").values)
+            belief = belief.assign_coords(resource=list(self.candidates.resources))
+            belief["cost"].attrs.update({
+                "long_name": "posterior-predictive cost ΔC_r(m) of the next execution",
+                "heavy_tailed": str(cost_draws.attrs.get("heavy_tailed", ""))})
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
             t = self.fit_model(
                 "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
@@ -255,11 +317,13 @@ class BeliefFitter:
         return idata, belief
 
     def fit_reliable(self, evidence: Evidence, policy: str, step: int, seed: int,
-                     progressbar: bool = False) -> tuple[xr.DataTree, xr.Dataset]:
+                     progressbar: bool = False,
+                     costs: pd.DataFrame | None = None) -> tuple[xr.DataTree, xr.Dataset]:
         """:meth:`fit` with escalation: each failing model is re-fitted with the remedy for
         its failure (module docstring); the belief records every attempt and may still be
         unreliable."""
-        return self.fit(evidence, policy, step, seed, progressbar=progressbar, escalate=True)
+        return self.fit(evidence, policy, step, seed, progressbar=progressbar, escalate=True,
+                        costs=costs)
 
     def fit_transfer(self, evidence: Evidence, policy: str | tuple[str, ...] = (),
                      seed: int = 0, progressbar: bool = False,

@@ -68,20 +68,23 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
     U0 + β·E_Y[G0(s^{m,Y})] (the candidate is worth doing when it is > 0).  ``demo`` adds the
     role and MV columns and leaves out the safety bound.  ``wide`` (default: stdout is not a
     terminal) keeps each reason whole and draws ASCII rules, for pipes and logs; a terminal
-    gets reasons cut at 60 characters."""
+    gets reasons cut at 60 characters.  With a cost posterior (``overrun_<resource>`` in the
+    decision) a column "Pr(>b) <resource>" per resource shows Pr(ΔC_r(m) > b_t,r)."""
     from rich import box
     from rich.table import Table
 
     if wide is None:
         wide = not sys.stdout.isatty()
+    overrun = [str(v) for v in decision.data_vars if str(v).startswith("overrun_")]
 
     columns = [("candidate", "left"), *([("role", "left")] if demo else []),
                ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
                *([("MV", "right")] if demo else []), ("CVU", "right"), ("est.", "left"),
                ("Q", "right"),
                ("vs stop", "right"),
-               *([] if demo else [("P_exec UCB", "right")]), ("feasible", "center"),
-               ("", "left")]
+               *([] if demo else [("P_exec UCB", "right")]),
+               *[(f"Pr(>b) {v.removeprefix('overrun_')}", "right") for v in overrun],
+               ("feasible", "center"), ("", "left")]
     table = Table(title=title, title_justify="left", pad_edge=wide,
                   box=box.ASCII2 if wide else box.HEAVY_HEAD)
     for col, justify in columns:
@@ -97,6 +100,7 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
                  escape(estimator_label(d)), number(float(d["q"])),
                  number(float(d["value_vs_stop"])) if "value_vs_stop" in d else "—",
                  *([] if demo else [number(float(d["p_exec_bound"]))]),
+                 *[number(float(d[v])) for v in overrun],
                  "yes" if bool(d["feasible"]) else "no",
                  ("<- chosen" if wide else "◀ chosen") if chosen
                  else escape(_cut(str(d["excluded_reason"].values), None if wide else 60))]

@@ -148,6 +148,7 @@ def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str,
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
     if not priors:
         return settings
+    from models.costs import CostPriors
     from models.exec_risk import ExecRiskPriors
     from models.gains import GainsPriors
     from models.sensitivity import SensitivityPriors
@@ -155,7 +156,10 @@ def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str,
 
     pri = settings["priors"]
     for name, cls in (("gains", GainsPriors), ("exec_risk", ExecRiskPriors),
-                      ("transfer", TransferPriors), ("sensitivity", SensitivityPriors)):
+                      ("transfer", TransferPriors), ("sensitivity", SensitivityPriors),
+                      ("costs", CostPriors)):
+        if name == "costs" and name not in pri:  # beliefs written before issue 21
+            continue
         try:
             cls(**pri[name])
         except (KeyError, TypeError) as err:

@@ -32,13 +32,14 @@ __all__ = ["fit", "model_priors"]
 
 
 def _prior_classes() -> dict[str, type]:
+    from models.costs import CostPriors
     from models.exec_risk import ExecRiskPriors
     from models.gains import GainsPriors
     from models.sensitivity import SensitivityPriors
     from models.transfer import TransferPriors
 
     return {"gains": GainsPriors, "exec_risk": ExecRiskPriors, "transfer": TransferPriors,
-            "sensitivity": SensitivityPriors}
+            "sensitivity": SensitivityPriors, "costs": CostPriors}
 
 
 def model_priors(cfile: CandidateFile | None = None,
@@ -75,7 +76,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         candidates: str | Path | CandidateSet | CandidateFile, *, policy: str | None = None,
         step: int | None = None, draws: int = 500, tune: int | None = None, chains: int = 4,
         seed: int = 0, target_accept: float | None = None, sensitivity: bool = True,
-        progressbar: bool = False, fitter: Any = None, priors: Mapping[str, Any] | None = None,
+        costs: bool = False, progressbar: bool = False, fitter: Any = None,
+        priors: Mapping[str, Any] | None = None,
         progress: Callable[[str], None] | None = None) -> FittedBelief:
     """Fit every model that has data and build q_t.
 
@@ -98,6 +100,10 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         NUTS target acceptance of the first attempt (default: each model's own).
     sensitivity : bool
         Fit the sensitivity model when there are sensitivity runs.
+    costs : bool
+        Fit the cost model when the evidence has realised costs (``belief fit --costs``; off
+        by default, see :mod:`belief.posterior.fitter`, "Costs"): q_t gets the joint
+        predictive cost draws ``cost`` and ``belief decide`` uses them.
     priors : mapping, optional
         Model → priors object (e.g. ``{"gains": GainsPriors(tau_lens=ScalePrior(
         "half_cauchy", beta=0.5))}``) or a mapping of its fields; applied after the candidate
@@ -148,13 +154,18 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings(draws=int(draws), tune=int(tune or draws),
-                                              chains=int(chains), target_accept=target_accept),
-                              pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"])
+                                              chains=int(chains), target_accept=target_accept,
+                                              costs=bool(costs)),
+                              pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"],
+                              pri["costs"])
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
     s = fitter.settings
+    cost_model = (fitter.cost_model(len(tables.costs))
+                  if s.costs and len(tables.costs) else None)
     models = ["gains"] + (["exec_risk"] if fitter.exec_risk is not None else []) \
+        + (["costs"] if cost_model is not None else []) \
         + (["transfer"] if len(ev.transfer) else []) \
         + (["sensitivity"] if sensitivity and len(ev.sensitivity) else [])
     say(f"policy {policy} ({rule}); step {step}; models: {', '.join(models)}")
@@ -163,12 +174,15 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     fitter.gains._compiled()
     if fitter.exec_risk is not None:
         fitter.exec_risk._compiled()
+    if cost_model is not None:
+        cost_model._compiled()
     if len(ev.transfer):
         fitter.transfer._compiled(outcome_family(ev.transfer))
     t1 = time.perf_counter()
     say(f"compiled in {t1 - t0:.1f} s; sampling {s.chains} chains × {s.draws} draws "
         f"(+{s.tune} tuning) …")
-    idata, q = fitter.fit_reliable(ev, policy, int(step), int(seed), progressbar=progressbar)
+    idata, q = fitter.fit_reliable(ev, policy, int(step), int(seed), progressbar=progressbar,
+                                   costs=tables.costs)
     say(f"sampled {', '.join(idata.children)} in {time.perf_counter() - t1:.1f} s")
     for name in idata.children:
         if int(q.attrs.get(f"{name}_attempts", 1)) > 1:
@@ -188,11 +202,13 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         "chains": s.chains, "seed": int(seed), "policy": policy, "policy_rule": rule,
         "step": int(step), "rhat_max": s.rhat_max, "ess_min": float(s.ess_threshold),
         "max_policies": s.max_policies, "max_escalations": s.max_escalations,
+        "costs": bool(s.costs),
         "models": list(idata.children),
         "priors": {"gains": fitter.gains_priors.as_dict(),
                    "exec_risk": fitter.exec_risk_priors.as_dict(),
                    "transfer": fitter.transfer_priors.as_dict(),
-                   "sensitivity": fitter.sensitivity_priors.as_dict()},
+                   "sensitivity": fitter.sensitivity_priors.as_dict(),
+                   "costs": fitter.cost_priors.as_dict()},
         "evidence_source": source, "evidence_files": {k: Path(v).name if v != "<python>"
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),

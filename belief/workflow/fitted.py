@@ -348,6 +348,7 @@ class FittedBelief:
 
     def _fitter(self):
         from belief.posterior.fitter import BeliefFitter, FitSettings
+        from models.costs import CostPriors
         from models.exec_risk import ExecRiskPriors
         from models.gains import GainsPriors
         from models.sensitivity import SensitivityPriors
@@ -362,9 +363,10 @@ class FittedBelief:
             self.candidate_set,
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
-                        ess_min=float(s["ess_min"])),
+                        ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
             GainsPriors(**pri["gains"]), ExecRiskPriors(**pri["exec_risk"]),
-            TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]))
+            TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]),
+            CostPriors(**pri.get("costs", {})))  # beliefs before issue 21 store none
 
     # -- reports ---------------------------------------------------------------------------------
     def sensitivity_reports(self) -> dict[str, Any]:
