@@ -75,7 +75,8 @@ carry the same term.  Prior, per pair (a, m), a ≠ m:
 Every scale is fixed, so γ adds no funnel.  Without evidence of a pair its γ is its prior
 (centred at 0), so the model reduces to the one without order effects in expectation; the
 predictive gain of m after a is wider by γ's prior.  ``GainsPriors(order_effects=False)``
-removes them.  :func:`order_effects` summarises γ (complements and substitutes).
+removes them.  :func:`belief.posterior.order_effects.order_effects_table` summarises γ
+(complements and substitutes) from q_t.
 
 The *next* execution of m from policy π with history h has predictive gain::
 
@@ -136,7 +137,6 @@ __all__ = [
     "likelihood_approximation",
     "loglik",
     "next_gain",
-    "order_effects",
     "own_evidence_share",
     "simulate",
 ]
@@ -848,7 +848,9 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
     order effects: ``gains_gamma`` (sample, actor, candidate) = γ_{a→m} (0 where a = m),
     ``gains_history`` (actor) = 1 for the actors in the history h of the next execution from π
     (the adaptations on π's lineage and the executed model updates) and ``gains_offset``
-    (sample, candidate) = Σ_{a ∈ h} γ_{a→m}.
+    (sample, candidate) = Σ_{a ∈ h} γ_{a→m}; for the report ``gains_gamma_pair`` (1 where γ_{a→m}
+    is a parameter), ``gains_gamma_evidence`` (how many evaluated steps of m had a in their
+    history) and ``gains_gamma_stated`` (1 for a stated prior), over (actor, candidate).
     """
     post = idata["posterior"].to_dataset()
     if policy not in post["policy"].values:
@@ -878,8 +880,24 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
         for j, c in enumerate(gain_ids):
             if reps[j] > 0 and c in actors:
                 hist[actors.index(c)] = 1.0
+        # how many evaluated steps of m had a in their history; whether the prior was stated
+        evidence = np.zeros((len(actors), len(gain_ids)))
+        vias = [str(v) for v in const["via"].values]
+        for k, v in enumerate(vias):
+            if v and const["trials"].values[k] > 0:
+                evidence[:, gain_ids.index(v)] += const["history"].values[k]
+        stated = np.zeros((len(actors), len(gain_ids)))
+        for p, (a, m) in enumerate(zip(const["pair_source"].values, const["pair_target"].values,
+                                       strict=True)):
+            stated[actors.index(str(a)), gain_ids.index(str(m))] = const["pair_stated"].values[p]
+        pair = np.zeros((len(actors), len(gain_ids)))
+        for a, m in zip(const["pair_source"].values, const["pair_target"].values, strict=True):
+            pair[actors.index(str(a)), gain_ids.index(str(m))] = 1.0
         out["gains_gamma"] = (("sample", "actor", "candidate"), mat)
         out["gains_history"] = ("actor", hist)
+        out["gains_gamma_pair"] = (("actor", "candidate"), pair)
+        out["gains_gamma_evidence"] = (("actor", "candidate"), evidence)
+        out["gains_gamma_stated"] = (("actor", "candidate"), stated)
         out["gains_offset"] = (("sample", "candidate"), np.einsum("a,sac->sc", hist, mat))
         out = out.assign_coords(actor=actors)
     return out
@@ -1049,42 +1067,6 @@ def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:
     share.name = "own_evidence_share"
     share.attrs["long_name"] = "share of the posterior from the candidate's own evidence"
     return share
-
-
-def order_effects(idata: xr.DataTree, prob: float = 0.9) -> pd.DataFrame:
-    """Posterior summary of every order effect γ_{a→m}: one row per pair.
-
-    Columns: ``source`` a, ``target`` m, ``mean``, ``sd``, ``lower``/``upper`` (the central
-    ``prob`` interval), ``p_positive`` = Pr(γ > 0 | D) (a complement when high, a substitute
-    when low), ``stated`` (a stated prior), ``evidence`` (how many evaluated steps of m had a
-    in their history) and ``kind`` ("complement" when the interval lies above 0, "substitute"
-    below, "unclear" otherwise).  Empty without order effects.
-    """
-    cols = ["source", "target", "mean", "sd", "lower", "upper", "p_positive", "stated",
-            "evidence", "kind"]
-    post = idata["posterior"]
-    if "gamma" not in post:
-        return pd.DataFrame(columns=cols)
-    const = idata["constant_data"].to_dataset()
-    g = post["gamma"].stack(sample=("chain", "draw")).transpose("pair", "sample").values
-    lo, hi = np.quantile(g, [(1 - prob) / 2, (1 + prob) / 2], axis=1)
-    actors = [str(a) for a in const["actor"].values]
-    hist = const["history"].values
-    vias = [str(v) for v in const["via"].values]
-    trials = const["trials"].values
-    rows = []
-    for p, (a, m) in enumerate(zip(const["pair_source"].values, const["pair_target"].values,
-                                   strict=True)):
-        a, m = str(a), str(m)
-        n = int(sum(1 for k, v in enumerate(vias) if v == m and trials[k] > 0
-                    and hist[k, actors.index(a)] > 0))
-        kind = "complement" if lo[p] > 0 else "substitute" if hi[p] < 0 else "unclear"
-        rows.append({"source": a, "target": m, "mean": float(g[p].mean()),
-                     "sd": float(g[p].std()), "lower": float(lo[p]), "upper": float(hi[p]),
-                     "p_positive": float((g[p] > 0).mean()),
-                     "stated": bool(const["pair_stated"].values[p]), "evidence": n,
-                     "kind": kind})
-    return pd.DataFrame(rows, columns=cols)
 
 
 def lineage_repeats(idata: xr.DataTree, policy: str, gain_ids: list[str]) -> np.ndarray:

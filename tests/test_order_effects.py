@@ -225,3 +225,30 @@ def test_model_updates_table_is_validated(world_candidates):
 def test_order_effects_off_gives_no_gamma(world_candidates):
     model = GainsModel(world_candidates, GainsPriors(order_effects=False))
     assert model.pairs == [] and "actor" not in model.coords()
+
+
+def test_order_effects_table_and_plot_from_q_t(fitted):
+    """γ's table from q_t: one row per pair, intervals from the draws, evidence counted on the
+    lineage pi0 → dr_1e7 → si_friction → dr_1e6 → ft_real_100."""
+    import matplotlib.pyplot as plt
+
+    from belief.posterior.order_effects import order_effects_table
+    from belief.report.plots import plot_order_effects
+
+    _, belief = fitted
+    tab = order_effects_table(belief)
+    # every actor (6 adaptations, 1 model update) on every other adaptation
+    assert len(tab) == 7 * 6 - 6 == int(belief["gains_gamma_pair"].sum())
+    row = tab.set_index(["source", "target"]).loc[("si_friction", "dr_1e6")]
+    x = belief["gains_gamma"].sel(actor="si_friction", candidate="dr_1e6").values
+    assert row["mean"] == pytest.approx(x.mean()) and row["upper"] == pytest.approx(
+        np.quantile(x, 0.95))
+    got = {(a, m): int(e) for a, m, e in zip(tab["source"], tab["target"], tab["evidence"],
+                                            strict=True) if e}
+    assert got == {("dr_1e7", "si_friction"): 1, ("dr_1e7", "dr_1e6"): 1,
+                   ("si_friction", "dr_1e6"): 1, ("dr_1e7", "ft_real_100"): 1,
+                   ("si_friction", "ft_real_100"): 1, ("dr_1e6", "ft_real_100"): 1}
+    assert set(tab["kind"]) <= {"complement", "substitute", "unclear"}
+    ax = plot_order_effects(belief)
+    assert len(ax.get_yticks()) == len(got)
+    plt.close(ax.figure)
