@@ -145,7 +145,9 @@ def main() -> None:
                         gam_rows.append({"world": v, "pair": pair,
                                          "interacting": abs(truth) > 1e-12,
                                          "covered": covered(g.sel(pair=pair).values, truth)})
-        print(f"world {v}: {[f['reliable'] for f in fits[-2:]]}", flush=True)
+        print(f"world {v}: " + "; ".join(
+            f"{f['model']}: {'ok' if f['reliable'] else f['reason']} ({f['seconds']:.0f} s)"
+            for f in fits[-2:]), flush=True)
 
     df, gdf, fdf = pd.DataFrame(rows), pd.DataFrame(gam_rows), pd.DataFrame(fits)
 

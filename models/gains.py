@@ -384,8 +384,9 @@ def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
       ρ̂^{2k} on m's steps, ``step_wx`` = ρ̂^k x̂, ``step_var`` = v; ``est_w``, ``est_wx``
       (C × E) likewise with ``est_se``.  The model sums them with the current τ_exec.
 
-    The order effects in a step's mean are left out of the approximation (it shapes only the
-    geometry; their prior is centred at 0).
+    ``step_hat`` (x̂, 0 unless both ends are evaluated) and ``step_both`` give the order
+    effects their own approximation (:meth:`GainsModel._order_effects_sampled`); θ's leaves
+    them out (it shapes only the geometry; their prior is centred at 0).
     """
     p = len(enc.is_root)
     has = enc.trials > 0
@@ -409,6 +410,7 @@ def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
     via_onehot = (enc.via[:, None] == np.arange(n_candidates)[None, :]) & child[:, None]
     est_onehot = (est.candidate[:, None] == np.arange(n_candidates)[None, :])
     return {"slot_prec": slot_prec, "slot_prec_x": slot_prec * slot_x,
+            "step_hat": step_hat, "step_both": both.astype(float),
             "step_w": onehot * r**2, "step_wx": onehot * r * step_hat, "step_var": var,
             "est_w": e_on * re**2, "est_wx": e_on * re * est.value,
             "via_onehot": via_onehot.astype(float), "est_onehot": est_onehot.astype(float)}
@@ -549,6 +551,50 @@ class GainsModel:
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
         return gamma, pt.dot(history, mat), pt.dot(est_history, mat)
 
+    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec):
+        """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
+        by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
+
+        Actor by actor (candidate order), γ_{a→·} is :func:`models.priors.whitened_normal`
+        with the normal approximation of its likelihood: each evaluated step k via m with a in
+        its history is ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual x̂_k − θ_m ρ^{k_m} −
+        Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
+        variables to γ is triangular, so the posterior is unchanged; it removes the ridge
+        θ_m + Σ γ = const that a step informs when m ran after several actors.
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pr = self.priors
+        n = len(self.pairs)
+        mu = pt.as_tensor(np.where(self.pair_stated, self.pair_mean, 0.0))
+        if self.gamma_groups:
+            g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
+            grouped = (~self.pair_stated) & (self.pair_group >= 0)
+            mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
+                np.maximum(self.pair_group, 0)]
+        sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
+        hist, via = data["history"], approx["via_onehot"]
+        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
+        resid = approx["step_hat"] - (via * effect[None, :]).sum(axis=1) * rho ** data["repeats"]
+        gamma = pt.zeros(n)
+        for i in range(len(self.actors)):
+            idx = np.flatnonzero(self.pair_actor == i)
+            if not len(idx):
+                continue
+            tgt = self.pair_target[idx]
+            hw = hist[:, i] * w
+            prec = (via[:, tgt] * hw[:, None]).sum(axis=0)
+            prec_x = (via[:, tgt] * (hw * resid)[:, None]).sum(axis=0)
+            x = whitened_normal(f"gamma_{i}", mu[idx], sd[idx], prec, prec_x, shape=len(idx))
+            gamma = pt.set_subtensor(gamma[idx], x)
+            row = pt.set_subtensor(pt.zeros(len(self.gain_ids))[tgt], x)
+            resid = resid - hist[:, i] * (via * row[None, :]).sum(axis=1)
+        gamma = pm.Deterministic("gamma", gamma, dims="pair")
+        mat = pt.zeros((len(self.actors), len(self.gain_ids)))
+        mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
+        return gamma, pt.dot(hist, mat), pt.dot(data["est_history"], mat)
+
     def _defaults(self, encoding, estimates):
         if encoding is None:
             encoding = self.encode(_no_rows())
@@ -627,9 +673,10 @@ class GainsModel:
             # gradients than indexing)
             at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
             at_est = (approx["est_onehot"] * effect[None, :]).sum(axis=1)
-            _, order, order_est = self._order_effects(data.get("history"),
-                                                      data.get("est_history"))
+            order, order_est = 0.0, 0.0
             if self.pairs:
+                _, order, order_est = self._order_effects_sampled(data, approx, effect, rho,
+                                                                  tau_exec)
                 order = (approx["via_onehot"] * order).sum(axis=1)
                 order_est = (approx["est_onehot"] * order_est).sum(axis=1)
             step_mean = root * pr.baseline_mu + child * (at_step * rk + order)
