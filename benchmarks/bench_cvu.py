@@ -248,7 +248,7 @@ def nested_refits(args, cs, belief, state, decision, t_new, res) -> None:
     ev, _ = evidence(cs, np.random.default_rng(0))
     fitter = BeliefFitter(cs, FitSettings(draws=1000, tune=1000, chains=2))
     refit = exact_refit(fitter, ev, state, trials=decision.cvu.trials, seed=3, draws=1000)
-    draws = belief[list(gains.DRAW_VARS)]
+    draws = belief[gains.decision_vars(belief)]
     ys = gains.simulate(draws, "a02", np.random.default_rng(2), np.arange(args.refits), 100)
     refit("a02", ys[0])  # compile
     t0 = time.perf_counter()

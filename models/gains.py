@@ -9,9 +9,9 @@ executing candidate m adds that execution's logit gain::
 
 where k is how often m was executed before on the child's lineage (diminishing returns,
 ρ ~ Beta(repeat_alpha, repeat_beta)) and τ_exec the run-to-run variation of a realised gain.
-``s_child`` is the *step mean*; an order-effect term Σ_{a ∈ h} γ_{a→m} (issue 16) is one more
-additive term of it and changes nothing else below.  The candidate effects θ_m are pooled
-candidate → method → lens → global::
+``s_child`` is the *step mean*; the order effects Σ_{a ∈ h} γ_{a→m} are one more additive
+term of it (section "Order effects") and change nothing else below.  The candidate effects θ_m
+are pooled candidate → method → lens → global::
 
     θ_m         = β_method[m] + τ_candidate · z_m
     β_method[j] = β_lens[j]   + τ_method    · z_j
@@ -52,14 +52,45 @@ ones non-centred.  This shapes only the sampler's geometry, never the posterior.
 *Unused policy and estimate slots* are roots without trials (independent Normal(baseline_mu,
 baseline_sigma) draws, fixed scale, no funnel) and masked estimates (no latent variable).
 
-The *next* execution of m from policy π has predictive gain on the success-probability scale::
+Order effects (issue 16)
+------------------------
+Interventions are not independent arms: executing a can change the later gain of m.  The step
+mean of an execution of m with history h is::
 
-    ΔJ_next(m | π) = logistic(η_π + θ_m · ρ^{k_m(π)} + τ_exec · z_new) − logistic(η_π)
+    s_child = θ_m · ρ^{k} + Σ_{a ∈ h} γ_{a→m}
+
+where h is the set of *actors* that ran before it — the adaptations on the lineage of the
+parent policy and the model updates executed at an earlier step (``Evidence.model_updates``);
+each actor counts once however often it ran (a diagnosis is never an actor: it acts through
+what it measures).  γ_{m→m} = 0 (repeats are ρ).  Summary-level estimates of m from a policy
+carry the same term.  Prior, per pair (a, m), a ≠ m:
+
+- stated in the candidate file (``[[interaction]]``, :mod:`belief.inputs.interactions`):
+  γ_{a→m} ~ Normal(mean, sd);
+- otherwise a shrinkage prior centred at "no interaction", partially pooled by the method
+  pair: γ_{a→m} = σ_g · g_{M(a)→M(m)} + σ_e · e_{a→m}, g, e ~ N(0, 1), g shared by the
+  candidate pairs of a method pair with ≥ 2 of them (method = lens/method label); defaults
+  σ_g = 0.05, σ_e = 0.14 (prior sd ≈ 0.15 logit).
+
+Every scale is fixed, so γ adds no funnel.  A heavy-tailed (Student-t, ν = 3) e was tried
+first and failed the convergence standard: when m runs after several actors only the sum
+θ_m + Σ γ is identified, and the ridge with t tails mixed badly (``bench_order_effects.py``
+world 0: R-hat 1.015, tail ESS 178 at γ[dr_1e7→ft_real_100]; with normal e: R-hat ≤ 1.006,
+ESS ≥ 611).  Without evidence of a pair its γ is its prior
+(centred at 0), so the model reduces to the one without order effects in expectation; the
+predictive gain of m after a is wider by γ's prior.  ``GainsPriors(order_effects=False)``
+removes them.  :func:`belief.posterior.order_effects.order_effects_table` summarises γ
+(complements and substitutes) from q_t.
+
+The *next* execution of m from policy π with history h has predictive gain::
+
+    ΔJ_next(m | π, h) = logistic(η_π + θ_m ρ^{k_m(π)} + Σ_{a ∈ h} γ_{a→m} + τ_exec z_new)
+                        − logistic(η_π)
 
 Assumption stated for the allocator: after a policy change, a candidate's logit gain is again
-θ_m (shrunk by ρ per earlier execution of m on the lineage) plus fresh run-to-run noise;
-interactions between different candidates (order effects) are not modelled structurally and
-widen τ_exec instead.  Arms of a paired evaluation are treated as
+θ_m (shrunk by ρ per earlier execution of m on the lineage) plus the order effects of what ran
+before plus fresh run-to-run noise; order effects add (on the logit scale) and do not depend
+on how often or in which order the actors ran.  Arms of a paired evaluation are treated as
 independent binomials (the pairing's positive correlation is ignored, which is conservative
 for differences).
 
@@ -83,7 +114,7 @@ next two executions of every candidate); :func:`gain_from_draws`, :func:`next_ga
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -103,6 +134,7 @@ __all__ = [
     "GainsPriors",
     "PoolingStructure",
     "decision_draws",
+    "decision_vars",
     "encode_estimates",
     "encode_policies",
     "gain_from_draws",
@@ -133,6 +165,14 @@ class GainsPriors:
         Prior of the run-to-run scale (a number v means HalfNormal(v)).
     repeat_alpha, repeat_beta : float
         Beta prior of the diminishing-returns factor ρ (mean 0.75 by default).
+    order_effects : bool
+        Whether the step mean carries the order effects γ_{a→m} (module docstring, "Order
+        effects"); False gives the model without them.
+    gamma_group_sd, gamma_sd : float
+        Default prior of an order effect without a stated prior: γ_{a→m} = g_{M(a)→M(m)} + e,
+        g ~ Normal(0, gamma_group_sd) shared by the candidate pairs of a method pair (when it
+        holds ≥ 2 of them), e ~ Normal(0, gamma_sd): sd ≈ 0.15 logit, a shrinkage prior
+        centred at "no interaction" (module docstring: why not a heavy-tailed one).
     """
 
     baseline_mu: float = 0.0
@@ -149,13 +189,20 @@ class GainsPriors:
         default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     repeat_alpha: float = 6.0
     repeat_beta: float = 2.0
+    order_effects: bool = True
+    gamma_group_sd: float = 0.05
+    gamma_sd: float = 0.14
 
     SCALES: ClassVar[dict[str, str]] = {
         "tau_lens": "half_student_t", "tau_method": "half_student_t",
         "tau_candidate": "half_student_t", "tau_exec": "half_normal"}
 
     def __post_init__(self) -> None:
-        check_priors(self, locations=("baseline_mu", "effect_mu_mu"), scales=self.SCALES)
+        if not isinstance(self.order_effects, bool):
+            raise InputError("GainsPriors", f"order_effects must be true or false, got "
+                                            f"{self.order_effects!r}")
+        check_priors(self, locations=("baseline_mu", "effect_mu_mu"), scales=self.SCALES,
+                     skip=("order_effects",))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (scale priors as ``{"family": ..., ...}``)."""
@@ -173,10 +220,29 @@ class PolicyEncoding:
     repeats: np.ndarray  # (P,) earlier executions of `via` on the lineage
     successes: np.ndarray  # (P,)
     trials: np.ndarray  # (P,)
+    history: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    # (P, A): history[k, a] = 1 if actor a ran before the step that produced slot k
+    steps: dict[str, int] = field(default_factory=dict)  # policy → step that produced it
+    updates: dict[str, int] = field(default_factory=dict)  # model update → first step it ran
 
     def data(self) -> dict[str, np.ndarray]:
         return {"ancestry": self.ancestry, "is_root": self.is_root, "via": self.via,
                 "repeats": self.repeats, "successes": self.successes, "trials": self.trials}
+
+    def actors_before(self, policy: str, step: float, gain_ids: list[str],
+                      actors: list[str]) -> np.ndarray:
+        """Indicator over ``actors`` of what ran before the next execution from ``policy`` at
+        ``step``: the adaptations on the lineage of ``policy`` (``policy`` included) and the
+        model updates executed at a step < ``step``."""
+        out = np.zeros(len(actors))
+        counts = self.repeats_from(policy, gain_ids)
+        for j, c in enumerate(gain_ids):
+            if counts[j] > 0 and c in actors:
+                out[actors.index(c)] = 1.0
+        for u, t in self.updates.items():
+            if u in actors and t < step:
+                out[actors.index(u)] = 1.0
+        return out
 
     def repeats_from(self, policy: str, gain_ids: list[str]) -> np.ndarray:
         """How often each gain candidate was executed on the lineage of ``policy``."""
@@ -192,12 +258,17 @@ class PolicyEncoding:
 def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int,
                     current: tuple[str, ...] = (),
                     policy_evals: pd.DataFrame | None = None,
-                    gain_estimates: pd.DataFrame | None = None) -> PolicyEncoding:
+                    gain_estimates: pd.DataFrame | None = None,
+                    model_updates: pd.DataFrame | None = None,
+                    actors: list[str] | None = None) -> PolicyEncoding:
     """Encode the policy tree and aggregated binomial counts into ``max_policies`` slots.
 
     Counts of a policy are summed over every arm it appeared in and every stand-alone
     evaluation of it (binomial sufficient statistics).  Unused slots are roots with no trials
-    (they sample from the prior).
+    (they sample from the prior).  ``history`` (slots × ``actors``) marks, for every step
+    π ← parent via m, the actors that ran before it: the adaptations on the parent's lineage
+    and the model updates (``model_updates`` rows: step, candidate) executed at a step below
+    the step of the paired evaluation that produced π.
     """
     extra = tuple(current)
     for table in (policy_evals, gain_estimates):
@@ -234,7 +305,22 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
         for p, row in sums.iterrows():
             succ[slot[p]] += int(row["successes"])
             trials[slot[p]] += int(row["trials"])
-    return PolicyEncoding(list(tree.policies), anc, is_root, via, repeats, succ, trials)
+    steps: dict[str, int] = {}
+    for p, t in zip(paired.get("treated_policy", []), paired.get("step", []), strict=True):
+        steps[str(p)] = min(int(t), steps.get(str(p), int(t)))
+    updates: dict[str, int] = {}
+    if model_updates is not None and len(model_updates):
+        for c, t in zip(model_updates["candidate"], model_updates["step"], strict=True):
+            updates[str(c)] = min(int(t), updates.get(str(c), int(t)))
+    enc = PolicyEncoding(list(tree.policies), anc, is_root, via, repeats, succ, trials,
+                         steps=steps, updates=updates)
+    actors = list(actors or [])
+    history = np.zeros((max_policies, len(actors)))
+    for p, k in slot.items():
+        if p in tree.parent:
+            history[k] = enc.actors_before(tree.parent[p], steps.get(p, np.inf), gain_ids,
+                                           actors)
+    return replace(enc, history=history)
 
 
 @dataclass(frozen=True)
@@ -246,6 +332,7 @@ class EstimateEncoding:
     candidate: np.ndarray
     repeats: np.ndarray
     mask: np.ndarray
+    history: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (E, A)
 
     def data(self) -> dict[str, np.ndarray]:
         return {"est_value": self.value, "est_se": self.se, "est_candidate": self.candidate,
@@ -253,12 +340,16 @@ class EstimateEncoding:
 
 
 def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
-                     gain_ids: list[str], max_estimates: int) -> EstimateEncoding:
+                     gain_ids: list[str], max_estimates: int,
+                     actors: list[str] | None = None) -> EstimateEncoding:
     """Encode ``gain_estimates`` rows into ``max_estimates`` slots.
 
     ``repeats`` is how often the estimated candidate had run on the lineage of the row's policy
-    (the estimate is of the *next* execution from that policy).
+    (the estimate is of the *next* execution from that policy); ``history`` (slots ×
+    ``actors``) what ran before it (:meth:`PolicyEncoding.actors_before` at the row's step).
     """
+    actors = list(actors or [])
+    history = np.zeros((max_estimates, len(actors)))
     value = np.zeros(max_estimates)
     se = np.ones(max_estimates)
     cand = np.zeros(max_estimates, dtype=np.int64)
@@ -268,13 +359,14 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
     if len(rows) > max_estimates:
         raise InputError("gain_estimates", f"{len(rows)} rows exceed max_estimates="
                                            f"{max_estimates}; build the model with more slots")
-    for e, (c, p, v, s_) in enumerate(zip(rows.get("candidate", []), rows.get("policy", []),
-                                          rows.get("estimate", []), rows.get("se", []),
-                                          strict=True)):
+    for e, (c, p, v, s_, t) in enumerate(zip(
+            rows.get("candidate", []), rows.get("policy", []), rows.get("estimate", []),
+            rows.get("se", []), rows.get("step", []), strict=True)):
         j = gain_ids.index(c)
         value[e], se[e], cand[e], mask[e] = v, s_, j, 1.0
         repeats[e] = enc.repeats_from(p, gain_ids)[j]
-    return EstimateEncoding(value, se, cand, repeats, mask)
+        history[e] = enc.actors_before(p, int(t), gain_ids, actors)
+    return EstimateEncoding(value, se, cand, repeats, mask, history)
 
 def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
                              n_candidates: int, priors: GainsPriors) -> dict[str, np.ndarray]:
@@ -292,8 +384,9 @@ def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
       ρ̂^{2k} on m's steps, ``step_wx`` = ρ̂^k x̂, ``step_var`` = v; ``est_w``, ``est_wx``
       (C × E) likewise with ``est_se``.  The model sums them with the current τ_exec.
 
-    An order-effect term in a step's mean (issue 16) is subtracted from x̂ the same way ρ̂^k
-    scales it; nothing else changes.
+    ``step_hat`` (x̂, 0 unless both ends are evaluated) and ``step_both`` give the order
+    effects their own approximation (:meth:`GainsModel._order_effects_sampled`); θ's leaves
+    them out (it shapes only the geometry; their prior is centred at 0).
     """
     p = len(enc.is_root)
     has = enc.trials > 0
@@ -317,6 +410,7 @@ def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
     via_onehot = (enc.via[:, None] == np.arange(n_candidates)[None, :]) & child[:, None]
     est_onehot = (est.candidate[:, None] == np.arange(n_candidates)[None, :])
     return {"slot_prec": slot_prec, "slot_prec_x": slot_prec * slot_x,
+            "step_hat": step_hat, "step_both": both.astype(float),
             "step_w": onehot * r**2, "step_wx": onehot * r * step_hat, "step_var": var,
             "est_w": e_on * re**2, "est_wx": e_on * re * est.value,
             "via_onehot": via_onehot.astype(float), "est_onehot": est_onehot.astype(float)}
@@ -331,6 +425,8 @@ def _parent_slot(enc: PolicyEncoding, k: int) -> int:
 
 
 def _describe(v: Any) -> Any:
+    if isinstance(v, bool):  # netCDF attributes hold no booleans
+        return int(v)
     return v.describe() if isinstance(v, ScalePrior) else v
 
 
@@ -386,17 +482,125 @@ class GainsModel:
              "candidate": list(self.gain_ids)})
         if self.max_policies < 2:
             raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
+        self._order_structure()
+
+    def _order_structure(self) -> None:
+        """Actors, pairs and the prior of every order effect γ_{a→m} (module docstring)."""
+        from belief.inputs.interactions import interaction_pairs, stated_pair_priors
+
+        actors, _, pairs = interaction_pairs(list(self.candidates))
+        if not self.priors.order_effects:
+            actors, pairs = [], []
+        self.actors, self.pairs = actors, pairs
+        stated = stated_pair_priors(list(self.candidates), self.candidates.interactions)
+        label = {c.id: f"{c.lens}/{c.method}" for c in self.candidates}
+        default = [p for p in pairs if p not in stated]
+        members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for a, m in default:
+            members.setdefault((label[a], label[m]), []).append((a, m))
+        self.gamma_groups = [g for g, ps in members.items() if len(ps) >= 2]
+        group_of = {p: self.gamma_groups.index(g) for g, ps in members.items()
+                    if g in self.gamma_groups for p in ps}
+        self.pair_actor = np.array([actors.index(a) for a, _ in pairs], dtype=np.int64)
+        self.pair_target = np.array([self.gain_ids.index(m) for _, m in pairs], dtype=np.int64)
+        self.pair_stated = np.array([p in stated for p in pairs])
+        self.pair_group = np.array([group_of.get(p, -1) for p in pairs], dtype=np.int64)
+        self.pair_mean = np.array([stated.get(p, (0.0, 0.0))[0] for p in pairs])
+        self.pair_sd = np.array([stated.get(p, (0.0, 0.0))[1] for p in pairs])
 
     # -- build ------------------------------------------------------------------------------
     def coords(self) -> dict[str, list]:
-        return {"candidate": self.gain_ids, "pooled_group": self.structure.groups,
-                "policy_slot": list(range(self.max_policies))}
+        out = {"candidate": self.gain_ids, "pooled_group": self.structure.groups,
+               "policy_slot": list(range(self.max_policies))}
+        if self.pairs:
+            out.update({"actor": self.actors, "pair": [f"{a}→{m}" for a, m in self.pairs]})
+        return out
+
+    def _order_effects(self, history, est_history):
+        """γ over pairs and the order-effect terms Σ_{a ∈ h} γ_{a→m} of every step and
+        estimate (zeros without pairs), in a model context.
+
+        γ_{a→m} = μ_{am} + s_{am} z (stated prior, z ~ N(0, 1)) or g_{M(a)→M(m)} · σ_g + e
+        (default; g ~ N(0, 1) shared by a method pair with ≥ 2 pairs, e = σ_e z_e,
+        z_e ~ N(0, 1)).
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        if not self.pairs:
+            return None, 0.0, 0.0
+        pr = self.priors
+        n = len(self.pairs)
+        gamma = pt.zeros(n)
+        default = np.flatnonzero(~self.pair_stated)
+        stated = np.flatnonzero(self.pair_stated)
+        if len(default):
+            part = pr.gamma_sd * pm.Normal("z_gamma", 0.0, 1.0, shape=len(default))
+            grouped = self.pair_group[default] >= 0
+            if self.gamma_groups:
+                g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
+                part = part + np.where(grouped, 1.0, 0.0) * pr.gamma_group_sd * g[
+                    np.maximum(self.pair_group[default], 0)]
+            gamma = pt.set_subtensor(gamma[default], part)
+        if len(stated):
+            z = pm.Normal("z_gamma_stated", 0.0, 1.0, shape=len(stated))
+            gamma = pt.set_subtensor(gamma[stated], self.pair_mean[stated]
+                                     + self.pair_sd[stated] * z)
+        gamma = pm.Deterministic("gamma", gamma, dims="pair")
+        mat = pt.zeros((len(self.actors), len(self.gain_ids)))
+        mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
+        return gamma, pt.dot(history, mat), pt.dot(est_history, mat)
+
+    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec):
+        """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
+        by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
+
+        Actor by actor (candidate order), γ_{a→·} is :func:`models.priors.whitened_normal`
+        with the normal approximation of its likelihood: each evaluated step k via m with a in
+        its history is ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual x̂_k − θ_m ρ^{k_m} −
+        Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
+        variables to γ is triangular, so the posterior is unchanged; it removes the ridge
+        θ_m + Σ γ = const that a step informs when m ran after several actors.
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pr = self.priors
+        n = len(self.pairs)
+        mu = pt.as_tensor(np.where(self.pair_stated, self.pair_mean, 0.0))
+        if self.gamma_groups:
+            g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
+            grouped = (~self.pair_stated) & (self.pair_group >= 0)
+            mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
+                np.maximum(self.pair_group, 0)]
+        sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
+        hist, via = data["history"], approx["via_onehot"]
+        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
+        resid = approx["step_hat"] - (via * effect[None, :]).sum(axis=1) * rho ** data["repeats"]
+        gamma = pt.zeros(n)
+        for i in range(len(self.actors)):
+            idx = np.flatnonzero(self.pair_actor == i)
+            if not len(idx):
+                continue
+            tgt = self.pair_target[idx]
+            hw = hist[:, i] * w
+            prec = (via[:, tgt] * hw[:, None]).sum(axis=0)
+            prec_x = (via[:, tgt] * (hw * resid)[:, None]).sum(axis=0)
+            x = whitened_normal(f"gamma_{i}", mu[idx], sd[idx], prec, prec_x, shape=len(idx))
+            gamma = pt.set_subtensor(gamma[idx], x)
+            row = pt.set_subtensor(pt.zeros(len(self.gain_ids))[tgt], x)
+            resid = resid - hist[:, i] * (via * row[None, :]).sum(axis=1)
+        gamma = pm.Deterministic("gamma", gamma, dims="pair")
+        mat = pt.zeros((len(self.actors), len(self.gain_ids)))
+        mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
+        return gamma, pt.dot(hist, mat), pt.dot(data["est_history"], mat)
 
     def _defaults(self, encoding, estimates):
         if encoding is None:
-            encoding = encode_policies(_no_rows(), self.gain_ids, self.max_policies)
+            encoding = self.encode(_no_rows())
         if estimates is None:
-            estimates = encode_estimates(None, encoding, self.gain_ids, self.max_estimates)
+            estimates = encode_estimates(None, encoding, self.gain_ids, self.max_estimates,
+                                         self.actors)
         return encoding, estimates
 
     def _containers(self, encoding: PolicyEncoding, estimates: EstimateEncoding,
@@ -408,6 +612,15 @@ class GainsModel:
                 for name, value in encoding.data().items() if name not in skip}
         data.update({name: pm.Data(name, value, dims="estimate_slot")
                      for name, value in estimates.data().items() if name not in skip})
+        if self.pairs:
+            n_act = len(self.actors)
+            data["history"] = pm.Data("history",
+                                      _width(encoding.history, self.max_policies, n_act),
+                                      dims=("policy_slot", "actor"))
+            data["est_history"] = pm.Data("est_history",
+                                          _width(estimates.history, self.max_estimates,
+                                                 n_act),
+                                          dims=("estimate_slot", "actor"))
         return data
 
     def _scales(self):
@@ -460,7 +673,13 @@ class GainsModel:
             # gradients than indexing)
             at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
             at_est = (approx["est_onehot"] * effect[None, :]).sum(axis=1)
-            step_mean = root * pr.baseline_mu + child * at_step * rk
+            order, order_est = 0.0, 0.0
+            if self.pairs:
+                _, order, order_est = self._order_effects_sampled(data, approx, effect, rho,
+                                                                  tau_exec)
+                order = (approx["via_onehot"] * order).sum(axis=1)
+                order_est = (approx["est_onehot"] * order_est).sum(axis=1)
+            step_mean = root * pr.baseline_mu + child * (at_step * rk + order)
             step_sd = root * pr.baseline_sigma + child * tau_exec
             step = pm.Deterministic(
                 "policy_step", whitened_normal("step", step_mean, step_sd, approx["slot_prec"],
@@ -471,7 +690,7 @@ class GainsModel:
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
             est_var = data["est_se"] ** 2 + tau_exec**2
-            est_logp = -0.5 * ((data["est_value"] - at_est * ek) ** 2
+            est_logp = -0.5 * ((data["est_value"] - at_est * ek - order_est) ** 2
                                / est_var + pt.log(2 * np.pi * est_var))
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
@@ -508,8 +727,13 @@ class GainsModel:
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
+            _, order, order_est = self._order_effects(data.get("history"),
+                                                      data.get("est_history"))
+            if self.pairs:
+                order = order[pt.arange(self.max_policies), data["via"]]
+                order_est = order_est[pt.arange(self.max_estimates), data["est_candidate"]]
             step_mean = root * pr.baseline_mu + (1.0 - root) * (
-                effect[data["via"]] * rho ** data["repeats"])
+                effect[data["via"]] * rho ** data["repeats"] + order)
             step_sd = root * pr.baseline_sigma + (1.0 - root) * tau_exec
             z = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
             step = pm.Deterministic("policy_step", step_mean + step_sd * z, dims="policy_slot")
@@ -517,7 +741,7 @@ class GainsModel:
                                    dims="policy_slot")
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
-            est_mu = effect[data["est_candidate"]] * rho ** data["est_repeats"]
+            est_mu = effect[data["est_candidate"]] * rho ** data["est_repeats"] + order_est
             est_sd = pt.sqrt(data["est_se"] ** 2 + tau_exec**2)
             est_logp = pm.logp(pm.Normal.dist(est_mu, est_sd), data["est_value"])
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
@@ -527,12 +751,16 @@ class GainsModel:
         """Every data container of :meth:`build` for these encodings."""
         out = {**enc.data(), **est.data(),
                **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
+        if self.pairs:
+            out["history"] = _width(enc.history, self.max_policies, len(self.actors))
+            out["est_history"] = _width(est.history, self.max_estimates, len(self.actors))
         return {k: v for k, v in out.items() if k not in _ONE_HOT}
 
     def _compiled(self):
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
                tuple(self.structure.groups), self.priors, self.max_policies,
-               self.max_estimates)
+               self.max_estimates, tuple(self.pairs), tuple(self.pair_stated),
+               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group))
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
@@ -541,10 +769,19 @@ class GainsModel:
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
+    def encode(self, paired: pd.DataFrame, current: tuple[str, ...] = (),
+               policy_evals: pd.DataFrame | None = None,
+               gain_estimates: pd.DataFrame | None = None,
+               model_updates: pd.DataFrame | None = None) -> PolicyEncoding:
+        """:func:`encode_policies` with this model's candidates, slots and actors."""
+        return encode_policies(paired, self.gain_ids, self.max_policies, tuple(current),
+                               policy_evals, gain_estimates, model_updates, self.actors)
+
     # -- fit --------------------------------------------------------------------------------
     def fit(self, paired: pd.DataFrame, current_policy: str | tuple[str, ...] = (), *,
             policy_evals: pd.DataFrame | None = None,
             gain_estimates: pd.DataFrame | None = None,
+            model_updates: pd.DataFrame | None = None,
             draws: int = 500, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
@@ -560,6 +797,9 @@ class GainsModel:
             ``Evidence.policy_evals``: stand-alone evaluations of policies.
         gain_estimates : DataFrame, optional
             ``Evidence.gain_estimates``: summary-level logit-gain measurements.
+        model_updates : DataFrame, optional
+            ``Evidence.model_updates``: executed model updates (step, candidate), the sources
+            of order effects besides the adaptations on a lineage.
         thin : int
             Sample ``draws × thin`` per chain and keep every ``thin``-th (see
             :func:`models.sampling.sample`).
@@ -572,9 +812,9 @@ class GainsModel:
             the pooled groups; ``sample_stats``, and ``constant_data`` with the encoded counts.
         """
         current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
-        enc = encode_policies(paired, self.gain_ids, self.max_policies, current, policy_evals,
-                              gain_estimates)
-        est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates)
+        enc = self.encode(paired, current, policy_evals, gain_estimates, model_updates)
+        est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates,
+                               self.actors)
         compiled = self._compiled().with_data(**self.data(enc, est))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                        target_accept=target_accept, progressbar=progressbar, thin=thin,
@@ -599,6 +839,19 @@ class GainsModel:
             coords={"policy": enc.names})
         groups["observed_data"] = xr.Dataset({"successes": ("policy", enc.successes[:n])},
                                              coords={"policy": enc.names})
+        if self.pairs:
+            const = groups["constant_data"]
+            const["model_update_done"] = ("actor", np.array(
+                [float(a in enc.updates) for a in self.actors]))
+            const["history"] = (("policy", "actor"),
+                                _width(enc.history, self.max_policies, len(self.actors))[:n])
+            const = const.assign_coords(
+                actor=self.actors,
+                pair_source=("pair", [a for a, _ in self.pairs]),
+                pair_target=("pair", [m for _, m in self.pairs]),
+                pair_stated=("pair", self.pair_stated.astype(int)),
+                pair=[f"{a}→{m}" for a, m in self.pairs])
+            groups["constant_data"] = const
         dt = xr.DataTree.from_dict(groups)
         dt.attrs.update({"model": "gains", "max_policies": self.max_policies,
                          "pooled_groups": "; ".join(
@@ -640,7 +893,13 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
     Returns a Dataset over ``sample`` (chain × draw) and ``candidate`` (gain candidates):
     ``gains_eta`` = η_π, ``gains_theta`` = θ_m, ``gains_tau`` = τ_exec, ``gains_rho`` = ρ,
     ``gains_repeats`` = k_m(π), and standard-normal noise ``gains_z_now`` / ``gains_z_next``
-    of the next and the following execution of every candidate (drawn with ``rng``).
+    of the next and the following execution of every candidate (drawn with ``rng``).  With
+    order effects: ``gains_gamma`` (sample, actor, candidate) = γ_{a→m} (0 where a = m),
+    ``gains_history`` (actor) = 1 for the actors in the history h of the next execution from π
+    (the adaptations on π's lineage and the executed model updates) and ``gains_offset``
+    (sample, candidate) = Σ_{a ∈ h} γ_{a→m}; for the report ``gains_gamma_pair`` (1 where γ_{a→m}
+    is a parameter), ``gains_gamma_evidence`` (how many evaluated steps of m had a in their
+    history) and ``gains_gamma_stated`` (1 for a stated prior), over (actor, candidate).
     """
     post = idata["posterior"].to_dataset()
     if policy not in post["policy"].values:
@@ -649,7 +908,7 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
     eta = _stack(post["policy_logit"].sel(policy=policy))
     theta = _stack(post["effect"].sel(candidate=gain_ids))
     shape = theta.shape
-    return xr.Dataset(
+    out = xr.Dataset(
         {"gains_eta": ("sample", eta), "gains_theta": (("sample", "candidate"), theta),
          "gains_tau": ("sample", _stack(post["tau_exec"])),
          "gains_rho": ("sample", _stack(post["rho"])),
@@ -657,46 +916,123 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
          "gains_z_now": (("sample", "candidate"), rng.standard_normal(shape)),
          "gains_z_next": (("sample", "candidate"), rng.standard_normal(shape))},
         coords={"candidate": gain_ids})
+    if "gamma" in post:
+        const = idata["constant_data"].to_dataset()
+        actors = [str(a) for a in const["actor"].values]
+        mat = np.zeros((shape[0], len(actors), len(gain_ids)))
+        g = _stack(post["gamma"])
+        for p, (a, m) in enumerate(zip(const["pair_source"].values, const["pair_target"].values,
+                                       strict=True)):
+            mat[:, actors.index(str(a)), gain_ids.index(str(m))] = g[:, p]
+        hist = np.asarray(const["model_update_done"].values, dtype=float).copy()
+        reps = lineage_repeats(idata, policy, gain_ids)
+        for j, c in enumerate(gain_ids):
+            if reps[j] > 0 and c in actors:
+                hist[actors.index(c)] = 1.0
+        # how many evaluated steps of m had a in their history; whether the prior was stated
+        evidence = np.zeros((len(actors), len(gain_ids)))
+        vias = [str(v) for v in const["via"].values]
+        for k, v in enumerate(vias):
+            if v and const["trials"].values[k] > 0:
+                evidence[:, gain_ids.index(v)] += const["history"].values[k]
+        stated = np.zeros((len(actors), len(gain_ids)))
+        for p, (a, m) in enumerate(zip(const["pair_source"].values, const["pair_target"].values,
+                                       strict=True)):
+            stated[actors.index(str(a)), gain_ids.index(str(m))] = const["pair_stated"].values[p]
+        pair = np.zeros((len(actors), len(gain_ids)))
+        for a, m in zip(const["pair_source"].values, const["pair_target"].values, strict=True):
+            pair[actors.index(str(a)), gain_ids.index(str(m))] = 1.0
+        out["gains_gamma"] = (("sample", "actor", "candidate"), mat)
+        out["gains_history"] = ("actor", hist)
+        out["gains_gamma_pair"] = (("actor", "candidate"), pair)
+        out["gains_gamma_evidence"] = (("actor", "candidate"), evidence)
+        out["gains_gamma_stated"] = (("actor", "candidate"), stated)
+        out["gains_offset"] = (("sample", "candidate"), np.einsum("a,sac->sc", hist, mat))
+        out = out.assign_coords(actor=actors)
+    return out
+
+
+ORDER_VARS = ("gains_gamma", "gains_history", "gains_offset")
+"""Optional decision draws of the order effects (absent without order effects)."""
+
+
+def decision_vars(belief: xr.Dataset) -> list[str]:
+    """The gains draws a belief holds: :data:`DRAW_VARS` and whichever :data:`ORDER_VARS`."""
+    return [*DRAW_VARS, *(v for v in ORDER_VARS if v in belief)]
+
+
+def _offset(draws: xr.Dataset) -> np.ndarray | float:
+    """Σ_{a ∈ h} γ_{a→m} (S, C), or 0 without order effects."""
+    if "gains_offset" not in draws:
+        return 0.0
+    return np.asarray(draws["gains_offset"].values, dtype=float)
+
+
+def _offset_after(draws: xr.Dataset, m: str) -> np.ndarray | float:
+    """The offset after executing m: Σ_{a ∈ h ∪ {m}} γ_{a→·} (m joins the history once)."""
+    off = _offset(draws)
+    if "gains_gamma" not in draws:
+        return off
+    actors = [str(a) for a in draws["actor"].values]
+    if m not in actors:
+        return off
+    i = actors.index(m)
+    if float(draws["gains_history"].values[i]) > 0:
+        return off
+    return off + np.asarray(draws["gains_gamma"].values[:, i, :], dtype=float)
 
 
 def _arrays(draws: xr.Dataset) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(draws[v].values, dtype=float) for v in DRAW_VARS)
 
 
-def _gain(eta, theta, tau, rho, k, z) -> np.ndarray:
-    new = eta[:, None] + theta * rho[:, None] ** k[None, :] + tau[:, None] * z
+def _gain(eta, theta, tau, rho, k, z, offset=0.0) -> np.ndarray:
+    new = eta[:, None] + theta * rho[:, None] ** k[None, :] + offset + tau[:, None] * z
     return expit(new) - expit(eta)[:, None]
 
 
 def gain_from_draws(draws: xr.Dataset) -> xr.DataArray:
-    """ΔJ_next(m | π) = logistic(η + θ_m ρ^{k_m} + τ z_now,m) − logistic(η), (sample, candidate)."""
+    """ΔJ_next(m | π, h) = logistic(η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z_now,m)
+    − logistic(η), (sample, candidate)."""
     eta, theta, tau, rho, k, z_now, _ = _arrays(draws)
-    return xr.DataArray(_gain(eta, theta, tau, rho, k, z_now), dims=("sample", "candidate"),
+    return xr.DataArray(_gain(eta, theta, tau, rho, k, z_now, _offset(draws)),
+                        dims=("sample", "candidate"),
                         coords={"candidate": draws["candidate"].values}, name="gain")
 
 
 def executed_logit(draws: xr.Dataset, m: str) -> np.ndarray:
-    """η' = η + θ_m ρ^{k_m} + τ z_now,m: the logit of the policy that executing m produces."""
+    """η' = η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z_now,m: the logit of the policy that
+    executing m produces."""
     eta, theta, tau, rho, k, z_now, _ = _arrays(draws)
     j = list(draws["candidate"].values).index(m)
-    return eta + theta[:, j] * rho ** k[j] + tau * z_now[:, j]
+    off = _offset(draws)
+    off_j = off[:, j] if isinstance(off, np.ndarray) else off
+    return eta + theta[:, j] * rho ** k[j] + off_j + tau * z_now[:, j]
 
 
-def next_gain(draws: xr.Dataset, m: str | None) -> xr.DataArray:
+def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None) -> xr.DataArray:
     """Joint draws of every candidate's next gain in the state after executing ``m``.
 
-    For an adaptation m the policy becomes π' with η' = :func:`executed_logit`, m's repeat
-    count rises by one, and the following execution of every candidate uses fresh noise
-    z_next; for anything else (``m`` None or not a gain candidate) the policy is unchanged and
-    the gains are :func:`gain_from_draws`.
+    For an adaptation m (``adapts``; default: m is one of the draws' candidates) the policy
+    becomes π' with η' = :func:`executed_logit`, m's repeat count rises by one, m joins the
+    history h (every candidate c gains γ_{m→c}), and the following execution of every
+    candidate uses fresh noise z_next.  For a model update (``adapts=False``) the policy is
+    unchanged but m joins h: ΔJ = logistic(η + θ ρ^k + Σ_{a ∈ h ∪ {m}} γ_{a→·} + τ z_now) −
+    logistic(η).  For ``m`` None the gains are :func:`gain_from_draws`.
     """
     ids = list(draws["candidate"].values)
-    if m is None or m not in ids:
+    if m is None:
         return gain_from_draws(draws)
-    _eta, theta, tau, rho, k, _, z_next = _arrays(draws)
-    k2 = k.copy()
-    k2[ids.index(m)] += 1
-    g = _gain(executed_logit(draws, m), theta, tau, rho, k2, z_next)
+    if adapts is None:
+        adapts = m in ids
+    eta, theta, tau, rho, k, z_now, z_next = _arrays(draws)
+    after = _offset_after(draws, m)
+    if not adapts:
+        g = _gain(eta, theta, tau, rho, k, z_now, after)
+    else:
+        k2 = k.copy()
+        k2[ids.index(m)] += 1
+        g = _gain(executed_logit(draws, m), theta, tau, rho, k2, z_next, after)
     return xr.DataArray(g, dims=("sample", "candidate"), coords={"candidate": ids}, name="gain")
 
 
@@ -737,22 +1073,26 @@ def loglik(draws: xr.Dataset, m: str, y: np.ndarray, trials: int = 100) -> np.nd
 def _estimate_moments(draws: xr.Dataset, target: str, se: float) -> tuple[np.ndarray, ...]:
     _eta, theta, tau, rho, k, _, _ = _arrays(draws)
     j = list(draws["candidate"].values).index(target)
-    return theta[:, j] * rho ** k[j], np.sqrt(se**2 + tau**2)
+    off = _offset(draws)
+    off_j = off[:, j] if isinstance(off, np.ndarray) else off
+    return theta[:, j] * rho ** k[j] + off_j, np.sqrt(se**2 + tau**2)
 
 
 def simulate_estimate(draws: xr.Dataset, target: str, se: float, rng: np.random.Generator,
                       idx: np.ndarray) -> np.ndarray:
     """A diagnosis' estimate of ``target``'s logit gain under draws ``idx``, shape (J,).
 
-    y ~ Normal(θ ρ^k, sqrt(se² + τ_exec²)): the pilot is its own small run (its own run-to-run
-    noise) measured with standard error ``se`` — the same likelihood as in the model.
+    y ~ Normal(θ ρ^k + Σ_{a ∈ h} γ_{a→target}, sqrt(se² + τ_exec²)): the pilot is its own
+    small run (its own run-to-run noise) measured with standard error ``se`` — the same
+    likelihood as in the model.
     """
     mu, sd = _estimate_moments(draws, target, se)
     return mu[idx] + sd[idx] * rng.standard_normal(len(idx))
 
 
 def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) -> np.ndarray:
-    """log Normal(y_j | θ ρ^k, sqrt(se² + τ_exec²)) for every draw: shape (J, S)."""
+    """log Normal(y_j | θ ρ^k + Σ_{a ∈ h} γ_{a→target}, sqrt(se² + τ_exec²)) for every draw:
+    shape (J, S)."""
     from scipy.stats import norm
 
     mu, sd = _estimate_moments(draws, target, se)
@@ -803,6 +1143,16 @@ def _stack(da: xr.DataArray) -> np.ndarray:
     """(chain, draw, ...) → (sample, ...) as a plain array."""
     arr = da.transpose("chain", "draw", ...).to_numpy()
     return arr.reshape(-1, *arr.shape[2:])
+
+
+def _width(history: np.ndarray, n_rows: int, n_actors: int) -> np.ndarray:
+    """The (n_rows, n_actors) history matrix; zeros for an encoding built without actors."""
+    h = np.asarray(history, dtype=float)
+    if h.shape == (n_rows, n_actors):
+        return h
+    if h.size:
+        raise ValueError(f"history of shape {h.shape}, expected {(n_rows, n_actors)}")
+    return np.zeros((n_rows, n_actors))
 
 
 def _no_rows() -> pd.DataFrame:

@@ -325,7 +325,7 @@ def gains_case(priors: Any = None, fit_priors: Any = None, *, trials: int = 100,
     no summary-level estimates.  Quantities: μ_0, τ_lens, τ_exec, ρ, θ(dr_1e6) and the logit
     η of the end of the first lineage.
     """
-    from models.gains import GainsModel, GainsPriors, encode_estimates, encode_policies
+    from models.gains import GainsModel, GainsPriors, encode_estimates
 
     priors = priors or GainsPriors()
     fit_priors = fit_priors or priors
@@ -345,8 +345,8 @@ def gains_case(priors: Any = None, fit_priors: Any = None, *, trials: int = 100,
                            "trials": trials}])
     gen_spec = GainsModel(cands, priors, max_policies=k, max_estimates=1)
     fit_spec = GainsModel(cands, fit_priors, max_policies=k, max_estimates=1)
-    enc = encode_policies(paired, gen_spec.gain_ids, k, policy_evals=evals)
-    est = encode_estimates(None, enc, gen_spec.gain_ids, 1)
+    enc = gen_spec.encode(paired, policy_evals=evals)
+    est = encode_estimates(None, enc, gen_spec.gain_ids, 1, gen_spec.actors)
     design = fit_spec.data(enc, est)
     last = enc.names.index(f"pi{len(GAINS_LINEAGES[0])}")
 
@@ -360,7 +360,9 @@ def gains_case(priors: Any = None, fit_priors: Any = None, *, trials: int = 100,
         {"obs": "successes"},
         {"mu0": ("mu0", {}), "tau_lens": ("tau_lens", {}), "tau_exec": ("tau_exec", {}),
          "rho": ("rho", {}), "theta[dr_1e6]": ("effect", {"candidate": "dr_1e6"}),
-         f"eta[{enc.names[last]}]": ("policy_logit", {"policy_slot": last})},
+         f"eta[{enc.names[last]}]": ("policy_logit", {"policy_slot": last}),
+         **({"gamma[dr_1e6→ft_real_100]": ("gamma", {"pair": "dr_1e6→ft_real_100"})}
+            if gen_spec.pairs else {})},
         target_accept=0.9, refresh=refresh,
         description=f"6 adaptations, 4 lenses, 5 methods; {k} policies on two lineages "
                     f"(one repeat of dr_1e6); {trials} trials per arm; generated level by "

@@ -101,7 +101,13 @@ def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidat
     assert d["gains_repeats"].values.tolist() == [int(c in lineage) for c in ids]
     eta, rho, tau = (d[v].values[:, None] for v in ("gains_eta", "gains_rho", "gains_tau"))
     k = d["gains_repeats"].values[None, :]
-    expected = expit(eta + d["gains_theta"].values * rho ** k
+    # order effects: the history of the next execution from pi4 is its lineage (no model
+    # update ran), and the offset is Σ_{a ∈ h} γ_{a→m}
+    hist = d["gains_history"].to_series()
+    assert {a for a, v in hist.items() if v > 0} == lineage
+    offset = np.einsum("a,sac->sc", hist.values, d["gains_gamma"].values)
+    np.testing.assert_allclose(d["gains_offset"].values, offset, rtol=1e-12)
+    expected = expit(eta + d["gains_theta"].values * rho ** k + offset
                      + tau * d["gains_z_now"].values) - expit(eta)
     np.testing.assert_allclose(g.values, expected, rtol=1e-12)
     assert 0 < float(rho.max()) < 1 and int(k.sum()) >= 3  # the discount bites
@@ -120,10 +126,11 @@ def test_loglik_matches_scipy_binomial(fitted):
     from scipy.special import expit
     from scipy.stats import binom
 
-    from models.gains import DRAW_VARS, executed_logit, loglik
+    from models.gains import decision_vars, executed_logit, loglik
 
     _, belief = fitted
-    draws = belief[list(DRAW_VARS)]
+    draws = belief[decision_vars(belief)]
+    assert "gains_offset" in draws
     y = np.array([[30, 41], [0, 100], [100, 0]])
     got = loglik(draws, "dr_1e6", y, 100)
     p0 = expit(draws["gains_eta"].values)

@@ -74,10 +74,11 @@ DEFAULT_SEQUENCE = ("dr_1e6", "si_friction", "ft_real_100", "dr_1e7", "cotrain",
 def mean_gain_draws(belief: xr.Dataset, nodes: int = 40) -> xr.DataArray:
     """θ-level mean gain μ(m | θ) per posterior draw, (``sample``, ``candidate``).
 
-    μ(m | θ) = E_z[logistic(η + θ_m ρ^{k_m} + τ z)] − logistic(η), z ~ N(0, 1), by
-    Gauss–Hermite (probabilists') quadrature with ``nodes`` nodes, from the gains model's joint
-    draws kept in q_t (``gains_eta``, ``gains_theta``, ``gains_rho``, ``gains_tau``,
-    ``gains_repeats``).  Candidates without a gain get 0.
+    μ(m | θ) = E_z[logistic(η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z)] − logistic(η),
+    z ~ N(0, 1), by Gauss–Hermite (probabilists') quadrature with ``nodes`` nodes, from the
+    gains model's joint draws kept in q_t (``gains_eta``, ``gains_theta``, ``gains_rho``,
+    ``gains_tau``, ``gains_repeats`` and, with order effects, ``gains_offset``).  Candidates
+    without a gain get 0.
     """
     needed = ("gains_eta", "gains_theta", "gains_rho", "gains_tau", "gains_repeats")
     missing = [v for v in needed if v not in belief]
@@ -91,6 +92,8 @@ def mean_gain_draws(belief: xr.Dataset, nodes: int = 40) -> xr.DataArray:
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
     loc = eta + theta * rho**k
+    if "gains_offset" in belief:
+        loc = loc + belief["gains_offset"].transpose("sample", "candidate").values
     mean = (expit(loc[..., None] + tau[..., None] * x) * w).sum(-1) - expit(eta)
     return xr.DataArray(mean, dims=("sample", "candidate"),
                         coords={"candidate": belief["candidate"].values}, name="mean_gain")

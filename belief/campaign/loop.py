@@ -43,7 +43,13 @@ import xarray as xr
 
 import belief as _pkg
 from belief.campaign.log import LOG_FORMAT, LOG_NAME, append_record, read_log, repair_tail
-from belief.campaign.world import Outcome, World, outcome_records, table_records
+from belief.campaign.world import (
+    Outcome,
+    World,
+    model_update_row,
+    outcome_records,
+    table_records,
+)
 from belief.decision.allocation import check_policy, choose
 from belief.decision.engine import STOP, decide, decision_table
 from belief.decision.functionals import Functional, parse_functional
@@ -415,7 +421,10 @@ class Campaign:
         if np.any(cost < 0) or over:
             raise InputError("outcome", f"realised cost must be >= 0 and within the budget "
                                         f"left; over budget: {over}")
-        self.evidence = self.evidence.append(**outcome.tables())
+        self.evidence = self.evidence.append(**outcome.tables(),
+                                             model_updates=model_update_row(
+                                                 self.candidates, chosen, self.step_index,
+                                                 self.policy))
         self.budget = self.budget - cost
         self.policy = outcome.policy
         self.history.append(chosen)

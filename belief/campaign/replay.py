@@ -51,6 +51,7 @@ import xarray as xr
 
 from belief.campaign.log import LOG_NAME, read_log
 from belief.campaign.loop import CampaignSettings, header_settings, step_seed
+from belief.campaign.world import model_update_row
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
 from belief.errors import InputError
@@ -88,6 +89,9 @@ class LoggedCampaign:
         ev = Evidence(self.candidates).append(**self.initial_evidence)
         for rec in self.steps[:t]:
             ev = ev.append(**rec["outcome"])
+            if "model_updates" not in rec["outcome"]:
+                ev = ev.append(model_updates=model_update_row(
+                    self.candidates, rec["chosen"], int(rec["step"]), rec["policy"]))
         return ev
 
     def budget_before(self, t: int) -> xr.DataArray:

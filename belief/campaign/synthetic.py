@@ -113,6 +113,7 @@ from scipy.special import expit, logit
 from belief.campaign.world import Outcome, outcome_records
 from belief.errors import InputError
 from belief.inputs.candidates import Candidate, CandidateSet
+from belief.inputs.interactions import InteractionPrior
 from belief.inputs.resources import make_budget
 from belief.validate import integer
 
@@ -227,6 +228,9 @@ class SyntheticWorld:
         and the synergies g_kl.
     transfer_truth, transfer_trials : see module docstring
         (J_sim, J_real) per reference policy and trials per domain.
+    stated_interactions : tuple of InteractionPrior
+        Prior knowledge of order effects the allocator is given (``[[interaction]]`` of the
+        candidate set, :mod:`belief.inputs.interactions`); the truth is ``interactions``.
     """
 
     seed: int = 0
@@ -254,6 +258,7 @@ class SyntheticWorld:
     transfer_trials: int = 100
     variation: int | None = None
     stochastic_costs: bool = False
+    stated_interactions: tuple[InteractionPrior, ...] = ()
 
     @classmethod
     def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
@@ -294,7 +299,8 @@ class SyntheticWorld:
         """The candidate set (what an allocator may know)."""
         return CandidateSet(tuple(t.candidate for t in self.truth), ("real_h", "compute",
                                                                     "eng_h"), EVAL_PROTOCOL,
-                            self.initial_budget, "synthetic world")
+                            self.initial_budget, "synthetic world", None,
+                            tuple(self.stated_interactions))
 
     @property
     def initial_budget(self) -> xr.DataArray:

@@ -18,7 +18,7 @@ import xarray as xr
 from belief.files import jsonable
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["Outcome", "World", "outcome_records", "table_records"]
+__all__ = ["Outcome", "World", "model_update_row", "outcome_records", "table_records"]
 
 OUTCOME_TABLES = ("paired", "safety", "gain_estimates")
 
@@ -62,6 +62,15 @@ class Outcome:
                    pd.DataFrame(o.get("safety", [])), dict(rec["realised_cost"]),
                    rec["policy_after"], rec.get("true_gain"),
                    pd.DataFrame(o.get("gain_estimates", [])))
+
+
+def model_update_row(candidates: Any, chosen: str, step: int,
+                     policy: str) -> pd.DataFrame | None:
+    """The ``model_updates`` evidence row of executing ``chosen`` at ``step`` (None unless it
+    is a model update): what the gains model's order effects read as its history."""
+    if chosen not in candidates.ids or candidates[chosen].role != "model_update":
+        return None
+    return pd.DataFrame([{"step": int(step), "candidate": chosen, "policy": str(policy)}])
 
 
 def table_records(df: pd.DataFrame | None) -> list[dict[str, Any]]:

@@ -218,6 +218,9 @@ def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None
         lines += ["", "[[candidate]]"]
         lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()
                   if v not in ("", [], None)]
+    for entry in doc.get("interaction", []):
+        lines += ["", "[[interaction]]"] + [f"{_toml_key(k)} = {_toml_value(v)}"
+                                            for k, v in entry.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -230,7 +233,8 @@ def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:
     """What differs between two candidate sets, in words (empty when they are the same).
 
     Compared: the campaign (E_shared, resources, policy interface), the candidate ids and
-    their order, and every field of each candidate except the free-text ``description``.
+    their order, every field of each candidate except the free-text ``description``, and the
+    stated ``[[interaction]]`` priors.
     Budgets are not compared (they are decision inputs, not part of the fit).
     """
     out = []
@@ -258,6 +262,9 @@ def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:
                 va, vb = list(va), list(vb)
             if va != vb:
                 out.append(f"{cid}.{name} {va!r} → {vb!r}")
+    if set(fitted.interactions) != set(given.interactions):
+        out.append(f"[[interaction]] priors {[s.as_dict() for s in fitted.interactions]} → "
+                   f"{[s.as_dict() for s in given.interactions]}")
     return out
 
 

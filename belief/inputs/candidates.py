@@ -36,6 +36,12 @@ for a whole campaign.  Candidates are loaded from a TOML file::
     cost = { real_h = 0.5, compute = 1, eng_h = 0.5 }
     informs = ["ft_real_100"]                 # adaptations whose logit gain it estimates
     measurement_se = 0.15                     # standard error of that estimate (logit scale)
+
+    [[interaction]]                           # optional: a stated prior of an order effect
+    from = "sim_refresh"                      # γ_{a→m} (format: belief/inputs/interactions.py)
+    to = "dr_1e6"
+    mean = 0.10
+    sd = 0.05
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import numpy as np
 import xarray as xr
 
 from belief.errors import InputError
+from belief.inputs.interactions import InteractionPrior, parse_interactions
 from belief.inputs.resources import make_budget
 
 __all__ = [
@@ -138,6 +145,9 @@ class CandidateSet:
         The campaign's policy interface (observation/action schema id, control rate, action
         semantics).  Evidence stating a different interface is refused (δ_J loses its definition
         when π is not the same function in sim and real); None means "not checked".
+    interactions : tuple of InteractionPrior
+        Stated priors of order effects γ_{a→m} (``[[interaction]]``,
+        :mod:`belief.inputs.interactions`); empty means the gains model's default prior.
     """
 
     candidates: tuple[Candidate, ...]
@@ -146,6 +156,7 @@ class CandidateSet:
     budget: xr.DataArray | None = field(default=None, compare=False)
     source: str = "candidates"
     policy_interface: str | None = None
+    interactions: tuple[InteractionPrior, ...] = ()
 
     def __post_init__(self) -> None:
         table = self.source
@@ -167,6 +178,7 @@ class CandidateSet:
                 if roles.get(target) != "adaptation":
                     raise InputError(table, f"{c.id!r} informs {target!r}, which is not an "
                                             "adaptation candidate of this file", row=i)
+        parse_interactions([s.as_dict() for s in self.interactions], self.candidates, table)
 
     def __iter__(self) -> Iterator[Candidate]:
         return iter(self.candidates)
@@ -216,9 +228,13 @@ class CandidateSet:
     def subset(self, ids: Iterable[str]) -> CandidateSet:
         """The candidates named in ``ids`` (in this set's order)."""
         keep = set(ids)
-        return CandidateSet(tuple(c for c in self.candidates if c.id in keep), self.resources,
-                            self.eval_protocol, self.budget, self.source,
-                            self.policy_interface)
+        kept = tuple(c for c in self.candidates if c.id in keep)
+        methods = {c.method for c in kept}
+        stated = tuple(s for s in self.interactions
+                       if (s.kind == "pair" and {s.source, s.target} <= keep)
+                       or (s.kind == "method" and {s.source, s.target} <= methods))
+        return CandidateSet(kept, self.resources, self.eval_protocol, self.budget, self.source,
+                            self.policy_interface, stated)
 
 
 def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], table: str) -> None:
@@ -325,7 +341,9 @@ def candidates_from_dict(doc: Mapping[str, Any], source: str = "candidates") -> 
     if interface is not None and (not isinstance(interface, str) or not interface.strip()):
         raise InputError(source, "[campaign] policy_interface must be a non-empty string "
                                  "(the obs/action schema id of the policy)")
-    return CandidateSet(cands, resources, eval_protocol, budget, source, interface)
+    interactions = parse_interactions(doc.get("interaction"), cands, source)
+    return CandidateSet(cands, resources, eval_protocol, budget, source, interface,
+                        interactions)
 
 
 def candidates_to_dict(cs: CandidateSet) -> dict[str, Any]:
@@ -351,4 +369,6 @@ def candidates_to_dict(cs: CandidateSet) -> dict[str, Any]:
             entry["informs"] = list(c.informs)
             entry["measurement_se"] = c.measurement_se
         doc["candidate"].append(entry)
+    if cs.interactions:
+        doc["interaction"] = [s.as_dict() for s in cs.interactions]
     return doc

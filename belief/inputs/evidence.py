@@ -16,6 +16,7 @@ from belief.inputs.tables import (
     TABLES,
     empty_deployment,
     empty_gain_estimates,
+    empty_model_updates,
     empty_paired,
     empty_policy_evals,
     empty_safety,
@@ -71,6 +72,9 @@ class Evidence:
         Sim/real evaluations of the same policy ``step, policy, eval_protocol, sim_successes,
         sim_trials, real_successes, real_trials`` (or ``sim_mean, sim_se, real_mean,
         real_se``); see :func:`validate_transfer`.
+    model_updates : DataFrame
+        Executed model updates ``step, candidate`` (the sources of order effects besides the
+        adaptations on a lineage); see :func:`validate_model_updates`.
 
     Use :meth:`append` to add rows; it validates the new rows and returns a new object.
     """
@@ -83,6 +87,7 @@ class Evidence:
     deployment: pd.DataFrame = field(default_factory=empty_deployment)
     sensitivity: pd.DataFrame = field(default_factory=empty_sensitivity)
     transfer: pd.DataFrame = field(default_factory=empty_transfer)
+    model_updates: pd.DataFrame = field(default_factory=empty_model_updates)
 
     def __post_init__(self) -> None:
         for table, (attr, validate) in TABLES.items():

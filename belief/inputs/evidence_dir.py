@@ -4,8 +4,10 @@ Evidence folder
     One file per table, named after the table, ``.csv`` or ``.parquet`` (``.pq``):
     ``paired_evaluations`` (required; a header-only file is allowed), ``gain_estimates``,
     ``policy_evaluations``, ``safety_events``, ``deployment_safety``, ``sensitivity_runs``,
-    ``transfer_evaluations`` (columns in :mod:`belief.inputs.evidence`) and ``costs`` (realised
-    costs per executed action, :mod:`belief.inputs.costs`).  A ``.csv``/``.parquet`` file with
+    ``transfer_evaluations``, ``model_updates`` (columns in :mod:`belief.inputs.evidence`) and
+    ``costs`` (realised costs per executed action, :mod:`belief.inputs.costs`).  Without a
+    ``model_updates`` file the executed model updates are read off the costs table (it lists
+    every executed action).  A ``.csv``/``.parquet`` file with
     another name, a table given twice, or a table file in another format is refused; other files
     (notes, README) are listed as ignored.
 
@@ -39,7 +41,8 @@ __all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_
            "infer_policy", "known_policies", "next_step", "read_evidence_dir", "validate_tables"]
 
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
-          "deployment_safety", "sensitivity_runs", "transfer_evaluations", "costs")
+          "deployment_safety", "sensitivity_runs", "transfer_evaluations", "model_updates",
+          "costs")
 """Table names of an evidence folder (file stem = table name)."""
 REQUIRED_TABLES = ("paired_evaluations",)
 SUFFIXES = (".csv", ".parquet", ".pq")
@@ -108,6 +111,12 @@ def validate_tables(tables: Mapping[str, pd.DataFrame], candidates: CandidateSet
             check_executed(costs, evidence.paired, evidence.gain_estimates)
         except InputError as err:
             raise _rewrap(err, labels.get("costs", "costs"), csv.get("costs", False)) from None
+    if "model_updates" not in tables and len(costs):
+        # the costs table records every executed action: its model updates are the record
+        roles = {c.id: c.role for c in candidates}
+        rows = costs[[roles.get(str(c)) == "model_update" for c in costs["candidate"]]]
+        if len(rows):
+            evidence = evidence.append(model_updates=rows[["step", "candidate"]])
     return evidence, costs
 
 

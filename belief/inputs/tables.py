@@ -58,14 +58,14 @@ from belief.inputs.columns import (
 )
 from belief.inputs.lineage import policy_tree
 
-__all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "GAIN_ESTIMATE_COLUMNS", "PAIRED_COLUMNS",
-           "POLICY_EVAL_COLUMNS", "SAFETY_COLUMNS", "SENSITIVITY_COLUMNS", "SENS_FAMILIES",
-           "TABLES", "TRANSFER_COLUMNS", "TRANSFER_FAMILIES", "XI_PREFIX", "empty_deployment",
-           "empty_gain_estimates", "empty_paired", "empty_policy_evals", "empty_safety",
-           "empty_sensitivity", "empty_transfer", "family_of", "outcome_family",
-           "validate_deployment", "validate_gain_estimates", "validate_paired",
-           "validate_policy_evals", "validate_safety", "validate_sensitivity", "validate_transfer",
-           "xi_directions"]
+__all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS",
+           "PAIRED_COLUMNS", "POLICY_EVAL_COLUMNS", "SAFETY_COLUMNS", "SENSITIVITY_COLUMNS",
+           "SENS_FAMILIES", "TABLES", "TRANSFER_COLUMNS", "TRANSFER_FAMILIES", "XI_PREFIX",
+           "empty_deployment", "empty_gain_estimates", "empty_model_updates", "empty_paired",
+           "empty_policy_evals", "empty_safety", "empty_sensitivity", "empty_transfer",
+           "family_of", "outcome_family", "validate_deployment", "validate_gain_estimates",
+           "validate_model_updates", "validate_paired", "validate_policy_evals",
+           "validate_safety", "validate_sensitivity", "validate_transfer", "xi_directions"]
 
 
 PAIRED_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "control_successes",
@@ -82,6 +82,9 @@ DEPLOYMENT_COLUMNS = ("step", "policy", "trials", "unsafe")
 
 
 GAIN_ESTIMATE_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "estimate", "se")
+
+
+MODEL_UPDATE_COLUMNS = ("step", "candidate")
 
 
 COUNT_COLUMNS = ("control_successes", "control_trials", "treated_successes", "treated_trials")
@@ -221,6 +224,30 @@ def validate_gain_estimates(df: pd.DataFrame, candidates: CandidateSet,
                                 "for policy-changing candidates")
     _shared_protocol(out, candidates, table)
     return refuse_duplicates(df, out, table)
+
+
+def validate_model_updates(df: pd.DataFrame, candidates: CandidateSet,
+                           table: str = "model_updates") -> pd.DataFrame:
+    """Validate the record of executed model updates (the sources of order effects).
+
+    Each row says that model-update candidate ``candidate`` ran at ``step`` (``policy``, the
+    policy running then, optional): every adaptation evaluated at a later step has it in its
+    history (:mod:`models.gains`, "Order effects").  Columns :data:`MODEL_UPDATE_COLUMNS`.
+    Rules: ``step`` a non-negative integer, candidate known and of role ``model_update``.
+    """
+    df = checked_frame(df, MODEL_UPDATE_COLUMNS, table)
+    out = pd.DataFrame({"step": integer_column(df, "step", table),
+                        "candidate": string_column(df, "candidate", table)})
+    if "policy" in df.columns:
+        out["policy"] = df["policy"].fillna("").astype(str).to_numpy()
+    _known_candidates(out, candidates, table, lambda c: c.role == "model_update",
+                      lambda c: f"candidate {c.id!r} has role {c.role!r}: this table records "
+                                "model updates only (adaptations are on the policy lineage)")
+    return refuse_duplicates(df, out, table)
+
+
+def empty_model_updates() -> pd.DataFrame:
+    return empty_frame(MODEL_UPDATE_COLUMNS)
 
 
 def empty_gain_estimates() -> pd.DataFrame:
@@ -431,4 +458,5 @@ TABLES = {"paired_evaluations": ("paired", validate_paired),
            "safety_events": ("safety", validate_safety),
            "deployment_safety": ("deployment", validate_deployment),
            "sensitivity_runs": ("sensitivity", validate_sensitivity),
-           "transfer_evaluations": ("transfer", validate_transfer)}
+           "transfer_evaluations": ("transfer", validate_transfer),
+           "model_updates": ("model_updates", validate_model_updates)}

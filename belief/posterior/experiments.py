@@ -59,6 +59,9 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
       gains are those from π' (:func:`models.gains.next_gain`);
     - diagnosis informing adaptations: one logit-gain estimate per informed candidate with the
       diagnosis' ``measurement_se``; the policy is unchanged;
+    - model update: no predicted outcome, but it joins the history, so every later candidate's
+      gain carries its order effects γ_{m→·} (:func:`models.gains.next_gain`, ``adapts``
+      False): its CVU is what that shift is worth;
     - anything else: no predicted outcome (budget, λ and the candidate set still change).
     """
     from models import gains
@@ -66,14 +69,14 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
     if "gains_eta" not in belief:
         raise InputError("belief", "CVU needs the gains model's joint draws (gains_*) in q_t; "
                                    "build the belief with BeliefFitter")
-    draws = belief[list(gains.DRAW_VARS)]
+    draws = belief[gains.decision_vars(belief)]
     gain_now = gains.gain_from_draws(draws).values
     exps: dict[str, Experiment] = {}
     for c in candidates:
         do_refit = (lambda y, m=c.id: refit(m, y)) if refit is not None else None
         if c.changes_policy:
             exps[c.id] = Experiment(
-                next_gain=gains.next_gain(draws, c.id).values,
+                next_gain=gains.next_gain(draws, c.id, adapts=True).values,
                 simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
                 loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
                 refit=do_refit)
@@ -87,6 +90,8 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
                            for k, t in enumerate(c.informs))
 
             exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
+        elif c.role == "model_update":  # acts through the order effects it creates
+            exps[c.id] = Experiment(next_gain=gains.next_gain(draws, c.id, adapts=False).values)
         else:
             exps[c.id] = Experiment(next_gain=gain_now)
     return exps

@@ -256,7 +256,8 @@ class BeliefFitter:
         gains = self.fit_model(
             "gains", lambda **kw: self.gains.fit(
                 evidence.paired, policy, policy_evals=evidence.policy_evals,
-                gain_estimates=evidence.gain_estimates, progressbar=progressbar, **kw),
+                gain_estimates=evidence.gain_estimates, model_updates=evidence.model_updates,
+                progressbar=progressbar, **kw),
             seed, gains_module.TARGET_ACCEPT, escalate)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains.idata, policy, rng)

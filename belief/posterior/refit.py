@@ -63,7 +63,8 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
         ev = evidence.append(**rows)
         calls["n"] += 1
         idata = fitter.gains.fit(ev.paired, policy, policy_evals=ev.policy_evals,
-                                 gain_estimates=ev.gain_estimates, draws=n_draws,
+                                 gain_estimates=ev.gain_estimates,
+                                 model_updates=ev.model_updates, draws=n_draws,
                                  tune=max(n_draws, 200),
                                  chains=s.chains, seed=seed + calls["n"])
         draws = fitter.gains.decision_draws(idata, policy,

@@ -38,10 +38,12 @@ LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0",
 
 
 def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
-    """The report's matplotlib figures by file stem: ``gains``, ``q_decomposition``,
-    ``safety`` (when a decision is given) and ``sensitivity_<policy>``."""
+    """The report's matplotlib figures by file stem: ``gains``, ``order_effects`` (with order
+    effects), ``q_decomposition``, ``safety`` (when a decision is given) and
+    ``sensitivity_<policy>``."""
     from belief.report.plots import (
         plot_gains,
+        plot_order_effects,
         plot_q_decomposition,
         plot_safety_bounds,
         plot_sensitivity,
@@ -53,6 +55,12 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
                  f"(step {fitted.step})", fontsize=9)
     ax.figure.tight_layout()
     figs["gains"] = ax.figure
+    if "gains_gamma" in fitted.belief:
+        ax = plot_order_effects(fitted.belief)
+        ax.set_title("order effects: what ran earlier does to a later candidate's gain",
+                     fontsize=9)
+        ax.figure.tight_layout()
+        figs["order_effects"] = ax.figure
     if decision is not None:
         ax = plot_q_decomposition(decision)
         ax.figure.tight_layout()
@@ -258,6 +266,23 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
               "pooled, 1 = pinned down by its own results; in a normal–normal model the "
               "shrinkage weight σ²/(σ² + s²)). The pooling scales are learned from the data.")
     doc.figure("gains", "mean and 90 % equal-tailed interval per candidate")
+
+    order = fitted.order_effects()
+    if "gains_gamma" in q:
+        doc.h(2, "Order effects γ: complements and substitutes")
+        doc.p("The logit gain of m executed after a is θ_m ρ^k + Σ_{a ∈ h} γ_{a→m}: γ > 0 "
+              "means a makes m worth more (a complement), γ < 0 less (a substitute). Actors a "
+              "are the adaptations on the lineage and the executed model updates; without "
+              "evidence γ keeps its prior, centred at no interaction. The 'history' column "
+              "of the gains table is Σ_{a ∈ h} γ_{a→m} for the history that led here.")
+        shown = order[(order["evidence"] > 0) | order["stated"]]
+        if len(shown):
+            doc.table(shown.set_index(["source", "target"]).round(4))
+        else:
+            doc.p("No candidate has yet been evaluated after another actor: every γ is at "
+                  "its prior.")
+        doc.figure("order_effects", "γ with 90 % intervals (pairs with evidence or a stated "
+                                    "prior); n = evaluated executions after the actor")
 
     doc.h(2, "Execution safety against α_exec")
     if decision is not None:

@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-__all__ = ["plot_gains", "plot_q_decomposition", "plot_safety_bounds", "plot_sensitivity"]
+__all__ = ["plot_gains", "plot_order_effects", "plot_q_decomposition", "plot_safety_bounds",
+           "plot_sensitivity"]
 
 
 def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.Axes:
@@ -99,6 +100,41 @@ def plot_gains(belief: xr.Dataset, ax: plt.Axes | None = None, interval: float =
         if st:
             tick.set_color("0.45")
     ax.set_xlabel(f"predictive gain ΔJ of the next execution\n(mean, {interval:.0%} interval)")
+    return ax
+
+
+def plot_order_effects(belief: xr.Dataset, ax: plt.Axes | None = None, interval: float = 0.9,
+                       evidenced_only: bool = True) -> plt.Axes:
+    """Order effects γ_{a→m} (logit scale): posterior mean and central ``interval`` per pair,
+    complements (interval above 0) in green, substitutes (below 0) in red, unclear in grey.
+
+    ``evidenced_only`` (default) shows the pairs with evidence or a stated prior (see
+    :func:`belief.posterior.order_effects.order_effects_table`).
+    """
+    from belief.posterior.order_effects import order_effects_table
+
+    tab = order_effects_table(belief, interval, evidenced_only=evidenced_only)
+    n = max(len(tab), 1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.32 * n + 1.3))
+    if not len(tab):
+        ax.text(0.5, 0.5, "no order effects with evidence yet", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return ax
+    y = np.arange(len(tab))[::-1]
+    color = {"complement": "C2", "substitute": "C3", "unclear": "0.5"}
+    cols = [color[k] for k in tab["kind"]]
+    ax.hlines(y, tab["lower"], tab["upper"], colors=cols, linewidth=2)
+    ax.scatter(tab["mean"], y, color=cols, zorder=3, s=16,
+               marker="o")
+    ax.axvline(0, color="k", linewidth=0.8)
+    labels = [f"{a} → {m}" + (" (stated prior)" if st else "") + f"  [n={e}]"
+              for a, m, st, e in zip(tab["source"], tab["target"], tab["stated"],
+                                     tab["evidence"], strict=True)]
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel(f"order effect γ (logit gain of the later candidate; mean, {interval:.0%} "
+                  "interval)\n> 0 complement, < 0 substitute; n = evaluated executions after")
     return ax
 
 

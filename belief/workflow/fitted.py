@@ -426,7 +426,9 @@ class FittedBelief:
         """Posterior-predictive gain per candidate: mean, s.d., interval, P(ΔJ > 0), and
         ``own_share`` — the share of the candidate's posterior that comes from its own evidence
         rather than from the pooled levels (:func:`models.gains.own_evidence_share`:
-        1 − Var_post(ε_m)/E_post[σ_m²]; NaN for candidates outside the gains model)."""
+        1 − Var_post(ε_m)/E_post[σ_m²]; NaN for candidates outside the gains model), and
+        ``history`` — Σ_{a ∈ h} γ_{a→m}, the posterior-mean order effect (logit) of what ran
+        before on this candidate's next gain (with order effects)."""
         g = self.belief["gain"]
         lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
         qs = g.quantile([lo, 0.5, hi], "sample")
@@ -440,7 +442,18 @@ class FittedBelief:
             index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
         if "own_evidence_share" in self.belief:  # beliefs saved before issue 15 lack it
             out["own_share"] = self.belief["own_evidence_share"].values
+        if "gains_offset" in self.belief:  # order effects of the history (logit scale)
+            out["history"] = np.where(self.belief["changes_policy"].values,
+                                      self.belief["gains_offset"].mean("sample").values, np.nan)
         return out
+
+    def order_effects(self, interval: float = 0.9) -> pd.DataFrame:
+        """Every order effect γ_{a→m} of the belief: mean, s.d., interval, Pr(γ > 0), stated
+        prior, evidence and kind (:func:`belief.posterior.order_effects.order_effects_table`;
+        empty without order effects)."""
+        from belief.posterior.order_effects import order_effects_table
+
+        return order_effects_table(self.belief, interval)
 
 
 def posterior_convergence(idata: xr.DataTree, settings: Mapping[str, Any] | None = None,

@@ -1,0 +1,259 @@
+"""Order effects γ_{a→m} (issue 16): stated priors, the history of a step, the γ term of the
+gains model on hand-built lineages, and how executing an actor moves the next gains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from scipy.special import expit
+
+from belief.errors import InputError
+from belief.inputs.candidate_file import candidates_toml, parse_candidate_text
+from belief.inputs.evidence import Evidence
+from belief.inputs.interactions import stated_pair_priors
+from belief.inputs.tables import validate_paired
+from models import gains as gains_module
+from models.gains import GainsModel, GainsPriors, next_gain
+
+EVAL = "pick_place_v1"
+
+
+def _row(step, m, parent, child):
+    return {"step": step, "candidate": m, "policy": parent, "eval_protocol": EVAL,
+            "control_successes": 30, "control_trials": 100, "treated_successes": 40,
+            "treated_trials": 100, "treated_policy": child}
+
+
+@pytest.fixture(scope="module")
+def lineage(world_candidates):
+    """π0 → si_friction → π1; sim_refresh at step 1; π1 → dr_1e6 → π2 at step 2; and a
+    second branch π0 → dr_1e6 → π3 at step 3 (after sim_refresh, without si_friction)."""
+    paired = validate_paired(pd.DataFrame([
+        _row(0, "si_friction", "pi0", "pi1"), _row(2, "dr_1e6", "pi1", "pi2"),
+        _row(3, "dr_1e6", "pi0", "pi3")]), world_candidates)
+    updates = pd.DataFrame([{"step": 1, "candidate": "sim_refresh"}])
+    return paired, updates
+
+
+def test_history_of_a_step_is_its_lineage_and_earlier_model_updates(world_candidates, lineage):
+    paired, updates = lineage
+    model = GainsModel(world_candidates, max_policies=6)
+    assert "sim_refresh" in model.actors and "ft_pilot" not in model.actors  # a diagnosis
+    assert ("dr_1e6", "dr_1e6") not in model.pairs  # repeats are ρ, not γ
+    enc = model.encode(paired, model_updates=updates)
+    h = pd.DataFrame(enc.history[:len(enc.names)], index=enc.names, columns=model.actors)
+    ran = {p: {a for a in model.actors if h.loc[p, a] > 0} for p in enc.names}
+    assert ran == {"pi0": set(), "pi1": set(), "pi2": {"si_friction", "sim_refresh"},
+                   "pi3": {"sim_refresh"}}
+    # the same update after the step (step 5) is not in any step's history
+    late = model.encode(paired, model_updates=updates.assign(step=5))
+    assert late.history[:4, model.actors.index("sim_refresh")].sum() == 0
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_generative_step_mean_carries_sum_of_gammas(world_candidates, lineage):
+    """policy_step = θ_m ρ^k + Σ_{a ∈ h} γ_{a→m} + τ_exec z on every prior draw."""
+    import pymc as pm
+
+    paired, updates = lineage
+    model = GainsModel(world_candidates, max_policies=5)
+    enc = model.encode(paired, model_updates=updates)
+    est = gains_module.encode_estimates(None, enc, model.gain_ids, model.max_estimates,
+                                        model.actors)
+    gen = model.build_generative(enc, est)
+    with gen:
+        prior = pm.sample_prior_predictive(draws=50, random_seed=1,
+                                           var_names=["effect", "gamma", "rho", "tau_exec",
+                                                      "z_step", "policy_step"])
+    pr = prior["prior"]
+    mat = np.zeros((50, len(model.actors), len(model.gain_ids)))
+    g = pr["gamma"].values[0]
+    mat[:, model.pair_actor, model.pair_target] = g
+    for k, name in enumerate(enc.names):
+        if enc.is_root[k]:
+            continue
+        m = int(enc.via[k])
+        want = (pr["effect"].values[0][:, m] * pr["rho"].values[0] ** enc.repeats[k]
+                + mat[:, :, m] @ enc.history[k]
+                + pr["tau_exec"].values[0] * pr["z_step"].values[0][:, k])
+        np.testing.assert_allclose(pr["policy_step"].values[0][:, k], want, rtol=1e-10,
+                                   err_msg=name)
+    # the default prior: γ ~ N(0, σ_g² + σ_e²) for pairs of a pooled method pair, N(0, σ_e²)
+    # otherwise; 50 draws × 36 pairs: the mean square is within 5 of its standard errors
+    pr = GainsPriors()
+    want = np.where(model.pair_group >= 0, pr.gamma_group_sd ** 2 + pr.gamma_sd ** 2,
+                    pr.gamma_sd ** 2)
+    sq = (g ** 2 / want).ravel()  # E = 1 under the prior
+    assert abs(sq.mean() - 1) < 5 * sq.std() / np.sqrt(len(sq) / 4)  # groups correlate pairs
+    assert abs(g.mean()) < 5 * g.std() / np.sqrt(g.shape[0])
+
+
+def _draws(history_done: float) -> xr.Dataset:
+    """Hand-built joint draws: 2 adaptations (a1, a2), actors a1 and u (a model update)."""
+    rng = np.random.default_rng(0)
+    s = 400
+    cands = ["a1", "a2"]
+    gamma = np.zeros((s, 2, 2))
+    gamma[:, 0, 1] = rng.normal(0.3, 0.1, s)  # a1 → a2
+    gamma[:, 1, :] = rng.normal(-0.2, 0.1, (s, 2))  # u → a1, a2
+    hist = np.array([0.0, history_done])
+    return xr.Dataset(
+        {"gains_eta": ("sample", rng.normal(-0.8, 0.1, s)),
+         "gains_theta": (("sample", "candidate"), rng.normal(0.3, 0.1, (s, 2))),
+         "gains_tau": ("sample", np.full(s, 0.1)), "gains_rho": ("sample", np.full(s, 0.7)),
+         "gains_repeats": ("candidate", np.zeros(2)),
+         "gains_z_now": (("sample", "candidate"), rng.standard_normal((s, 2))),
+         "gains_z_next": (("sample", "candidate"), rng.standard_normal((s, 2))),
+         "gains_gamma": (("sample", "actor", "candidate"), gamma),
+         "gains_history": ("actor", hist),
+         "gains_offset": (("sample", "candidate"), np.einsum("a,sac->sc", hist, gamma))},
+        coords={"candidate": cands, "actor": ["a1", "u"]})
+
+
+def test_model_update_moves_next_gains_by_its_order_effects():
+    d = _draws(history_done=0.0)
+    eta, theta = d["gains_eta"].values[:, None], d["gains_theta"].values
+    tau, z = 0.1, d["gains_z_now"].values
+    base = expit(eta + theta + tau * z) - expit(eta)
+    np.testing.assert_allclose(gains_module.gain_from_draws(d).values, base, rtol=1e-12)
+    after = next_gain(d, "u", adapts=False).values
+    want = expit(eta + theta + d["gains_gamma"].values[:, 1, :] + tau * z) - expit(eta)
+    np.testing.assert_allclose(after, want, rtol=1e-12)
+    assert np.all(after.mean(0) < base.mean(0))  # u substitutes for both
+    # an actor already in the history does not count twice
+    done = _draws(history_done=1.0)
+    np.testing.assert_allclose(next_gain(done, "u", adapts=False).values,
+                               gains_module.gain_from_draws(done).values, rtol=1e-12)
+
+
+def test_adaptation_creates_order_effect_on_the_next_policy():
+    d = _draws(history_done=0.0)
+    eta, theta = d["gains_eta"].values, d["gains_theta"].values
+    z_now, z_next = d["gains_z_now"].values, d["gains_z_next"].values
+    eta2 = eta + theta[:, 0] + 0.1 * z_now[:, 0]  # after a1 (k = 0, no offset yet)
+    gam = d["gains_gamma"].values[:, 0, :]
+    k2 = np.array([1.0, 0.0])
+    want = expit(eta2[:, None] + theta * 0.7 ** k2 + gam + 0.1 * z_next) - expit(eta2)[:, None]
+    np.testing.assert_allclose(next_gain(d, "a1").values, want, rtol=1e-12)
+
+
+def test_experiment_of_a_model_update_uses_its_order_effects(fitted, world_candidates):
+    from belief.posterior.experiments import experiments_from_belief
+
+    _, belief = fitted
+    exps = experiments_from_belief(belief, world_candidates)
+    now = gains_module.gain_from_draws(belief[gains_module.decision_vars(belief)]).values
+    shift = exps["sim_refresh"].next_gain - now
+    i = list(belief["candidate"].values).index("dr_1e6")
+    assert np.abs(shift[:, i]).max() > 0  # sim_refresh has γ on dr_1e6
+    assert np.all(exps["ft_pilot"].next_gain == now)  # a diagnosis moves nothing by itself
+
+
+TOML = """
+[campaign]
+eval_protocol = "E"
+[[candidate]]
+id = "upd"
+role = "model_update"
+lens = "model"
+method = "refresh"
+[[candidate]]
+id = "d1"
+role = "adaptation"
+lens = "data"
+method = "DR"
+[[candidate]]
+id = "d2"
+role = "adaptation"
+lens = "data"
+method = "DR"
+[[candidate]]
+id = "probe"
+role = "diagnosis"
+lens = "model"
+method = "probe"
+"""
+
+
+def test_stated_priors_parse_round_trip_and_override():
+    text = TOML + """
+[[interaction]]
+from_method = "refresh"
+to_method = "DR"
+mean = 0.2
+sd = 0.1
+[[interaction]]
+from = "upd"
+to = "d2"
+mean = -0.1
+sd = 0.05
+"""
+    cf = parse_candidate_text(text, "c.toml")
+    stated = stated_pair_priors(list(cf.candidates), cf.candidates.interactions)
+    assert stated == {("upd", "d1"): (0.2, 0.1), ("upd", "d2"): (-0.1, 0.05)}
+    again = parse_candidate_text(candidates_toml(cf.candidates), "again.toml")
+    assert again.candidates.interactions == cf.candidates.interactions
+    model = GainsModel(cf.candidates)
+    k = model.pairs.index(("upd", "d2"))
+    assert model.pair_stated[k] and model.pair_mean[k] == -0.1 and model.pair_sd[k] == 0.05
+    assert not model.pair_stated[model.pairs.index(("d1", "d2"))]
+
+
+@pytest.mark.parametrize(("extra", "rule"), [
+    ('from = "probe"\nto = "d1"\nmean = 0\nsd = 1', "only adaptation and model_updates"),
+    ('from = "upd"\nto = "upd"\nmean = 0\nsd = 1', "only adaptations have a gain"),
+    ('from = "d1"\nto = "d1"\nmean = 0\nsd = 1', "diminishing-returns"),
+    ('from = "nope"\nto = "d1"\nmean = 0\nsd = 1', "is not a candidate"),
+    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 0', "sd must be > 0"),
+    ('from = "upd"\nto = "d1"\nmean = "x"\nsd = 1', "mean must be a finite number"),
+    ('from = "upd"\nfrom_method = "DR"\nto = "d1"\nmean = 0\nsd = 1', "either from/to"),
+    ('from_method = "XX"\nto_method = "DR"\nmean = 0\nsd = 1', "not a method"),
+    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 1\nweight = 2', "unknown field"),
+])
+def test_bad_interaction_is_refused_naming_table_and_row(extra, rule):
+    with pytest.raises(InputError, match=rule) as err:
+        parse_candidate_text(TOML + "[[interaction]]\n" + extra + "\n", "c.toml")
+    assert "[[interaction]]" in str(err.value) and "row 0" in str(err.value)
+
+
+def test_model_updates_table_is_validated(world_candidates):
+    ev = Evidence(world_candidates).append(
+        model_updates=pd.DataFrame([{"step": 2, "candidate": "sim_refresh"}]))
+    assert ev.until(2).model_updates.empty and len(ev.until(3).model_updates) == 1
+    with pytest.raises(InputError, match="model updates only"):
+        Evidence(world_candidates).append(
+            model_updates=pd.DataFrame([{"step": 0, "candidate": "dr_1e6"}]))
+
+
+def test_order_effects_off_gives_no_gamma(world_candidates):
+    model = GainsModel(world_candidates, GainsPriors(order_effects=False))
+    assert model.pairs == [] and "actor" not in model.coords()
+
+
+def test_order_effects_table_and_plot_from_q_t(fitted):
+    """γ's table from q_t: one row per pair, intervals from the draws, evidence counted on the
+    lineage pi0 → dr_1e7 → si_friction → dr_1e6 → ft_real_100."""
+    import matplotlib.pyplot as plt
+
+    from belief.posterior.order_effects import order_effects_table
+    from belief.report.plots import plot_order_effects
+
+    _, belief = fitted
+    tab = order_effects_table(belief)
+    # every actor (6 adaptations, 1 model update) on every other adaptation
+    assert len(tab) == 7 * 6 - 6 == int(belief["gains_gamma_pair"].sum())
+    row = tab.set_index(["source", "target"]).loc[("si_friction", "dr_1e6")]
+    x = belief["gains_gamma"].sel(actor="si_friction", candidate="dr_1e6").values
+    assert row["mean"] == pytest.approx(x.mean()) and row["upper"] == pytest.approx(
+        np.quantile(x, 0.95))
+    got = {(a, m): int(e) for a, m, e in zip(tab["source"], tab["target"], tab["evidence"],
+                                            strict=True) if e}
+    assert got == {("dr_1e7", "si_friction"): 1, ("dr_1e7", "dr_1e6"): 1,
+                   ("si_friction", "dr_1e6"): 1, ("dr_1e7", "ft_real_100"): 1,
+                   ("si_friction", "ft_real_100"): 1, ("dr_1e6", "ft_real_100"): 1}
+    assert set(tab["kind"]) <= {"complement", "substitute", "unclear"}
+    ax = plot_order_effects(belief)
+    assert len(ax.get_yticks()) == len(got)
+    plt.close(ax.figure)
