@@ -7,7 +7,7 @@ multiplier of the default world raised to a power U(0, 2)).  Each world runs one
 sequence (three sequences, by v mod 3, each with SI before DR, a simulator refresh before DR,
 DR before FT and DA before co-training or the reverse), one paired evaluation (100 trials per
 arm) per adaptation, the model update recorded in ``model_updates``.  Both gains models
-(``GainsPriors()`` and ``GainsPriors(order_effects=False)``) are fitted to the final evidence
+(``GainsPriors(order_effects=True)`` and ``GainsPriors()``) are fitted to the final evidence
 at the defaults (4 chains × 500 draws after 500 tuning steps, seed v).
 
 Quantities, per evaluated step k (π_k ← parent via m, history h of actors before it):
@@ -113,7 +113,7 @@ def main() -> None:
     models: dict[str, GainsModel] = {}
     for v in range(args.worlds):
         world, ev, steps = campaign(v)
-        for label, pri in (("order effects", GainsPriors()),
+        for label, pri in (("order effects", GainsPriors(order_effects=True)),
                            ("no order effects", GainsPriors(order_effects=False))):
             model = models.setdefault(label, GainsModel(world.candidates, pri))
             t0 = time.perf_counter()

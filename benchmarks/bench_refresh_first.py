@@ -33,6 +33,8 @@ def main() -> None:
     from belief.campaign.loop import CampaignSettings, run_campaign
     from belief.campaign.synthetic import DEFAULT_INTERACTIONS, SyntheticWorld
     from belief.inputs.interactions import InteractionPrior
+    from belief.posterior.fitter import BeliefFitter
+    from models.gains import GainsPriors
 
     truth = {**DEFAULT_INTERACTIONS, ("sim_refresh", "dr_1e6"): args.boost,
              ("sim_refresh", "dr_1e7"): args.boost}
@@ -43,8 +45,10 @@ def main() -> None:
         for arm, st in arms.items():
             world = SyntheticWorld(seed=seed, interactions=truth, stated_interactions=st)
             t0 = time.perf_counter()
-            res = run_campaign(world, CampaignSettings(horizon=args.horizon, beta=1.0,
-                                                       seed=seed))
+            settings = CampaignSettings(horizon=args.horizon, beta=1.0, seed=seed)
+            fitter = BeliefFitter(world.candidates, settings.fit,
+                                  gains_priors=GainsPriors(order_effects=True))
+            res = run_campaign(world, settings, fitter=fitter)
             chosen = [str(d.attrs["chosen"]) for d in res.decisions]
             dr = [i for i, c in enumerate(chosen) if c.startswith("dr_")]
             first = dr[0] if dr else len(chosen)

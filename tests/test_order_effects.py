@@ -18,6 +18,8 @@ from models import gains as gains_module
 from models.gains import GainsModel, GainsPriors, next_gain
 
 EVAL = "pick_place_v1"
+ON = GainsPriors(order_effects=True)
+"""Order effects are opt-in (see :class:`models.gains.GainsPriors`)."""
 
 
 def _row(step, m, parent, child):
@@ -39,7 +41,7 @@ def lineage(world_candidates):
 
 def test_history_of_a_step_is_its_lineage_and_earlier_model_updates(world_candidates, lineage):
     paired, updates = lineage
-    model = GainsModel(world_candidates, max_policies=6)
+    model = GainsModel(world_candidates, ON, max_policies=6)
     assert "sim_refresh" in model.actors and "ft_pilot" not in model.actors  # a diagnosis
     assert ("dr_1e6", "dr_1e6") not in model.pairs  # repeats are ρ, not γ
     enc = model.encode(paired, model_updates=updates)
@@ -58,7 +60,7 @@ def test_generative_step_mean_carries_sum_of_gammas(world_candidates, lineage):
     import pymc as pm
 
     paired, updates = lineage
-    model = GainsModel(world_candidates, max_policies=5)
+    model = GainsModel(world_candidates, ON, max_policies=5)
     enc = model.encode(paired, model_updates=updates)
     est = gains_module.encode_estimates(None, enc, model.gain_ids, model.max_estimates,
                                         model.actors)
@@ -139,10 +141,23 @@ def test_adaptation_creates_order_effect_on_the_next_policy():
     np.testing.assert_allclose(next_gain(d, "a1").values, want, rtol=1e-12)
 
 
-def test_experiment_of_a_model_update_uses_its_order_effects(fitted, world_candidates):
+@pytest.fixture(scope="module")
+def fitted_order(world_candidates, campaign_evidence):
+    """(idata, belief) of the session's campaign evidence with order effects on (a compile
+    of its own: the slow tests below)."""
+    from belief.posterior.fitter import BeliefFitter, FitSettings
+
+    ev, world = campaign_evidence
+    fast = FitSettings(draws=300, tune=300, chains=2, ess_min=100)
+    return BeliefFitter(world_candidates, fast, gains_priors=ON).fit(ev, world.policy, step=4,
+                                                                     seed=11)
+
+
+@pytest.mark.slow
+def test_experiment_of_a_model_update_uses_its_order_effects(fitted_order, world_candidates):
     from belief.posterior.experiments import experiments_from_belief
 
-    _, belief = fitted
+    _, belief = fitted_order
     exps = experiments_from_belief(belief, world_candidates)
     now = gains_module.gain_from_draws(belief[gains_module.decision_vars(belief)]).values
     shift = exps["sim_refresh"].next_gain - now
@@ -195,7 +210,7 @@ sd = 0.05
     assert stated == {("upd", "d1"): (0.2, 0.1), ("upd", "d2"): (-0.1, 0.05)}
     again = parse_candidate_text(candidates_toml(cf.candidates), "again.toml")
     assert again.candidates.interactions == cf.candidates.interactions
-    model = GainsModel(cf.candidates)
+    model = GainsModel(cf.candidates, ON)
     k = model.pairs.index(("upd", "d2"))
     assert model.pair_stated[k] and model.pair_mean[k] == -0.1 and model.pair_sd[k] == 0.05
     assert not model.pair_stated[model.pairs.index(("d1", "d2"))]
@@ -228,11 +243,12 @@ def test_model_updates_table_is_validated(world_candidates):
 
 
 def test_order_effects_off_gives_no_gamma(world_candidates):
-    model = GainsModel(world_candidates, GainsPriors(order_effects=False))
+    model = GainsModel(world_candidates)  # the default
     assert model.pairs == [] and "actor" not in model.coords()
 
 
-def test_order_effects_table_and_plot_from_q_t(fitted):
+@pytest.mark.slow
+def test_order_effects_table_and_plot_from_q_t(fitted_order):
     """γ's table from q_t: one row per pair, intervals from the draws, evidence counted on the
     lineage pi0 → dr_1e7 → si_friction → dr_1e6 → ft_real_100."""
     import matplotlib.pyplot as plt
@@ -240,7 +256,7 @@ def test_order_effects_table_and_plot_from_q_t(fitted):
     from belief.posterior.order_effects import order_effects_table
     from belief.report.plots import plot_order_effects
 
-    _, belief = fitted
+    _, belief = fitted_order
     tab = order_effects_table(belief)
     # every actor (6 adaptations, 1 model update) on every other adaptation
     assert len(tab) == 7 * 6 - 6 == int(belief["gains_gamma_pair"].sum())
@@ -257,3 +273,13 @@ def test_order_effects_table_and_plot_from_q_t(fitted):
     ax = plot_order_effects(belief)
     assert len(ax.get_yticks()) == len(got)
     plt.close(ax.figure)
+
+
+def test_order_effects_are_opt_in_from_the_candidate_file():
+    from models.priors import priors_from_dict
+
+    assert not GainsPriors().order_effects
+    on = priors_from_dict(GainsPriors, {"order_effects": True}, "c.toml [priors.gains]")
+    assert on.order_effects is True
+    with pytest.raises(InputError, match="order_effects must be true or false"):
+        priors_from_dict(GainsPriors, {"order_effects": 1}, "c.toml [priors.gains]")
