@@ -418,7 +418,7 @@ class CostModel:
         return encode_costs(clean, self.ids, self.resources, self.nominal,
                             self.max_observations)
 
-    def fit(self, costs: pd.DataFrame, *, draws: int = 500, tune: int = 500, chains: int = 4,
+    def fit(self, costs: pd.DataFrame, *, draws: int = 1000, tune: int = 500, chains: int = 4,
             seed: int = 0, target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of the cost model given a realised-costs table.

@@ -303,7 +303,7 @@ class ExecRiskModel:
                                 f"({len(self.candidates)})")
 
     # -- fit --------------------------------------------------------------------------------
-    def fit(self, executions: Any, unsafe: Any, *, draws: int = 500, tune: int = 500,
+    def fit(self, executions: Any, unsafe: Any, *, draws: int = 1000, tune: int = 500,
             chains: int = 4, seed: int = 0, target_accept: float = TARGET_ACCEPT,
             thin: int = 1, progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of P_exec(unsafe | m) given execution counts.

@@ -792,7 +792,7 @@ class GainsModel:
             policy_evals: pd.DataFrame | None = None,
             gain_estimates: pd.DataFrame | None = None,
             model_updates: pd.DataFrame | None = None,
-            draws: int = 500, tune: int = 500, chains: int = 4, seed: int = 0,
+            draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior given a validated paired table.

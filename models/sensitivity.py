@@ -369,7 +369,7 @@ class SensitivityModel:
         return _COMPILED[key]
 
     # -- fit --------------------------------------------------------------------------------
-    def fit(self, runs: pd.DataFrame, *, draws: int = 500, tune: int = 500, chains: int = 4,
+    def fit(self, runs: pd.DataFrame, *, draws: int = 1000, tune: int = 500, chains: int = 4,
             seed: int = 0, target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of S_kπ and γ_kl given a validated sensitivity table.

@@ -289,7 +289,7 @@ class TransferModel:
         return _COMPILED[key]
 
     def fit(self, transfer: pd.DataFrame, policies: str | tuple[str, ...] = (), *,
-            draws: int = 500, tune: int = 500, chains: int = 4, seed: int = 0,
+            draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
         """Sample the posterior of δ_J(π) for every evaluated policy (and ``policies``).

@@ -17,7 +17,7 @@ from belief.errors import InputError
 
 __all__ = ["MANUAL_DEFAULTS", "add_campaign_commands", "manual_campaign"]
 
-MANUAL_DEFAULTS = {"steps": 10, "policy": "pi0", "beta": 1.0, "draws": 500, "seed": 0}
+MANUAL_DEFAULTS = {"steps": 10, "policy": "pi0", "beta": 1.0, "draws": 1000, "seed": 0}
 
 
 def _weights(text: str | None):
@@ -40,7 +40,7 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
     s = base or CampaignSettings()
     changes: dict[str, Any] = {}
     if args.draws is not None:
-        changes["fit"] = FitSettings(draws=args.draws, tune=args.draws)
+        changes["fit"] = FitSettings.for_draws(args.draws)
     if args.functional is not None:
         changes["functional"] = args.functional
     if args.beta is not None:
@@ -167,7 +167,7 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
                                 weights=_weights(args.weights),
                                 act_on_unreliable=bool(getattr(args, "act_on_unreliable",
                                                                False)),
-                                fit=FitSettings(draws=v["draws"], tune=v["draws"]))
+                                fit=FitSettings.for_draws(v["draws"]))
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
         settings.weights.bind(cfile.candidates.resources)

@@ -17,7 +17,7 @@ from belief.errors import InputError
 
 __all__ = ["DEMO_DEFAULTS", "add_demo_command", "ignored_with_resume"]
 
-DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 500,
+DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 1000,
                  "functional": "mean", "allocation": "q", "beta": 1.0}
 
 
@@ -39,7 +39,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
     v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
          for k, d in DEMO_DEFAULTS.items()}
-    fit = FitSettings(draws=v["draws"], tune=v["draws"])
+    fit = FitSettings.for_draws(v["draws"])
     return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
                             beta=v["beta"], allocation=v["allocation"],
                             act_on_unreliable=args.act_on_unreliable, fit=fit), v
@@ -170,8 +170,8 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help="write into --out even when it holds other files or another "
                            "campaign (files with the campaign's names are replaced)")
     demo.add_argument("--draws", type=int, default=None,
-                      help=f"posterior draws (and tuning steps) per chain (default "
-                           f"{d['draws']})")
+                      help=f"posterior draws per chain (default {d['draws']}; tuning steps: "
+                           "500, or the draws when fewer)")
     demo.add_argument("--functional", default=None,
                       help="decision functional: mean, lcb:Q or cvar:A (default mean)")
     demo.add_argument("--allocation", default=None,

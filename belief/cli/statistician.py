@@ -288,10 +288,10 @@ def add_statistician_commands(sub: Any) -> None:
                           "evaluation, else the single evaluated policy)")
     fit.add_argument("--step", type=int, default=None,
                      help="step t of the belief (default: 1 + the last step in the evidence)")
-    fit.add_argument("--draws", type=int, default=500,
-                     help="posterior draws per chain (default 500)")
+    fit.add_argument("--draws", type=int, default=1000,
+                     help="posterior draws per chain (default 1000)")
     fit.add_argument("--tune", type=int, default=None,
-                     help="tuning steps per chain (default: as many as --draws)")
+                     help="tuning steps per chain (default: 500, or --draws when fewer)")
     fit.add_argument("--chains", type=int, default=4,
                      help="chains (default 4: R-hat compares chains, 2 make it fragile)")
     fit.add_argument("--seed", type=int, default=0, help="sampler seed (default 0)")

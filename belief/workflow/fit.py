@@ -74,7 +74,7 @@ def model_priors(cfile: CandidateFile | None = None,
 
 def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceTables,
         candidates: str | Path | CandidateSet | CandidateFile, *, policy: str | None = None,
-        step: int | None = None, draws: int = 500, tune: int | None = None, chains: int = 4,
+        step: int | None = None, draws: int = 1000, tune: int | None = None, chains: int = 4,
         seed: int = 0, target_accept: float | None = None, sensitivity: bool = True,
         costs: bool = False, progressbar: bool = False, fitter: Any = None,
         priors: Mapping[str, Any] | None = None,
@@ -93,7 +93,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step : int, optional
         t (default: 1 + the last step of the evidence).
     draws, tune, chains, seed
-        Sampler settings (``tune`` defaults to ``draws``).  Every model is checked (R-hat ≤
+        Sampler settings (``tune`` defaults to min(draws, 500)).  Every model is checked (R-hat ≤
         1.01, bulk and tail ESS ≥ 400, no divergences) and a failing one re-fitted with the
         remedy for its failure (:meth:`belief.posterior.fitter.BeliefFitter.fit_reliable`).
     target_accept : float, optional
@@ -153,9 +153,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
     if fitter is None:
         pri = model_priors(cfile, priors)
-        fitter = BeliefFitter(cs, FitSettings(draws=int(draws), tune=int(tune or draws),
-                                              chains=int(chains), target_accept=target_accept,
-                                              costs=bool(costs)),
+        fitter = BeliefFitter(cs, FitSettings.for_draws(
+            int(draws), tune, chains=int(chains), target_accept=target_accept,
+            costs=bool(costs)),
                               pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"],
                               pri["costs"])
     elif fitter.candidates.ids != cs.ids:
