@@ -13,17 +13,22 @@ import pytest
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The compiled-model cache (models/compile_cache.py) of this session: a fresh temporary folder,
-# shared with the CLI subprocesses the tests start, never the user's own cache.
-os.environ["BELIEF_CACHE_DIR"] = tempfile.mkdtemp(prefix="belief-test-cache-")
+# shared with the CLI subprocesses the tests start, never the user's own cache.  Under
+# pytest-xdist the controller makes it and removes it at exit; its workers inherit it through
+# the environment, so a model compiled by one worker is loaded by the other.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("BELIEF_TEST_CACHE_OWNER"):
+    os.environ["BELIEF_CACHE_DIR"] = os.environ["BELIEF_TEST_CACHE_OWNER"]
+else:
+    os.environ["BELIEF_CACHE_DIR"] = tempfile.mkdtemp(prefix="belief-test-cache-")
+    os.environ["BELIEF_TEST_CACHE_OWNER"] = os.environ["BELIEF_CACHE_DIR"]
+    atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
 
 from belief.campaign.synthetic import SyntheticWorld
 from belief.posterior.fitter import BeliefFitter, FitSettings
 
-atexit.register(shutil.rmtree, os.environ["BELIEF_CACHE_DIR"], ignore_errors=True)
-
 FAST = FitSettings(draws=300, tune=300, chains=2, ess_min=100)
 """Short runs for tests of the code around sampling: 2 chains × 300 draws, so ESS ≥ 100 (the
-field's 400 needs the default 4 × 500); convergence itself is tested at the defaults."""
+field's 400 needs the default 4 chains); convergence itself is tested at the defaults."""
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +113,7 @@ def no_compute(monkeypatch):
 # -- the shipped example through the CLI (issue 20) ------------------------------------------
 @pytest.fixture(scope="session")
 def example_belief_file(tmp_path_factory):
-    """``belief fit`` on the shipped example data at the defaults (4 chains × 500 draws, seed 0),
+    """``belief fit`` on the shipped example data at the defaults (4 chains × 1000 draws, seed 0),
     once per session (read-only: tests that alter a belief file copy it first)."""
     from belief.cli.main import main
     from belief.inputs.example import example_paths

@@ -91,7 +91,8 @@ def test_fit_writes_belief_posteriors_evidence_and_settings(fitted_file, capsys)
     assert fitted.models == ["gains", "exec_risk", "transfer", "sensitivity"]
     assert fitted.policy == "pi2" and fitted.step == 3
     assert "treated_policy of the last paired evaluation" in fitted.settings["policy_rule"]
-    assert fitted.settings["draws"] == 500 and fitted.settings["chains"] == 4
+    assert fitted.settings["draws"] == 1000 and fitted.settings["chains"] == 4
+    assert fitted.settings["tune"] == 500
     assert fitted.settings["evidence_rows"]["sensitivity_runs"] == 54
     assert fitted.history() == ["dr_1e7", "si_friction", "ft_pilot"]
     assert "si_friction" not in fitted.available() and "dr_1e7" in fitted.available()

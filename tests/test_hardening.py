@@ -446,6 +446,19 @@ def test_draws_zero_is_refused_before_compiling(command, tiny_run, tmp_path, cap
         FitSettings(draws=0)
 
 
+def test_draws_flag_sets_tuning_to_min_of_draws_and_500():
+    from belief.posterior.fitter import DEFAULT_DRAWS, DEFAULT_TUNE
+
+    assert (FitSettings().draws, FitSettings().tune) == (DEFAULT_DRAWS, DEFAULT_TUNE) == (1000, 500)
+    assert (FitSettings.for_draws(None).draws, FitSettings.for_draws(None).tune) == (1000, 500)
+    assert (FitSettings.for_draws(200).draws, FitSettings.for_draws(200).tune) == (200, 200)
+    assert FitSettings.for_draws(3000).tune == 500
+    assert FitSettings.for_draws(3000, tune=2000).tune == 2000
+    assert FitSettings.for_draws(100, chains=2).chains == 2
+    with pytest.raises(InputError, match=r"^--draws: must be an integer >= 1, got 0"):
+        FitSettings.for_draws(0)
+
+
 # -- 8. repeated keys ------------------------------------------------------------------------------
 def test_repeated_keys_are_refused(tiny_run, tmp_path, capsys, no_compute):
     belief_nc = str(tiny_run / "belief.nc")
