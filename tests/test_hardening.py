@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -457,6 +458,15 @@ def test_draws_flag_sets_tuning_to_min_of_draws_and_500():
     assert FitSettings.for_draws(100, chains=2).chains == 2
     with pytest.raises(InputError, match=r"^--draws: must be an integer >= 1, got 0"):
         FitSettings.for_draws(0)
+
+
+def test_settings_whose_draws_cannot_reach_the_ess_threshold_warn_once():
+    with pytest.warns(UserWarning, match=r"4 chains × 50 draws = 200 < the ESS threshold 400"):
+        FitSettings(draws=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FitSettings(draws=100)                           # 400 draws: can pass
+        FitSettings(draws=50, chains=2, ess_min=100)
 
 
 # -- 8. repeated keys ------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ compile (≈ 20 s) and a fit to every ``belief fit``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -124,6 +125,11 @@ class FitSettings:
             real(self.ess_min, "FitSettings.ess_min", minimum=0.0, open_min=True)
         if self.target_accept is not None:
             fraction(self.target_accept, "FitSettings.target_accept")
+        if self.draws * self.chains < self.ess_threshold:
+            warnings.warn(f"FitSettings: {self.chains} chains × {self.draws} draws = "
+                          f"{self.draws * self.chains} < the ESS threshold "
+                          f"{self.ess_threshold:g}: no first fit can pass the check (each "
+                          "escalation multiplies the draws)", UserWarning, stacklevel=3)
 
     @classmethod
     def for_draws(cls, draws: int | None = None, tune: int | None = None,
