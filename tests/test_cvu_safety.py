@@ -129,3 +129,19 @@ def test_bench_fields_are_validated():
     with pytest.raises(InputError, match="safety_runs"):
         CandidateSet((base[0], Candidate("bench", "diagnosis", "optimization", "b", {},
                                          safety_runs=-1), base[2]))
+
+
+def test_bench_world_reports_the_target_cell():
+    from belief.campaign.synthetic import SyntheticWorld
+
+    w = SyntheticWorld.with_bench_test(seed=1)
+    bench = w.candidates["ft_bench"]
+    assert (bench.safety_test_of, bench.safety_runs, bench.drives_hardware) == (
+        "ft_real_100", 60, False)
+    init = w.initial_safety().set_index("candidate")
+    assert init.loc["ft_real_100", "executions"] == 20
+    o = w.execute("ft_bench", 0)
+    assert list(o.safety["candidate"]) == ["ft_real_100"]
+    assert int(o.safety["executions"].iloc[0]) == 60 and o.paired.empty
+    # the default world is unchanged
+    assert "ft_bench" not in SyntheticWorld(seed=1).candidates.ids
