@@ -45,6 +45,15 @@ campaign, π_0 is evaluated once (100 trials) and bench tests give 60/40/150/60/
 the five hardware candidates (si_friction, latency_probe, ft_real_100, ft_pilot, cotrain).  Budget
 b_0 = (12, 300, 20); default weights λ = (0.01, 0.0002, 0.004) success probability per unit.
 
+Bench safety test (opt-in, :meth:`SyntheticWorld.with_bench_test`; the default world and its
+demo are unchanged): ``ft_bench`` (diagnosis, cost (0.5, 0, 0.5), not gated: it runs on a
+protected bench rig) runs ft_real_100's controller 60 times on the bench
+(``safety_runs = 60``, ``safety_test_of = "ft_real_100"``).  Observation model: the bench
+trials are executions of ft_real_100 with the *same* P_exec = 0.03; one ``safety_events`` row
+of ft_real_100, unsafe ~ Binomial(60, 0.03).  In that world ft_real_100 has only 20
+pre-campaign bench runs, so it starts gated (0/20: CP UCB_0.95 = 0.139 > 0.1) and the bench
+test opens it when y ≤ 3 of 60 (UCB(3, 80) = 0.094; P(y ≤ 3 | p = 0.03) ≈ 0.89).
+
 Deployment safety (kept apart from execution safety): every policy has a true probability
 P_deploy(unsafe | π) that a deployment episode is unsafe.  P_deploy(π_0) = 0.01; each execution
 of an adaptation multiplies the odds of the parent policy by a factor: si_friction ×0.8 (a
@@ -103,7 +112,7 @@ e^{0.02} ≈ 1.02 × c̃ (× 1 + 0.1·(e^{1.545} − 1) ≈ 1.37 more in ``real_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -179,6 +188,13 @@ DEFAULT_CANDIDATES = (
        targets=("camera", "friction"), logit_gain=0.45, p_unsafe=0.02, runs_per_execution=30,
        bench_runs=100),
 )
+
+_bench = _c("ft_bench", "diagnosis", "optimization", "bench safety test", (0.5, 0, 0.5),
+            recipe="ft_real_100's controller on the bench rig", batch="60 bench trials",
+            runs_per_execution=60)
+BENCH_TEST = TrueCandidate(replace(_bench.candidate, safety_runs=60,
+                                   safety_test_of="ft_real_100"), runs_per_execution=60)
+"""The bench safety test of :meth:`SyntheticWorld.with_bench_test` (module docstring)."""
 
 DEFAULT_INTERACTIONS = {
     ("si_friction", "dr_1e6"): 0.5, ("si_friction", "dr_1e7"): 0.5,
@@ -381,6 +397,23 @@ class SyntheticWorld:
         val = float((wts * expit(mu + self.execution_sd * nodes)).sum() / wts.sum())
         return val - float(expit(eta))
 
+    @classmethod
+    def with_bench_test(cls, seed: int = 0, ft_bench_runs: int = 20, **kw) -> SyntheticWorld:
+        """The default world with ``ft_real_100`` gated and a bench safety test that can open
+        it (module docstring, "Bench safety test"): ft_real_100 gets ``ft_bench_runs``
+        pre-campaign bench runs instead of 150 (0/20 unsafe: CP UCB_0.95 = 0.139 > α_exec
+        0.1) and declares ``safety_runs = 100``; ``ft_bench`` is added after it.  Every true
+        gain, P_exec and interaction is the default world's."""
+        truth = []
+        for t in DEFAULT_CANDIDATES:
+            if t.candidate.id == "ft_real_100":
+                t = TrueCandidate(replace(t.candidate, safety_runs=100), t.logit_gain,
+                                  t.p_unsafe, t.decay, t.runs_per_execution, ft_bench_runs)
+            truth.append(t)
+            if t.candidate.id == "ft_real_100":
+                truth.append(BENCH_TEST)
+        return cls(seed=seed, truth=tuple(truth), **kw)
+
     # -- execution --------------------------------------------------------------------------
     def execute(self, candidate_id: str, step: int) -> Outcome:
         """Run m at ``step`` from the current policy: evidence rows, cost, next policy."""
@@ -416,7 +449,15 @@ class SyntheticWorld:
                               + cand.measurement_se * rng.standard_normal()),
             "se": float(cand.measurement_se)} for target in cand.informs])
         safety = pd.DataFrame()
-        if cand.drives_hardware and t.runs_per_execution:
+        if cand.safety_test_of is not None and t.runs_per_execution:
+            # a bench safety test: executions of the target's controller, same p_unsafe
+            tgt = self._truth[cand.safety_test_of]
+            safety = pd.DataFrame([{
+                "step": step, "candidate": cand.safety_test_of,
+                "executions": t.runs_per_execution,
+                "unsafe": int(rng.binomial(t.runs_per_execution, tgt.p_unsafe)),
+                "policy": control}])
+        elif cand.drives_hardware and t.runs_per_execution:
             safety = pd.DataFrame([{
                 "step": step, "candidate": candidate_id, "executions": t.runs_per_execution,
                 "unsafe": int(rng.binomial(t.runs_per_execution, t.p_unsafe)),

@@ -52,9 +52,14 @@ two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu_
 which states its estimator and errors); the default ``one_step`` is the framework's CVU, and
 the continuation is truncated to the decisions the horizon leaves after m.
 
-Safety feasibility in s_{t+1} is held at its current value (the execution-safety channel of CVU
-is not modelled; :class:`~belief.decision.preposterior.NextState` takes a per-outcome
-feasibility when it is); the experiments themselves come from the models through
+Execution-safety channel (:mod:`belief.decision.cvu_safety`): an experiment that runs
+``safety_runs`` safety trials of an execution-risk cell (a hardware run of its own, or a bench
+safety test of ``safety_test_of``) appends the simulated unsafe count y ~ Binomial(r, p_unsafe)
+to its outcome, and the gate of that cell in s_{t+1} is recomputed from (n + r, k + y)
+(Clopper–Pearson) or from the reweighted p_unsafe draws (posterior); G0(s_{t+1}^{m,Y}) uses
+that gate, so a bench test can earn CVU > 0 from feasibility alone.  ``cvu_safety`` states it
+per candidate.  Where no gate can change the safety of s_t is held fixed and CVU is exactly the
+fixed-gate value.  The experiments themselves come from the models through
 :mod:`belief.posterior.experiments`.
 """
 
@@ -70,6 +75,7 @@ from belief.decision.cvu_estimate import Estimate
 from belief.decision.cvu_lookahead import Context, continuation_rows, expected_continuation
 from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
+from belief.decision.cvu_safety import with_safety_channels
 from belief.decision.feasibility import Feasibility, affordable, feasibility
 from belief.decision.functionals import Functional
 from belief.decision.importance import psis
@@ -131,9 +137,9 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         value = float(nxt.g0(phi[None, :])[0])
         infl = _influence_of_winner(functional, nxt.gain, phi, nxt.c_lambda, nxt.feasible)
         return Estimate(value, 0.0, "no outcome", "no model predicts this experiment's "
-                        "outcome: budget, λ, candidate set and policy change only (order "
-                        "effects and the execution-risk channel are not modelled, so what a "
-                        "model update or a bench test would teach is not counted)",
+                        "outcome: budget, λ, candidate set and policy change only (a model "
+                        "update's order effects enter through next_gain; no safety gate "
+                        "can change: belief.decision.cvu_safety)",
                         if_draws=infl, if_noise=np.zeros_like(infl))
     regression = {"replicates": settings.regression_replicates}
     if settings.estimator == "regression" or exp.loglik is None:
@@ -257,7 +263,9 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     over the PSIS outcomes, NaN counted as ∞), ``pareto_k_bad`` (share of outcomes with
     untrusted weights), ``cvu_ess`` (median effective sample size of the weights),
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
-    ``cvu_outcomes``; attribute ``g0_null`` = G0(s^∅) (V(s^∅) for a non-myopic
+    ``cvu_outcomes``; ``cvu_safety`` (what the execution-risk channel does: "can open X:
+    CP UCB ≤ α_exec for y ≤ y* unsafe of r runs", "can close X: …", or empty when the gate
+    of s_t is held fixed); attribute ``g0_null`` = G0(s^∅) (V(s^∅) for a non-myopic
     continuation, which adds ``cvu_continuation``, ``cvu_bias_bound`` and
     ``cvu_inner_bad_share``).
 
@@ -336,6 +344,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                              "cvu_cv_gain")}
     ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
     method = np.array(["not computed"] * n_c, dtype=object)
+    safety = np.array([""] * n_c, dtype=object)
     reason = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
     # the same draw indices for every candidate (common random numbers)
     idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
@@ -348,8 +357,13 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         avail_next = available.copy()
         if not repeatable[c]:
             avail_next[c] = False
-        nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
-                        avail_next & safe & affordable(costs, b_next))
+        if exp.safe_next is None:
+            nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
+                            avail_next & safe & affordable(costs, b_next))
+        else:  # the execution-risk channel: M^safe(s_{t+1}) from the outcome
+            nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
+                            avail_next & affordable(costs, b_next), exp.safe_next)
+            safety[c] = exp.safety_note
         # one stream per candidate (its CVU does not depend on which others are scored)
         rngs = (np.random.default_rng([settings.seed, 101, c]),
                 np.random.default_rng([settings.seed, 102, c]),
@@ -425,7 +439,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     return xr.Dataset(
         {**{k: ("candidate", v) for k, v in out.items()}, **method_extra,
          **{k: ("candidate", v) for k, v in ints.items()},
-         "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason)},
+         "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason),
+         "cvu_safety": ("candidate", safety)},
         coords={"candidate": candidate_ids},
         attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie),
                "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
@@ -473,6 +488,8 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
     # Q only matters where the candidate is feasible now: the others are not scored
     exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]}
+    # the execution-risk channel where an outcome can move a gate of s_{t+1}
+    exps = with_safety_channels(exps, belief, candidates, settings.gate, feas, costs, budget)
     cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
     return continuation_value(
         belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,

@@ -226,7 +226,7 @@ def candidates_toml(cs: CandidateSet, weights: Mapping[str, float] | None = None
 
 _COMPARED = ("role", "lens", "method", "recipe", "batch", "cost", "drives_hardware",
              "changes_policy", "repeatable", "hardware_group", "targets", "informs",
-             "measurement_se")
+             "measurement_se", "safety_runs", "safety_test_of")
 
 
 def diff_candidates(fitted: CandidateSet, given: CandidateSet) -> list[str]:

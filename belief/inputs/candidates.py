@@ -102,6 +102,17 @@ class Candidate:
         ``gain_estimates`` evidence row per informed candidate).
     measurement_se : float or None
         Standard error (logit scale) of that measurement; required when ``informs`` is set.
+    safety_runs : int
+        Execution-safety trials one execution adds to an execution-risk cell (0: unknown or
+        none).  For a hardware candidate they are its own runs (its cell); for a bench safety
+        test they count toward the cell of ``safety_test_of``.  CVU uses it for the
+        execution-risk channel: the simulated unsafe count y ~ Binomial(safety_runs, p_unsafe)
+        updates the gate in s_{t+1} (:mod:`belief.decision.cvu_safety`).
+    safety_test_of : str or None
+        For a bench safety-test diagnosis: the hardware candidate whose controller it runs
+        ``safety_runs`` times on the bench.  Observation model: the bench trials are
+        executions of that candidate with the *same* p_unsafe, reported as ``safety_events``
+        rows of that candidate.
     """
 
     id: str
@@ -119,12 +130,14 @@ class Candidate:
     description: str = ""
     informs: tuple[str, ...] = ()
     measurement_se: float | None = None
+    safety_runs: int = 0
+    safety_test_of: str | None = None
 
 
 _FIELDS = {
     "id", "role", "lens", "method", "cost", "recipe", "batch", "drives_hardware",
     "changes_policy", "repeatable", "hardware_group", "targets", "description", "informs",
-    "measurement_se",
+    "measurement_se", "safety_runs", "safety_test_of",
 }
 
 
@@ -178,6 +191,12 @@ class CandidateSet:
                 if roles.get(target) != "adaptation":
                     raise InputError(table, f"{c.id!r} informs {target!r}, which is not an "
                                             "adaptation candidate of this file", row=i)
+        hardware = {c.id for c in self.candidates if c.drives_hardware}
+        for i, c in enumerate(self.candidates):
+            if c.safety_test_of is not None and c.safety_test_of not in hardware:
+                raise InputError(table, f"{c.id!r}: safety_test_of {c.safety_test_of!r} must "
+                                        "name a hardware candidate (drives_hardware = true) "
+                                        "of this file", row=i)
         parse_interactions([s.as_dict() for s in self.interactions], self.candidates, table)
 
     def __iter__(self) -> Iterator[Candidate]:
@@ -275,6 +294,17 @@ def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], tabl
                 or se <= 0:
             raise InputError(table, f"{c.id!r} informs {list(c.informs)} and needs "
                                     f"measurement_se > 0, got {se!r}", row=row)
+    runs = c.safety_runs
+    if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 0:
+        raise InputError(table, f"safety_runs of {c.id!r} must be an integer >= 0, got "
+                                f"{runs!r}", row=row)
+    if c.safety_test_of is not None:
+        if not isinstance(c.safety_test_of, str) or c.safety_test_of == c.id:
+            raise InputError(table, f"safety_test_of of {c.id!r} must name another "
+                                    "candidate", row=row)
+        if c.role != "diagnosis" or runs == 0:
+            raise InputError(table, f"{c.id!r}: a bench safety test (safety_test_of) must be "
+                                    "a diagnosis with safety_runs > 0", row=row)
 
 
 def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> Candidate:
@@ -312,6 +342,7 @@ def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> C
         repeatable=entry.get("repeatable", False), hardware_group=group,
         targets=tuple(targets), description=entry.get("description", ""),
         informs=tuple(informs), measurement_se=entry.get("measurement_se"),
+        safety_runs=entry.get("safety_runs", 0), safety_test_of=entry.get("safety_test_of"),
     )
 
 
@@ -368,6 +399,10 @@ def candidates_to_dict(cs: CandidateSet) -> dict[str, Any]:
         if c.informs:
             entry["informs"] = list(c.informs)
             entry["measurement_se"] = c.measurement_se
+        if c.safety_runs:
+            entry["safety_runs"] = int(c.safety_runs)
+        if c.safety_test_of is not None:
+            entry["safety_test_of"] = c.safety_test_of
         doc["candidate"].append(entry)
     if cs.interactions:
         doc["interaction"] = [s.as_dict() for s in cs.interactions]

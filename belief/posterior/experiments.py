@@ -18,7 +18,7 @@ import xarray as xr
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 
-__all__ = ["Experiment", "experiments_from_belief"]
+__all__ = ["Experiment", "experiments_from_belief", "safety_outcome"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,11 @@ class Experiment:
         The gains after executing m from *any* state with the given gain draws (used by the
         non-myopic continuations of CVU for the second and later steps); None: m's change at
         s_t is added, ``gains + next_gain − gains at s_t``.
+    safe_next : callable Y → bool ndarray (J, C), optional
+        The safety gate M^safe(s_{t+1}) after each outcome (the execution-risk channel of
+        CVU, :mod:`belief.decision.cvu_safety`); None: the gate of s_t is held fixed.
+    safety_note : str
+        What the execution-risk channel does for this experiment (empty without one).
     """
 
     next_gain: np.ndarray
@@ -48,6 +53,8 @@ class Experiment:
     loglik: Callable[[np.ndarray], np.ndarray] | None = None
     refit: Callable[[np.ndarray], np.ndarray] | None = None
     after: Callable[[np.ndarray], np.ndarray] | None = None
+    safe_next: Callable[[np.ndarray], np.ndarray] | None = None
+    safety_note: str = ""
 
 
 def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
@@ -97,3 +104,19 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
     return exps
 
 
+
+
+def safety_outcome(p_draws: np.ndarray, runs: int
+                   ) -> tuple[Callable[[np.random.Generator, np.ndarray], np.ndarray],
+                              Callable[[np.ndarray], np.ndarray]]:
+    """The unsafe count of ``runs`` safety trials of one execution-risk cell, for CVU.
+
+    simulate(rng, idx) = y_j ~ Binomial(runs, p_{idx_j}) (:func:`models.exec_risk.simulate`),
+    loglik(y) = log Binomial(y_j; runs, p_i), (J, S) (:func:`models.exec_risk.loglik`), with
+    ``p_draws`` (S,) the joint draws of the cell's p_unsafe in q_t.
+    """
+    from models import exec_risk
+
+    p = np.asarray(p_draws, float)
+    return (lambda rng, idx: exec_risk.simulate(p[np.asarray(idx)], runs, rng),
+            lambda y: exec_risk.loglik(p, runs, np.asarray(y)))

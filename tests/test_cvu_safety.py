@@ -1,0 +1,147 @@
+"""CVU's execution-risk channel (belief.decision.cvu_safety) on hand-built beliefs, no model
+compile: a bench safety test that can open a gated candidate, against the exact
+beta-binomial value, and a belief where no gate can change, against the fixed-gate CVU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+from scipy.special import betaincinv
+
+from belief.decision.cvu import continuation_value, cvu_for_state
+from belief.decision.cvu_safety import next_gate
+from belief.decision.feasibility import feasibility
+from belief.decision.safety import SafetyGate
+from belief.decision.settings import CVUSettings, DecisionSettings
+from belief.decision.state import State
+from belief.errors import InputError
+from belief.inputs.candidates import Candidate, CandidateSet
+from belief.inputs.resources import make_budget
+from belief.posterior.belief_state import make_belief
+from belief.posterior.experiments import Experiment
+
+S, RUNS, N0, K0 = 4000, 40, 30, 1
+GAIN_FT, GAIN_ALT = 0.10, 0.04
+LAMBDA = {"real_h": 0.01, "compute": 0.0, "eng_h": 0.01}
+COST_FT = {"real_h": 1.0}
+
+
+def _candidates(runs: int = RUNS) -> CandidateSet:
+    return CandidateSet((
+        Candidate("ft", "adaptation", "optimization", "FT", COST_FT, drives_hardware=True,
+                  changes_policy=True, repeatable=True, hardware_group="arm"),
+        Candidate("bench", "diagnosis", "optimization", "bench", {"eng_h": 0.5},
+                  safety_runs=runs, safety_test_of="ft"),
+        Candidate("alt", "adaptation", "data", "DR", {}, changes_policy=True),
+    ))
+
+
+def _state(cands: CandidateSet, n: int, k: int, seed: int = 0) -> State:
+    rng = np.random.default_rng(seed)
+    gain = np.zeros((S, 3))
+    gain[:, 0], gain[:, 2] = GAIN_FT, GAIN_ALT  # constant gains: φ is known exactly
+    p = np.zeros((S, 3))
+    p[:, 0] = rng.beta(k + 1, n - k + 1, S)  # flat-prior posterior of ft's p_unsafe
+    coords = {"sample": np.arange(S), "candidate": cands.ids}
+    belief = make_belief(xr.DataArray(gain, dims=("sample", "candidate"), coords=coords),
+                         cands, step=0, policy="pi0", executions=np.array([n, 0, 0]),
+                         unsafe=np.array([k, 0, 0]),
+                         p_unsafe=xr.DataArray(p, dims=("sample", "candidate"), coords=coords))
+    return State(step=0, budget=make_budget({"real_h": 10, "compute": 10, "eng_h": 10},
+                                            cands.resources), policy="pi0", belief=belief)
+
+
+def _experiments(state: State) -> dict[str, Experiment]:
+    g = state.belief["gain"].values
+    return {c: Experiment(next_gain=g) for c in ("ft", "bench", "alt")}
+
+
+def _settings(method: str = "clopper_pearson", outcomes: int = 2000) -> DecisionSettings:
+    return DecisionSettings(weights=LAMBDA, beta=1.0,
+                            gate=SafetyGate(alpha_exec=0.1, delta=0.05, method=method),
+                            cvu=CVUSettings(n_outcomes=outcomes, seed=7))
+
+
+def _exact(open_by_y: np.ndarray, n: int, k: int) -> float:
+    """Σ_y BetaBinom(y; r, k + 1, n − k + 1) · max(0, U0(ft), U0(alt)) − G0(s^∅) with ft
+    feasible in s_{t+1} iff open_by_y[y] (ft is gated at s_t: G0(s^∅) = U0(alt))."""
+    u_ft, u_alt = GAIN_FT - 0.01, GAIN_ALT
+    pmf = stats.betabinom.pmf(np.arange(RUNS + 1), RUNS, k + 1, n - k + 1)
+    return float(pmf @ np.where(open_by_y, max(u_ft, u_alt, 0.0), max(u_alt, 0.0))) - u_alt
+
+
+@pytest.mark.parametrize("method", ["clopper_pearson", "posterior"])
+def test_bench_test_cvu_matches_beta_binomial(method):
+    cands = _candidates()
+    state = _state(cands, N0, K0)
+    settings = _settings(method)
+    feas = feasibility(state, cands, settings.gate, cands.costs().values,
+                       state.budget.values.astype(float))
+    assert not feas.safe[0]  # ft is gated at s_t
+    ds = cvu_for_state(state, cands, settings, experiments=_experiments(state))
+    # the exact gate after y unsafe of RUNS bench trials: CP, or the (1 − δ)-quantile of the
+    # conjugate posterior Beta(k + 1 + y, n − k + 1 + r − y)
+    y = np.arange(RUNS + 1)
+    if method == "clopper_pearson":
+        bound = betaincinv(K0 + y + 1.0, N0 + RUNS - K0 - y, 0.95)
+    else:
+        bound = betaincinv(K0 + 1.0 + y, N0 - K0 + 1.0 + RUNS - y, 0.95)
+    open_exact = bound <= 0.1
+    assert 0 < open_exact.sum() < RUNS + 1
+    got_gate = next_gate(settings.gate, N0, K0, RUNS, state.belief["p_unsafe"].values[:, 0])
+    assert ((got_gate <= 0.1) == open_exact).all()
+    exact = _exact(open_exact, N0, K0)
+    b = ds.sel(candidate="bench")
+    assert exact > 0.01
+    assert "can open ft" in str(b["cvu_safety"].values)
+    se = float(b["cvu_se"])
+    assert 0 < se < 0.1 * exact
+    assert abs(float(b["cvu"]) - exact) < 4 * se, (float(b["cvu"]), exact, se)
+    # alt teaches nothing about ft's risk: no channel, CVU of its own step only
+    assert str(ds.sel(candidate="alt")["cvu_safety"].values) == ""
+
+
+def test_no_gate_can_change_gives_the_old_cvu():
+    cands = _candidates()
+    state = _state(cands, 2000, 0)  # ft safe, and 40 bench runs cannot close it
+    settings = _settings(outcomes=400)
+    new = cvu_for_state(state, cands, settings, experiments=_experiments(state))
+    feas = feasibility(state, cands, settings.gate, cands.costs().values,
+                       state.budget.values.astype(float))
+    assert feas.safe[0]
+    old = continuation_value(
+        state.belief["gain"].values, _experiments(state), cands.ids, cands.costs().values,
+        state.budget.values.astype(float), settings.weights.bind(cands.resources, state),
+        settings.functional, available=feas.available, safe=feas.safe,
+        feasible=feas.feasible, repeatable=np.array([c.repeatable for c in cands]),
+        settings=settings.cvu)
+    assert (new["cvu_safety"].values == "").all()
+    xr.testing.assert_identical(new, old)
+
+
+def test_bench_fields_are_validated():
+    base = _candidates().candidates
+    with pytest.raises(InputError, match="hardware candidate"):
+        CandidateSet((base[0], Candidate("bench", "diagnosis", "optimization", "b", {},
+                                         safety_runs=5, safety_test_of="alt"), base[2]))
+    with pytest.raises(InputError, match="safety_runs"):
+        CandidateSet((base[0], Candidate("bench", "diagnosis", "optimization", "b", {},
+                                         safety_runs=-1), base[2]))
+
+
+def test_bench_world_reports_the_target_cell():
+    from belief.campaign.synthetic import SyntheticWorld
+
+    w = SyntheticWorld.with_bench_test(seed=1)
+    bench = w.candidates["ft_bench"]
+    assert (bench.safety_test_of, bench.safety_runs, bench.drives_hardware) == (
+        "ft_real_100", 60, False)
+    init = w.initial_safety().set_index("candidate")
+    assert init.loc["ft_real_100", "executions"] == 20
+    o = w.execute("ft_bench", 0)
+    assert list(o.safety["candidate"]) == ["ft_real_100"]
+    assert int(o.safety["executions"].iloc[0]) == 60 and o.paired.empty
+    # the default world is unchanged
+    assert "ft_bench" not in SyntheticWorld(seed=1).candidates.ids
