@@ -51,10 +51,10 @@ def next_gate(gate: SafetyGate, executions: int, unsafe: int, runs: int,
     y = np.arange(runs + 1)
     if gate.method == "clopper_pearson":
         return clopper_pearson_upper(unsafe + y, executions + runs, gate.delta)
-    from scipy import stats
+    from models.exec_risk import loglik  # imported here: a decision needs no scipy.stats
 
     p = np.asarray(p_draws, float)
-    smooth, _, _, _ = psis_weights(stats.binom.logpmf(y[:, None], runs, p[None, :]))
+    smooth, _, _, _ = psis_weights(loglik(p, runs, y))
     return lcb(np.broadcast_to(p, smooth.shape), 1.0 - gate.delta, smooth)
 
 
