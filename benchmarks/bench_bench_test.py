@@ -16,7 +16,7 @@ part cvu_safety_value ± its outcome MCSE (:mod:`belief.decision.cvu_channels`),
 of each over the seeds ± its standard error across seeds.
 
     nice -n 10 uv run python benchmarks/bench_bench_test.py [--seeds 20] [--horizon 3] \\
-        [--draws 1000] > bench_test.log 2>&1 &
+        [--draws 500] > bench_test.log 2>&1 &
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--horizon", type=int, default=3)
-    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=500)
     args = parser.parse_args()
 
     from belief.campaign.calibration import binomial_interval
@@ -49,6 +49,15 @@ def main() -> None:
         res = run_campaign(world, settings)
         chosen = [str(d.attrs["chosen"]) for d in res.decisions]
         row = {"seed": seed, "chosen": chosen, "seconds": time.perf_counter() - t0}
+        d0 = res.decisions[0]
+        ids = [str(c) for c in d0["candidate"].values]
+        q_chosen = (float(d0["q"].sel(candidate=d0.attrs["chosen"]))
+                    if d0.attrs["chosen"] in ids else float("nan"))
+        b0 = d0.sel(candidate="ft_bench")
+        step0 = (f"step 0: ft_bench Q {float(b0['q']):.4f} (CVU {float(b0['cvu']):.4f}, safety "
+                 f"part {float(b0['cvu_safety_value']):.4f} ± "
+                 f"{float(b0['cvu_safety_value_mcse']):.4f}; {b0['cvu_safety'].values}), "
+                 f"chosen {d0.attrs['chosen'] or '(stop)'} Q {q_chosen:.4f}")
         if "ft_bench" in chosen:
             k = chosen.index("ft_bench")
             d = res.decisions[k].sel(candidate="ft_bench")
@@ -61,7 +70,7 @@ def main() -> None:
                  f" safety part {row['cvu_safety_value']:.4f} ± "
                  f"{row['cvu_safety_value_mcse']:.4f}]" if "step" in row else "")
         print(f"seed {seed}: {' → '.join(chosen) or '(stopped)'}  ({row['seconds']:.0f} s)"
-              f"{extra}", flush=True)
+              f"{extra}\n    {step0}", flush=True)
     n = len(rows)
     ran = [r for r in rows if "step" in r]
     both = sum(r.get("ft_after", False) for r in rows)

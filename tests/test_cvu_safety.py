@@ -236,3 +236,26 @@ def test_channel_split_can_be_switched_off():
     ds = cvu_for_state(state, cands, s, experiments=_experiments(state))
     assert np.isnan(ds["cvu_safety_value"].values).all()
     assert np.isfinite(float(ds["cvu"].sel(candidate="bench")))
+
+
+def test_decision_table_and_terminal_table_show_the_split():
+    from rich.console import Console
+
+    from belief.decision.engine import decide, decision_table
+    from belief.report.tables import decision_rich_table
+
+    cands = _candidates()
+    state = _state(cands, N0, K0, stratified=True)
+    d = decide(state, cands, _settings(outcomes=400), experiments=_experiments(state))
+    table = decision_table(d)
+    for col in ("cvu_own", "cvu_order", "cvu_safety_value"):
+        assert col in table.columns and col in d and f"{col}_mcse" in d
+    b = d.sel(candidate="bench")
+    assert float(b["cvu_safety_value"]) > 0
+    console = Console(record=True, width=300)
+    console.print(decision_rich_table(d, "decision", wide=False))
+    text = console.export_text()
+    assert "CVU own | order | safety" in text
+    want = (f"{float(b['cvu_own']):.3f} | {float(b['cvu_order']):.3f} | "
+            f"{float(b['cvu_safety_value']):.3f}")
+    assert want in text
