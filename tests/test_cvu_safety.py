@@ -259,3 +259,8 @@ def test_decision_table_and_terminal_table_show_the_split():
     want = (f"{float(b['cvu_own']):.3f} | {float(b['cvu_order']):.3f} | "
             f"{float(b['cvu_safety_value']):.3f}")
     assert want in text
+    from belief.report.plots import plot_q_decomposition
+
+    ax = plot_q_decomposition(d)
+    notes = [t.get_text() for t in ax.texts]
+    assert f"β·safety {float(b['cvu_safety_value']):+.3f}" in notes
