@@ -9,6 +9,11 @@ default CVU settings of a campaign (256 outcomes, ≤ 4 exact refits), order eff
 default), fits with ``--draws`` draws and tuning steps per chain (4 chains), seeds
 0 … ``--seeds``−1.
 
+``--ft-gain G --pilot E`` runs a variant in which fine-tuning is worth opening: ft_real_100's
+true logit gain is G (default world: 0.35) and the evidence holds an earlier fine-tuning pilot's
+gain estimate E ± 0.2 (logit scale) of ft_real_100 (the world of
+``notebooks/06_order_effects.ipynb``, without its order effects).
+
 Printed: per seed the choices; then the number of campaigns that ran ft_bench and later
 ft_real_100 (with its exact 95 % Clopper–Pearson interval), how many ran ft_bench at all, and
 at the step where ft_bench was chosen its CVU ± cvu_se (outcome and draws error), its safety
@@ -16,7 +21,7 @@ part cvu_safety_value ± its outcome MCSE (:mod:`belief.decision.cvu_channels`),
 of each over the seeds ± its standard error across seeds.
 
     nice -n 10 uv run python benchmarks/bench_bench_test.py [--seeds 20] [--horizon 3] \\
-        [--draws 500] > bench_test.log 2>&1 &
+        [--draws 500] [--ft-gain 1.0 --pilot 1.0] > bench_test.log 2>&1 &
 """
 
 from __future__ import annotations
@@ -27,22 +32,49 @@ import time
 import numpy as np
 
 
+def _world(seed: int, ft_gain: float | None, pilot: float | None):
+    """The bench-test world, or its variant with a larger FT gain and a pilot's estimate."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from belief.campaign.synthetic import EVAL_PROTOCOL, SyntheticWorld
+
+    class PilotedWorld(SyntheticWorld):
+        def initial_evidence(self):
+            ev = super().initial_evidence()
+            if pilot is not None:
+                ev["gain_estimates"] = pd.DataFrame([{
+                    "step": 0, "candidate": "ft_real_100", "policy": self.initial_policy,
+                    "eval_protocol": EVAL_PROTOCOL, "source": "ft_pilot", "estimate": pilot,
+                    "se": 0.2}])
+            return ev
+
+    base = SyntheticWorld.with_bench_test(seed=seed)
+    if ft_gain is None and pilot is None:
+        return base
+    truth = tuple(replace(t, logit_gain=ft_gain) if t.candidate.id == "ft_real_100"
+                  and ft_gain is not None else t for t in base.truth)
+    return PilotedWorld(seed=seed, truth=truth)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--horizon", type=int, default=3)
     parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--ft-gain", type=float, default=None)
+    parser.add_argument("--pilot", type=float, default=None)
     args = parser.parse_args()
 
     from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
-    from belief.campaign.synthetic import SyntheticWorld
     from belief.posterior.fitter import FitSettings
 
     rows = []
     t_all = time.perf_counter()
     for seed in range(args.seeds):
-        world = SyntheticWorld.with_bench_test(seed=seed)
+        world = _world(seed, args.ft_gain, args.pilot)
         fit = FitSettings(draws=args.draws, tune=min(args.draws, 500))
         settings = CampaignSettings(horizon=args.horizon, beta=1.0, seed=seed, fit=fit)
         t0 = time.perf_counter()
@@ -76,7 +108,8 @@ def main() -> None:
     both = sum(r.get("ft_after", False) for r in rows)
     lo, hi = binomial_interval(both, n)
     lo_b, hi_b = binomial_interval(len(ran), n)
-    print(f"\n{n} seeds, horizon {args.horizon}, {args.draws} draws × 4 chains, β = 1; "
+    print(f"\n{n} seeds, horizon {args.horizon}, {args.draws} draws × 4 chains, β = 1, "
+          f"ft_real_100 true logit gain {args.ft_gain or 0.35}, pilot estimate {args.pilot}; "
           f"{time.perf_counter() - t_all:.0f} s")
     print(f"ft_bench then ft_real_100: {both}/{n}, 95 % CP [{lo:.2f}, {hi:.2f}]")
     print(f"ft_bench run at all:       {len(ran)}/{n}, 95 % CP [{lo_b:.2f}, {hi_b:.2f}]")
