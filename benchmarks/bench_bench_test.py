@@ -14,6 +14,11 @@ true logit gain is G (default world: 0.35) and the evidence holds an earlier fin
 gain estimate E ± 0.2 (logit scale) of ft_real_100 (the world of
 ``notebooks/06_order_effects.ipynb``, without its order effects).
 
+``--order-effects`` fits the gains model with order effects (opt-in) and ``--stated M`` adds
+the stated method-pair prior γ_{DR→FT} ~ N(M, 0.1²) (the notebook's setting);
+``--chains C --ess-min E --act-on-unreliable`` shorten the fits (the notebook's fast mode uses
+2 chains, 300 draws, ESS ≥ 100 and acts on fits that miss the targets).
+
 Printed: per seed the choices; then the number of campaigns that ran ft_bench and later
 ft_real_100 (with its exact 95 % Clopper–Pearson interval), how many ran ft_bench at all, and
 at the step where ft_bench was chosen its CVU ± cvu_se (outcome and draws error), its safety
@@ -32,7 +37,7 @@ import time
 import numpy as np
 
 
-def _world(seed: int, ft_gain: float | None, pilot: float | None):
+def _world(seed: int, ft_gain: float | None, pilot: float | None, stated: float | None):
     """The bench-test world, or its variant with a larger FT gain and a pilot's estimate."""
     from dataclasses import replace
 
@@ -50,12 +55,15 @@ def _world(seed: int, ft_gain: float | None, pilot: float | None):
                     "se": 0.2}])
             return ev
 
+    from belief.inputs.interactions import InteractionPrior
+
     base = SyntheticWorld.with_bench_test(seed=seed)
-    if ft_gain is None and pilot is None:
+    if ft_gain is None and pilot is None and stated is None:
         return base
+    st = () if stated is None else (InteractionPrior("DR", "FT", stated, 0.1, "method"),)
     truth = tuple(replace(t, logit_gain=ft_gain) if t.candidate.id == "ft_real_100"
                   and ft_gain is not None else t for t in base.truth)
-    return PilotedWorld(seed=seed, truth=truth)
+    return PilotedWorld(seed=seed, truth=truth, stated_interactions=st)
 
 
 def main() -> None:
@@ -64,21 +72,31 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=3)
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--ft-gain", type=float, default=None)
+    parser.add_argument("--order-effects", action="store_true")
+    parser.add_argument("--stated", type=float, default=None)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--ess-min", type=float, default=None)
+    parser.add_argument("--act-on-unreliable", action="store_true")
     parser.add_argument("--pilot", type=float, default=None)
     args = parser.parse_args()
 
     from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
-    from belief.posterior.fitter import FitSettings
+    from belief.posterior.fitter import BeliefFitter, FitSettings
+    from models.gains import GainsPriors
 
     rows = []
     t_all = time.perf_counter()
     for seed in range(args.seeds):
-        world = _world(seed, args.ft_gain, args.pilot)
-        fit = FitSettings(draws=args.draws, tune=min(args.draws, 500))
-        settings = CampaignSettings(horizon=args.horizon, beta=1.0, seed=seed, fit=fit)
+        world = _world(seed, args.ft_gain, args.pilot, args.stated)
+        fit = FitSettings(draws=args.draws, tune=min(args.draws, 500), chains=args.chains,
+                          ess_min=args.ess_min)
+        settings = CampaignSettings(horizon=args.horizon, beta=1.0, seed=seed, fit=fit,
+                                    act_on_unreliable=args.act_on_unreliable)
+        fitter = BeliefFitter(world.candidates, fit,
+                              gains_priors=GainsPriors(order_effects=args.order_effects))
         t0 = time.perf_counter()
-        res = run_campaign(world, settings)
+        res = run_campaign(world, settings, fitter=fitter)
         chosen = [str(d.attrs["chosen"]) for d in res.decisions]
         row = {"seed": seed, "chosen": chosen, "seconds": time.perf_counter() - t0}
         d0 = res.decisions[0]
@@ -108,8 +126,9 @@ def main() -> None:
     both = sum(r.get("ft_after", False) for r in rows)
     lo, hi = binomial_interval(both, n)
     lo_b, hi_b = binomial_interval(len(ran), n)
-    print(f"\n{n} seeds, horizon {args.horizon}, {args.draws} draws × 4 chains, β = 1, "
-          f"ft_real_100 true logit gain {args.ft_gain or 0.35}, pilot estimate {args.pilot}; "
+    print(f"\n{n} seeds, horizon {args.horizon}, {args.draws} draws × {args.chains} chains, β = 1, "
+          f"ft_real_100 true logit gain {args.ft_gain or 0.35}, pilot estimate {args.pilot}, "
+          f"order effects {args.order_effects}, stated γ_DR→FT {args.stated}; "
           f"{time.perf_counter() - t_all:.0f} s")
     print(f"ft_bench then ft_real_100: {both}/{n}, 95 % CP [{lo:.2f}, {hi:.2f}]")
     print(f"ft_bench run at all:       {len(ran)}/{n}, 95 % CP [{lo_b:.2f}, {hi_b:.2f}]")
