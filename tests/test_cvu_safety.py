@@ -264,3 +264,19 @@ def test_decision_table_and_terminal_table_show_the_split():
     ax = plot_q_decomposition(d)
     notes = [t.get_text() for t in ax.texts]
     assert f"β·safety {float(b['cvu_safety_value']):+.3f}" in notes
+
+
+def test_refits_are_reused_by_the_split():
+    from belief.decision.cvu import _memoised
+
+    calls = []
+
+    def refit(y):
+        calls.append(np.asarray(y).copy())
+        return np.full((3, 2), float(np.sum(y)))
+
+    once = _memoised(refit)
+    a = once(np.array([1.0, 2.0]))
+    b = once(np.array([1.0, 2.0]))
+    c = once(np.array([2.0, 2.0]))
+    assert len(calls) == 2 and a is b and c[0, 0] == 4.0

@@ -169,6 +169,21 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
     return est
 
 
+def _memoised(refit: Callable[[np.ndarray], np.ndarray]
+              ) -> Callable[[np.ndarray], np.ndarray]:
+    """``refit`` remembering its result per outcome: the channel split estimates the same
+    outcomes again (:mod:`belief.decision.cvu_channels`), and an exact refit is an MCMC fit."""
+    done: dict[bytes, np.ndarray] = {}
+
+    def once(y: np.ndarray) -> np.ndarray:
+        key = np.ascontiguousarray(y).tobytes()
+        if key not in done:
+            done[key] = refit(y)
+        return done[key]
+
+    return once
+
+
 def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
                        candidate_ids: list[str], kind: str, depth: int, u0_now: np.ndarray,
                        feasible_now: np.ndarray, eg_one: np.ndarray, se_one: np.ndarray,
@@ -362,6 +377,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         exp = experiments.get(cid)
         if exp is None:
             continue
+        if exp.refit is not None and settings.channel_split and depth <= 1:
+            exp = replace(exp, refit=_memoised(exp.refit))  # the split reuses the refits
         b_next = budget - costs[c]
         c_lam_next = costs @ np.asarray(weights(b_next), float)
         avail_next = available.copy()
