@@ -1020,7 +1020,8 @@ def executed_logit(draws: xr.Dataset, m: str) -> np.ndarray:
     return eta + theta[:, j] * rho ** k[j] + off_j + tau * z_now[:, j]
 
 
-def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None) -> xr.DataArray:
+def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
+              order: bool = True) -> xr.DataArray:
     """Joint draws of every candidate's next gain in the state after executing ``m``.
 
     For an adaptation m (``adapts``; default: m is one of the draws' candidates) the policy
@@ -1029,6 +1030,11 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None) -> x
     candidate uses fresh noise z_next.  For a model update (``adapts=False``) the policy is
     unchanged but m joins h: ΔJ = logistic(η + θ ρ^k + Σ_{a ∈ h ∪ {m}} γ_{a→·} + τ z_now) −
     logistic(η).  For ``m`` None the gains are :func:`gain_from_draws`.
+
+    ``order=False`` leaves m out of the history of the later executions (offset Σ_{a ∈ h}
+    γ_{a→·} instead of Σ_{a ∈ h ∪ {m}}): the next gains without m's order effects, used to
+    split CVU by channel (:mod:`belief.decision.cvu_channels`).  Without order effects in
+    the draws it changes nothing.
     """
     ids = list(draws["candidate"].values)
     if m is None:
@@ -1036,7 +1042,7 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None) -> x
     if adapts is None:
         adapts = m in ids
     eta, theta, tau, rho, k, z_now, z_next = _arrays(draws)
-    after = _offset_after(draws, m)
+    after = _offset_after(draws, m) if order else _offset(draws)
     if not adapts:
         g = _gain(eta, theta, tau, rho, k, z_now, after)
     else:

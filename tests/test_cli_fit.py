@@ -200,6 +200,8 @@ def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp
                     "α_exec", "Sensitivities S_k(π)", "Convergence", "Transfer delta"):
         assert section in text, section
     assert text.count("data:image/png;base64,") >= 5
+    for col in ("CVU own", "CVU order", "CVU safety", "± safety"):  # CVU split by channel
+        assert f"<th>{col}</th>" in text, col
     assert 'src="http' not in text and "<link" not in text
     md = tmp_path / "report.md"
     assert main(["report", str(fitted_file), "--out", str(md), "--beta", "0"]) == 0

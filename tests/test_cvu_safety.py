@@ -38,12 +38,17 @@ def _candidates(runs: int = RUNS) -> CandidateSet:
     ))
 
 
-def _state(cands: CandidateSet, n: int, k: int, seed: int = 0) -> State:
+def _state(cands: CandidateSet, n: int, k: int, seed: int = 0,
+           stratified: bool = False) -> State:
+    """ft's p_unsafe draws from its flat-prior posterior Beta(k + 1, n − k + 1): random, or
+    (``stratified``) its quantiles at (i + ½)/S in random order, whose error as a sample of
+    the posterior is negligible next to the outcomes' Monte Carlo error."""
     rng = np.random.default_rng(seed)
     gain = np.zeros((S, 3))
     gain[:, 0], gain[:, 2] = GAIN_FT, GAIN_ALT  # constant gains: φ is known exactly
     p = np.zeros((S, 3))
-    p[:, 0] = rng.beta(k + 1, n - k + 1, S)  # flat-prior posterior of ft's p_unsafe
+    p[:, 0] = (rng.permutation(stats.beta.ppf((np.arange(S) + 0.5) / S, k + 1, n - k + 1))
+               if stratified else rng.beta(k + 1, n - k + 1, S))
     coords = {"sample": np.arange(S), "candidate": cands.ids}
     belief = make_belief(xr.DataArray(gain, dims=("sample", "candidate"), coords=coords),
                          cands, step=0, policy="pi0", executions=np.array([n, 0, 0]),
@@ -145,3 +150,134 @@ def test_bench_world_reports_the_target_cell():
     assert int(o.safety["executions"].iloc[0]) == 60 and o.paired.empty
     # the default world is unchanged
     assert "ft_bench" not in SyntheticWorld(seed=1).candidates.ids
+
+
+# -- CVU split by channel (belief.decision.cvu_channels) ---------------------------------------
+
+def _open_exact(method: str) -> np.ndarray:
+    """Whether ft's gate opens after y = 0..RUNS unsafe of RUNS bench trials (N0, K0)."""
+    y = np.arange(RUNS + 1)
+    if method == "clopper_pearson":
+        return betaincinv(K0 + y + 1.0, N0 + RUNS - K0 - y, 0.95) <= 0.1
+    return betaincinv(K0 + 1.0 + y, N0 - K0 + 1.0 + RUNS - y, 0.95) <= 0.1
+
+
+def _check_sum(ds: xr.Dataset) -> None:
+    parts = ds["cvu_own"] + ds["cvu_order"] + ds["cvu_safety_value"]
+    ok = np.isfinite(ds["cvu"].values)
+    np.testing.assert_allclose(parts.values[ok], ds["cvu"].values[ok], rtol=1e-12, atol=1e-15)
+
+
+def test_channel_split_of_a_bench_test_is_its_safety_part():
+    """Constant gains: learning and order effects are worth 0, and the safety part is the
+    exact beta-binomial value of the gate opening, within 4 of its own MCSE (the posterior
+    gate's next_gate is checked by test_bench_test_cvu_matches_beta_binomial)."""
+    method = "clopper_pearson"
+    cands = _candidates()
+    state = _state(cands, N0, K0, stratified=True)
+    ds = cvu_for_state(state, cands, _settings(method), experiments=_experiments(state))
+    _check_sum(ds)
+    b = ds.sel(candidate="bench")
+    exact = _exact(_open_exact(method), N0, K0)
+    assert abs(float(b["cvu_own"])) < 1e-12
+    assert float(b["cvu_order"]) == 0.0 and float(b["cvu_order_mcse"]) == 0.0  # no γ
+    got, se = float(b["cvu_safety_value"]), float(b["cvu_safety_value_mcse"])
+    assert 0 < se < 0.1 * exact
+    assert abs(got - exact) < 4 * se, (got, exact, se)
+    # no channel but its own for alt and ft (ft's own run cannot open ft: it is gated)
+    for c in ("alt", "ft"):
+        d = ds.sel(candidate=c)
+        if np.isfinite(float(d["cvu"])):
+            assert float(d["cvu_safety_value"]) == 0.0 and float(d["cvu_order"]) == 0.0
+            assert float(d["cvu_own"]) == float(d["cvu"])
+
+
+def test_channel_split_with_an_order_effect_and_the_gate():
+    """The bench test also raises alt's gain by 0.02 (a hand-built order effect): own 0, order
+    0.02 exactly (constant gains), safety Pr(open)·(U0(ft) − U0(alt) − 0.02), against the
+    exact beta-binomial Pr(open); the order is credited before the gate (module docstring)."""
+    cands = _candidates()
+    state = _state(cands, N0, K0, stratified=True)
+    exps = _experiments(state)
+    g = state.belief["gain"].values
+    shifted = g.copy()
+    shifted[:, 2] += 0.02
+    exps["bench"] = Experiment(next_gain=shifted, next_gain_no_order=g)
+    ds = cvu_for_state(state, cands, _settings(outcomes=1000), experiments=exps)
+    _check_sum(ds)
+    b = ds.sel(candidate="bench")
+    assert abs(float(b["cvu_own"])) < 1e-12
+    assert abs(float(b["cvu_order"]) - 0.02) < 1e-12
+    p_open = stats.betabinom.pmf(np.arange(RUNS + 1), RUNS, K0 + 1, N0 - K0 + 1) @ \
+        _open_exact("clopper_pearson")
+    exact = p_open * ((GAIN_FT - 0.01) - (GAIN_ALT + 0.02))
+    got, se = float(b["cvu_safety_value"]), float(b["cvu_safety_value_mcse"])
+    assert exact > 0.005 and 0 < se < 0.1 * exact
+    assert abs(got - exact) < 4 * se, (got, exact, se)
+
+
+def test_no_gate_can_change_gives_a_zero_safety_part():
+    cands = _candidates()
+    state = _state(cands, 2000, 0)  # ft safe, and 40 bench runs cannot close it
+    ds = cvu_for_state(state, cands, _settings(outcomes=400), experiments=_experiments(state))
+    ok = np.isfinite(ds["cvu"].values)
+    assert ok.sum() == 3
+    assert (ds["cvu_safety_value"].values == 0.0).all()
+    assert (ds["cvu_safety_value_mcse"].values == 0.0).all()
+    assert (ds["cvu_order"].values == 0.0).all()
+    np.testing.assert_array_equal(ds["cvu_own"].values, ds["cvu"].values)
+
+
+def test_channel_split_can_be_switched_off():
+    cands = _candidates()
+    state = _state(cands, N0, K0)
+    s = _settings(outcomes=200)
+    s = DecisionSettings(weights=LAMBDA, beta=1.0, gate=s.gate,
+                         cvu=CVUSettings(n_outcomes=200, seed=7, channel_split=False))
+    ds = cvu_for_state(state, cands, s, experiments=_experiments(state))
+    assert np.isnan(ds["cvu_safety_value"].values).all()
+    assert np.isfinite(float(ds["cvu"].sel(candidate="bench")))
+
+
+def test_decision_table_and_terminal_table_show_the_split():
+    from rich.console import Console
+
+    from belief.decision.engine import decide, decision_table
+    from belief.report.tables import decision_rich_table
+
+    cands = _candidates()
+    state = _state(cands, N0, K0, stratified=True)
+    d = decide(state, cands, _settings(outcomes=400), experiments=_experiments(state))
+    table = decision_table(d)
+    for col in ("cvu_own", "cvu_order", "cvu_safety_value"):
+        assert col in table.columns and col in d and f"{col}_mcse" in d
+    b = d.sel(candidate="bench")
+    assert float(b["cvu_safety_value"]) > 0
+    console = Console(record=True, width=300)
+    console.print(decision_rich_table(d, "decision", wide=False))
+    text = console.export_text()
+    assert "CVU own | order | safety" in text
+    want = (f"{float(b['cvu_own']):.3f} | {float(b['cvu_order']):.3f} | "
+            f"{float(b['cvu_safety_value']):.3f}")
+    assert want in text
+    from belief.report.plots import plot_q_decomposition
+
+    ax = plot_q_decomposition(d)
+    notes = [t.get_text() for t in ax.texts]
+    assert f"β·safety {float(b['cvu_safety_value']):+.3f}" in notes
+
+
+def test_refits_are_reused_by_the_split():
+    from belief.decision.cvu import _memoised
+
+    calls = []
+
+    def refit(y):
+        calls.append(np.asarray(y).copy())
+        return np.full((3, 2), float(np.sum(y)))
+
+    once = _memoised(refit)
+    a = once(np.array([1.0, 2.0]))
+    b = once(np.array([1.0, 2.0]))
+    c = once(np.array([2.0, 2.0]))
+    assert len(calls) == 2 and a is b and c[0, 0] == 4.0

@@ -141,6 +141,45 @@ def test_adaptation_creates_order_effect_on_the_next_policy():
     np.testing.assert_allclose(next_gain(d, "a1").values, want, rtol=1e-12)
 
 
+def test_next_gain_without_order_effects_leaves_the_actor_out_of_the_history():
+    """order=False: the same policy change and repeat count, without γ_{m→·} (the split of
+    CVU by channel, belief.decision.cvu_channels)."""
+    d = _draws(history_done=0.0)
+    np.testing.assert_array_equal(next_gain(d, "u", adapts=False, order=False).values,
+                                  gains_module.gain_from_draws(d).values)
+    eta, theta = d["gains_eta"].values, d["gains_theta"].values
+    z_now, z_next = d["gains_z_now"].values, d["gains_z_next"].values
+    eta2 = eta + theta[:, 0] + 0.1 * z_now[:, 0]
+    k2 = np.array([1.0, 0.0])
+    want = expit(eta2[:, None] + theta * 0.7 ** k2 + 0.1 * z_next) - expit(eta2)[:, None]
+    np.testing.assert_allclose(next_gain(d, "a1", order=False).values, want, rtol=1e-12)
+    assert not np.allclose(next_gain(d, "a1").values, want)  # a1 → a2 is 0.3 on the logit
+
+
+def test_experiments_carry_next_gains_without_order_effects_only_for_new_actors():
+    from belief.inputs.candidates import Candidate, CandidateSet
+    from belief.posterior.experiments import experiments_from_belief
+
+    cands = CandidateSet((
+        Candidate("a1", "adaptation", "data", "DR", {}, changes_policy=True),
+        Candidate("a2", "adaptation", "data", "DR", {}, changes_policy=True),
+        Candidate("u", "model_update", "model", "SI-refresh", {})))
+    d = _draws(history_done=0.0)
+    exps = experiments_from_belief(d, cands)
+    np.testing.assert_array_equal(exps["a1"].next_gain_no_order,
+                                  next_gain(d, "a1", order=False).values)
+    np.testing.assert_array_equal(exps["u"].next_gain_no_order,
+                                  gains_module.gain_from_draws(d).values)
+    assert exps["a2"].next_gain_no_order is None  # a2 is no actor: it creates no γ
+    # u already ran: it adds nothing, so no split either
+    assert experiments_from_belief(_draws(history_done=1.0), cands)["u"].next_gain_no_order \
+        is None
+    # without order effects in q_t nothing is split
+    plain = d.drop_vars(["gains_gamma", "gains_history", "gains_offset"]).drop_dims("actor")
+    assert all(e.next_gain_no_order is None
+               for e in experiments_from_belief(plain, cands).values())
+
+
 @pytest.fixture(scope="module")
 def fitted_order(world_candidates, campaign_evidence):
     """(idata, belief) of the session's campaign evidence with order effects on (a compile

@@ -59,8 +59,12 @@ to its outcome, and the gate of that cell in s_{t+1} is recomputed from (n + r, 
 (Clopper–Pearson) or from the reweighted p_unsafe draws (posterior); G0(s_{t+1}^{m,Y}) uses
 that gate, so a bench test can earn CVU > 0 from feasibility alone.  ``cvu_safety`` states it
 per candidate.  Where no gate can change the safety of s_t is held fixed and CVU is exactly the
-fixed-gate value.  The experiments themselves come from the models through
-:mod:`belief.posterior.experiments`.
+fixed-gate value.
+
+Split by channel (:mod:`belief.decision.cvu_channels`): CVU = cvu_own + cvu_order +
+cvu_safety_value, the sequential attribution own/siblings learning → order effects γ_{m→·} →
+execution safety on common random numbers, each part with its Monte Carlo error.  The
+experiments themselves come from the models through :mod:`belief.posterior.experiments`.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
+from belief.decision.cvu_channels import CHANNEL_COLUMNS, channel_split
 from belief.decision.cvu_estimate import Estimate
 from belief.decision.cvu_lookahead import Context, continuation_rows, expected_continuation
 from belief.decision.cvu_psis import importance_estimate
@@ -162,6 +167,21 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
                               **regression)
     est.pareto_k, est.bad_share, est.ess = diag["pareto_k"], diag["bad_share"], diag["ess"]
     return est
+
+
+def _memoised(refit: Callable[[np.ndarray], np.ndarray]
+              ) -> Callable[[np.ndarray], np.ndarray]:
+    """``refit`` remembering its result per outcome: the channel split estimates the same
+    outcomes again (:mod:`belief.decision.cvu_channels`), and an exact refit is an MCMC fit."""
+    done: dict[bytes, np.ndarray] = {}
+
+    def once(y: np.ndarray) -> np.ndarray:
+        key = np.ascontiguousarray(y).tobytes()
+        if key not in done:
+            done[key] = refit(y)
+        return done[key]
+
+    return once
 
 
 def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
@@ -265,8 +285,12 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
     ``cvu_outcomes``; ``cvu_safety`` (what the execution-risk channel does: "can open X:
     CP UCB ≤ α_exec for y ≤ y* unsafe of r runs", "can close X: …", or empty when the gate
-    of s_t is held fixed); attribute ``g0_null`` = G0(s^∅) (V(s^∅) for a non-myopic
-    continuation, which adds ``cvu_continuation``, ``cvu_bias_bound`` and
+    of s_t is held fixed); the split of CVU by channel (:mod:`belief.decision.cvu_channels`:
+    own/siblings learning, order effects, execution safety, in that order; they sum to
+    ``cvu``) ``cvu_own``, ``cvu_order``, ``cvu_safety_value`` with their outcome errors
+    ``cvu_own_mcse``, ``cvu_order_mcse``, ``cvu_safety_value_mcse`` (NaN for a non-myopic
+    continuation or with ``settings.channel_split`` False); attribute ``g0_null`` = G0(s^∅)
+    (V(s^∅) for a non-myopic continuation, which adds ``cvu_continuation``, ``cvu_bias_bound`` and
     ``cvu_inner_bad_share``).
 
     BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
@@ -343,6 +367,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
                                              "cvu_cv_gain")}
     ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
+    split = {k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS}
     method = np.array(["not computed"] * n_c, dtype=object)
     safety = np.array([""] * n_c, dtype=object)
     reason = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
@@ -352,6 +377,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         exp = experiments.get(cid)
         if exp is None:
             continue
+        if exp.refit is not None and settings.channel_split and depth <= 1:
+            exp = replace(exp, refit=_memoised(exp.refit))  # the split reuses the refits
         b_next = budget - costs[c]
         c_lam_next = costs @ np.asarray(weights(b_next), float)
         avail_next = available.copy()
@@ -365,9 +392,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                             avail_next & affordable(costs, b_next), exp.safe_next)
             safety[c] = exp.safety_note
         # one stream per candidate (its CVU does not depend on which others are scored)
-        rngs = (np.random.default_rng([settings.seed, 101, c]),
-                np.random.default_rng([settings.seed, 102, c]),
-                np.random.default_rng([settings.seed, 103, c]))
+        def streams(c: int = c) -> tuple[np.random.Generator, ...]:
+            return tuple(np.random.default_rng([settings.seed, k, c]) for k in (101, 102, 103))
+
+        rngs = streams()
         if not belief_ok:
             est = Estimate.failed("the belief's gain draws are not finite")
         elif nxt.gain.shape != gain_now.shape or not np.isfinite(nxt.gain).all():
@@ -380,6 +408,17 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
             eg_one[c], se_one[c] = est.expected_g0, est.mcse
+        if settings.channel_split and depth <= 1 and belief_ok:
+            try:
+                parts = channel_split(
+                    exp, nxt, est, g0_base,
+                    lambda e, n, s, streams=streams: _estimate(e, n, functional, idx,
+                                                               streams(), s),
+                    settings, avail_next & safe & affordable(costs, b_next))
+            except _ESTIMATOR_ERRORS:
+                parts = {}
+            for k, v in parts.items():
+                split[k][c] = v
         if depth > 1 and est.method != "failed":
             if est.method.startswith("psis") or est.method == "no outcome":
                 try:
@@ -439,6 +478,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     return xr.Dataset(
         {**{k: ("candidate", v) for k, v in out.items()}, **method_extra,
          **{k: ("candidate", v) for k, v in ints.items()},
+         **{k: ("candidate", v) for k, v in split.items()},
          "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason),
          "cvu_safety": ("candidate", safety)},
         coords={"candidate": candidate_ids},

@@ -27,6 +27,11 @@ class Estimate:
         ``no outcome`` or ``failed``.
     reason : str
         Why this estimator was used (or why the estimate failed).
+    terms : ndarray, optional
+        The per-outcome terms the Monte Carlo error comes from, for pairing two estimates on
+        the same outcomes (:meth:`mcse_of_difference`): (J,) adjusted values of the PSIS
+        estimator (mcse = sd/√J), or (R, S) influence values of the regression estimator
+        (mcse² = Σ_i var_r / (R S²)).
     """
 
     expected_g0: float
@@ -42,6 +47,23 @@ class Estimate:
     ess: float = np.nan
     cv_gain: float = np.nan
     extra: dict = field(default_factory=dict)
+    terms: np.ndarray | None = None
+
+    def mcse_of_difference(self, other: Estimate) -> float:
+        """Monte Carlo error of ``self.expected_g0 − other.expected_g0`` when both were
+        computed on the same simulated outcomes (common random numbers) by the same
+        estimator: the error formula of the estimator applied to the difference of the
+        per-outcome terms.  Without paired terms (different estimators or shapes), the
+        unpaired √(mcse_a² + mcse_b²), which overstates it for positively correlated
+        estimates."""
+        a, b = self.terms, other.terms
+        if a is None or b is None or a.shape != b.shape:
+            return float(np.hypot(self.mcse, other.mcse))
+        d = np.asarray(a, float) - np.asarray(b, float)
+        if d.ndim == 1:
+            return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else np.nan
+        r, n_s = d.shape
+        return float(np.sqrt(d.var(axis=0, ddof=1).sum() / (r * n_s**2)))
 
     @classmethod
     def failed(cls, reason: str, **diagnostics) -> Estimate:

@@ -35,6 +35,7 @@ from belief.decision.preposterior import (
     NextState,
     control_functions,
     control_variate_mean,
+    control_variate_terms,
     influence,
     winners,
 )
@@ -197,6 +198,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     else:
         z = np.zeros((n_j, 0))
     value, mcse, gain_cv = control_variate_mean(g0_j, z)
+    terms = control_variate_terms(g0_j, z)  # mean = value: pairs estimates on these outcomes
 
     if_draws, if_noise = _draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
     method = "psis+cv" if z.shape[1] else "psis"
@@ -214,7 +216,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     if forced and (still > max_bad_share * n_j or ess_med < min_ess):
         reason = "PSIS forced by the settings: " + reason + f"; median ESS {ess_med:.0f}"
     est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
-                   n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv, **diag)
+                   n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv,
+                   terms=np.array(terms, float), **diag)
     if bootstrap is not None and not nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,

@@ -151,7 +151,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
         phi = np.broadcast_to(gain.mean(axis=0), (n, n_c))  # the outcome teaches nothing
         g0_n = nxt.g0(phi, nxt.mask_for(y))
         return Estimate(float(g0_n.mean()), 0.0, "regression", reason or "outcome constant",
-                        if_draws=np.zeros(n_s), if_noise=np.zeros(n_s), n_outcomes=n)
+                        if_draws=np.zeros(n_s), if_noise=np.zeros(n_s), n_outcomes=n,
+                        terms=np.zeros((replicates, n_s)))
     resp = gain[idx][:, cols]  # (N, C')
     x, knots = _select_design(t, resp)
     coef, _ = _lstsq(x, resp)
@@ -182,6 +183,6 @@ def regression_estimate(nxt: NextState, functional: Functional,
     within = per.var(axis=0, ddof=1)  # σ_i², the outcome noise of draw i
     mcse = float(np.sqrt(within.sum() / (replicates * n_s**2)))
     return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
-                    if_noise=within / replicates, n_outcomes=n,
+                    if_noise=within / replicates, n_outcomes=n, terms=per,
                     extra={"knots": knots, "basis": x.shape[1]})
 

@@ -49,6 +49,7 @@ import pandas as pd
 import xarray as xr
 
 from belief.decision.cvu import cvu_for_state
+from belief.decision.cvu_channels import CHANNEL_COLUMNS
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional
 from belief.decision.scores import (
@@ -343,7 +344,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                                            "the error of the finite posterior draws")
         for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
                       "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes",
-                      "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety"):
+                      "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety",
+                      *CHANNEL_COLUMNS):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
     gate = settings.gate
@@ -369,9 +371,11 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:
-    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, Q, value against stopping, the
+    """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, its split by channel (own, order,
+    safety: :mod:`belief.decision.cvu_channels`, when computed), Q, value against stopping, the
     overrun probability per resource (with cost draws), feasible, chosen, reason."""
-    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "q", "value_vs_stop",
+    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_own", "cvu_order",
+            "cvu_safety_value", "q", "value_vs_stop",
             *[v for v in decision.data_vars if str(v).startswith("overrun_")], "feasible",
             "chosen", "excluded_reason"]
     return decision[[c for c in cols if c in decision]].to_dataframe()[

@@ -47,7 +47,8 @@ import numpy as np
 from belief.decision.functionals import Functional, lcb
 from belief.decision.scores import g0
 
-__all__ = ["NextState", "control_functions", "control_variate_mean", "draws_variance",
+__all__ = ["NextState", "control_functions", "control_variate_mean", "control_variate_terms",
+           "draws_variance",
            "influence", "winners"]
 
 STOP = -1
@@ -195,24 +196,38 @@ def control_variate_mean(values: np.ndarray, controls: np.ndarray, folds: int = 
     """
     y = np.asarray(values, float)
     n = y.size
+    adjusted = control_variate_terms(y, controls, folds, max_controls)
+    plain_var = y.var(ddof=1) if n > 1 else np.nan
+    var = adjusted.var(ddof=1) if n > 1 else np.nan
+    if adjusted is y:
+        return float(y.mean()), float(np.sqrt(plain_var / n)), 1.0
+    gain = plain_var / var if var > 0 else np.inf
+    return float(adjusted.mean()), float(np.sqrt(var / n)), float(gain)
+
+
+def control_variate_terms(values: np.ndarray, controls: np.ndarray, folds: int = 4,
+                          max_controls: int | None = None) -> np.ndarray:
+    """The adjusted values values_j − β̂_{−f(j)}ᵀ z_j of :func:`control_variate_mean` (J,),
+    whose mean is its estimate; ``values`` itself (the same object) when no control is used.
+    Two estimates on the same outcomes are paired through them: the Monte Carlo error of
+    their difference is sd_j(a_j − b_j)/√J."""
+    y = np.asarray(values, float)
+    n = y.size
     z = np.asarray(controls, float).reshape(n, -1)
     keep = z.std(axis=0) > 1e-12 * (1.0 + np.abs(z).max(axis=0))
     z = z[:, keep]
     train = n - -(-n // folds)
     limit = train // 4 if max_controls is None else min(max_controls, train // 4)
     z = z[:, :max(0, limit)]
-    plain_var = y.var(ddof=1) if n > 1 else np.nan
     if z.shape[1] == 0 or folds < 2 or train < 8:
-        return float(y.mean()), float(np.sqrt(plain_var / n)), 1.0
+        return y
     fold = np.arange(n) % folds
     adjusted = np.empty(n)
     for f in range(folds):
         out = fold == f
         beta = _fit_controls(y[~out], z[~out])
         adjusted[out] = y[out] - z[out] @ beta
-    var = adjusted.var(ddof=1)
-    gain = plain_var / var if var > 0 else np.inf
-    return float(adjusted.mean()), float(np.sqrt(var / n)), float(gain)
+    return adjusted
 
 
 def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.ndarray,

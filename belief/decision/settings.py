@@ -82,6 +82,11 @@ class CVUSettings:
     inner_outcomes : int
         K ≥ 2, simulated second-step outcomes per (first outcome, next candidate) of
         ``lookahead2`` and greedy paths per first outcome of ``rollout``.
+    channel_split : bool
+        Split the one-step CVU by channel (own/siblings learning, order effects, execution
+        safety; :mod:`belief.decision.cvu_channels`).  It costs up to two more estimates per
+        candidate, only where m creates order effects or can move a gate; False leaves the
+        split columns NaN.
     """
 
     n_outcomes: int = 256
@@ -101,6 +106,7 @@ class CVUSettings:
     continuation: str = "one_step"
     rollout_depth: int = 2
     inner_outcomes: int = 32
+    channel_split: bool = True
 
     def __post_init__(self) -> None:
         integer(self.n_outcomes, "CVUSettings.n_outcomes", minimum=2)
@@ -110,9 +116,10 @@ class CVUSettings:
         integer(self.seed, "CVUSettings.seed", minimum=0)
         real(self.k_threshold, "CVUSettings.k_threshold")
         choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
-        if not isinstance(self.control_variates, bool):
-            raise InputError("CVUSettings.control_variates",
-                             f"must be true or false, got {self.control_variates!r}")
+        for name in ("control_variates", "channel_split"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"CVUSettings.{name}",
+                                 f"must be true or false, got {getattr(self, name)!r}")
         real(self.max_bad_share, "CVUSettings.max_bad_share", minimum=0.0, maximum=1.0,
              open_max=True)
         real(self.min_ess, "CVUSettings.min_ess", minimum=0.0)

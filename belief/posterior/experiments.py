@@ -46,6 +46,11 @@ class Experiment:
         CVU, :mod:`belief.decision.cvu_safety`); None: the gate of s_t is held fixed.
     safety_note : str
         What the execution-risk channel does for this experiment (empty without one).
+    next_gain_no_order : ndarray (S, C), optional
+        ``next_gain`` without the order effects γ_{m→·} that m creates on later candidates
+        (m left out of the history); None when m creates none (then identical to
+        ``next_gain``).  Used only to split CVU by channel
+        (:mod:`belief.decision.cvu_channels`).
     """
 
     next_gain: np.ndarray
@@ -55,6 +60,7 @@ class Experiment:
     after: Callable[[np.ndarray], np.ndarray] | None = None
     safe_next: Callable[[np.ndarray], np.ndarray] | None = None
     safety_note: str = ""
+    next_gain_no_order: np.ndarray | None = None
 
 
 def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
@@ -70,6 +76,10 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
       gain carries its order effects γ_{m→·} (:func:`models.gains.next_gain`, ``adapts``
       False): its CVU is what that shift is worth;
     - anything else: no predicted outcome (budget, λ and the candidate set still change).
+
+    With order effects in q_t, an adaptation or model update that is an actor not yet in the
+    history also gets ``next_gain_no_order`` (its next gains without γ_{m→·}), for the split
+    of CVU by channel.
     """
     from models import gains
 
@@ -79,14 +89,24 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
     draws = belief[gains.decision_vars(belief)]
     gain_now = gains.gain_from_draws(draws).values
     exps: dict[str, Experiment] = {}
+    order = "gains_gamma" in draws
+
+    def no_order(m: str, adapts: bool, nxt: np.ndarray) -> np.ndarray | None:
+        """m's next gains without its order effects, or None when they are the same."""
+        if not order:
+            return None
+        g = gains.next_gain(draws, m, adapts=adapts, order=False).values
+        return None if np.array_equal(g, nxt) else g
+
     for c in candidates:
         do_refit = (lambda y, m=c.id: refit(m, y)) if refit is not None else None
         if c.changes_policy:
+            nxt = gains.next_gain(draws, c.id, adapts=True).values
             exps[c.id] = Experiment(
-                next_gain=gains.next_gain(draws, c.id, adapts=True).values,
+                next_gain=nxt,
                 simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
                 loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
-                refit=do_refit)
+                refit=do_refit, next_gain_no_order=no_order(c.id, True, nxt))
         elif c.informs:
             def sim(rng, idx, c=c):
                 return np.stack([gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)
@@ -98,7 +118,9 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
 
             exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
         elif c.role == "model_update":  # acts through the order effects it creates
-            exps[c.id] = Experiment(next_gain=gains.next_gain(draws, c.id, adapts=False).values)
+            nxt = gains.next_gain(draws, c.id, adapts=False).values
+            exps[c.id] = Experiment(next_gain=nxt,
+                                    next_gain_no_order=no_order(c.id, False, nxt))
         else:
             exps[c.id] = Experiment(next_gain=gain_now)
     return exps

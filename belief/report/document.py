@@ -31,7 +31,10 @@ __all__ = ["FORMATS", "LABELS", "check_decision_matches", "decision_figures", "r
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0", "mv": "MV",
-          "cvu": "CVU", "cvu_mcse": "CVU ± (MCSE)", "q": "Q", "value_vs_stop": "vs stop",
+          "cvu": "CVU", "cvu_mcse": "CVU ± (MCSE)", "cvu_own": "CVU own",
+          "cvu_own_mcse": "± own", "cvu_order": "CVU order", "cvu_order_mcse": "± order",
+          "cvu_safety_value": "CVU safety", "cvu_safety_value_mcse": "± safety",
+          "q": "Q", "value_vs_stop": "vs stop",
           "p_exec_bound": "P_exec UCB", "feasible": "feasible", "chosen": "chosen",
           "excluded_reason": "reason"}
 """The decision table's column names as the terminal table shows them."""
@@ -234,7 +237,9 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
         cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_se",
-                            "cvu_mcse", "cvu_draws_se", "cvu_method", "q", "value_vs_stop",
+                            "cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_own",
+                            "cvu_own_mcse", "cvu_order", "cvu_order_mcse", "cvu_safety_value",
+                            "cvu_safety_value_mcse", "q", "value_vs_stop",
                             "p_exec_bound", "feasible", "chosen", "excluded_reason")
                 if c in decision.variables]
         table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
@@ -249,7 +254,12 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
               "with 0. MV = φ(ΔJ) / C_λ, the gain per unit of weighted cost, is an efficiency "
               "reading only: it ranks nothing, is undefined (—) when C_λ = 0, and says nothing "
               "about diagnosis and model-update candidates, whose immediate gain is 0 by "
-              "definition (their value is in CVU).")
+              "definition (their value is in CVU). CVU own / order / safety split CVU by "
+              "channel, in that order (they sum to CVU): own = with only the gains of m and "
+              "its siblings learnt (and budget, λ, policy and candidate set changed); order = "
+              "what m's order effects γ_{m→·} on later candidates add; safety = what the gate "
+              "of s_{t+1} moved by m's simulated unsafe count adds; each ± its Monte Carlo "
+              "error on common random numbers (belief.decision.cvu_channels).")
         doc.figure("q_decomposition", "Q decomposition: U0 (blue) and β·CVU (orange) per "
                                       "candidate; grey/hatched = infeasible; ★ = chosen")
 

@@ -18,7 +18,9 @@ def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> pl
     When U0 and β·CVU have the same sign, β·CVU is stacked at the end of U0 (the bar ends at Q).
     When their signs differ, stacking would hide one bar under the other, so the two are drawn
     side by side from 0 (U0 above, β·CVU below, each half as thick) and the dot marks Q.
-    Infeasible candidates are drawn hatched and grey.
+    Infeasible candidates are drawn hatched and grey.  Where a candidate's CVU has an
+    order-effect or safety part (:mod:`belief.decision.cvu_channels`), β times each is written
+    beside its bar.
     """
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -52,6 +54,20 @@ def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> pl
                Line2D([], [], marker="o", color="k", linestyle="", markersize=4,
                       label="Q = U0 + β·CVU")]
     ax.axvline(0, color="k", linewidth=0.8)
+    from belief.report.tables import shows_channel_split
+
+    if shows_channel_split(decision):  # CVU by channel where order or safety takes part
+        beta = decision.attrs.get("beta", 0.0)
+        parts = {k: np.nan_to_num(decision[k].values.astype(float))
+                 for k in ("cvu_order", "cvu_safety_value")}
+        for i in range(len(ids)):
+            bits = [f"{name} {beta * parts[k][i]:+.3f}" for k, name in
+                    (("cvu_order", "β·order"), ("cvu_safety_value", "β·safety"))
+                    if parts[k][i] != 0]
+            if bits:
+                ax.annotate(", ".join(bits), (np.nanmax([q[i], u0[i], 0.0]), y[i]),
+                            xytext=(4, 0), textcoords="offset points", va="center",
+                            fontsize=6)
     labels = [f"★ {c}" if chosen[i] else c for i, c in enumerate(ids)]
     ax.set_yticks(y, labels)
     for i in np.flatnonzero(chosen):

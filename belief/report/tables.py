@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["PIPE_WIDTH", "console", "cvu_cell", "decision_rich_table", "escape",
-           "estimator_label", "number"]
+__all__ = ["PIPE_WIDTH", "channel_cell", "console", "cvu_cell", "decision_rich_table",
+           "escape", "estimator_label", "number", "shows_channel_split"]
 
 PIPE_WIDTH = 400
 """Line width when stdout is not a terminal: tables keep their natural width (rich would
@@ -43,6 +43,22 @@ def cvu_cell(d: Any) -> str:
     return cvu
 
 
+def shows_channel_split(decision: Any) -> bool:
+    """Whether a decision's CVU has a channel besides own learning: some candidate with a
+    non-zero order-effect or safety part (:mod:`belief.decision.cvu_channels`)."""
+    import numpy as np
+
+    return any(v in decision and bool((np.nan_to_num(decision[v].values.astype(float)) != 0)
+                                      .any()) for v in ("cvu_order", "cvu_safety_value"))
+
+
+def channel_cell(d: Any) -> str:
+    """CVU's split by channel, "own | order | safety" (three numbers; an em dash where the
+    split is not computed)."""
+    return " | ".join(number(float(d[v])) if v in d else "—"
+                      for v in ("cvu_own", "cvu_order", "cvu_safety_value"))
+
+
 def estimator_label(d: Any) -> str:
     """The CVU estimator of a candidate (``cvu_method``), blank when CVU was not estimated."""
     if "cvu_method" not in d:
@@ -69,17 +85,22 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
     role and MV columns and leaves out the safety bound.  ``wide`` (default: stdout is not a
     terminal) keeps each reason whole and draws ASCII rules, for pipes and logs; a terminal
     gets reasons cut at 60 characters.  With a cost posterior (``overrun_<resource>`` in the
-    decision) a column "Pr(>b) <resource>" per resource shows Pr(ΔC_r(m) > b_t,r)."""
+    decision) a column "Pr(>b) <resource>" per resource shows Pr(ΔC_r(m) > b_t,r).  When
+    some candidate's CVU has an order-effect or safety part (:func:`shows_channel_split`), a
+    column "CVU own | order | safety" shows the split of CVU by channel
+    (:mod:`belief.decision.cvu_channels`; the three sum to CVU)."""
     from rich import box
     from rich.table import Table
 
     if wide is None:
         wide = not sys.stdout.isatty()
     overrun = [str(v) for v in decision.data_vars if str(v).startswith("overrun_")]
+    split = shows_channel_split(decision)
 
     columns = [("candidate", "left"), *([("role", "left")] if demo else []),
                ("φ(ΔJ)", "right"), ("C_λ", "right"), ("U0", "right"),
                *([("MV", "right")] if demo else []), ("CVU", "right"), ("est.", "left"),
+               *([("CVU own | order | safety", "right")] if split else []),
                ("Q", "right"),
                ("vs stop", "right"),
                *([] if demo else [("P_exec UCB", "right")]),
@@ -97,7 +118,8 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
         cells = [escape(cid), *([escape(d["role"].values)] if demo else []),
                  number(float(d["phi_gain"])), number(float(d["c_lambda"])), number(float(d["u0"])),
                  *([number(float(d["mv"]), 2)] if demo else []), cvu,
-                 escape(estimator_label(d)), number(float(d["q"])),
+                 escape(estimator_label(d)), *([channel_cell(d)] if split else []),
+                 number(float(d["q"])),
                  number(float(d["value_vs_stop"])) if "value_vs_stop" in d else "—",
                  *([] if demo else [number(float(d["p_exec_bound"]))]),
                  *[number(float(d[v])) for v in overrun],
