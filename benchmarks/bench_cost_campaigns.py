@@ -3,7 +3,8 @@
 World: the synthetic world with ``stochastic_costs=True`` (documented truth,
 :mod:`belief.campaign.synthetic`: ΔC_r = c̃_r · exp(0.2 Z), and in ``real_h`` a repair with
 probability 0.1 that multiplies the robot hours by exp(1.5 + 0.3 Z')), seeds 0 … N−1, budget
-b_0 = (12, 300, 20).  On the same world and seed, two allocators:
+b_0 = (12, 300, 20) or ``--budget`` (e.g. ``real_h=6,compute=100,eng_h=10``: a tight budget, so
+that the horizon's picks reach its limits).  On the same world and seed, two allocators:
 
 - ``chance``: Q with the cost posterior — ``fit.costs`` (the cost model re-fitted at every step on
   the campaign's realised costs, its prior predictive at step 0), the heavy-tailed option in
@@ -28,7 +29,7 @@ Measured per arm over the N campaigns:
   ± √(0.09/n) Monte Carlo s.e., KS statistic of the PITs against Uniform(0, 1).
 
     nice -n 10 uv run python benchmarks/bench_cost_campaigns.py --campaigns 50 --horizon 3 \\
-        --draws 300 --out /tmp/bench_cost_campaigns.csv
+        --draws 300 [--budget real_h=6,compute=100,eng_h=10] --out /tmp/bench_cost_campaigns.csv
 """
 
 from __future__ import annotations
@@ -56,10 +57,17 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
+def _budget(text: str) -> dict[str, float]:
+    """``real_h=6,compute=100,eng_h=10`` → {resource: amount}."""
+    return {k.strip(): float(v) for k, v in (part.split("=") for part in text.split(","))}
+
+
 def run_one(seed: int, arm: str, args: argparse.Namespace, fitters: dict[str, BeliefFitter]
             ) -> tuple[dict, list[dict]]:
     """One campaign; (summary row, calibration rows of its executed steps)."""
     world = SyntheticWorld(seed=seed, stochastic_costs=True)
+    if args.budget:
+        world = SyntheticWorld(seed=seed, stochastic_costs=True, budget_values=args.budget)
     chance = arm == "chance"
     fit = FitSettings(draws=args.draws, tune=args.draws, chains=2, ess_min=100, costs=chance)
     settings = CampaignSettings(horizon=args.horizon, seed=seed, beta=args.beta, fit=fit,
@@ -114,6 +122,8 @@ def main() -> None:
     ap.add_argument("--horizon", type=int, default=3)
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--beta", type=float, default=0.0)
+    ap.add_argument("--budget", default=None, type=_budget,
+                    help="b_0 as real_h=…,compute=…,eng_h=… (default: the world's)")
     ap.add_argument("--out", default=None, help="CSV of the per-campaign rows (and _calib.csv)")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -136,7 +146,8 @@ def main() -> None:
 def report(df: pd.DataFrame, cal: pd.DataFrame, args: argparse.Namespace, seconds: float) -> None:
     """Print the measurements (module docstring)."""
     n = df["seed"].nunique()
-    print(f"\n{n} seeded campaigns per arm, horizon {args.horizon}, β = {args.beta:g}, "
+    print(f"\n{n} seeded campaigns per arm, budget {args.budget or 'the world default'}, "
+          f"horizon {args.horizon}, β = {args.beta:g}, "
           f"{args.draws} draws × 2 chains per fit, ε_budget = {EPS} (chance); {seconds:.0f} s")
     for arm, g in df.groupby("arm", sort=False):
         k = int(g["overrun"].sum())
