@@ -186,3 +186,10 @@ def test_campaign_with_a_cost_posterior_reports_the_overrun_probability_of_its_d
     assert (table.loc[table["feasible"].astype(bool),
                       [c for c in table.columns if c.startswith("overrun_")]] <= 0.05).all().all()
     assert result.stop_reason.startswith("budget overrun at step 0")
+    from belief.report.document import render_report
+    from belief.workflow.belief_file import load
+
+    fitted = load(tmp_path / "belief.nc")  # the campaign's belief file keeps the cost draws
+    assert "cost" in fitted.belief
+    text, figures = render_report(fitted, d, "md")
+    assert "## Uncertain costs" in text and {"costs", "overrun"} <= set(figures)
