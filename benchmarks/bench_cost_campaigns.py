@@ -125,7 +125,15 @@ def main() -> None:
     ap.add_argument("--budget", default=None, type=_budget,
                     help="b_0 as real_h=…,compute=…,eng_h=… (default: the world's)")
     ap.add_argument("--out", default=None, help="CSV of the per-campaign rows (and _calib.csv)")
+    ap.add_argument("--report-only", default=None,
+                    help="summarise the rows of an earlier --out CSV (and its _calib.csv)")
     args = ap.parse_args()
+    if args.report_only:
+        rows = pd.read_csv(args.report_only)
+        calib = pd.read_csv(args.report_only.replace(".csv", "_calib.csv"))
+        report(rows[rows["seed"].isin(rows.loc[rows["arm"] == "blind", "seed"])], calib, args,
+               float("nan"))
+        return
     t0 = time.perf_counter()
     fitters: dict[str, BeliefFitter] = {}
     rows, calib = [], []
