@@ -1,8 +1,8 @@
 """Every notebook in notebooks/ executes end to end (fast settings via BELIEF_FAST=1).
 
 The campaign notebooks (04, 07: 90 s and 34 s even in fast mode; 06: a campaign with order
-effects, a compile of its own) run with the slow tests, so that the default suite stays under
-ten minutes; `.ci/run` runs both."""
+effects, a compile of its own; 08: a few minutes with its cost-model compile) run with the slow
+tests, so that the default suite stays under ten minutes; `.ci/run` runs both."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-SLOW = {"04_campaign_and_replay", "06_order_effects", "07_against_the_limit"}
+SLOW = {"04_campaign_and_replay", "06_order_effects", "07_against_the_limit",
+        "08_uncertain_costs"}
 """Notebooks that run whole campaigns (each > 30 s in fast mode): marked slow."""
 
 CASES = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else [])

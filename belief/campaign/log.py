@@ -6,8 +6,11 @@ Layout (``campaign_log.jsonl``), one JSON object per line:
   settings, candidates, initial budget, initial policy and initial evidence;
 - ``{"record": "step", "step": t, ...}`` — one per executed step: state summary (policy,
   budget, λ, reliability), the decision table, the chosen candidate, the outcome's evidence
-  rows, the realised cost, the budget and policy afterwards, and the seed;
-- ``{"record": "stop", "step": t, ...}`` — the decision that stopped the campaign, if any;
+  rows, the realised cost, the budget and policy afterwards, and the seed; at a budget overrun
+  (a realised cost above the budget left, :mod:`belief.campaign.overrun`) also ``overrun``
+  {r: {realised, budget_left, probability}} and ``budget_after`` clamped at 0;
+- ``{"record": "stop", "step": t, ...}`` — the decision that stopped the campaign, if any, or
+  the overrun that stopped it (with its ``overrun``);
 - ``{"record": "deployment_check", ...}`` — the deployment chance constraint at the end.
 
 Each record is written with one ``write`` of a full line followed by ``fsync``: a crash while
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from belief.campaign.overrun import check_overrun_record
 from belief.errors import InputError
 from belief.files import jsonable
 
@@ -83,8 +87,9 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
     """Read and validate a campaign log.
 
     Reading stops at the first broken record (unparsable or truncated line, missing or
-    out-of-order step, unknown candidate, cost above the budget that was left, budget that does
-    not follow from the costs); the problem is reported in ``CampaignLog.problem`` naming the
+    out-of-order step, unknown candidate, cost above the budget that was left without a
+    matching ``overrun`` entry, a step after an overrun, budget that does not follow from the
+    costs); the problem is reported in ``CampaignLog.problem`` naming the
     record (1-based line) and the rule.  With ``strict=True`` a problem raises
     :class:`~belief.errors.InputError` instead.
 
@@ -132,11 +137,15 @@ def read_log(path: str | Path, *, strict: bool = False) -> CampaignLog:
                                         f"{LOG_FORMAT!r} header", row=None)
             context = _check_header(rec, table)
             header = rec
-        elif stop is not None or deployment is not None:
+        elif deployment is not None or (stop is not None and kind != "deployment_check"):
             problem = (f"record {line_no}: a {kind!r} record after the campaign's "
                        f"{'stop' if stop is not None else 'deployment check'}")
             break
         elif kind == "step":
+            if steps and steps[-1].get("overrun"):
+                problem = (f"record {line_no}: a step record after the budget overrun of step "
+                           f"{steps[-1]['step']} (a campaign stops at an overrun)")
+                break
             problem = _check_step(rec, header, steps, line_no, context)
             if problem:
                 break
@@ -262,13 +271,14 @@ def _check_step(rec: dict[str, Any], header: dict[str, Any], steps: list[dict[st
             return (f"{where}: budget {r}={budget[r]} does not follow from the previous record "
                     f"({previous[r]})")
     for r in resources:
-        c = cost[r]
-        if c < 0:
-            return f"{where}: realised cost {r}={c!r} must be >= 0"
-        if c > budget[r] + 1e-9:
-            return f"{where}: cost {r}={c:g} exceeds the budget that was left ({budget[r]:g})"
-        if not np.isclose(after[r], budget[r] - c):
-            return f"{where}: budget_after {r} is not budget − realised cost"
+        if cost[r] < 0:
+            return f"{where}: realised cost {r}={cost[r]!r} must be >= 0"
+    problem = check_overrun_record(rec, budget, cost)
+    if problem:
+        return f"{where}: {problem}"
+    for r in resources:
+        if not np.isclose(after[r], max(budget[r] - cost[r], 0.0)):
+            return f"{where}: budget_after {r} is not max(budget − realised cost, 0)"
     try:
         context.evidence = context.evidence.append(**_tables(rec.get("outcome", {}),
                                                              "outcome"))

@@ -5,9 +5,24 @@ let the allocation policy pick (see :mod:`belief.decision.allocation`), execute 
 world,
 append the evidence, deduct the realised cost b_{t+1} = b_t − ΔC, move to the new policy if the
 pick changed it, drop it if it is not repeatable; λ_{t+1} = λ(s_{t+1}) follows from the weight
-rule at the next step.  Stops on the economic stop, when the budget is exhausted, or at the
-horizon T.  At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is
-checked on the final policy from deployment evidence only.
+rule at the next step.  Stops on the economic stop, when the budget is exhausted, at a budget
+overrun, or at the horizon T.
+
+Uncertain costs (issue 21).  With ``CampaignSettings.fit.costs`` the cost model
+(:mod:`models.costs`) is fitted at every step on the realised costs the campaign has logged so
+far (on none at step 0: its prior predictive, the candidate file's cost as the median), q_t
+carries its joint draws, and the decision uses E[λᵀΔC] and the chance constraint
+Pr(ΔC_r(m) ≤ b_t,r) ≥ 1 − ε_budget (``CampaignSettings.eps_budget``).  A realised cost above the
+budget left is not refused: it is a *budget overrun*, recorded in the step record (``overrun``:
+per overrun resource r the realised cost ΔC_r, the budget left b_t,r and the probability
+Pr(ΔC_r(m) > b_t,r) the belief gave at decision time — the chosen row's ``overrun_<r>`` of the
+decision table, or with known costs 1[c̃_r(m) > b_t,r], i.e. 0 for a feasible pick), the budget
+left is clamped at 0 (b_{t+1,r} = max(b_t,r − ΔC_r, 0)), and the campaign stops with a stop
+reason naming the overrun (a ``stop`` record carrying the same ``overrun``).  Negative or
+non-finite realised costs are refused (InputError naming the outcome's step and candidate).
+
+At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is checked on
+the final policy from deployment evidence only.
 
 The world (:class:`~belief.campaign.world.World`) declares everything the loop uses;
 :class:`~belief.campaign.synthetic.SyntheticWorld` and :class:`~belief.campaign.manual.ManualWorld`
@@ -43,6 +58,7 @@ import xarray as xr
 
 import belief as _pkg
 from belief.campaign.log import LOG_FORMAT, LOG_NAME, append_record, read_log, repair_tail
+from belief.campaign.overrun import decision_overrun, find_overrun, overrun_reason
 from belief.campaign.world import (
     Outcome,
     World,
@@ -52,6 +68,7 @@ from belief.campaign.world import (
 )
 from belief.decision.allocation import check_policy, choose
 from belief.decision.engine import STOP, decide, decision_table
+from belief.decision.feasibility import ChanceConstraint
 from belief.decision.functionals import Functional, parse_functional
 from belief.decision.safety import SafetyGate, deployment_check
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -63,6 +80,7 @@ from belief.inputs.candidates import CandidateSet, candidates_from_dict, candida
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
+from models.costs import CostPriors
 
 __all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "folder_state",
            "header_settings", "outputs_complete", "run_campaign", "same_campaign",
@@ -103,6 +121,15 @@ class CampaignSettings:
         (see :meth:`belief.posterior.fitter.BeliefFitter.fit_reliable`); if it still fails, the
         loop refuses to act on it (a stop with the reason) unless this is True — then it acts
         and the decision carries the flag.
+    eps_budget : float
+        ε_budget ∈ [0, 1) of the budget's chance constraint Pr(ΔC_r(m) ≤ b_t,r) ≥ 1 − ε_budget
+        (:class:`~belief.decision.feasibility.ChanceConstraint`); it acts on the cost
+        posterior, so it goes with ``fit=FitSettings(costs=True)`` (without cost draws the
+        known costs must fit, the rule at ε_budget = 0).
+    heavy_tailed_costs : tuple of str
+        Resources whose realised costs get the cost model's Student-t likelihood on the log
+        scale (:class:`models.costs.CostPriors` ``heavy_tailed``, e.g. ``("real_h",)`` for a
+        repair tail); used with ``fit.costs``.
     """
 
     horizon: int = 6
@@ -117,6 +144,8 @@ class CampaignSettings:
     alpha_deploy: float = 0.05
     allocation: str = "q"
     act_on_unreliable: bool = False
+    eps_budget: float = 0.0
+    heavy_tailed_costs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -132,6 +161,13 @@ class CampaignSettings:
         check_policy(self.allocation)
         if not isinstance(self.act_on_unreliable, bool):
             raise InputError("act_on_unreliable", "must be true or false")
+        set_(self, "eps_budget", ChanceConstraint(self.eps_budget).eps_budget)
+        heavy = self.heavy_tailed_costs
+        if isinstance(heavy, str) or not isinstance(heavy, tuple | list) \
+                or not all(isinstance(r, str) for r in heavy):
+            raise InputError("heavy_tailed_costs", f"must be a tuple of resource names, got "
+                                                   f"{heavy!r}")
+        set_(self, "heavy_tailed_costs", tuple(heavy))
 
     def decision(self, weights: WeightRule | None = None) -> DecisionSettings:
         """The decision settings of every step (β = 0 for the baseline allocations)."""
@@ -139,7 +175,8 @@ class CampaignSettings:
                                 functional=self.functional,
                                 beta=self.beta if self.allocation == "q" else 0.0,
                                 gate=self.gate, cvu=self.cvu, horizon=self.horizon,
-                                stability_resamples=self.stability_resamples)
+                                stability_resamples=self.stability_resamples,
+                                eps_budget=self.eps_budget)
 
 
 def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
@@ -154,11 +191,16 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
                                           for k, v in asdict(w).items()}}
     else:
         weights = {"kind": "custom", "describe": w.describe()}
-    return {"horizon": s.horizon, "functional": str(s.functional),
-            "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
-            "seed": s.seed, "stability_resamples": s.stability_resamples,
-            "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
-            "act_on_unreliable": s.act_on_unreliable}
+    out = {"horizon": s.horizon, "functional": str(s.functional),
+           "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
+           "seed": s.seed, "stability_resamples": s.stability_resamples,
+           "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
+           "act_on_unreliable": s.act_on_unreliable}
+    if s.eps_budget:  # absent at their defaults: logs of earlier campaigns stay resumable
+        out["eps_budget"] = s.eps_budget
+    if s.heavy_tailed_costs:
+        out["heavy_tailed_costs"] = list(s.heavy_tailed_costs)
+    return out
 
 
 def header_settings(header: Mapping[str, Any], path: str | Path, *,
@@ -199,7 +241,9 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
         seed=d["seed"], stability_resamples=d["stability_resamples"],
         cvu=CVUSettings(**d["cvu"]), alpha_deploy=d["alpha_deploy"],
         allocation=d.get("allocation", "q"),
-        act_on_unreliable=bool(d.get("act_on_unreliable", False)))
+        act_on_unreliable=bool(d.get("act_on_unreliable", False)),
+        eps_budget=d.get("eps_budget", 0.0),
+        heavy_tailed_costs=tuple(d.get("heavy_tailed_costs", ())))
 
 
 @dataclass
@@ -208,7 +252,9 @@ class CampaignResult:
 
     ``decisions`` holds the decision Datasets of the steps run in this process (a resumed
     campaign's earlier steps are in its log); ``deployment_check`` is the result of
-    :func:`belief.decision.safety.deployment_check` on the final policy.
+    :func:`belief.decision.safety.deployment_check` on the final policy; ``overrun`` is the
+    budget overrun that stopped the campaign, if any: ``{"step", "candidate", "resources":
+    {r: {"realised", "budget_left", "probability"}}}`` (module docstring).
     """
 
     decisions: list[xr.Dataset]
@@ -221,6 +267,7 @@ class CampaignResult:
     idata: xr.DataTree
     step_seconds: list[float]
     deployment_check: xr.Dataset | None = None
+    overrun: dict[str, Any] | None = None
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -266,7 +313,7 @@ class Campaign:
             settings = replace(settings, weights=FixedWeights(world.weight_values))
         self.settings = settings
         self.decision_settings = settings.decision()
-        self.fitter = fitter or BeliefFitter(self.candidates, settings.fit)
+        self.fitter = _campaign_fitter(fitter, self.candidates, settings)
         init = world.initial_evidence()
         self.initial_evidence = {k: v for k, v in init.items() if v is not None}
         self.evidence = Evidence(self.candidates).append(**self.initial_evidence)
@@ -280,6 +327,8 @@ class Campaign:
         self.decisions: list[xr.Dataset] = []
         self.step_seconds: list[float] = []
         self.stop_reason: str | None = None
+        self.overrun: dict[str, Any] | None = None
+        self._cost_rows: list[dict[str, Any]] = []
         self.belief: xr.Dataset | None = None
         self.idata: xr.DataTree | None = None
         self.out = Path(out) if out is not None else None
@@ -357,13 +406,24 @@ class Campaign:
     def finished(self) -> bool:
         return self.stop_reason is not None or self.step_index >= self.settings.horizon
 
+    def costs_table(self) -> pd.DataFrame:
+        """The realised costs of the steps so far (the ``costs`` table,
+        :mod:`belief.inputs.costs`): one row per executed step."""
+        return pd.DataFrame(self._cost_rows,
+                            columns=["step", "candidate", *self.candidates.resources, "policy"])
+
+    def _fit(self, step: int, seed: int) -> None:
+        """q_t on D_t (and, with ``fit.costs``, the cost model on the realised costs)."""
+        costs = self.costs_table() if self.settings.fit.costs else None
+        self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, step,
+                                                           seed, costs=costs)
+
     def decide_next(self) -> xr.Dataset:
         """Fit on D_t, build q_t and score every candidate at the current step."""
         s = self.settings
         step = self.step_index
         seed = step_seed(s.seed, step)
-        self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, step,
-                                                           seed)
+        self._fit(step, seed)
         state = State(step=step, budget=self.budget, policy=self.policy, belief=self.belief,
                       history=tuple(self.history), available=tuple(self.available))
         ds = self.decision_settings
@@ -397,8 +457,13 @@ class Campaign:
         decision.attrs["seed"] = seed
         return decision
 
-    def _update(self, chosen: str, outcome: Outcome) -> np.ndarray:
-        """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set."""
+    def _update(self, chosen: str, outcome: Outcome,
+                probability: Mapping[str, float | None] | None = None) -> np.ndarray:
+        """s_{t+1} = T(s_t, m, Y): evidence, budget, policy, history, candidate set.
+
+        A realised cost above the budget left is an overrun (module docstring): recorded in
+        ``self.overrun`` with ``probability`` (the decision-time Pr(ΔC_r(m) > b_t,r) per
+        resource), the budget clamped at 0 and the campaign stopped."""
         for attr, expected in (("candidate", chosen), ("step", self.step_index)):
             got = getattr(outcome, attr)
             if got != expected:
@@ -409,23 +474,26 @@ class Campaign:
         if unknown:
             raise InputError("outcome", f"realised cost names unknown resource(s) {unknown}; "
                                         f"resources are {resources}")
+        where = f"step {self.step_index}, candidate {chosen!r}"
         try:
             cost = np.array([float(outcome.cost.get(r, 0.0)) for r in resources])
         except (TypeError, ValueError):
             cost = np.array([np.nan])
-        if not np.all(np.isfinite(cost)):
-            raise InputError("outcome", f"realised cost must be a finite number for every "
-                                        f"resource, got {dict(outcome.cost)}")
-        over = [r for r, c, b in zip(resources, cost, self.budget.values, strict=True)
-                if c > b + 1e-9]
-        if np.any(cost < 0) or over:
-            raise InputError("outcome", f"realised cost must be >= 0 and within the budget "
-                                        f"left; over budget: {over}")
+        if not np.all(np.isfinite(cost)) or np.any(cost < 0):
+            raise InputError("outcome", f"realised cost must be a finite number >= 0 for every "
+                                        f"resource, got {dict(outcome.cost)}", where=where)
+        named_cost = dict(zip(resources, cost.tolist(), strict=True))
+        overrun = find_overrun(named_cost, _named(self.budget), probability)
         self.evidence = self.evidence.append(**outcome.tables(),
                                              model_updates=model_update_row(
                                                  self.candidates, chosen, self.step_index,
                                                  self.policy))
-        self.budget = self.budget - cost
+        self._cost_rows.append({"step": self.step_index, "candidate": chosen, **named_cost,
+                                "policy": self.policy})
+        self.budget = (self.budget - cost).clip(min=0.0)  # clamped at 0 after an overrun
+        if overrun:
+            self.overrun = {"step": self.step_index, "candidate": chosen, "resources": overrun}
+            self.stop_reason = overrun_reason(self.step_index, chosen, overrun)
         self.policy = outcome.policy
         self.history.append(chosen)
         if not self.candidates[chosen].repeatable and chosen in self.available:
@@ -437,7 +505,9 @@ class Campaign:
         """Apply an outcome of the chosen candidate and log the step record (returned)."""
         step, policy, budget = self.step_index, self.policy, self.budget
         chosen = decision.attrs["chosen"]
-        cost = self._update(chosen, outcome)
+        probability = decision_overrun(decision, chosen, self.candidates[chosen].cost,
+                                       _named(budget))
+        cost = self._update(chosen, outcome, probability)
         self.world.observe(outcome)
         resources = list(budget["resource"].values)
         record = {
@@ -457,8 +527,18 @@ class Campaign:
         truth = self.world.true_success(self.policy)
         if truth is not None:
             record["true_success_after"] = truth
+        if self.overrun is not None and self.overrun["step"] == step:
+            record["overrun"] = self.overrun["resources"]
         self._log(record)
+        if "overrun" in record:
+            self._log_overrun_stop()
         return record
+
+    def _log_overrun_stop(self) -> None:
+        """The ``stop`` record of a campaign stopped by an overrun (after its step record)."""
+        self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
+                   "budget": _named(self.budget), "stop_reason": self.stop_reason,
+                   "overrun": self.overrun["resources"]})
 
     def record_decision(self, decision: xr.Dataset) -> bool:
         """Keep a decision (table CSV; a ``stop`` record when it stops); True when it stops."""
@@ -506,8 +586,7 @@ class Campaign:
         end = self.step_index
         if self.belief is None or self.belief.attrs.get("step") != end or \
                 self.belief.attrs.get("policy") != self.policy:
-            self.idata, self.belief = self.fitter.fit_reliable(self.evidence, self.policy, end,
-                                                               step_seed(s.seed, end))
+            self._fit(end, step_seed(s.seed, end))
         rows = self.__dict__.get("_deployment_rows")
         if rows is None:
             rows = self.world.deployment_evaluation(end, self.policy)
@@ -523,7 +602,7 @@ class Campaign:
             self._deployment_logged = True
         result = CampaignResult(self.decisions, self.evidence, self.budget, self.policy,
                                 self.history, self.stop_reason, self.belief, self.idata,
-                                self.step_seconds, deployment)
+                                self.step_seconds, deployment, self.overrun)
         if self.out is not None:
             _write_outputs(self.out, result, replace(self.candidates,
                                                      budget=self.initial_budget),
@@ -578,11 +657,30 @@ class Campaign:
         for rec in log.steps:
             outcome = Outcome.from_record(rec)
             world.resume_step(outcome)  # the world reaches the logged state (or refuses)
-            c._update(rec["chosen"], outcome)
+            logged_overrun = rec.get("overrun") or {}
+            c._update(rec["chosen"], outcome,
+                      {r: o.get("probability") for r, o in logged_overrun.items()})
         if log.stop is not None:
             c.stop_reason = log.stop["stop_reason"]
+        elif c.overrun is not None:  # stopped by an overrun whose stop record was not written
+            c._log_overrun_stop()
         c._deployment_logged = log.deployment is not None
         return c
+
+
+def _campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
+                     settings: CampaignSettings) -> BeliefFitter:
+    """The campaign's fitter: ``fitter`` (compiled models re-used) or a new one, fitting the
+    cost model when ``settings.fit.costs`` with ``settings.heavy_tailed_costs``."""
+    priors = CostPriors(heavy_tailed=settings.heavy_tailed_costs)
+    if fitter is None:
+        return BeliefFitter(candidates, settings.fit, cost_priors=priors)
+    if settings.fit.costs and not fitter.settings.costs:
+        fitter = fitter.scaled(costs=True)
+    if settings.fit.costs and fitter.cost_priors.heavy_tailed != priors.heavy_tailed:
+        fitter = replace(fitter, cost_priors=replace(fitter.cost_priors,
+                                                     heavy_tailed=priors.heavy_tailed))
+    return fitter
 
 
 def folder_state(out: str | Path) -> str:

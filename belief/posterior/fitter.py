@@ -265,8 +265,10 @@ class BeliefFitter:
 
         One attempt per model at the settings (``escalate`` False; see
         :meth:`fit_reliable`).  ``costs`` is the realised-costs table
-        (:mod:`belief.inputs.costs`); with ``settings.costs`` and at least one row the cost
-        model is fitted too (child ``costs``, q_t's ``cost``).
+        (:mod:`belief.inputs.costs`); with ``settings.costs`` and a table the cost model is
+        fitted too (child ``costs``, q_t's ``cost``) — on a table without rows that is its
+        prior predictive (the nominal cost as median; a campaign's step 0).  ``None``: no
+        cost model (known costs).
 
         Returns
         -------
@@ -305,7 +307,7 @@ class BeliefFitter:
             children["exec_risk"] = fits["exec_risk"].idata
         cost_draws = None
         cost_model = (self.cost_model(len(costs)) if self.settings.costs and costs is not None
-                      and len(costs) else None)
+                      else None)
         if cost_model is not None:  # ΔC_r(m): joint predictive draws beside the gains
             from models import costs as costs_module
 

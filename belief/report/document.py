@@ -42,8 +42,10 @@ LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0",
 
 def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
     """The report's matplotlib figures by file stem: ``gains``, ``order_effects`` (with order
-    effects), ``q_decomposition``, ``safety`` (when a decision is given) and
-    ``sensitivity_<policy>``."""
+    effects), ``q_decomposition``, ``safety`` (when a decision is given),
+    ``sensitivity_<policy>``, and with a cost posterior in q_t ``costs`` (predicted against
+    realised cost per candidate) and ``overrun`` (the decision's overrun probability per
+    resource, when it has them)."""
     from belief.report.plots import (
         plot_gains,
         plot_order_effects,
@@ -75,6 +77,32 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
         ax = plot_sensitivity(rep)
         ax.figure.tight_layout()
         figs[f"sensitivity_{_slug(policy)}"] = ax.figure
+    figs.update(_cost_figures(fitted, decision))
+    return figs
+
+
+def _cost_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
+    """``costs`` and ``overrun`` (see :func:`decision_figures`); none with known costs."""
+    from belief.report.cost_plots import (
+        cost_intervals,
+        plot_cost_predictions,
+        plot_overrun_probability,
+    )
+
+    figs: dict[str, Any] = {}
+    if "cost" not in fitted.belief:
+        return figs
+    costs = fitted.costs
+    resources = list(fitted.candidate_set.resources)
+    realised = (costs.melt(id_vars=["candidate"], value_vars=resources, var_name="resource")
+                .rename(columns={"candidate": "label"}) if len(costs) else None)
+    axes = plot_cost_predictions(cost_intervals(fitted.belief["cost"]), realised)
+    axes[0].figure.tight_layout()
+    figs["costs"] = axes[0].figure
+    if decision is not None and any(str(v).startswith("overrun_") for v in decision.data_vars):
+        ax = plot_overrun_probability(decision)
+        ax.figure.tight_layout()
+        figs["overrun"] = ax.figure
     return figs
 
 
@@ -293,6 +321,20 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
                   "its prior.")
         doc.figure("order_effects", "γ with 90 % intervals (pairs with evidence or a stated "
                                     "prior); n = evaluated executions after the actor")
+
+    if "cost" in q:
+        doc.h(2, "Uncertain costs")
+        doc.p("Costs are a posterior too: ΔC_r(m) of the next execution from the hierarchical "
+              "log-normal cost model fitted to the realised costs (the candidate file's cost "
+              "is the prior median). C_λ and U0 use E[λᵀΔC]; the budget is the chance "
+              "constraint Pr(ΔC_r(m) ≤ b_t,r) ≥ 1 − ε_budget for every resource r.")
+        doc.figure("costs", "predicted cost of the next execution (90 % interval, median) per "
+                            "candidate and resource, with the realised costs logged so far")
+        if decision is not None and "overrun" in doc.figures:
+            over = [c for c in decision.data_vars if str(c).startswith("overrun_")]
+            doc.table(decision[over].to_dataframe().round(4))
+            doc.figure("overrun", f"Pr(ΔC_r(m) > b_t,r) per candidate and resource; red box: "
+                                  f"above ε_budget = {decision.attrs.get('eps_budget', 0):g}")
 
     doc.h(2, "Execution safety against α_exec")
     if decision is not None:

@@ -182,7 +182,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     say(f"compiled in {t1 - t0:.1f} s; sampling {s.chains} chains × {s.draws} draws "
         f"(+{s.tune} tuning) …")
     idata, q = fitter.fit_reliable(ev, policy, int(step), int(seed), progressbar=progressbar,
-                                   costs=tables.costs)
+                                   costs=tables.costs if len(tables.costs) else None)
     say(f"sampled {', '.join(idata.children)} in {time.perf_counter() - t1:.1f} s")
     for name in idata.children:
         if int(q.attrs.get(f"{name}_attempts", 1)) > 1:

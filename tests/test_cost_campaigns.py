@@ -1,0 +1,195 @@
+"""Budget overruns in campaigns (issue 21): recorded with the decision-time probability, the
+budget clamped at 0, the campaign stopped; the log rules and resume.
+
+The fast tests run the session's compiled models on a world whose every execution costs 40×
+its nominal amount (every candidate then overruns some resource of b_0 = (12, 300, 20)), with
+known costs; the campaign with a cost posterior (one more compile) is slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from belief.campaign.log import read_log
+from belief.campaign.loop import Campaign, CampaignSettings, settings_from_dict, settings_to_dict
+from belief.campaign.overrun import decision_overrun, find_overrun
+from belief.campaign.synthetic import SyntheticWorld
+from belief.decision.engine import decision_table
+from belief.decision.settings import CVUSettings
+from belief.errors import InputError
+from belief.posterior.fitter import FitSettings
+
+FACTOR = 40.0
+SETTINGS = CampaignSettings(horizon=3, seed=4, beta=0.0, fit=FitSettings(draws=200, tune=200),
+                            stability_resamples=0, cvu=CVUSettings(n_outcomes=32, max_refits=0),
+                            act_on_unreliable=True)
+
+
+class RepairWorld(SyntheticWorld):
+    """The synthetic world with every realised cost FACTOR × nominal (a certain overrun)."""
+
+    def realised_cost(self, cand, step, k):
+        return {r: FACTOR * v for r, v in cand.cost.items()}
+
+
+def _lines(out):
+    return [json.loads(x) for x in (Path(out) / "campaign_log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def overrun_run(tmp_path_factory, fitter):
+    out = tmp_path_factory.mktemp("overrun")
+    result = Campaign(RepairWorld(seed=4), SETTINGS, out, fitter).run()
+    return out, result
+
+
+def test_an_overrun_is_recorded_with_its_decision_time_probability_and_stops(overrun_run,
+                                                                              world_candidates):
+    out, result = overrun_run
+    recs = _lines(out)
+    step = next(r for r in recs if r["record"] == "step")
+    chosen, b0 = step["chosen"], recs[0]["initial_budget"]
+    nominal = world_candidates[chosen].cost
+    over = {r for r in b0 if FACTOR * nominal[r] > b0[r]}
+    assert over and set(step["overrun"]) == over  # every overrun resource, and only those
+    for r in over:
+        o = step["overrun"][r]
+        assert o["realised"] == pytest.approx(FACTOR * nominal[r]) and o["budget_left"] == b0[r]
+        assert o["probability"] == 0.0  # known costs: the feasible pick could not overrun
+        assert step["budget_after"][r] == 0.0  # clamped
+    for r in set(b0) - over:
+        assert step["budget_after"][r] == pytest.approx(b0[r] - FACTOR * nominal[r])
+    stop = recs[2]
+    assert stop["record"] == "stop" and stop["step"] == 1 and stop["overrun"] == step["overrun"]
+    assert result.stop_reason == stop["stop_reason"]
+    assert result.stop_reason.startswith(f"budget overrun at step 0: {chosen!r}")
+    for r in over:
+        assert f"{r}: realised {FACTOR * nominal[r]:.4g} > {b0[r]:.4g} left" in result.stop_reason
+    assert result.history == [chosen] and result.overrun["resources"] == step["overrun"]
+    assert recs[-1]["record"] == "deployment_check"
+    log = read_log(out)
+    assert log.problem is None and log.finished
+    costs = pd.read_csv(out / "evidence" / "costs.csv")
+    assert costs.loc[0, "candidate"] == chosen
+
+
+def test_a_logged_overrun_is_read_back_on_resume(overrun_run, fitter):
+    out, result = overrun_run
+    c = Campaign.resume(out, world=RepairWorld(seed=4), fitter=fitter)
+    assert c.finished and c.stop_reason == result.stop_reason
+    assert c.overrun == result.overrun
+    np.testing.assert_allclose(c.budget.values, result.budget.values)
+    assert list(c.costs_table()["candidate"]) == result.history
+
+
+def test_a_crash_before_the_overrun_stop_record_is_repaired_on_resume(overrun_run, fitter,
+                                                                       tmp_path):
+    out, result = overrun_run
+    recs = _lines(out)[:2]  # header and the overrun step: the stop record was never written
+    (tmp_path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert not read_log(tmp_path).finished
+    c = Campaign.resume(tmp_path, world=RepairWorld(seed=4), fitter=fitter)
+    assert c.finished and c.stop_reason == result.stop_reason
+    log = read_log(tmp_path)
+    assert log.problem is None and log.stop["overrun"] == recs[1]["overrun"]
+
+
+@pytest.mark.parametrize("edit, rule", [
+    (lambda s: s.pop("overrun"), "exceeds the budget that was left"),
+    (lambda s: s["overrun"][next(iter(s["overrun"]))].update(realised=1.0),
+     "does not match the realised cost"),
+    (lambda s: s["overrun"][next(iter(s["overrun"]))].update(probability=1.5),
+     "probability must be a number in [0, 1]"),
+    (lambda s: s["budget_after"].update({next(iter(s["overrun"])): -5.0}),
+     "is not max(budget − realised cost, 0)"),
+])
+def test_log_rules_of_an_overrun_record(overrun_run, tmp_path, edit, rule):
+    out, _ = overrun_run
+    recs = _lines(out)
+    edit(recs[1])
+    (tmp_path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    log = read_log(tmp_path)
+    assert log.problem.startswith("record 2: ") and rule in log.problem and not log.steps
+
+
+def test_no_step_after_an_overrun(overrun_run, tmp_path):
+    out, _ = overrun_run
+    recs = _lines(out)
+    later = dict(recs[1], step=1, budget=recs[1]["budget_after"])
+    (tmp_path / "campaign_log.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in [recs[0], recs[1], later]))
+    assert "record 3: a step record after the budget overrun of step 0" in \
+        read_log(tmp_path).problem
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_negative_or_non_finite_realised_costs_are_refused_naming_step_and_candidate(
+        fitter, bad):
+    from types import SimpleNamespace
+
+    c = Campaign(SyntheticWorld(seed=1), SETTINGS, fitter=fitter)
+    out = SimpleNamespace(candidate="dr_1e6", step=0, cost={"compute": bad}, policy="pi0",
+                          tables=dict)
+    with pytest.raises(InputError, match=r"^outcome, step 0, candidate 'dr_1e6': realised cost "
+                                         r"must be a finite number >= 0"):
+        c._update("dr_1e6", out)
+    assert c.step_index == 0 and c.history == [] and c.costs_table().empty
+
+
+def test_overrun_helpers_and_settings_round_trip():
+    import xarray as xr
+
+    budget = {"a": 2.0, "b": 5.0}
+    assert find_overrun({"a": 2.0, "b": 6.0}, budget, {"a": 0.1, "b": 0.25}) == {
+        "b": {"realised": 6.0, "budget_left": 5.0, "probability": 0.25}}
+    assert find_overrun({"a": 2.0, "b": 5.0}, budget, None) == {}
+    d = xr.Dataset({"overrun_a": ("candidate", [0.0, 0.3])}, coords={"candidate": ["x", "y"]})
+    assert decision_overrun(d, "y", {"a": 1.0, "b": 9.0}, budget) == {"a": 0.3, "b": 1.0}
+    s = CampaignSettings(eps_budget=0.05, heavy_tailed_costs=("real_h",),
+                         fit=FitSettings(costs=True))
+    back = settings_from_dict(settings_to_dict(s))
+    assert back.eps_budget == 0.05 and back.heavy_tailed_costs == ("real_h",) and back.fit.costs
+    assert back.decision().eps_budget == 0.05
+    assert "eps_budget" not in settings_to_dict(CampaignSettings())  # old logs still resume
+    with pytest.raises(InputError, match=r"^eps_budget: must be a finite number"):
+        CampaignSettings(eps_budget=1.0)
+    with pytest.raises(InputError, match=r"^heavy_tailed_costs: must be a tuple"):
+        CampaignSettings(heavy_tailed_costs="real_h")
+
+
+@pytest.mark.slow
+def test_campaign_with_a_cost_posterior_reports_the_overrun_probability_of_its_decision(
+        fitter, tmp_path):
+    """fit.costs: the cost model is fitted at every step (its prior predictive at step 0) and
+    the decision's chance constraint uses it; the overrun carries the chosen row's
+    ``overrun_<r>`` of that decision's table."""
+    settings = CampaignSettings(horizon=2, seed=4, fit=FitSettings(draws=200, tune=200,
+                                                                   costs=True),
+                                stability_resamples=0, act_on_unreliable=True,
+                                cvu=CVUSettings(n_outcomes=32, max_refits=0), eps_budget=0.05,
+                                heavy_tailed_costs=("real_h",))
+    result = Campaign(RepairWorld(seed=4), settings, tmp_path, fitter).run()
+    d = result.decisions[0]
+    assert d.attrs["costs"].startswith("uncertain")
+    table = decision_table(d)
+    chosen = d.attrs["chosen"]
+    step = _lines(tmp_path)[1]
+    assert step["overrun"]
+    for r, o in step["overrun"].items():
+        assert o["probability"] == pytest.approx(float(table.loc[chosen, f"overrun_{r}"]))
+        assert o["probability"] <= 0.05  # the pick passed the chance constraint
+    assert (table.loc[table["feasible"].astype(bool),
+                      [c for c in table.columns if c.startswith("overrun_")]] <= 0.05).all().all()
+    assert result.stop_reason.startswith("budget overrun at step 0")
+    from belief.report.document import render_report
+    from belief.workflow.belief_file import load
+
+    fitted = load(tmp_path / "belief.nc")  # the campaign's belief file keeps the cost draws
+    assert "cost" in fitted.belief
+    text, figures = render_report(fitted, d, "md")
+    assert "## Uncertain costs" in text and {"costs", "overrun"} <= set(figures)
