@@ -161,6 +161,39 @@ def legacy_stop_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _seconds(d: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in d:
+        return np.array([np.nan])
+    return np.concatenate([np.asarray(s, float) for s in d[col] if isinstance(s, list)]
+                          or [np.array([np.nan])])
+
+
+def _continuation_use(d: pd.DataFrame, name: str) -> None:
+    """How many of a variant's decisions used its continuation (all or none per decision),
+    and the wall time of the decision alone (U0, CVU, Q; no fit)."""
+    used = [t.get("continuation_used", "") for tr in d.trace for t in tr]
+    n = len(used)
+    k = sum(u not in ("", "one_step") for u in used)
+    print(f"{name}: continuation used in {k} of {n} decisions (the others: one_step for every "
+          f"candidate — a candidate's CVU needed regression, or one decision left)")
+
+
+def _per_world(df: pd.DataFrame, limit: dict, order: list[str]) -> None:
+    """V/V* of every policy on every world, the clairvoyant's V*, and Q's choices."""
+    pivot = df.pivot_table(index="variation", columns="policy", values="captured")
+    cols = [p for p in order if p in pivot]
+    print("\nper world: V/V* (V* the clairvoyant's net value); Q's and the look-ahead's "
+          "actions")
+    print(f"{'world':>5s} {'V*':>7s} " + " ".join(f"{p[:12]:>12s}" for p in cols))
+    hist = df.set_index(["variation", "policy"]).history
+    for v in pivot.sort_values("q" if "q" in pivot else cols[0]).index:
+        line = f"{int(v):5d} {limit[v]:7.4f} " + " ".join(f"{pivot.loc[v, p]:12.3f}"
+                                                          for p in cols)
+        acts = {p: "→".join(hist.get((v, p), [])) for p in cols
+                if p == "q" or p.startswith("q_")}
+        print(line + "  " + "; ".join(f"{p}: {a or 'stop'}" for p, a in acts.items()))
+
+
 def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
     """Print the per-policy table and the comparison of Q with the best baseline."""
     from belief.campaign.clairvoyant import clairvoyant_plan
@@ -221,7 +254,12 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
               f"{hi:+.3f}]); wall time per step "
               f"{np.nanmean(np.concatenate([np.asarray(s) for s in b.step_seconds])):.2f} s vs "
               f"{np.nanmean(np.concatenate([np.asarray(s) for s in a.step_seconds])):.2f} s "
-              f"(same run)")
+              f"(same run); the decision alone (no fit) "
+              f"{np.nanmean(_seconds(b, 'decide_seconds')):.2f} s vs "
+              f"{np.nanmean(_seconds(a, 'decide_seconds')):.2f} s")
+    for p in variants:
+        _continuation_use(df[df.policy == p], p)
+    _per_world(df, limit, order)
     if has_oracle:
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")
