@@ -59,17 +59,19 @@ def main() -> None:
                         help="comma-separated allocation policies (default: all)")
     parser.add_argument("--continuations", default="",
                         help="comma-separated non-myopic CVU continuations to add as Q rows: "
-                             "lookahead2, rolloutD (D = depth)")
+                             "lookahead2, rolloutD (D = depth), one_step; '+psis' forces the "
+                             "PSIS estimator for every candidate (e.g. lookahead2+psis)")
     parser.add_argument("--inner", type=int, default=8,
                         help="inner outcomes of the non-myopic continuations")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
     parser.add_argument("--from-json", default=None,
-                        help="summarise the rows of an earlier run instead of running")
+                        help="summarise the rows of earlier runs (comma-separated JSON files) "
+                             "instead of running")
     args = parser.parse_args()
     weights = {r: v * args.weights_scale
                for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
     if args.from_json:
-        rows = json.loads(Path(args.from_json).read_text())
+        rows = [r for f in args.from_json.split(",") for r in json.loads(Path(f).read_text())]
         summarise(rows, weights, f"rows of {args.from_json}")
         return
     settings = CampaignSettings(horizon=args.horizon, beta=1.0,
@@ -85,10 +87,11 @@ def main() -> None:
                         budget_scale=args.budget_scale,
                         progress=lambda i, n: print(f"\r{i + 1}/{n}", end="", flush=True))
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
-        kind, depth = ("lookahead2", 2) if cont == "lookahead2" else (
-            "rollout", int(cont.removeprefix("rollout")))
-        cvu = replace(settings.cvu, continuation=kind, rollout_depth=depth,
-                      inner_outcomes=args.inner)
+        spec, _, estimator = cont.partition("+")
+        kind, depth = (spec, 2 if spec == "lookahead2" else 1) if spec in (
+            "lookahead2", "one_step") else ("rollout", int(spec.removeprefix("rollout")))
+        cvu = replace(settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
+                      inner_outcomes=args.inner, estimator=estimator or "auto")
         extra = run_policies(range(args.worlds), ["q"],
                              settings_to_dict(replace(settings, cvu=cvu)),
                              workers=args.workers, scheduler=args.scheduler,
@@ -245,7 +248,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
         (rl, rh), (cl, ch) = _boot(reg), _boot(cap)
         print(f"{p:16s} {reg.mean():8.4f} [{rl:7.4f}, {rh:7.4f}] {cap.mean():6.3f} "
               f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} {int((reg < 0).sum()):5d}")
-    for p in variants:
+    for p in variants if "q" in set(df.policy) else []:
         a = df[df.policy == "q"].set_index("variation")
         b = df[df.policy == p].set_index("variation")
         diff = (b.captured - a.captured).dropna().to_numpy()
