@@ -21,7 +21,10 @@ continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation`
 ``--inner`` inner outcomes) as further rows; the old one-step oracle stays as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
-        [--continuations lookahead2,rollout2] [--inner 8]
+        [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
+
+Rows are written to ``--out`` after every world (all policies of a world together), so an
+interrupted run leaves complete worlds to summarise with ``--from-json``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=20)
     parser.add_argument("--horizon", type=int, default=8)
+    parser.add_argument("--world-list", default="",
+                        help="comma-separated world variations (default: 0..worlds-1)")
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--outcomes", type=int, default=128, help="CVU outcomes per candidate")
     parser.add_argument("--refits", type=int, default=2, help="CVU exact refits per candidate")
@@ -82,28 +87,29 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    rows = run_policies(range(args.worlds), policies, settings_to_dict(settings),
-                        workers=args.workers, scheduler=args.scheduler,
-                        budget_scale=args.budget_scale,
-                        progress=lambda i, n: print(f"\r{i + 1}/{n}", end="", flush=True))
+    arms = [("", settings, policies)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
         spec, _, estimator = cont.partition("+")
         kind, depth = (spec, 2 if spec == "lookahead2" else 1) if spec in (
             "lookahead2", "one_step") else ("rollout", int(spec.removeprefix("rollout")))
         cvu = replace(settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
                       inner_outcomes=args.inner, estimator=estimator or "auto")
-        extra = run_policies(range(args.worlds), ["q"],
-                             settings_to_dict(replace(settings, cvu=cvu)),
-                             workers=args.workers, scheduler=args.scheduler,
-                             budget_scale=args.budget_scale,
-                             progress=lambda i, n, c=cont: print(f"\r{c} {i + 1}/{n}", end="",
-                                                                 flush=True))
-        rows.extend({**r, "policy": f"q_{cont}"} for r in extra)
+        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"]))
+    worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
+        range(args.worlds))
+    rows: list[dict] = []
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for i, v in enumerate(worlds):  # world by world, written after each: partial runs count
+        for name, st, pols in arms:
+            extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
+                                 scheduler=args.scheduler, budget_scale=args.budget_scale)
+            rows.extend({**r, "policy": name} if name else r for r in extra)
+            print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
+                  f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)
+        Path(args.out).write_text(json.dumps(rows, indent=1))
     wall = time.perf_counter() - t0
     print()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
-    summarise(rows, weights, f"{args.worlds} worlds x {len(policies)} policies, horizon "
+    summarise(rows, weights, f"{len(worlds)} worlds x {len(policies)} policies, horizon "
               f"{args.horizon}, {args.draws} draws/chain, CVU {args.outcomes} outcomes "
               f"({wall / 60:.1f} min)")
 
