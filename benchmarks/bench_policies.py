@@ -21,7 +21,10 @@ continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation`
 ``--inner`` inner outcomes) as further rows; the old one-step oracle stays as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
-        [--continuations lookahead2,rollout2] [--inner 8]
+        [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
+
+Rows are written to ``--out`` after every world (all policies of a world together), so an
+interrupted run leaves complete worlds to summarise with ``--from-json``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=20)
     parser.add_argument("--horizon", type=int, default=8)
+    parser.add_argument("--world-list", default="",
+                        help="comma-separated world variations (default: 0..worlds-1)")
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--outcomes", type=int, default=128, help="CVU outcomes per candidate")
     parser.add_argument("--refits", type=int, default=2, help="CVU exact refits per candidate")
@@ -59,17 +64,19 @@ def main() -> None:
                         help="comma-separated allocation policies (default: all)")
     parser.add_argument("--continuations", default="",
                         help="comma-separated non-myopic CVU continuations to add as Q rows: "
-                             "lookahead2, rolloutD (D = depth)")
+                             "lookahead2, rolloutD (D = depth), one_step; '+psis' forces the "
+                             "PSIS estimator for every candidate (e.g. lookahead2+psis)")
     parser.add_argument("--inner", type=int, default=8,
                         help="inner outcomes of the non-myopic continuations")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
     parser.add_argument("--from-json", default=None,
-                        help="summarise the rows of an earlier run instead of running")
+                        help="summarise the rows of earlier runs (comma-separated JSON files) "
+                             "instead of running")
     args = parser.parse_args()
     weights = {r: v * args.weights_scale
                for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
     if args.from_json:
-        rows = json.loads(Path(args.from_json).read_text())
+        rows = [r for f in args.from_json.split(",") for r in json.loads(Path(f).read_text())]
         summarise(rows, weights, f"rows of {args.from_json}")
         return
     settings = CampaignSettings(horizon=args.horizon, beta=1.0,
@@ -80,27 +87,29 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    rows = run_policies(range(args.worlds), policies, settings_to_dict(settings),
-                        workers=args.workers, scheduler=args.scheduler,
-                        budget_scale=args.budget_scale,
-                        progress=lambda i, n: print(f"\r{i + 1}/{n}", end="", flush=True))
+    arms = [("", settings, policies)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
-        kind, depth = ("lookahead2", 2) if cont == "lookahead2" else (
-            "rollout", int(cont.removeprefix("rollout")))
-        cvu = replace(settings.cvu, continuation=kind, rollout_depth=depth,
-                      inner_outcomes=args.inner)
-        extra = run_policies(range(args.worlds), ["q"],
-                             settings_to_dict(replace(settings, cvu=cvu)),
-                             workers=args.workers, scheduler=args.scheduler,
-                             budget_scale=args.budget_scale,
-                             progress=lambda i, n, c=cont: print(f"\r{c} {i + 1}/{n}", end="",
-                                                                 flush=True))
-        rows.extend({**r, "policy": f"q_{cont}"} for r in extra)
+        spec, _, estimator = cont.partition("+")
+        kind, depth = (spec, 2 if spec == "lookahead2" else 1) if spec in (
+            "lookahead2", "one_step") else ("rollout", int(spec.removeprefix("rollout")))
+        cvu = replace(settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
+                      inner_outcomes=args.inner, estimator=estimator or "auto")
+        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"]))
+    worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
+        range(args.worlds))
+    rows: list[dict] = []
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for i, v in enumerate(worlds):  # world by world, written after each: partial runs count
+        for name, st, pols in arms:
+            extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
+                                 scheduler=args.scheduler, budget_scale=args.budget_scale)
+            rows.extend({**r, "policy": name} if name else r for r in extra)
+            print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
+                  f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)
+        Path(args.out).write_text(json.dumps(rows, indent=1))
     wall = time.perf_counter() - t0
     print()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
-    summarise(rows, weights, f"{args.worlds} worlds x {len(policies)} policies, horizon "
+    summarise(rows, weights, f"{len(worlds)} worlds x {len(policies)} policies, horizon "
               f"{args.horizon}, {args.draws} draws/chain, CVU {args.outcomes} outcomes "
               f"({wall / 60:.1f} min)")
 
@@ -161,9 +170,42 @@ def legacy_stop_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _seconds(d: pd.DataFrame, col: str) -> np.ndarray:
+    if col not in d:
+        return np.array([np.nan])
+    return np.concatenate([np.asarray(s, float) for s in d[col] if isinstance(s, list)]
+                          or [np.array([np.nan])])
+
+
+def _continuation_use(d: pd.DataFrame, name: str) -> None:
+    """How many of a variant's decisions used its continuation (all or none per decision),
+    and the wall time of the decision alone (U0, CVU, Q; no fit)."""
+    used = [t.get("continuation_used", "") for tr in d.trace for t in tr]
+    n = len(used)
+    k = sum(u not in ("", "one_step") for u in used)
+    print(f"{name}: continuation used in {k} of {n} decisions (the others: one_step for every "
+          f"candidate — a candidate's CVU needed regression, or one decision left)")
+
+
+def _per_world(df: pd.DataFrame, limit: dict, order: list[str]) -> None:
+    """V/V* of every policy on every world, the clairvoyant's V*, and Q's choices."""
+    pivot = df.pivot_table(index="variation", columns="policy", values="captured")
+    cols = [p for p in order if p in pivot]
+    print("\nper world: V/V* (V* the clairvoyant's net value); Q's and the look-ahead's "
+          "actions")
+    print(f"{'world':>5s} {'V*':>7s} " + " ".join(f"{p[:17]:>17s}" for p in cols))
+    hist = df.set_index(["variation", "policy"]).history
+    for v in pivot.sort_values("q" if "q" in pivot else cols[0]).index:
+        line = f"{int(v):5d} {limit[v]:7.4f} " + " ".join(f"{pivot.loc[v, p]:17.3f}"
+                                                          for p in cols)
+        acts = {p: "→".join(hist.get((v, p), [])) for p in cols
+                if p == "q" or p.startswith("q_")}
+        print(line + "  " + "; ".join(f"{p}: {a or 'stop'}" for p, a in acts.items()))
+
+
 def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
     """Print the per-policy table and the comparison of Q with the best baseline."""
-    from belief.campaign.clairvoyant import clairvoyant_plan
+    from belief.campaign.clairvoyant import clairvoyant_plan, plan_value
     from belief.campaign.synthetic import SyntheticWorld
 
     rows = rows + legacy_stop_rows(rows)
@@ -177,6 +219,11 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
              for v in df.variation.unique()}
     df["regret_clairvoyant"] = df.apply(lambda r: limit[r.variation] - r.net, axis=1)
     df["captured"] = df.apply(lambda r: r.net / limit[r.variation], axis=1)
+    # the expected net value of the executed sequence (execution noise averaged out): the
+    # quantity V* maximises over sequences, so V*−V_plan ≥ 0 for any sequence in its set
+    df["captured_plan"] = df.apply(lambda r: plan_value(
+        SyntheticWorld.varied(int(r.variation), seed=int(r.variation)), list(r.history),
+        weights=weights).value / limit[r.variation], axis=1)
     has_oracle = "oracle" in set(df.policy)
     if has_oracle:
         oracle = df[df.policy == "oracle"].set_index("variation")
@@ -204,15 +251,19 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
     n_worlds = df.variation.nunique()
     print(f"\nagainst the limit (clairvoyant V*, {n_worlds} worlds; V* mean "
           f"{np.mean(list(limit.values())):.4f}): mean and 90 % bootstrap interval over worlds")
-    print(f"{'policy':16s} {'V*−V':>8s} {'90% CI':>18s} {'V/V*':>6s} {'90% CI':>16s} "
-          f"{'min V/V*':>8s} {'V>V*':>5s}")
+    print(f"{'policy':18s} {'V*−V':>8s} {'90% CI':>18s} {'V/V*':>6s} {'90% CI':>16s} "
+          f"{'min V/V*':>8s} {'V>V*':>5s} {'Vplan/V*':>8s} {'90% CI':>16s} {'>V*':>4s}")
     for p in order:
         d = df[df.policy == p]
         reg, cap = d.regret_clairvoyant.to_numpy(), d.captured.to_numpy()
-        (rl, rh), (cl, ch) = _boot(reg), _boot(cap)
-        print(f"{p:16s} {reg.mean():8.4f} [{rl:7.4f}, {rh:7.4f}] {cap.mean():6.3f} "
-              f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} {int((reg < 0).sum()):5d}")
-    for p in variants:
+        plan = d.captured_plan.to_numpy()
+        (rl, rh), (cl, ch), (pl, ph) = _boot(reg), _boot(cap), _boot(plan)
+        print(f"{p:18s} {reg.mean():8.4f} [{rl:7.4f}, {rh:7.4f}] {cap.mean():6.3f} "
+              f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} {int((reg < 0).sum()):5d} "
+              f"{plan.mean():8.3f} [{pl:6.3f}, {ph:6.3f}] {int((plan > 1 + 1e-9).sum()):4d}")
+    print("V: realised net value of the campaign (one run per world: its execution noise is in "
+          "the interval); Vplan: expected net value of the sequence it executed")
+    for p in variants if "q" in set(df.policy) else []:
         a = df[df.policy == "q"].set_index("variation")
         b = df[df.policy == p].set_index("variation")
         diff = (b.captured - a.captured).dropna().to_numpy()
@@ -221,7 +272,12 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str) -> None:
               f"{hi:+.3f}]); wall time per step "
               f"{np.nanmean(np.concatenate([np.asarray(s) for s in b.step_seconds])):.2f} s vs "
               f"{np.nanmean(np.concatenate([np.asarray(s) for s in a.step_seconds])):.2f} s "
-              f"(same run)")
+              f"(same run); the decision alone (no fit) "
+              f"{np.nanmean(_seconds(b, 'decide_seconds')):.2f} s vs "
+              f"{np.nanmean(_seconds(a, 'decide_seconds')):.2f} s")
+    for p in variants:
+        _continuation_use(df[df.policy == p], p)
+    _per_world(df, limit, order)
     if has_oracle:
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")

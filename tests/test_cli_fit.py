@@ -377,7 +377,8 @@ def test_one_decide_parses_the_functional_once_and_validates_lambda_once(fitted_
 def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file, tmp_path,
                                                                       capsys):
     """``--continuation rollout --rollout-depth 2`` reaches CVU (every scored candidate says
-    which continuation it used) and gives the same decision as the Python API."""
+    which continuation it used, and it is the same for all of them) and gives the same
+    decision as the Python API."""
     from belief.workflow.belief_file import load
 
     out = tmp_path / "dec"
@@ -386,17 +387,16 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
     capsys.readouterr()
     table = pd.read_csv(out / "decision.csv").set_index("candidate")
     scored = table[table.feasible]
-    # the rollout needs importance weights: where the one-step estimator used regression (an
-    # informative paired evaluation) the candidate keeps its one-step value and says so
-    psis = scored["cvu_method"].str.startswith("psis") | scored["cvu_method"].str.startswith(
-        "no outcome")
-    assert psis.any()
-    assert (scored.loc[psis, "cvu_continuation"] == "rollout(d=2)").all()
-    assert scored.loc[psis, "cvu_method"].str.endswith("+rollout").all()
-    assert (scored.loc[~psis, "cvu_continuation"] == "one_step").all()
-    assert scored.loc[~psis, "cvu_reason"].str.contains("rollout not used").all()
+    # the rollout needs importance weights: when the one-step estimator used regression for
+    # any candidate (an informative paired evaluation), no candidate gets it (all or none)
+    regression = scored["cvu_method"].str.startswith("regression")
+    used = "one_step" if regression.any() else "rollout(d=2)"
+    assert (scored["cvu_continuation"] == used).all()
+    assert scored["cvu_method"].str.endswith("+rollout").all() == (not regression.any())
     api = load(fitted_file).decide(cvu_outcomes=32, continuation="rollout", rollout_depth=2)
-    assert api.attrs["continuation"] == "rollout" and api.attrs["continuation_depth"] == 2
+    assert api.attrs["continuation"] == "rollout"
+    assert api.attrs["continuation_used"] == used
+    assert api.attrs["continuation_depth"] == (1 if regression.any() else 2)
     chosen = table.index[table.chosen].tolist()
     assert chosen == [api.attrs["chosen"]]
     np.testing.assert_allclose(scored["cvu"].values,

@@ -183,3 +183,87 @@ def test_decide_uses_the_continuation_and_the_horizon_truncates_it():
     assert np.isnan(float(la["cvu_draws_se"].sel(candidate="probe")))
     short = run("lookahead2", 2)  # step 0 of T = 2: one decision left after m
     np.testing.assert_array_equal(short["cvu"].values, run("one_step", 2)["cvu"].values)
+
+
+def _two_probe_state(informative_b: bool):
+    """Two probes measuring the gains of a and b (normal, se 0.1) and the two adaptations:
+    probe_a has a likelihood (PSIS); probe_b has none when ``informative_b`` (so its one-step
+    CVU must use the regression estimator)."""
+    cs = candidates_from_dict({"campaign": {"eval_protocol": "E", "resources": ["r"]},
+                               "candidate": [
+        {"id": "a", "role": "adaptation", "lens": "data", "method": "DR", "cost": {"r": 0.001}},
+        {"id": "b", "role": "adaptation", "lens": "model", "method": "SI", "cost": {"r": 0.001}},
+        {"id": "probe_a", "role": "diagnosis", "lens": "data", "method": "pilot",
+         "cost": {"r": 0.01}},
+        {"id": "probe_b", "role": "diagnosis", "lens": "model", "method": "pilot",
+         "cost": {"r": 0.01}}]})
+    n = 1000
+    q = stats.norm.ppf((np.arange(n) + 0.5) / n)
+    g_a, g_b = 0.1 * q, 0.1 * np.random.default_rng(3).permutation(q)
+    gain = np.stack([g_a, g_b, np.zeros(n), np.zeros(n)], -1)
+    se = 0.1  # as wide as the prior: the weights are trusted (PSIS)
+
+    def probe(g, with_loglik):
+        return Experiment(
+            next_gain=gain,
+            simulate=lambda rng, idx: g[idx] + se * rng.standard_normal(len(idx)),
+            loglik=(lambda y: stats.norm.logpdf(y[:, None], g[None, :], se)) if with_loglik
+            else None)
+
+    exps = {"probe_a": probe(g_a, True), "probe_b": probe(g_b, not informative_b),
+            "a": Experiment(next_gain=gain), "b": Experiment(next_gain=gain)}
+    belief = make_belief(xr.DataArray(gain, dims=("sample", "candidate"),
+                                      coords={"candidate": cs.ids}), cs, step=0, policy="pi0")
+    state = State(step=0, budget=make_budget({"r": 1.0}, ["r"]), policy="pi0", belief=belief)
+    return cs, state, exps
+
+
+def _decide(cs, state, exps, cont):
+    st = DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8, stability_resamples=0,
+                          cvu=CVUSettings(n_outcomes=128, seed=1, continuation=cont,
+                                          inner_outcomes=8))
+    return decide(state, cs, st, experiments=exps)
+
+
+def test_continuation_is_all_or_none_when_one_candidate_needs_regression():
+    """probe_b's one-step CVU uses regression (no likelihood): the look-ahead can be computed
+    for no candidate with the same meaning, so every candidate keeps the one-step CVU — the
+    same numbers as one_step exactly — and the decision says which continuation it used and
+    why (naming probe_b)."""
+    cs, state, exps = _two_probe_state(informative_b=True)
+    one, la = _decide(cs, state, exps, "one_step"), _decide(cs, state, exps, "lookahead2")
+    assert str(la["cvu_method"].sel(candidate="probe_b").values).startswith("regression")
+    assert str(la["cvu_method"].sel(candidate="probe_a").values).startswith("psis")
+    np.testing.assert_array_equal(la["cvu"].values, one["cvu"].values)
+    np.testing.assert_array_equal(la["q"].values, one["q"].values)
+    assert la.attrs["g0_null"] == one.attrs["g0_null"]
+    assert la.attrs["chosen"] == one.attrs["chosen"]
+    assert set(la["cvu_continuation"].values[la["feasible"].values]) == {"one_step"}
+    assert not any(str(m).endswith("+lookahead2") for m in la["cvu_method"].values)
+    assert la.attrs["continuation_used"] == "one_step"
+    assert "probe_b (regression" in la.attrs["continuation_reason"]
+
+
+def test_continuation_applies_to_every_candidate_when_all_have_weights():
+    """Both probes reweight (PSIS): every scored candidate gets the look-ahead, the decision
+    records it, and g0_null is V_2(s^∅) ≥ G0(s^∅)."""
+    cs, state, exps = _two_probe_state(informative_b=False)
+    one, la = _decide(cs, state, exps, "one_step"), _decide(cs, state, exps, "lookahead2")
+    assert la.attrs["continuation_used"] == "lookahead2(d=2)"
+    feasible = la["feasible"].values
+    assert set(la["cvu_continuation"].values[feasible]) == {"lookahead2(d=2)"}
+    assert all(str(m).endswith("+lookahead2") for m in la["cvu_method"].values[feasible])
+    assert la.attrs["g0_null"] >= one.attrs["g0_null"] - 1e-12
+
+
+def test_continuation_choice_rule():
+    from belief.decision.cvu_lookahead import continuation_choice
+
+    ok = {"a": "no outcome", "p": "psis+cv", "q": "psis+cv+refit", "f": "failed"}
+    assert continuation_choice(2, "lookahead2", ok) == (
+        "lookahead2(d=2)", "lookahead2 of depth 2 for every scored candidate")
+    used, why = continuation_choice(3, "rollout", {**ok, "r": "regression+ls"})
+    assert used == "one_step" and "r (regression+ls)" in why and "p (" not in why
+    used, why = continuation_choice(1, "rollout", ok, "no decisions left after m")
+    assert used == "one_step" and "no decisions left after m" in why
+    assert continuation_choice(1, "one_step", ok)[0] == "one_step"

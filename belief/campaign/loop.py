@@ -326,6 +326,7 @@ class Campaign:
         self.step_index = 0
         self.decisions: list[xr.Dataset] = []
         self.step_seconds: list[float] = []
+        self.decide_seconds: list[float] = []  # the decision alone (U0, CVU, Q), no fit
         self.stop_reason: str | None = None
         self.overrun: dict[str, Any] | None = None
         self._cost_rows: list[dict[str, Any]] = []
@@ -433,7 +434,9 @@ class Campaign:
 
             refit = exact_refit(self.fitter, self.evidence, state, s.cvu.trials, seed,
                                 s.cvu.refit_draws)
+        t0 = time.perf_counter()
         decision = decide(state, self.candidates, ds, seed=seed, refit=refit)
+        self.decide_seconds.append(time.perf_counter() - t0)
         if s.allocation != "q":
             pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
                           history=tuple(self.history),

@@ -146,6 +146,7 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
         spent = world.initial_budget.values - campaign.budget.values
         trace.append({"step": step, "chosen": decision.attrs["chosen"],
                       "max_q": float(q.max()), "max_value_vs_stop": float(v.max()),
+                      "continuation_used": str(decision.attrs.get("continuation_used", "")),
                       "true_success_after": world.true_success(campaign.policy),
                       "spent_after": dict(zip(world.candidates.resources, spent.tolist(),
                                               strict=True))})
@@ -172,7 +173,8 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
             "unreliable_decisions": sum(1 - int(d.attrs.get("reliable", 1))
                                         for d in result.decisions),
             "seconds": time.perf_counter() - t0,
-            "step_seconds": list(result.step_seconds), "trace": trace}
+            "step_seconds": list(result.step_seconds),
+            "decide_seconds": list(campaign.decide_seconds), "trace": trace}
 
 
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,

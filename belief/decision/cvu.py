@@ -50,7 +50,9 @@ background drift (the engine models none); so G0(s^∅) is one number per decisi
 ``CVUSettings.continuation`` replaces G0 by a non-myopic continuation V in both terms — the
 two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu_lookahead`,
 which states its estimator and errors); the default ``one_step`` is the framework's CVU, and
-the continuation is truncated to the decisions the horizon leaves after m.
+the continuation is truncated to the decisions the horizon leaves after m.  It applies to every
+candidate of a decision or to none (one-step for all when any candidate's CVU needed the
+regression estimator), so that Q always compares the same quantity.
 
 Execution-safety channel (:mod:`belief.decision.cvu_safety`): an experiment that runs
 ``safety_runs`` safety trials of an execution-risk cell (a hardware run of its own, or a bench
@@ -77,7 +79,12 @@ import xarray as xr
 
 from belief.decision.cvu_channels import CHANNEL_COLUMNS, channel_split
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_lookahead import Context, continuation_rows, expected_continuation
+from belief.decision.cvu_lookahead import (
+    Context,
+    continuation_choice,
+    continuation_rows,
+    expected_continuation,
+)
 from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
@@ -267,12 +274,16 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
 
     With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
-    ``g0_null`` holds V(s^∅); the one-step estimator is computed first (it chooses between
-    PSIS and regression), and where it did not use PSIS (an informative study) or an outcome
-    model is missing the candidate keeps its one-step value (``cvu_continuation`` says
-    so; E_Y[V] ≥ E_Y[G0], so such a candidate is ranked conservatively).  ``cvu_draws_se`` is
-    then NaN (not estimated) and ``cvu_se`` is the outcome error only; ``cvu_bias_bound``
-    bounds the look-ahead's upward bias from the max over noisy inner estimates.
+    ``g0_null`` holds V(s^∅); the one-step estimator is computed first for every candidate
+    (it chooses between PSIS and regression).  The continuation is used for all scored
+    candidates or for none (:func:`belief.decision.cvu_lookahead.continuation_choice`): when
+    the one-step estimator used regression for any of them (an informative study: no
+    importance weights to look further ahead from), every candidate keeps the one-step CVU —
+    the dataset is then the one-step one — and the attributes ``continuation_used`` and
+    ``continuation_reason`` say which continuation was used and why.  With the
+    continuation, ``cvu_draws_se`` is NaN (not estimated) and ``cvu_se`` is the outcome error
+    only; ``cvu_bias_bound`` bounds the look-ahead's upward bias from the max over noisy inner
+    estimates.
 
     Returns
     -------
@@ -355,8 +366,6 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     ctx = Context({candidate_ids.index(k): v for k, v in experiments.items()
                    if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
                   functional, budget, available, settings.k_threshold)
-    if depth > 1:
-        tie = False  # the one-step estimate only chooses the estimator here
     g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
     eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
     cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)
@@ -373,11 +382,13 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     reason = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
     # the same draw indices for every candidate (common random numbers)
     idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
+    one_step: dict[int, tuple[Experiment, Estimate, NextState, np.ndarray, np.ndarray,
+                             Callable[[], tuple[np.random.Generator, ...]]]] = {}
     for c, cid in enumerate(candidate_ids):
         exp = experiments.get(cid)
         if exp is None:
             continue
-        if exp.refit is not None and settings.channel_split and depth <= 1:
+        if exp.refit is not None and settings.channel_split:
             exp = replace(exp, refit=_memoised(exp.refit))  # the split reuses the refits
         b_next = budget - costs[c]
         c_lam_next = costs @ np.asarray(weights(b_next), float)
@@ -408,7 +419,20 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
             eg_one[c], se_one[c] = est.expected_g0, est.mcse
-        if settings.channel_split and depth <= 1 and belief_ok:
+        one_step[c] = (exp, est, nxt, b_next, avail_next, streams)
+
+    # all or none: the continuation replaces G0 for every scored candidate or for none, so
+    # that Q compares like with like
+    used, why = continuation_choice(
+        depth, kind, {candidate_ids[c]: v[1].method for c, v in one_step.items()},
+        "no decisions left after m" if steps_after is not None and steps_after <= 1
+        else "")
+    if used == "one_step":
+        depth, g0_base = 1, g0_null
+        cont[:] = "one_step"
+        bias_bound[:] = 0.0
+    for c, (exp, est, nxt, b_next, avail_next, streams) in one_step.items():
+        if settings.channel_split and depth <= 1 and belief_ok:  # the one-step CVU's split
             try:
                 parts = channel_split(
                     exp, nxt, est, g0_base,
@@ -420,27 +444,21 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             for k, v in parts.items():
                 split[k][c] = v
         if depth > 1 and est.method != "failed":
-            if est.method.startswith("psis") or est.method == "no outcome":
-                try:
-                    ce = expected_continuation(
-                        ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
-                        settings.inner_outcomes, idx,
-                        np.random.default_rng([settings.seed, 101, c]),
-                        np.random.default_rng([settings.seed, 104, c]))
-                    est = Estimate(ce.value, ce.mcse,
-                                   f"{est.method}+{kind}", f"{est.reason}; {kind} (depth "
-                                   f"{depth}): the error of the draws is not estimated, "
-                                   "cvu_se is the outcome error only", n_outcomes=est.n_outcomes,
-                                   pareto_k=est.pareto_k, bad_share=est.bad_share,
-                                   n_refits=est.n_refits, ess=est.ess, cv_gain=est.cv_gain)
-                    bias_bound[c], inner_bad[c] = ce.bias_bound, ce.inner_bad_share
-                except _ESTIMATOR_ERRORS as err:
-                    est = Estimate.failed(f"{kind}: {type(err).__name__}: {err}")
-            else:
-                cont[c] = "one_step"
-                est.reason = (f"{est.reason}; {kind} not used: it needs importance weights "
-                              f"(the one-step estimator used {est.method}); E_Y[G0] kept, a "
-                              "lower bound of E_Y[V]")
+            try:
+                ce = expected_continuation(
+                    ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
+                    settings.inner_outcomes, idx,
+                    np.random.default_rng([settings.seed, 101, c]),
+                    np.random.default_rng([settings.seed, 104, c]))
+                est = Estimate(ce.value, ce.mcse,
+                               f"{est.method}+{kind}", f"{est.reason}; {kind} (depth "
+                               f"{depth}): the error of the draws is not estimated, "
+                               "cvu_se is the outcome error only", n_outcomes=est.n_outcomes,
+                               pareto_k=est.pareto_k, bad_share=est.bad_share,
+                               n_refits=est.n_refits, ess=est.ess, cv_gain=est.cv_gain)
+                bias_bound[c], inner_bad[c] = ce.bias_bound, ce.inner_bad_share
+            except _ESTIMATOR_ERRORS as err:
+                est = Estimate.failed(f"{kind}: {type(err).__name__}: {err}")
         value = est.expected_g0 - g0_base
         if not np.isfinite(value) and est.method != "failed":
             est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
@@ -482,11 +500,12 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
          "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason),
          "cvu_safety": ("candidate", safety)},
         coords={"candidate": candidate_ids},
-        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie),
+        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie and depth <= 1),
                "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
                "k_threshold": settings.k_threshold, "functional": str(functional),
                "estimator": settings.estimator,
-               **({"continuation": settings.continuation, "continuation_depth": depth}
+               **({"continuation": settings.continuation, "continuation_depth": depth,
+                   "continuation_used": used, "continuation_reason": why}
                   if settings.continuation != "one_step" else {})})
 
 

@@ -69,7 +69,8 @@ from belief.decision.preposterior import control_functions, control_variate_mean
 from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
 
-__all__ = ["Context", "ContinuationEstimate", "continuation_rows", "expected_continuation"]
+__all__ = ["Context", "ContinuationEstimate", "continuation_choice", "continuation_rows",
+           "expected_continuation"]
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,52 @@ def continuation_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np
     if kind == "lookahead2":
         return _lookahead_rows(ctx, w, gains, budget, available, k, rng)
     return _rollout_rows(ctx, w, gains, budget, available, depth, k, rng)
+
+
+def _needs_weights(method: str) -> bool:
+    """Whether a one-step estimate by ``method`` leaves the continuation without its weights
+    (the regression estimator: no reweighted posterior to look further ahead from)."""
+    return method != "failed" and not (method.startswith("psis") or method == "no outcome")
+
+
+def continuation_choice(depth: int, kind: str, methods: Mapping[str, str],
+                        truncated: str = "") -> tuple[str, str]:
+    """Which continuation one decision uses — for every scored candidate, or for none.
+
+    CVU(m) = E_Y[V(s^{m,Y})] − V(s^∅) ranks candidates only when V is the same function for
+    all of them: a candidate valued by G0 against others valued by V_2 ≥ G0 would be ranked
+    below them for the estimator, not for its value.  The look-ahead and the rollout need the
+    outer importance weights of m's outcomes; where the one-step estimator could not use them
+    (``regression``: the study is too informative for the weights), no candidate gets the
+    continuation and every one keeps the one-step E_Y[G0] (``failed`` candidates are not
+    ranked and do not count).
+
+    Parameters
+    ----------
+    depth : int
+        The continuation's depth after truncation to the horizon (≤ 1: one step).
+    kind : str
+        ``settings.continuation``.
+    methods : mapping candidate id → one-step ``cvu_method``
+    truncated : str
+        Why the depth is 1, when the horizon truncated it.
+
+    Returns
+    -------
+    (used, reason) : ``"one_step"`` or ``"<kind>(d=<depth>)"``, and a sentence saying why.
+    """
+    if kind == "one_step":
+        return "one_step", "one_step asked for"
+    if depth <= 1:
+        return "one_step", f"{kind} truncated to one step ({truncated or 'depth 1'})"
+    blocked = {c: m for c, m in methods.items() if _needs_weights(m)}
+    if blocked:
+        names = ", ".join(f"{c} ({m})" for c, m in blocked.items())
+        return "one_step", (f"{kind} not used for any candidate: it needs the importance "
+                            f"weights of the outcomes, and the one-step estimator could not "
+                            f"use them for {names}; every candidate keeps the one-step "
+                            "E_Y[G0] so that Q compares the same quantity")
+    return f"{kind}(d={depth})", f"{kind} of depth {depth} for every scored candidate"
 
 
 @dataclass

@@ -366,6 +366,9 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     if cvu is not None and "continuation" in cvu.attrs:  # a non-myopic continuation
         ds.attrs["continuation"] = str(cvu.attrs["continuation"])
         ds.attrs["continuation_depth"] = int(cvu.attrs["continuation_depth"])
+        for key in ("continuation_used", "continuation_reason"):
+            if key in cvu.attrs:
+                ds.attrs[key] = str(cvu.attrs[key])
     ds.attrs.update(transfer_attrs(belief, state.policy))
     return ds
 
