@@ -193,3 +193,21 @@ def test_campaign_with_a_cost_posterior_reports_the_overrun_probability_of_its_d
     assert "cost" in fitted.belief
     text, figures = render_report(fitted, d, "md")
     assert "## Uncertain costs" in text and {"costs", "overrun"} <= set(figures)
+
+
+def test_replay_of_an_overrun_campaign_stops_at_the_overrun_with_a_clamped_budget(overrun_run,
+                                                                                   fitter):
+    """The stop record an overrun writes is not a decision to stop: replay re-decides the one
+    logged step only, and the budget after it is max(b_0 − ΔC, 0), as the campaign logged."""
+    from belief.campaign.replay import replay
+
+    out, _ = overrun_run
+    recs = _lines(out)
+    step = next(r for r in recs if r["record"] == "step")
+    tree = replay(out, fitter=fitter)
+    assert tree.attrs["n_steps"] == 1
+    assert list(tree["steps"]["step"].values) == [0]
+    after = tree["budget"]["budget"].sel(step=1)
+    for r, v in step["budget_after"].items():
+        assert float(after.sel(resource=r)) == pytest.approx(v)
+    assert float(after.min()) == 0.0  # an overrun resource is clamped, never negative

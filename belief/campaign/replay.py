@@ -34,9 +34,14 @@ file                       content
 ``initial/<table>.csv``    optional: evidence available before the first step
 =========================  ====================================================================
 
-A broken record (missing or out-of-order step, unknown candidate, cost above the budget that
-was left, truncated line) stops the replay there: the steps before it are replayed and the
-problem is reported naming the record and the rule; nothing after it is used.
+A broken record (missing or out-of-order step, unknown candidate, a cost above the budget that
+was left without the campaign's matching ``overrun`` entry, a step after an overrun, truncated
+line) stops the replay there: the steps before it are replayed and the
+problem is reported naming the record and the rule; nothing after it is used.  A campaign
+stopped by a budget overrun (:mod:`belief.campaign.loop`) replays its steps up to the overrun;
+its stop record is not a decision to stop, so it is not re-decided.  Replay re-fits the gains
+and risk models only: a campaign run with the cost posterior (``fit.costs``) is re-decided with
+the candidate file's known costs.
 """
 
 from __future__ import annotations
@@ -95,9 +100,12 @@ class LoggedCampaign:
         return ev
 
     def budget_before(self, t: int) -> xr.DataArray:
+        """b_t = max(b_{t-1} − ΔC_{t-1}, 0) per resource: clamped at 0 after an overrun, as in
+        the campaign (:mod:`belief.campaign.loop`)."""
         b = self.initial_budget.copy()
         for rec in self.steps[:t]:
-            b = b - np.array([rec["cost"].get(r, 0.0) for r in b["resource"].values])
+            b = (b - np.array([rec["cost"].get(r, 0.0) for r in b["resource"].values])
+                 ).clip(min=0.0)
         return b
 
 
@@ -114,7 +122,10 @@ def _from_json_log(path: Path) -> LoggedCampaign:
               "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
               "outcome": _frames(r.get("outcome", {}))} for r in log.steps]
     settings = header_settings(h, log.path, custom_weights=True)
-    stop = None if log.stop is None else {"step": log.stop["step"]}
+    # a stop record written after a budget overrun is not a decision to stop (the campaign was
+    # stopped by the overrun, belief.campaign.loop): there is no logged choice to replay
+    stop = (None if log.stop is None or "overrun" in log.stop
+            else {"step": log.stop["step"]})
     return LoggedCampaign(cands, budget, h["initial_policy"],
                           _frames(h.get("initial_evidence", {})), steps, stop, settings,
                           log.problem, str(log.path))
