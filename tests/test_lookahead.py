@@ -242,6 +242,11 @@ def test_continuation_is_all_or_none_when_one_candidate_needs_regression():
     assert not any(str(m).endswith("+lookahead2") for m in la["cvu_method"].values)
     assert la.attrs["continuation_used"] == "one_step"
     assert "probe_b (regression" in la.attrs["continuation_reason"]
+    # the fallback is a one-step decision, so CVU's channel split is computed, as for one_step
+    for k in ("cvu_own", "cvu_order", "cvu_safety_value"):
+        np.testing.assert_array_equal(la[k].values, one[k].values)
+    scored = np.isfinite(la["cvu"].values)
+    assert scored.any() and np.isfinite(la["cvu_own"].values[scored]).all()
 
 
 def test_continuation_applies_to_every_candidate_when_all_have_weights():
@@ -254,6 +259,9 @@ def test_continuation_applies_to_every_candidate_when_all_have_weights():
     assert set(la["cvu_continuation"].values[feasible]) == {"lookahead2(d=2)"}
     assert all(str(m).endswith("+lookahead2") for m in la["cvu_method"].values[feasible])
     assert la.attrs["g0_null"] >= one.attrs["g0_null"] - 1e-12
+    # the split is of the one-step CVU only: NaN where the look-ahead replaced G0
+    assert np.isnan(la["cvu_own"].values[feasible]).all()
+    assert np.isfinite(one["cvu_own"].values[feasible]).all()
 
 
 def test_continuation_choice_rule():

@@ -388,8 +388,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         exp = experiments.get(cid)
         if exp is None:
             continue
-        if exp.refit is not None and settings.channel_split:
-            exp = replace(exp, refit=_memoised(exp.refit))  # the split reuses the refits
+        if exp.refit is not None:  # one refit per distinct outcome, with or without the split
+            exp = replace(exp, refit=_memoised(exp.refit))  # (so the split cannot move CVU)
         b_next = budget - costs[c]
         c_lam_next = costs @ np.asarray(weights(b_next), float)
         avail_next = available.copy()
