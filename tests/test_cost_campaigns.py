@@ -186,6 +186,14 @@ def test_campaign_with_a_cost_posterior_reports_the_overrun_probability_of_its_d
     assert (table.loc[table["feasible"].astype(bool),
                       [c for c in table.columns if c.startswith("overrun_")]] <= 0.05).all().all()
     assert result.stop_reason.startswith("budget overrun at step 0")
+    # replay re-fits the cost model as the campaign did: the same C_λ = λᵀE[ΔC] at step 0
+    # (with the known costs it would be λᵀc̃) and the same choice
+    from belief.campaign.replay import replay
+
+    tree = replay(tmp_path, fitter=fitter)
+    np.testing.assert_allclose(tree["scores"]["c_lambda"].sel(step=0).values,
+                               d["c_lambda"].values, rtol=1e-9)
+    assert bool(tree["steps"]["agree"].sel(step=0))
     from belief.report.document import render_report
     from belief.workflow.belief_file import load
 

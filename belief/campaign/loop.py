@@ -82,7 +82,8 @@ from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
 from models.costs import CostPriors
 
-__all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "folder_state",
+__all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "campaign_fitter",
+           "folder_state",
            "header_settings", "outputs_complete", "run_campaign", "same_campaign",
            "settings_from_dict", "settings_to_dict"]
 
@@ -313,7 +314,7 @@ class Campaign:
             settings = replace(settings, weights=FixedWeights(world.weight_values))
         self.settings = settings
         self.decision_settings = settings.decision()
-        self.fitter = _campaign_fitter(fitter, self.candidates, settings)
+        self.fitter = campaign_fitter(fitter, self.candidates, settings)
         init = world.initial_evidence()
         self.initial_evidence = {k: v for k, v in init.items() if v is not None}
         self.evidence = Evidence(self.candidates).append(**self.initial_evidence)
@@ -671,7 +672,7 @@ class Campaign:
         return c
 
 
-def _campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
+def campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
                      settings: CampaignSettings) -> BeliefFitter:
     """The campaign's fitter: ``fitter`` (compiled models re-used) or a new one, fitting the
     cost model when ``settings.fit.costs`` with ``settings.heavy_tailed_costs``."""

@@ -39,9 +39,9 @@ was left without the campaign's matching ``overrun`` entry, a step after an over
 line) stops the replay there: the steps before it are replayed and the
 problem is reported naming the record and the rule; nothing after it is used.  A campaign
 stopped by a budget overrun (:mod:`belief.campaign.loop`) replays its steps up to the overrun;
-its stop record is not a decision to stop, so it is not re-decided.  Replay re-fits the gains
-and risk models only: a campaign run with the cost posterior (``fit.costs``) is re-decided with
-the candidate file's known costs.
+its stop record is not a decision to stop, so it is not re-decided.  A campaign run with the
+cost posterior (``fit.costs``) is re-decided with the cost model re-fitted on the realised costs
+of the steps before each t, as the campaign did.
 """
 
 from __future__ import annotations
@@ -55,7 +55,12 @@ import pandas as pd
 import xarray as xr
 
 from belief.campaign.log import LOG_NAME, read_log
-from belief.campaign.loop import CampaignSettings, header_settings, step_seed
+from belief.campaign.loop import (
+    CampaignSettings,
+    campaign_fitter,
+    header_settings,
+    step_seed,
+)
 from belief.campaign.world import model_update_row
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
@@ -98,6 +103,15 @@ class LoggedCampaign:
                 ev = ev.append(model_updates=model_update_row(
                     self.candidates, rec["chosen"], int(rec["step"]), rec["policy"]))
         return ev
+
+    def costs_before(self, t: int) -> pd.DataFrame:
+        """The realised costs of steps < t (the ``costs`` table of :mod:`belief.inputs.costs`,
+        as :meth:`belief.campaign.loop.Campaign.costs_table` wrote it)."""
+        resources = list(self.initial_budget["resource"].values)
+        rows = [{"step": int(rec["step"]), "candidate": rec["chosen"],
+                 **{r: float(rec["cost"].get(r, 0.0)) for r in resources},
+                 "policy": rec["policy"]} for rec in self.steps[:t]]
+        return pd.DataFrame(rows, columns=["step", "candidate", *resources, "policy"])
 
     def budget_before(self, t: int) -> xr.DataArray:
         """b_t = max(b_{t-1} − ΔC_{t-1}, 0) per resource: clamped at 0 after an overrun, as in
@@ -265,7 +279,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
                                     "log cannot hold)")
     ds = s.decision()
     cands = camp.candidates
-    fitter = fitter or BeliefFitter(cands, s.fit)
+    fitter = campaign_fitter(fitter, cands, s)  # with fit.costs: the cost model too
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
     if n_logged == 0:
         raise InputError(camp.source, "nothing to replay: "
@@ -282,7 +296,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         evidence = camp.evidence_before(t)
         budget = camp.budget_before(t)
         sd = step_seed(seed, t)
-        _, belief = fitter.fit_reliable(evidence, policy, t, sd)
+        costs = camp.costs_before(t) if s.fit.costs else None  # as Campaign._fit
+        _, belief = fitter.fit_reliable(evidence, policy, t, sd, costs=costs)
         state = State(step=t, budget=budget, policy=policy, belief=belief,
                       history=tuple(history), available=tuple(available))
         refit = None
