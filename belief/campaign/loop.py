@@ -673,7 +673,7 @@ class Campaign:
 
 
 def campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
-                     settings: CampaignSettings) -> BeliefFitter:
+                    settings: CampaignSettings) -> BeliefFitter:
     """The campaign's fitter: ``fitter`` (compiled models re-used) or a new one, fitting the
     cost model when ``settings.fit.costs`` with ``settings.heavy_tailed_costs``."""
     priors = CostPriors(heavy_tailed=settings.heavy_tailed_costs)

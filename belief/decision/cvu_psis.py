@@ -34,7 +34,7 @@ from belief.decision.importance import psis_weights
 from belief.decision.preposterior import (
     NextState,
     control_functions,
-    control_variate_mean,
+    control_variate_summary,
     control_variate_terms,
     influence,
     winners,
@@ -197,8 +197,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         z = omega @ funcs - funcs.mean(axis=0)
     else:
         z = np.zeros((n_j, 0))
-    value, mcse, gain_cv = control_variate_mean(g0_j, z)
-    terms = control_variate_terms(g0_j, z)  # mean = value: pairs estimates on these outcomes
+    terms = control_variate_terms(g0_j, z)  # pairs estimates on these outcomes
+    value, mcse, gain_cv = control_variate_summary(g0_j, terms)
 
     if_draws, if_noise = _draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
     method = "psis+cv" if z.shape[1] else "psis"

@@ -47,8 +47,8 @@ import numpy as np
 from belief.decision.functionals import Functional, lcb
 from belief.decision.scores import g0
 
-__all__ = ["NextState", "control_functions", "control_variate_mean", "control_variate_terms",
-           "draws_variance",
+__all__ = ["NextState", "control_functions", "control_variate_mean", "control_variate_summary",
+           "control_variate_terms", "draws_variance",
            "influence", "winners"]
 
 STOP = -1
@@ -195,11 +195,19 @@ def control_variate_mean(values: np.ndarray, controls: np.ndarray, folds: int = 
     used (the first ones); without controls this is the plain mean and sd/√J.
     """
     y = np.asarray(values, float)
+    return control_variate_summary(y, control_variate_terms(y, controls, folds, max_controls))
+
+
+def control_variate_summary(values: np.ndarray, adjusted: np.ndarray
+                            ) -> tuple[float, float, float]:
+    """(â, se(â), gain) of :func:`control_variate_mean` from its adjusted values
+    (:func:`control_variate_terms`): â = mean(adjusted), se = sd(adjusted)/√J and
+    gain = var(values)/var(adjusted) (1 when no control was used)."""
+    y, adjusted = np.asarray(values, float), np.asarray(adjusted, float)
     n = y.size
-    adjusted = control_variate_terms(y, controls, folds, max_controls)
     plain_var = y.var(ddof=1) if n > 1 else np.nan
     var = adjusted.var(ddof=1) if n > 1 else np.nan
-    if adjusted is y:
+    if np.array_equal(adjusted, y):  # no control used
         return float(y.mean()), float(np.sqrt(plain_var / n)), 1.0
     gain = plain_var / var if var > 0 else np.inf
     return float(adjusted.mean()), float(np.sqrt(var / n)), float(gain)
@@ -208,7 +216,7 @@ def control_variate_mean(values: np.ndarray, controls: np.ndarray, folds: int = 
 def control_variate_terms(values: np.ndarray, controls: np.ndarray, folds: int = 4,
                           max_controls: int | None = None) -> np.ndarray:
     """The adjusted values values_j − β̂_{−f(j)}ᵀ z_j of :func:`control_variate_mean` (J,),
-    whose mean is its estimate; ``values`` itself (the same object) when no control is used.
+    whose mean is its estimate; ``values`` itself when no control is used.
     Two estimates on the same outcomes are paired through them: the Monte Carlo error of
     their difference is sd_j(a_j − b_j)/√J."""
     y = np.asarray(values, float)
