@@ -219,3 +219,17 @@ def test_replay_of_an_overrun_campaign_stops_at_the_overrun_with_a_clamped_budge
     for r, v in step["budget_after"].items():
         assert float(after.sel(resource=r)) == pytest.approx(v)
     assert float(after.min()) == 0.0  # an overrun resource is clamped, never negative
+
+
+def test_policy_runs_count_what_was_spent_not_the_clamped_budget():
+    """many._spent: Σ realised ΔC per resource, so an overrun's full amount is counted (b_0 −
+    b_t would stop at b_0 once the budget is clamped at 0)."""
+    from types import SimpleNamespace
+
+    from belief.campaign.many import _spent
+
+    table = pd.DataFrame({"step": [0, 1], "candidate": ["x", "y"], "a": [2.0, 9.0],
+                          "b": [1.0, 0.5], "policy": ["pi0", "pi1"]})
+    campaign = SimpleNamespace(costs_table=lambda: table,
+                               candidates=SimpleNamespace(resources=("a", "b")))
+    np.testing.assert_array_equal(_spent(campaign), [11.0, 1.5])

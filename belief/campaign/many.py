@@ -118,6 +118,12 @@ def replay_folder(folder: str | Path, out: str | Path | None = None, *,
     return result
 
 
+def _spent(campaign: Any) -> np.ndarray:
+    """Σ realised ΔC per resource of the campaign's steps so far (not b_0 − b_t, which the
+    clamp at 0 after an overrun would understate)."""
+    return campaign.costs_table()[list(campaign.candidates.resources)].sum().to_numpy(float)
+
+
 def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str, Any], float]
                ) -> dict[str, Any]:
     """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
@@ -143,7 +149,7 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
         feasible = decision["feasible"].values.astype(bool)
         q = np.where(feasible, decision["q"].values, -np.inf)
         v = np.where(feasible, decision["value_vs_stop"].values, -np.inf)
-        spent = world.initial_budget.values - campaign.budget.values
+        spent = _spent(campaign)
         trace.append({"step": step, "chosen": decision.attrs["chosen"],
                       "max_q": float(q.max()), "max_value_vs_stop": float(v.max()),
                       "continuation_used": str(decision.attrs.get("continuation_used", "")),
@@ -153,6 +159,7 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
 
     result = campaign.run(on_step=on_step)
     b0 = world.initial_budget
+    used = dict(zip(world.candidates.resources, _spent(campaign).tolist(), strict=True))
     hw_unsafe = [t.candidate.id for t in world.truth
                  if t.candidate.drives_hardware and t.p_unsafe > settings.gate.alpha_exec]
     n_initial = len(campaign.initial_evidence.get("safety_events", []))
@@ -162,11 +169,9 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
             "final_success": world.true_success(result.policy),
             "initial_success": world.initial_success,
             "steps": len(result.history), "history": list(result.history),
-            "budget_used": {r: float(b0.sel(resource=r) - result.budget.sel(resource=r))
-                            for r in b0["resource"].values},
+            "budget_used": used,
             "budget_used_fraction": float(np.mean(
-                [(b0.sel(resource=r) - result.budget.sel(resource=r)) / b0.sel(resource=r)
-                 for r in b0["resource"].values])),
+                [used[r] / float(b0.sel(resource=r)) for r in b0["resource"].values])),
             "gate_violations": sum(m in hw_unsafe for m in result.history),
             "unsafe_events": unsafe_events,
             "stop_reason": result.stop_reason,
