@@ -489,3 +489,28 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
         tol = 3 * np.hypot(se_psis, se_nested)
         print(m, "PSIS", cvu_psis, "+-", se_psis, "nested", cvu_nested, "+-", se_nested)
         assert abs(cvu_psis - cvu_nested) < tol, (m, cvu_psis, cvu_nested, tol)
+
+
+def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
+    """Two estimates on the same outcomes: the error of their difference is the estimator's
+    error formula on the per-outcome differences (PSIS: sd/√J; regression: √(Σ_i var_r /
+    (R S²))), far below the unpaired √(se_a² + se_b²) when they are correlated; without
+    paired terms (or with other shapes) it is the unpaired value."""
+    from belief.decision.cvu_estimate import Estimate
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=400)
+    b = a + 0.1 * rng.normal(size=400)
+    ea = Estimate(a.mean(), a.std(ddof=1) / 20, "psis", "", terms=a)
+    eb = Estimate(b.mean(), b.std(ddof=1) / 20, "psis", "", terms=b)
+    paired = ea.mcse_of_difference(eb)
+    assert paired == pytest.approx((a - b).std(ddof=1) / 20)
+    assert paired < 0.2 * np.hypot(ea.mcse, eb.mcse)
+    ea.terms = None
+    assert ea.mcse_of_difference(eb) == pytest.approx(np.hypot(ea.mcse, eb.mcse))
+    ra, rb = rng.normal(size=(8, 50)), rng.normal(size=(8, 50))  # (R, S) regression terms
+    er = Estimate(0.0, 0.0, "regression", "", terms=ra)
+    e2 = Estimate(0.0, 0.0, "regression", "", terms=rb)
+    per_draw = (ra - rb).var(axis=0, ddof=1)
+    assert er.mcse_of_difference(e2) == pytest.approx(np.sqrt(per_draw.mean() / (8 * 50)))
+    assert er.mcse_of_difference(ea) == pytest.approx(np.hypot(er.mcse, ea.mcse))  # shapes
