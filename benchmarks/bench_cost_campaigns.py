@@ -20,7 +20,8 @@ Measured per arm over the N campaigns:
 - overrun frequency: campaigns in which a realised cost exceeded the budget left (the campaign
   then stops, :mod:`belief.campaign.overrun`), with its 95 % Clopper–Pearson interval (target
   for ``chance``: ≤ 5 %); and Σ over executed steps of the decision-time max_r Pr(ΔC_r > b_t,r)
-  (the expected number of overrun steps the belief predicted) against the observed number;
+  (a lower bound of the expected number of overrun steps the belief predicted, since a step
+  overruns when any resource does) against the observed number;
 - net value: J(π_T) − J(π_0) − λᵀ(Σ realised costs), with λ the world's weights (true J from the
   world), mean ± s.e. over campaigns, and the paired difference chance − blind ± s.e.;
 - calibration of the cost predictive (``chance`` only): for every executed step and every

@@ -178,8 +178,7 @@ def _seconds(d: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def _continuation_use(d: pd.DataFrame, name: str) -> None:
-    """How many of a variant's decisions used its continuation (all or none per decision),
-    and the wall time of the decision alone (U0, CVU, Q; no fit)."""
+    """How many of a variant's decisions used its continuation (all or none per decision)."""
     used = [t.get("continuation_used", "") for tr in d.trace for t in tr]
     n = len(used)
     k = sum(u not in ("", "one_step") for u in used)

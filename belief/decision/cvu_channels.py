@@ -36,8 +36,10 @@ per-outcome terms (:meth:`belief.decision.cvu_estimate.Estimate.mcse_of_differen
 of the draws).  Where the CVU refit outcomes exactly, V_{i,ii} uses the same refits (the gate
 does not change the gains) and V_{i} keeps the PSIS weights of those outcomes (a refit without
 m's order effects does not exist), so cvu_order then also carries the refit-vs-weights
-difference of at most ``max_refits`` outcomes.  Only the one-step CVU is split: a non-myopic
-continuation leaves the split NaN.
+difference of at most ``max_refits`` outcomes; an outcome whose weights were not finite (it
+was refitted because of them) has no weights to keep, so the forced-PSIS V_{i} fails there and
+the split is NaN.  Only the one-step CVU is split: a decision that uses a non-myopic
+continuation leaves the split NaN (one that falls back to one step is split).
 """
 
 from __future__ import annotations
