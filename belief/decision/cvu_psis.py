@@ -245,14 +245,15 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
     cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
-    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth)  # sorted once
+    # sorted once; v is constant on the blocks (ReweightedColumns' block path)
+    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
     vals = np.empty(replicates)
     for k in range(replicates):
         v = rng.poisson(1.0, b)[block].astype(float)
         if v.sum() == 0:
             v[:] = 1.0
-        w = smooth * v[None, :]
-        ok = w.sum(axis=1) > 0
+        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): a product, not an (J, S) array
+        ok = smooth @ v > 0
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
         phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))

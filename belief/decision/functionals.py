@@ -23,8 +23,8 @@ import numpy as np
 from belief.errors import InputError
 from belief.validate import is_number
 
-__all__ = ["Functional", "ReweightedColumns", "apply_functional", "cvar", "lcb", "mean",
-           "parse_functional", "weighted_columns"]
+__all__ = ["Functional", "ReweightedColumns", "SortedColumns", "apply_functional", "cvar", "lcb",
+           "mean", "parse_functional", "resampled", "weighted_columns"]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -157,6 +157,66 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
     return _cvar_sorted(xs[None], ws, functional.param)
 
 
+class SortedColumns:
+    """φ of every column of ``draws`` (S, C) under many draw weights v (S,), sorted once:
+    ``SortedColumns(φ, draws)(v)`` is ``apply_functional(φ, draws.T, v)`` bit for bit (the
+    same stable order, the same normalised weights gathered into it, the same kernels)."""
+
+    def __init__(self, functional: Functional, draws: np.ndarray) -> None:
+        self.functional = functional
+        self.x = np.ascontiguousarray(np.asarray(draws, dtype=float).T)  # (C, S)
+        if functional.kind != "mean":
+            self.order = np.argsort(self.x, axis=-1, kind="stable")
+            self.xs = np.take_along_axis(self.x, self.order, -1)
+
+    def __call__(self, v: np.ndarray | None = None) -> np.ndarray:
+        if self.functional.kind == "mean" or v is None:
+            return apply_functional(self.functional, self.x, v)
+        _, w = _normalised(self.x[:1], v)  # every row of the broadcast weights is this one
+        ws = w[0][self.order]
+        if self.functional.kind == "lcb":
+            return _lcb_sorted(self.xs, ws, self.functional.param)
+        return _cvar_sorted(self.xs, ws, self.functional.param)
+
+
+def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """φ of every column of ``draws`` (S, C) over bootstrap resamples ``idx`` (B, n) of its
+    rows → (B, C): ``functional(np.moveaxis(draws[idx], 1, -1))`` bit for bit, without
+    sorting each resample.
+
+    Under uniform weights the sorted resample of a column is its sorted draws, each repeated
+    as often as it was drawn, with the same weights 1/n at every position; so for ``lcb``
+    the quantile's position k (the same in every resample) is found once and its value is
+    the sorted draw whose cumulative count first exceeds k, and for ``cvar`` the sorted
+    resample is built by repetition.  ``mean`` sums in the resample's order, as before.
+    """
+    x = np.asarray(draws, dtype=float)
+    idx = np.asarray(idx)
+    if functional.kind == "mean" or idx.ndim != 2 or idx.size == 0:
+        return functional(np.moveaxis(x[idx], 1, -1))
+    n_b, n = idx.shape
+    n_s = x.shape[0]
+    counts = np.bincount((idx + n_s * np.arange(n_b)[:, None]).ravel(),
+                         minlength=n_b * n_s).reshape(n_b, n_s)
+    order = np.argsort(x, axis=0, kind="stable")  # (S, C)
+    xs = np.take_along_axis(x, order, 0)
+    w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
+    out = np.empty((n_b, x.shape[1]))
+    if functional.kind == "lcb":
+        k = int(np.minimum((np.cumsum(w, axis=-1) < functional.param * (1 - 1e-12)).sum(),
+                           n - 1))
+        for c in range(x.shape[1]):
+            cum = np.cumsum(counts[:, order[:, c]], axis=1)  # (B, S)
+            out[:, c] = xs[(cum <= k).sum(axis=1), c]
+        return out
+    ws = np.broadcast_to(w, (n_b, n))
+    for c in range(x.shape[1]):
+        rep = np.repeat(np.broadcast_to(xs[:, c], (n_b, n_s)).ravel(),
+                        counts[:, order[:, c]].ravel()).reshape(n_b, n)
+        out[:, c] = _cvar_sorted(rep, ws, functional.param)
+    return out
+
+
 class ReweightedColumns:
     """φ of every column of ``draws`` (S, C) under many reweightings of the rows of ``base``
     (J, S): w_j ∝ base_j · v for draw weights v (S,) — the block bootstrap of the draws in
@@ -169,20 +229,30 @@ class ReweightedColumns:
     """
 
     def __init__(self, functional: Functional, draws: np.ndarray, base: np.ndarray,
-                 chunk: int = 128) -> None:
+                 chunk: int = 128, block: np.ndarray | None = None) -> None:
         self.functional = functional
         self.draws = np.asarray(draws, dtype=float)
         self.base = np.asarray(base, dtype=float)
         self.chunk = int(chunk)
+        self.exact_pairs = 0  # (row, column) pairs the block path handed to the exact sum
+        self._prefix: _BlockPrefix | None = None
         if functional.kind == "lcb":
             order = np.argsort(self.draws, axis=0, kind="stable")  # (S, C)
-            self.order_t = order.T  # (C, S)
-            self.xs = np.take_along_axis(self.draws, order, 0).T  # (C, S)
-            self.base_sorted = self.base[:, self.order_t]  # (J, C, S)
+            self.order_t = np.ascontiguousarray(order.T)  # (C, S)
+            self.xs = np.ascontiguousarray(np.take_along_axis(self.draws, order, 0).T)
+            if block is None:
+                # (J, C, S), C-ordered: fancy indexing returns another layout, and reshaping
+                # that copied all of it on every call
+                self.base_sorted = np.ascontiguousarray(self.base[:, self.order_t])
+            else:
+                self._prefix = _BlockPrefix(self.base, self.order_t, block)
+                self.base_sorted = self._prefix.base_padded[..., :self.draws.shape[0]]
 
     def __call__(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """φ of every column for the rows ``rows`` (boolean, J) of ``base`` reweighted by v
         → (rows.sum(), C)."""
+        if self._prefix is not None and self._prefix.constant_on_blocks(v):
+            return self._lcb_blocks(v, rows)
         w = self.base[rows] * v[None, :]
         total = w.sum(axis=-1, keepdims=True)
         if self.functional.kind == "mean":
@@ -191,6 +261,55 @@ class ReweightedColumns:
             return weighted_columns(self.functional, self.draws, w)
         base = self.base_sorted if rows.all() else self.base_sorted[rows]
         return self._lcb(base, v[self.order_t], total[:, 0])
+
+    def _lcb_blocks(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`_lcb` for draw weights v constant on the blocks, without summing every
+        weight below q: the crossing of q is located from per-block prefix sums at segment
+        ends (:class:`_BlockPrefix`), and only the segment that holds it is summed.
+
+        These sums are in another order than the sequential ``numpy.cumsum`` of :meth:`_lcb`,
+        so each (row, column) is accepted only when its running sums just before and at the
+        crossing are more than ``_GUARD`` (relative to the row's total) from q — far above the
+        rounding error of either order, ~S·ε — and the index is then the one the sequential sum
+        gives; the others (sums within ``_GUARD`` of q: ties, or q hit exactly) are summed
+        sequentially by :meth:`_lcb`.  The result is therefore the same, bit for bit."""
+        pre = self._prefix
+        n_s = self.xs.shape[1]
+        n_c, width, length = self.xs.shape[0], pre.width, pre.length
+        q = self.functional.param * (1 - 1e-12)
+        jj = np.flatnonzero(rows)
+        total = (self.base @ v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
+        ends = pre.ends(v)[jj]  # (J', C, G) running sums at the segment ends
+        thr = (q * total)[:, None]  # (J', 1)
+        seg = np.minimum((ends < thr[..., None]).sum(axis=-1), pre.n_seg - 1)  # (J', C)
+        start = seg * length
+        before = np.where(seg > 0, np.take_along_axis(
+            ends, np.maximum(seg - 1, 0)[..., None], -1)[..., 0], 0.0)
+        # the segment holding the crossing: its sorted weights (zero-padded past S) times v
+        step = np.arange(length)
+        at_base = ((jj[:, None] * n_c + np.arange(n_c)) * width + start)[..., None] + step
+        at_v = (np.arange(n_c) * width + start)[..., None] + step
+        vals = pre.base_padded.take(at_base) * pre.v_sorted(v).take(at_v)  # (J', C, L)
+        run = np.cumsum(vals, axis=-1)
+        run += before[..., None]
+        local = np.minimum((run < thr[..., None]).sum(axis=-1), n_s - 1 - start)  # (J', C)
+        last = local == n_s - 1 - start  # the index S − 1: no test above it
+        at = np.take_along_axis(run, np.minimum(local, length - 1)[..., None], -1)[..., 0]
+        prev = np.where(local > 0, np.take_along_axis(
+            run, np.maximum(local - 1, 0)[..., None], -1)[..., 0], before)
+        tol = _GUARD * total[:, None]
+        idx = start + local
+        sure = (((idx == 0) | (prev < thr - tol))
+                & (last | ((local < length) & (at >= thr + tol))))
+        if not sure.all():  # the sequential sum, as :meth:`_lcb` does, for the others
+            bj, bc = np.nonzero(~sure)
+            self.exact_pairs += bj.size
+            rows_b = jj[bj]
+            w = self.base[rows_b] * v[None, :]
+            tot = w.sum(axis=-1)  # as __call__ and weighted_columns sum it
+            ws = self.base_sorted[rows_b, bc] * v[self.order_t[bc]] / tot[:, None]
+            idx[bj, bc] = np.minimum((np.cumsum(ws, axis=-1) < q).sum(axis=-1), n_s - 1)
+        return self.xs[np.arange(n_c)[None, :], idx]
 
     def _lcb(self, base: np.ndarray, v_sorted: np.ndarray, total: np.ndarray) -> np.ndarray:
         """:func:`_lcb_sorted` of ``base · v_sorted / total``, summing chunk by chunk."""
@@ -217,3 +336,63 @@ class ReweightedColumns:
         idx = idx.reshape(n_j, n_c)
         return np.take_along_axis(np.broadcast_to(self.xs, (n_j, n_c, n_s)), idx[..., None],
                                   -1)[..., 0]
+
+
+_GUARD = 1e-9  # relative distance from q below which the block path sums sequentially
+
+
+class _BlockPrefix:
+    """Per-block running sums of sorted weights at segment ends, for draw weights v that are
+    constant on blocks of draws (v_i = P_{b(i)}, the block bootstrap):
+
+        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},   A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k),
+
+    for every (row, column) in each column's sorted order, in segments of L sorted draws; one
+    matrix–vector product per v gives every segment end."""
+
+    def __init__(self, base: np.ndarray, order_t: np.ndarray, block: np.ndarray,
+                 length: int = 64) -> None:
+        (n_j, n_s), n_c = base.shape, order_t.shape[0]
+        self.block = np.asarray(block, dtype=np.intp)
+        if self.block.shape != (n_s,) or (self.block < 0).any():
+            raise ValueError("block must hold a non-negative block index per draw")
+        self.n_blocks = int(self.block.max()) + 1 if n_s else 1
+        # the first draw of each block, to read P from v (an empty block keeps P = 0)
+        firsts = np.full(self.n_blocks, -1)
+        firsts[self.block[::-1]] = np.arange(n_s)[::-1]
+        self.firsts = firsts
+        self.length = max(1, min(n_s, int(length)))
+        self.n_seg = -(-n_s // self.length)
+        self.width = self.n_seg * self.length
+        self.order_t = order_t
+        # each column's sorted weights (J, C, G·L), zero past S so that every segment has L
+        self.base_padded = np.zeros((n_j, n_c, self.width))
+        for c in range(n_c):
+            self.base_padded[:, c, :n_s] = base[:, order_t[c]]
+        blk = self.block[order_t]  # (C, S): block of each sorted draw
+        key_c = (np.arange(n_c)[:, None] * self.n_seg + np.arange(n_s) // self.length
+                 ) * self.n_blocks + blk  # (C, S)
+        per_row = n_c * self.n_seg * self.n_blocks
+        key = (np.arange(n_j)[:, None, None] * per_row + key_c[None]).ravel()
+        sums = np.bincount(key, weights=self.base_padded[..., :n_s].ravel(),
+                           minlength=n_j * per_row)  # (the padding carries no weight)
+        self.prefix = np.cumsum(sums.reshape(n_j * n_c, self.n_seg, self.n_blocks), axis=1
+                                ).reshape(n_j * n_c * self.n_seg, self.n_blocks)
+        self.shape = (n_j, n_c, self.n_seg)
+
+    def constant_on_blocks(self, v: np.ndarray) -> bool:
+        """Whether v (S,) is one value per block (the path is exact only then)."""
+        return bool(np.array_equal(v, self.p_of(v)[self.block]))
+
+    def p_of(self, v: np.ndarray) -> np.ndarray:
+        return np.where(self.firsts >= 0, v[np.maximum(self.firsts, 0)], 0.0)
+
+    def ends(self, v: np.ndarray) -> np.ndarray:
+        """Running sums of base · v at every segment end, (J, C, G)."""
+        return (self.prefix @ self.p_of(v)).reshape(self.shape)
+
+    def v_sorted(self, v: np.ndarray) -> np.ndarray:
+        """v in each column's sorted order, zero-padded to the segments' width, (C, G·L)."""
+        out = np.zeros((self.order_t.shape[0], self.width))
+        out[:, :self.order_t.shape[1]] = v[self.order_t]
+        return out
