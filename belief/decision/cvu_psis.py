@@ -29,7 +29,12 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.functionals import Functional, ReweightedColumns, weighted_columns
+from belief.decision.functionals import (
+    Functional,
+    ReweightedColumns,
+    column_lcbs,
+    weighted_columns,
+)
 from belief.decision.importance import psis_weights
 from belief.decision.preposterior import (
     NextState,
@@ -70,7 +75,8 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
     else:
         x = nxt.gain[:, col].T  # (J, S): the draws of each outcome's winning column
         psi = np.where(stop[:, None], 0.0,
-                       influence(functional, x, phi_won, x, smooth))
+                       influence(functional, x, phi_won, x, smooth,
+                                 lambda qs: column_lcbs(nxt.gain, col, qs, smooth)))
         a = n_s * omega * (psi + g0_j[:, None])
         mean_a, var_a = a.mean(axis=0), a.var(axis=0, ddof=1)
     return mean_a - g0_j.mean(), np.maximum(var_a, 0.0) / n_j

@@ -24,7 +24,8 @@ from belief.errors import InputError
 from belief.validate import is_number
 
 __all__ = ["Functional", "ReweightedColumns", "SortedColumns", "apply_functional", "cvar", "lcb",
-           "mean", "parse_functional", "resampled", "weighted_columns"]
+           "column_lcbs", "lcbs", "mean", "parse_functional", "resampled",
+           "weighted_columns"]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -123,6 +124,32 @@ def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.nd
     return _lcb_sorted(*_sorted(*_normalised(draws, weights)), q)
 
 
+def lcbs(draws: np.ndarray, qs: tuple[float, ...],
+         weights: np.ndarray | None = None) -> list[np.ndarray]:
+    """:func:`lcb` at several levels q with one sort: ``[lcb(draws, q, weights) for q in qs]``
+    bit for bit."""
+    xs, ws = _sorted(*_normalised(draws, weights))
+    return [_lcb_sorted(xs, ws, q) for q in qs]
+
+
+def column_lcbs(draws: np.ndarray, col: np.ndarray, qs: tuple[float, ...],
+                weights: np.ndarray) -> list[np.ndarray]:
+    """:func:`lcbs` of row j = column ``col[j]`` of ``draws`` (S, C) under weights (J, S):
+    ``lcbs(draws[:, col].T, qs, weights)`` bit for bit, sorting each column once (not each
+    row: the stable order of a row is that of its column)."""
+    x = np.asarray(draws, dtype=float)
+    col = np.asarray(col)
+    _, w = _normalised(np.empty((col.size, x.shape[0])), weights)
+    out = [np.empty(col.size) for _ in qs]
+    for c in np.unique(col):
+        rows = np.flatnonzero(col == c)
+        order = np.argsort(x[:, c], kind="stable")
+        xs, ws = x[order, c], w[rows][:, order]
+        for k, q in enumerate(qs):
+            out[k][rows] = _lcb_sorted(xs, ws, q)
+    return out
+
+
 def cvar(draws: np.ndarray, alpha: float, weights: np.ndarray | None = None) -> np.ndarray:
     """Mean of the lowest α fraction: (1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1)))."""
     return _cvar_sorted(*_sorted(*_normalised(draws, weights)), alpha)
@@ -151,10 +178,12 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
         return w @ draws
     order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    ws = w[:, order.T]  # (J, C, S)
     if functional.kind == "lcb":
-        return _lcb_sorted(xs, ws, functional.param)
-    return _cvar_sorted(xs[None], ws, functional.param)
+        # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not;
+        # a running sum is sequential in either layout, so the values are the same)
+        return _lcb_sorted(xs, np.take(w, order.T, axis=1), functional.param)
+    # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
+    return _cvar_sorted(xs[None], w[:, order.T], functional.param)
 
 
 class SortedColumns:
@@ -246,7 +275,6 @@ class ReweightedColumns:
                 self.base_sorted = np.ascontiguousarray(self.base[:, self.order_t])
             else:
                 self._prefix = _BlockPrefix(self.base, self.order_t, block)
-                self.base_sorted = self._prefix.base_padded[..., :self.draws.shape[0]]
 
     def __call__(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """φ of every column for the rows ``rows`` (boolean, J) of ``base`` reweighted by v
@@ -259,39 +287,32 @@ class ReweightedColumns:
             return (w / total) @ self.draws
         if self.functional.kind == "cvar":
             return weighted_columns(self.functional, self.draws, w)
-        base = self.base_sorted if rows.all() else self.base_sorted[rows]
+        if self._prefix is not None:  # v not constant on the blocks
+            base = self.base[rows][:, self.order_t]
+        else:
+            base = self.base_sorted if rows.all() else self.base_sorted[rows]
         return self._lcb(base, v[self.order_t], total[:, 0])
 
     def _lcb_blocks(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """:meth:`_lcb` for draw weights v constant on the blocks, without summing every
-        weight below q: the crossing of q is located from per-block prefix sums at segment
-        ends (:class:`_BlockPrefix`), and only the segment that holds it is summed.
+        weight below q: the segment of sorted draws where the running sum crosses q is located
+        from per-block prefix sums (:class:`_BlockPrefix`), and only that segment is summed.
 
         These sums are in another order than the sequential ``numpy.cumsum`` of :meth:`_lcb`,
         so each (row, column) is accepted only when its running sums just before and at the
         crossing are more than ``_GUARD`` (relative to the row's total) from q — far above the
         rounding error of either order, ~S·ε — and the index is then the one the sequential sum
-        gives; the others (sums within ``_GUARD`` of q: ties, or q hit exactly) are summed
-        sequentially by :meth:`_lcb`.  The result is therefore the same, bit for bit."""
+        gives (the running sums increase); the others (sums within ``_GUARD`` of q: ties, or q
+        hit exactly) are summed sequentially as :meth:`_lcb` does.  The result is therefore the
+        same, bit for bit."""
         pre = self._prefix
-        n_s = self.xs.shape[1]
-        n_c, width, length = self.xs.shape[0], pre.width, pre.length
+        n_c, n_s = self.xs.shape
         q = self.functional.param * (1 - 1e-12)
         jj = np.flatnonzero(rows)
         total = (self.base @ v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
-        ends = pre.ends(v)[jj]  # (J', C, G) running sums at the segment ends
         thr = (q * total)[:, None]  # (J', 1)
-        seg = np.minimum((ends < thr[..., None]).sum(axis=-1), pre.n_seg - 1)  # (J', C)
-        start = seg * length
-        before = np.where(seg > 0, np.take_along_axis(
-            ends, np.maximum(seg - 1, 0)[..., None], -1)[..., 0], 0.0)
-        # the segment holding the crossing: its sorted weights (zero-padded past S) times v
-        step = np.arange(length)
-        at_base = ((jj[:, None] * n_c + np.arange(n_c)) * width + start)[..., None] + step
-        at_v = (np.arange(n_c) * width + start)[..., None] + step
-        vals = pre.base_padded.take(at_base) * pre.v_sorted(v).take(at_v)  # (J', C, L)
-        run = np.cumsum(vals, axis=-1)
-        run += before[..., None]
+        start, before, run = pre.segment(v, jj, thr)  # (J', C), (J', C), (J', C, L)
+        length = run.shape[-1]
         local = np.minimum((run < thr[..., None]).sum(axis=-1), n_s - 1 - start)  # (J', C)
         last = local == n_s - 1 - start  # the index S − 1: no test above it
         at = np.take_along_axis(run, np.minimum(local, length - 1)[..., None], -1)[..., 0]
@@ -307,7 +328,8 @@ class ReweightedColumns:
             rows_b = jj[bj]
             w = self.base[rows_b] * v[None, :]
             tot = w.sum(axis=-1)  # as __call__ and weighted_columns sum it
-            ws = self.base_sorted[rows_b, bc] * v[self.order_t[bc]] / tot[:, None]
+            order = self.order_t[bc]
+            ws = np.take_along_axis(self.base[rows_b], order, -1) * v[order] / tot[:, None]
             idx[bj, bc] = np.minimum((np.cumsum(ws, axis=-1) < q).sum(axis=-1), n_s - 1)
         return self.xs[np.arange(n_c)[None, :], idx]
 
@@ -342,43 +364,49 @@ _GUARD = 1e-9  # relative distance from q below which the block path sums sequen
 
 
 class _BlockPrefix:
-    """Per-block running sums of sorted weights at segment ends, for draw weights v that are
-    constant on blocks of draws (v_i = P_{b(i)}, the block bootstrap):
+    """Per-block running sums of sorted weights, for draw weights v that are constant on
+    blocks of draws (v_i = P_{b(i)}, the block bootstrap):
 
-        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},   A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k),
+        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},   A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k)
 
-    for every (row, column) in each column's sorted order, in segments of L sorted draws; one
-    matrix–vector product per v gives every segment end."""
+    for every (row, column) in the column's sorted order and every segment of L sorted draws.
+    For one v the running sum at every ``group``-th segment end is one matrix–vector product
+    (coarse), then at the segment ends of the coarse segment that crosses the threshold, and
+    the weights of the one segment that crosses it are gathered and summed."""
 
     def __init__(self, base: np.ndarray, order_t: np.ndarray, block: np.ndarray,
-                 length: int = 64) -> None:
+                 length: int = 64, group: int = 8) -> None:
         (n_j, n_s), n_c = base.shape, order_t.shape[0]
         self.block = np.asarray(block, dtype=np.intp)
         if self.block.shape != (n_s,) or (self.block < 0).any():
             raise ValueError("block must hold a non-negative block index per draw")
-        self.n_blocks = int(self.block.max()) + 1 if n_s else 1
+        n_b = self.n_blocks = int(self.block.max()) + 1 if n_s else 1
         # the first draw of each block, to read P from v (an empty block keeps P = 0)
-        firsts = np.full(self.n_blocks, -1)
+        firsts = np.full(n_b, -1)
         firsts[self.block[::-1]] = np.arange(n_s)[::-1]
         self.firsts = firsts
-        self.length = max(1, min(n_s, int(length)))
-        self.n_seg = -(-n_s // self.length)
-        self.width = self.n_seg * self.length
-        self.order_t = order_t
-        # each column's sorted weights (J, C, G·L), zero past S so that every segment has L
-        self.base_padded = np.zeros((n_j, n_c, self.width))
+        length = self.length = max(1, min(n_s, int(length)))
+        n_g = self.n_seg = -(-n_s // length)
+        self.group = max(1, int(group))
+        self.shape = (n_j, n_c)
+        # sorted position → draw, padded with the index S: a draw of weight 0 (base_ext)
+        self.order_pad = np.full((n_c, n_g * length), n_s, dtype=np.intp)
+        self.order_pad[:, :n_s] = order_t
+        self.base_ext = np.zeros((n_j, n_s + 1))
+        self.base_ext[:, :n_s] = base
+        seg_of = np.empty((n_c, n_s), dtype=np.intp)  # segment of each draw, per column
+        np.put_along_axis(seg_of, order_t, np.arange(n_s)[None, :] // length, -1)
+        key_c = seg_of * n_b + self.block[None, :]  # (C, S) in [0, G·B)
+        rows = np.arange(n_j)[:, None] * (n_g * n_b)
+        prefix = np.empty((n_j, n_c, n_g, n_b))
         for c in range(n_c):
-            self.base_padded[:, c, :n_s] = base[:, order_t[c]]
-        blk = self.block[order_t]  # (C, S): block of each sorted draw
-        key_c = (np.arange(n_c)[:, None] * self.n_seg + np.arange(n_s) // self.length
-                 ) * self.n_blocks + blk  # (C, S)
-        per_row = n_c * self.n_seg * self.n_blocks
-        key = (np.arange(n_j)[:, None, None] * per_row + key_c[None]).ravel()
-        sums = np.bincount(key, weights=self.base_padded[..., :n_s].ravel(),
-                           minlength=n_j * per_row)  # (the padding carries no weight)
-        self.prefix = np.cumsum(sums.reshape(n_j * n_c, self.n_seg, self.n_blocks), axis=1
-                                ).reshape(n_j * n_c * self.n_seg, self.n_blocks)
-        self.shape = (n_j, n_c, self.n_seg)
+            sums = np.bincount((rows + key_c[c]).ravel(), weights=base.ravel(),
+                               minlength=n_j * n_g * n_b).reshape(n_j, n_g, n_b)
+            np.cumsum(sums, axis=1, out=prefix[:, c])
+        self.fine = prefix.reshape(n_j * n_c * n_g, n_b)
+        ends = np.minimum((np.arange(-(-n_g // self.group)) + 1) * self.group - 1, n_g - 1)
+        self.coarse = np.ascontiguousarray(prefix[:, :, ends]).reshape(-1, n_b)
+        self.n_coarse = ends.size
 
     def constant_on_blocks(self, v: np.ndarray) -> bool:
         """Whether v (S,) is one value per block (the path is exact only then)."""
@@ -387,12 +415,30 @@ class _BlockPrefix:
     def p_of(self, v: np.ndarray) -> np.ndarray:
         return np.where(self.firsts >= 0, v[np.maximum(self.firsts, 0)], 0.0)
 
-    def ends(self, v: np.ndarray) -> np.ndarray:
-        """Running sums of base · v at every segment end, (J, C, G)."""
-        return (self.prefix @ self.p_of(v)).reshape(self.shape)
-
-    def v_sorted(self, v: np.ndarray) -> np.ndarray:
-        """v in each column's sorted order, zero-padded to the segments' width, (C, G·L)."""
-        out = np.zeros((self.order_t.shape[0], self.width))
-        out[:, :self.order_t.shape[1]] = v[self.order_t]
-        return out
+    def segment(self, v: np.ndarray, jj: np.ndarray, thr: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For rows ``jj`` and thresholds ``thr`` (J', 1): the first sorted position of the
+        segment where Σ base·v first reaches thr (the last segment if never), the running
+        sum before it, and the running sums over it (J', C, L) — all approximate sums."""
+        n_j, n_c = self.shape
+        n_g, n_b, grp, length = self.n_seg, self.n_blocks, self.group, self.length
+        p = self.p_of(v)
+        pair = jj[:, None] * n_c + np.arange(n_c)  # (J', C)
+        coarse = (self.coarse @ p).reshape(n_j, n_c, self.n_coarse)[jj]
+        s1 = np.minimum((coarse < thr[..., None]).sum(axis=-1), self.n_coarse - 1)
+        fine_g = np.minimum(s1[..., None] * grp + np.arange(grp), n_g - 1)  # (J', C, grp)
+        fine = self.fine[(pair[..., None] * n_g + fine_g).ravel()] @ p
+        k2 = (fine.reshape(fine_g.shape) < thr[..., None]).sum(axis=-1)
+        seg = np.minimum(s1 * grp + k2, n_g - 1)
+        before = (self.fine[(pair * n_g + np.maximum(seg - 1, 0)).ravel()] @ p
+                  ).reshape(seg.shape)
+        before[seg == 0] = 0.0
+        start = seg * length
+        at = (np.arange(n_c) * (n_g * length) + start)[..., None] + np.arange(length)
+        draw = self.order_pad.take(at)  # (J', C, L)
+        v_ext = np.append(v, 0.0)
+        vals = self.base_ext.take(jj[:, None, None] * self.base_ext.shape[1] + draw)
+        vals *= v_ext.take(draw)
+        run = np.cumsum(vals, axis=-1)
+        run += before[..., None]
+        return start, before, run
