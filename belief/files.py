@@ -38,6 +38,50 @@ import xarray as xr
 import belief as _pkg
 from belief.errors import InputError
 
+
+def _dask_array_only_when_loaded() -> None:
+    """Stop xarray importing ``dask.array`` (and with it scipy.fft, scipy.sparse, …: ~0.3–0.6 s)
+    the first time it builds a variable.  xarray asks "is this a dask array?" of every array it
+    wraps, and answers by importing dask.array when dask is installed (a dependency here, for
+    :mod:`belief.campaign.many`).  No array can be a dask array before dask.array is imported,
+    so the answer is read from ``sys.modules``: the same answer, without the import.  Left as
+    is when xarray's private cache is not where it was (xarray then imports dask.array)."""
+    import sys
+
+    try:
+        from xarray.namedarray import pycompat
+    except ImportError:  # pragma: no cover - xarray moved it
+        return
+    cache = getattr(pycompat, "_cached_duck_array_modules", None)
+    base = getattr(pycompat, "DuckArrayModule", None)
+    if not isinstance(cache, dict) or base is None or "dask" in cache:
+        return
+
+    class DaskWhenLoaded(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            self._real = None
+
+        def _get(self, name: str) -> Any:
+            if self._real is None:
+                self._real = base("dask")
+            return getattr(self._real, name)
+
+        @property
+        def type(self) -> tuple[type, ...]:  # type: ignore[override]
+            mod = sys.modules.get("dask.array")
+            if mod is None or not hasattr(mod, "Array"):
+                return ()
+            return self._get("type")
+
+        module = property(lambda self: self._get("module"))
+        version = property(lambda self: self._get("version"))
+        available = property(lambda self: self._get("available"))
+
+    cache["dask"] = DaskWhenLoaded()
+
+
+_dask_array_only_when_loaded()
+
 __all__ = ["UNREADABLE", "OutputSet", "atomic_write", "check_header", "dataset_digest",
            "deferred_interrupt", "hold_folder", "jsonable", "netcdf_ready", "read_file",
            "writable_file", "writable_folder"]
