@@ -41,11 +41,12 @@ from belief.errors import InputError
 
 def _dask_array_only_when_loaded() -> None:
     """Stop xarray importing ``dask.array`` (and with it scipy.fft, scipy.sparse, …: ~0.3–0.6 s)
-    and ``dask.base`` the first time it builds a variable.  xarray asks "is this a dask array?" of every array it
-    wraps, and answers by importing dask.array when dask is installed (a dependency here, for
-    :mod:`belief.campaign.many`).  No array can be a dask array before dask.array is imported,
-    so the answer is read from ``sys.modules``: the same answer, without the import.  Left as
-    is when xarray's private cache is not where it was (xarray then imports dask.array)."""
+    and ``dask.base`` the first time it builds a variable.  xarray asks "is this a dask
+    array?" of every array it wraps, and answers by importing dask.array when dask is
+    installed (a dependency here, for :mod:`belief.campaign.many`).  No array can be a dask
+    array before dask.array is imported, so the answer is read from ``sys.modules``: the same
+    answer, without the import.  Left as is when xarray's private cache is not where it was
+    (xarray then imports dask.array)."""
     import sys
 
     try:

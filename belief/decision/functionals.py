@@ -23,9 +23,20 @@ import numpy as np
 from belief.errors import InputError
 from belief.validate import is_number
 
-__all__ = ["Functional", "ReweightedColumns", "SortedColumns", "apply_functional", "cvar", "lcb",
-           "column_lcbs", "lcbs", "mean", "parse_functional", "resampled",
-           "weighted_columns"]
+__all__ = [
+    "Functional",
+    "ReweightedColumns",
+    "SortedColumns",
+    "apply_functional",
+    "column_lcbs",
+    "cvar",
+    "lcb",
+    "lcbs",
+    "mean",
+    "parse_functional",
+    "resampled",
+    "weighted_columns",
+]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -367,7 +378,8 @@ class _BlockPrefix:
     """Per-block running sums of sorted weights, for draw weights v that are constant on
     blocks of draws (v_i = P_{b(i)}, the block bootstrap):
 
-        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},   A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k)
+        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},
+        A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k),
 
     for every (row, column) in the column's sorted order and every segment of L sorted draws.
     For one v the running sum at every ``group``-th segment end is one matrix–vector product
@@ -421,7 +433,7 @@ class _BlockPrefix:
         segment where Σ base·v first reaches thr (the last segment if never), the running
         sum before it, and the running sums over it (J', C, L) — all approximate sums."""
         n_j, n_c = self.shape
-        n_g, n_b, grp, length = self.n_seg, self.n_blocks, self.group, self.length
+        n_g, grp, length = self.n_seg, self.group, self.length
         p = self.p_of(v)
         pair = jj[:, None] * n_c + np.arange(n_c)  # (J', C)
         coarse = (self.coarse @ p).reshape(n_j, n_c, self.n_coarse)[jj]
