@@ -339,3 +339,22 @@ def test_loading_a_belief_imports_no_dask_and_dask_arrays_still_work(example_bel
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("q", [0.2, 0.5, 0.01, 0.97, 0.25])
+def test_weighted_columns_lcb_sums_only_until_q_with_the_same_values(q):
+    from belief.decision.functionals import _lcb_sorted
+
+    rng = np.random.default_rng(8)
+    for n_s, n_c, n_j in [(1000, 5, 40), (257, 2, 6), (1, 2, 3)]:
+        draws = rng.normal(size=(n_s, n_c))
+        draws[:, 0] = np.round(draws[:, 0], 1)
+        w = rng.exponential(size=(n_j, n_s))
+        w[0] = 1.0  # running sums that hit q exactly
+        if n_j > 3:
+            w[1, :-2] = 0.0
+            w[2, 5 % n_s] = 1e12
+        order = np.argsort(draws, axis=0, kind="stable")
+        full = _lcb_sorted(np.take_along_axis(draws, order, 0).T,
+                           (w / w.sum(axis=-1, keepdims=True))[:, order.T], q)  # every sum
+        assert np.array_equal(weighted_columns(Functional("lcb", q), draws, w), full)

@@ -117,6 +117,30 @@ def _lcb_sorted(xs: np.ndarray, ws: np.ndarray, q: float) -> np.ndarray:
     return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
 
 
+def _first_reaching(ws: np.ndarray, q: float, chunk: int = 256) -> np.ndarray:
+    """``np.minimum((np.cumsum(ws, -1) < q).sum(-1), S − 1)`` (the index :func:`_lcb_sorted`
+    takes), summing left to right in chunks — the same running sums — and only until each row
+    has reached q (a running sum of weights ≥ 0 does not come back below it)."""
+    shape, n_s = ws.shape[:-1], ws.shape[-1]
+    flat = ws.reshape(-1, n_s)
+    idx = np.full(flat.shape[0], n_s - 1)
+    active = np.arange(flat.shape[0])
+    carry = np.zeros(flat.shape[0])
+    start = 0
+    while active.size and start < n_s:
+        stop = min(n_s, start + chunk)
+        part = flat[active, start:stop]
+        part[:, 0] += carry[active]  # continue the running sum exactly where it stopped
+        cw = np.cumsum(part, axis=-1)
+        below = (cw < q).sum(axis=-1)
+        done = below < stop - start
+        idx[active[done]] = np.minimum(start + below[done], n_s - 1)
+        carry[active] = cw[:, -1]
+        active = active[~done]
+        start = stop
+    return idx.reshape(shape)
+
+
 def _cvar_sorted(xs: np.ndarray, ws: np.ndarray, alpha: float) -> np.ndarray:
     """(1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1))) on sorted values."""
     before = np.cumsum(ws, axis=-1) - ws
@@ -191,8 +215,11 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
     if functional.kind == "lcb":
         # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not;
-        # a running sum is sequential in either layout, so the values are the same)
-        return _lcb_sorted(xs, np.take(w, order.T, axis=1), functional.param)
+        # a running sum is sequential in either layout, so the values are the same), summed
+        # only until q is reached
+        ws = np.take(w, order.T, axis=1)
+        idx = _first_reaching(ws, functional.param * (1 - 1e-12))
+        return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
     # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
     return _cvar_sorted(xs[None], w[:, order.T], functional.param)
 
