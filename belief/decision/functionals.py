@@ -319,7 +319,7 @@ class ReweightedColumns:
         → (rows.sum(), C)."""
         if self._prefix is not None and self._prefix.constant_on_blocks(v):
             return self._lcb_blocks(v, rows)
-        w = self.base[rows] * v[None, :]
+        w = (self.base if rows.all() else self.base[rows]) * v[None, :]
         total = w.sum(axis=-1, keepdims=True)
         if self.functional.kind == "mean":
             return (w / total) @ self.draws
