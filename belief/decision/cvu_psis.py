@@ -258,8 +258,8 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
         v = rng.poisson(1.0, b)[block].astype(float)
         if v.sum() == 0:
             v[:] = 1.0
-        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): a product, not an (J, S) array
-        ok = smooth @ v > 0
+        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
+        ok = columns.row_totals(v) > 0
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
         phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))

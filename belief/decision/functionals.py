@@ -314,6 +314,13 @@ class ReweightedColumns:
             else:
                 self._prefix = _BlockPrefix(self.base, self.order_t, block)
 
+    def row_totals(self, v: np.ndarray) -> np.ndarray:
+        """Σ_i base_ji v_i (J,) — from per-block sums when v is constant on the blocks
+        (positive exactly where ``(base * v).sum(axis=1)`` is; the value to rounding)."""
+        if self._prefix is not None and self._prefix.constant_on_blocks(v):
+            return self._prefix.totals(v)
+        return self.base @ v
+
     def __call__(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """φ of every column for the rows ``rows`` (boolean, J) of ``base`` reweighted by v
         → (rows.sum(), C)."""
@@ -347,7 +354,7 @@ class ReweightedColumns:
         n_c, n_s = self.xs.shape
         q = self.functional.param * (1 - 1e-12)
         jj = np.flatnonzero(rows)
-        total = (self.base @ v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
+        total = pre.totals(v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
         thr = (q * total)[:, None]  # (J', 1)
         start, before, run = pre.segment(v, jj, thr)  # (J', C), (J', C), (J', C, L)
         length = run.shape[-1]
@@ -443,6 +450,7 @@ class _BlockPrefix:
                                minlength=n_j * n_g * n_b).reshape(n_j, n_g, n_b)
             np.cumsum(sums, axis=1, out=prefix[:, c])
         self.fine = prefix.reshape(n_j * n_c * n_g, n_b)
+        self.block_sums = prefix[:, 0, -1, :].copy()  # Σ_{i in b} base_ji (J, B)
         ends = np.minimum((np.arange(-(-n_g // self.group)) + 1) * self.group - 1, n_g - 1)
         self.coarse = np.ascontiguousarray(prefix[:, :, ends]).reshape(-1, n_b)
         self.n_coarse = ends.size
@@ -453,6 +461,11 @@ class _BlockPrefix:
 
     def p_of(self, v: np.ndarray) -> np.ndarray:
         return np.where(self.firsts >= 0, v[np.maximum(self.firsts, 0)], 0.0)
+
+    def totals(self, v: np.ndarray) -> np.ndarray:
+        """Σ_i base_ji v_i = Σ_b P_b Σ_{i in b} base_ji for every row (J,), from the block
+        sums: > 0 exactly when some base_ji v_i > 0 (every term is ≥ 0)."""
+        return self.block_sums @ self.p_of(v)
 
     def segment(self, v: np.ndarray, jj: np.ndarray, thr: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
