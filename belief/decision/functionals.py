@@ -293,6 +293,12 @@ class ReweightedColumns:
     ``lcb`` the columns are sorted and ``base`` is gathered into each column's order once (not
     per v), and the cumulative weights are summed in chunks, left to right as ``numpy.cumsum``
     does, only until each (row, column) reaches q — the q-quantile needs no weight above it.
+
+    With ``block`` (a block index per draw) and v constant on the blocks — the block
+    bootstrap — ``lcb`` locates each crossing of q from per-block prefix sums
+    (:class:`_BlockPrefix`, O(J·C·(S/L/8 + 8)·B + J·C·L) per v instead of O(J·C·S)), sums only
+    the segment of L sorted draws that holds it, and falls back to the sequential sum wherever
+    the two orders of summation could disagree (:meth:`_lcb_blocks`): still bit for bit.
     """
 
     def __init__(self, functional: Functional, draws: np.ndarray, base: np.ndarray,
