@@ -38,6 +38,71 @@ import xarray as xr
 import belief as _pkg
 from belief.errors import InputError
 
+
+def _dask_array_only_when_loaded() -> None:
+    """Stop xarray importing ``dask.array`` (and with it scipy.fft, scipy.sparse, …: ~0.3–0.6 s)
+    and ``dask.base`` the first time it builds a variable.  xarray asks "is this a dask
+    array?" of every array it wraps, and answers by importing dask.array when dask is
+    installed (a dependency here, for :mod:`belief.campaign.many`).  No array can be a dask
+    array before dask.array is imported, so the answer is read from ``sys.modules``: the same
+    answer, without the import.  Left as is when xarray's private cache is not where it was
+    (xarray then imports dask.array)."""
+    import sys
+
+    try:
+        from xarray.namedarray import pycompat
+    except ImportError:  # pragma: no cover - xarray moved it
+        return
+    cache = getattr(pycompat, "_cached_duck_array_modules", None)
+    base = getattr(pycompat, "DuckArrayModule", None)
+    if not isinstance(cache, dict) or base is None or "dask" in cache:
+        return
+
+    class DaskWhenLoaded(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            self._real = None
+
+        def _get(self, name: str) -> Any:
+            if self._real is None:
+                self._real = base("dask")
+            return getattr(self._real, name)
+
+        @property
+        def type(self) -> tuple[type, ...]:  # type: ignore[override]
+            mod = sys.modules.get("dask.array")
+            if mod is None or not hasattr(mod, "Array"):
+                return ()
+            return self._get("type")
+
+        module = property(lambda self: self._get("module"))
+        version = property(lambda self: self._get("version"))
+        available = property(lambda self: self._get("available"))
+
+    cache["dask"] = DaskWhenLoaded()
+
+    # "is x a dask collection?" imports dask.base (dask.config, jinja2, …) for every array;
+    # dask answers False without a callable __dask_graph__, so that is asked first
+    from xarray.core import utils as core_utils
+    from xarray.namedarray import utils as named_utils
+
+    original = getattr(named_utils, "is_dask_collection", None)
+    if original is None or getattr(original, "_belief_quick", False):
+        return
+
+    def is_dask_collection(x: object) -> bool:
+        if isinstance(x, type) or not callable(getattr(x, "__dask_graph__", None)):
+            return False  # what dask.base.is_dask_collection answers first
+        return bool(original(x))
+
+    is_dask_collection._belief_quick = True  # type: ignore[attr-defined]
+    is_dask_collection.__doc__ = original.__doc__
+    for module in (named_utils, core_utils):
+        if getattr(module, "is_dask_collection", None) is original:
+            module.is_dask_collection = is_dask_collection
+
+
+_dask_array_only_when_loaded()
+
 __all__ = ["UNREADABLE", "OutputSet", "atomic_write", "check_header", "dataset_digest",
            "deferred_interrupt", "hold_folder", "jsonable", "netcdf_ready", "read_file",
            "writable_file", "writable_folder"]

@@ -1,5 +1,11 @@
 """The faster paths of issue 20 compute exactly what the slower ones did.
 
+- the near-tie bootstrap's block path (per-block prefix sums, :class:`belief.decision.
+  functionals.ReweightedColumns` with ``block``) and the pre-sorted functionals
+  (``SortedColumns``, ``resampled``, ``column_lcbs``) against the direct computations, bit for
+  bit, and ``draws_bootstrap`` against its definition;
+- the h5py reader of flat belief-file groups against xarray, and a load that imports no dask;
+
 - the draws bootstrap's :class:`belief.decision.functionals.ReweightedColumns` against
   :func:`belief.decision.functionals.weighted_columns`, bit for bit;
 - the safety bounds through ``scipy.special.betaincinv`` against ``scipy.stats.beta.ppf``;
@@ -12,6 +18,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -117,3 +124,237 @@ def test_a_decision_imports_no_scipy_stats_and_no_arviz_stats(example_belief_fil
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+# -- issue 20, phase 3: decide and load ------------------------------------------------------
+def _bootstrap_cases():
+    """(draws, base, blocks) cases: ties, a constant column, rows without weight or with one
+    dominant draw, and uniform rows (whose running sums hit q exactly: the sequential path)."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for n_s, n_c, n_j, n_b in [(600, 4, 40, 16), (1000, 3, 30, 32), (37, 3, 9, 5),
+                               (200, 2, 12, 1)]:
+        draws = rng.normal(size=(n_s, n_c))
+        draws[:, 1] = np.round(draws[:, 1], 1)  # ties
+        draws[:, -1] = 0.5 if n_c > 2 else draws[:, -1]  # a constant column
+        base = np.exp(2.0 * rng.normal(size=(n_j, n_s)))
+        base[3] = 0.0
+        base[4, :-3] = 0.0
+        base[5, 10] = 1e12
+        base[6] = 1.0  # uniform: q·S of them sum to q exactly
+        cases.append((draws, base, np.minimum(np.arange(n_s) * n_b // n_s, n_b - 1), n_b))
+    return cases
+
+
+@pytest.mark.parametrize("q", [0.2, 0.01, 0.5, 0.97, 0.25])
+def test_reweighted_columns_block_path_equals_weighted_columns_bit_for_bit(q):
+    functional = Functional("lcb", q)
+    rng = np.random.default_rng(5)
+    sequential = 0
+    for draws, base, block, n_b in _bootstrap_cases():
+        columns = ReweightedColumns(functional, draws, base, block=block)
+        for _ in range(8):
+            v = rng.poisson(1.0, n_b)[block].astype(float)
+            if v.sum() == 0:
+                v[:] = 1.0
+            w = base * v[None, :]
+            ok = w.sum(axis=1) > 0
+            assert np.array_equal(ok, columns.row_totals(v) > 0)  # what draws_bootstrap uses
+            expected = weighted_columns(functional, draws, w[ok])
+            got = columns(v, ok)
+            assert got.shape == expected.shape
+            assert np.array_equal(got, expected)
+        sequential += columns.exact_pairs
+        # weights that are not constant on the blocks take the sequential path
+        v = rng.exponential(size=draws.shape[0])
+        ok = (base * v).sum(axis=1) > 0
+        assert np.array_equal(columns(v, ok),
+                              weighted_columns(functional, draws, (base * v)[ok]))
+    assert sequential > 0  # the guard's sequential sums were exercised
+
+
+def test_draws_bootstrap_equals_the_reweighted_reference():
+    """``draws_bootstrap`` (block path, pre-sorted G0(s^∅; v)) against its definition computed
+    with ``weighted_columns`` and ``apply_functional`` replicate by replicate."""
+    from belief.decision.cvu_psis import draws_bootstrap
+    from belief.decision.functionals import SortedColumns
+    from belief.decision.importance import psis_weights
+    from belief.decision.preposterior import NextState
+    from belief.decision.scores import g0
+
+    rng = np.random.default_rng(2)
+    n_s, n_c, n_j = 800, 5, 48
+    gain = rng.normal(0.05, 0.1, size=(n_s, n_c))
+    gain[:, 2] = np.round(gain[:, 2], 2)
+    c_lam = np.array([0.01, 0.02, 0.0, 0.03, 0.01])
+    feas = np.array([True, True, True, False, True])
+    nxt = NextState(gain + 0.01, c_lam, feas)
+    smooth, omega, _, ok = psis_weights(rng.normal(0, 1.5, size=(n_j, n_s)))
+    assert ok.all()
+    functional = Functional("lcb", 0.2)
+    phi = weighted_columns(functional, nxt.gain, smooth)
+    g0_j = nxt.g0(phi, feas)
+    exact = np.zeros(n_j, bool)
+    exact[[3, 7]] = True
+    null = SortedColumns(functional, gain)
+    for v in (rng.poisson(1.0, n_s).astype(float), np.ones(n_s)):
+        assert np.array_equal(null(v), functional(gain.T, v))
+
+    def g0_null(v):
+        return float(g0(null(v) - c_lam, feas))
+
+    got = draws_bootstrap(functional, nxt, feas, smooth, omega, g0_j, exact, g0_null,
+                          np.random.default_rng(9), replicates=20, blocks=16)
+    # the definition, replicate by replicate, the slow way
+    r_ng = np.random.default_rng(9)
+    block = np.minimum(np.arange(n_s) * 16 // n_s, 15)
+    vals = []
+    for _ in range(20):
+        v = r_ng.poisson(1.0, 16)[block].astype(float)
+        if v.sum() == 0:
+            v[:] = 1.0
+        w = smooth * v[None, :]
+        okw = w.sum(axis=1) > 0
+        phi_b = np.full((n_j, n_c), -np.inf)
+        cols = np.flatnonzero(feas)
+        phi_b[np.ix_(okw, cols)] = weighted_columns(functional, nxt.gain[:, cols], w[okw])
+        g = np.where(exact | ~okw, g0_j, nxt.g0(phi_b, feas))
+        r = omega @ v / v.mean()
+        vals.append(float((r * g).sum() / r.sum())
+                    - float(g0(functional(gain.T, v) - c_lam, feas)))
+    assert got == float(np.std(vals, ddof=1))
+
+
+@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("lcb", 0.9),
+                                        Functional("cvar", 0.3), Functional("cvar", 1.0),
+                                        Functional("mean")], ids=str)
+def test_presorted_functionals_equal_the_direct_ones_bit_for_bit(functional):
+    from belief.decision.functionals import SortedColumns, column_lcbs, lcbs, resampled
+
+    rng = np.random.default_rng(4)
+    for n_s, n_c in [(1000, 6), (41, 3)]:
+        draws = rng.normal(size=(n_s, n_c))
+        draws[:, 1] = np.round(draws[:, 1], 1)
+        columns = SortedColumns(functional, draws)
+        assert np.array_equal(columns(None), functional(draws.T))
+        for v in (rng.poisson(1.0, n_s).astype(float), rng.exponential(size=n_s)):
+            assert np.array_equal(columns(v), functional(draws.T, v))
+        for n in (n_s, n_s // 2 + 1):
+            idx = rng.integers(0, n_s, size=(30, n))
+            assert np.array_equal(resampled(functional, draws, idx),
+                                  functional(np.moveaxis(draws[idx], 1, -1)))
+        col = rng.integers(0, n_c, 25)
+        w = rng.exponential(size=(25, n_s))
+        w[0, :5] = 0.0
+        for qs in [(0.1, 0.3), (0.5,), (0.2, 0.9, 0.99)]:
+            for a, b in zip(column_lcbs(draws, col, qs, w), lcbs(draws[:, col].T, qs, w),
+                            strict=True):
+                assert np.array_equal(a, b)
+
+
+def _assert_same_dataset(got, ref):
+    xr.testing.assert_identical(got, ref)
+    assert list(got.data_vars) == list(ref.data_vars)
+    assert list(got.coords) == list(ref.coords)
+    assert list(got.dims) == list(ref.dims)
+    assert list(got.attrs) == list(ref.attrs)
+    for k in ref.attrs:
+        assert type(got.attrs[k]) is type(ref.attrs[k]), k
+    for name in ref.variables:
+        assert got[name].dtype == ref[name].dtype, name
+        assert list(got[name].attrs) == list(ref[name].attrs), name
+        for k in ref[name].attrs:
+            assert type(got[name].attrs[k]) is type(ref[name].attrs[k]), (name, k)
+
+
+def test_h5_reader_equals_xarray_on_every_flat_group_of_the_example(example_belief_file):
+    import h5py
+
+    from belief.workflow.h5read import Unsupported, read_group
+
+    groups = []
+    with h5py.File(example_belief_file, "r") as f:
+        f.visititems(lambda n, o: groups.append(n) if isinstance(o, h5py.Group) and any(
+            isinstance(x, h5py.Dataset) for x in o.values()) else None)
+    read = 0
+    for group in groups:
+        ref = xr.open_dataset(example_belief_file, group=group, engine="h5netcdf").load()
+        try:
+            got = read_group(example_belief_file, group)
+        except Unsupported:
+            assert group.startswith("posterior/")  # only ArviZ groups may need xarray
+            continue
+        _assert_same_dataset(got, ref)
+        read += 1
+    assert read >= 10  # q_t, every evidence table, the stored sensitivity draws
+
+
+def test_h5_reader_equals_xarray_on_edge_cases_and_refuses_what_it_does_not_decode(tmp_path):
+    from belief.files import netcdf_ready
+    from belief.workflow.h5read import Unsupported, read_group
+
+    empty = xr.Dataset({"step": ("row", np.array([], dtype=int)),
+                        "name": ("row", np.array([], dtype=str))},
+                       coords={"row": np.arange(0)})
+    mixed = xr.Dataset(
+        {"x": (("s", "c"), np.where(np.eye(3, 2) > 0, np.nan, 1.5), {"long_name": "ä x",
+                                                                      "n": 3, "f": 0.5}),
+         "flag": ("c", np.array([True, False])),
+         "label": ("c", np.array(["a", "bcd"])),
+         "count": ("c", np.array([1, 2], dtype=np.int32)),
+         "nodim": ("free", np.arange(4.0)),
+         "scalar": ((), 2.5)},
+        coords={"c": ["p", "q"], "kind": ("c", ["u", "v"])},
+        attrs={"step": 3, "policy": "pi0", "ratio": 0.25})
+    path = tmp_path / "t.nc"
+    xr.DataTree.from_dict({"a": netcdf_ready(empty), "b": netcdf_ready(mixed)}).to_netcdf(
+        path, engine="h5netcdf")
+    for group in ("a", "b"):
+        _assert_same_dataset(read_group(path, group),
+                             xr.open_dataset(path, group=group, engine="h5netcdf").load())
+    # encodings this reader does not decode are refused (the caller uses xarray)
+    for var, enc in [(xr.Variable("r", np.array([1, 2])), {"_FillValue": -1}),
+                     (xr.Variable("r", np.array([1.0, 2.0])), {"scale_factor": 0.5,
+                                                              "dtype": "int16"}),
+                     (xr.Variable("r", np.array(["2020-01-01", "2020-01-02"],
+                                                dtype="datetime64[ns]")), {})]:
+        odd = tmp_path / "odd.nc"
+        ds = xr.Dataset({"v": var})
+        ds["v"].encoding.update(enc)
+        with warnings.catch_warnings():  # xarray warns about the int16 encoding
+            warnings.simplefilter("ignore")
+            ds.to_netcdf(odd, engine="h5netcdf", group="g")
+        with pytest.raises(Unsupported):
+            read_group(odd, "g")
+
+
+def test_loading_a_belief_imports_no_dask_and_dask_arrays_still_work(example_belief_file):
+    code = (f"import sys\nimport belief\nbelief.load({str(example_belief_file)!r})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dask'))\n"
+            "import dask.array as da, xarray as xr\n"
+            "x = xr.DataArray(da.ones(4, chunks=2))\n"
+            "assert x.chunks == ((2, 2),) and float((x + 1).sum().compute()) == 8.0\n"
+            "from xarray.namedarray.utils import is_duck_dask_array\n"
+            "assert is_duck_dask_array(x.data) and not is_duck_dask_array(x.values)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("q", [0.2, 0.5, 0.01, 0.97, 0.25])
+def test_weighted_columns_lcb_sums_only_until_q_with_the_same_values(q):
+    from belief.decision.functionals import _lcb_sorted
+
+    rng = np.random.default_rng(8)
+    for n_s, n_c, n_j in [(1000, 5, 40), (257, 2, 6), (1, 2, 3)]:
+        draws = rng.normal(size=(n_s, n_c))
+        draws[:, 0] = np.round(draws[:, 0], 1)
+        w = rng.exponential(size=(n_j, n_s))
+        w[0] = 1.0  # running sums that hit q exactly
+        if n_j > 3:
+            w[1, :-2] = 0.0
+            w[2, 5 % n_s] = 1e12
+        order = np.argsort(draws, axis=0, kind="stable")
+        full = _lcb_sorted(np.take_along_axis(draws, order, 0).T,
+                           (w / w.sum(axis=-1, keepdims=True))[:, order.T], q)  # every sum
+        assert np.array_equal(weighted_columns(Functional("lcb", q), draws, w), full)

@@ -89,7 +89,7 @@ from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
 from belief.decision.feasibility import Feasibility, affordable, feasibility
-from belief.decision.functionals import Functional
+from belief.decision.functionals import Functional, SortedColumns
 from belief.decision.importance import psis
 from belief.decision.preposterior import NextState, draws_variance, influence, winners
 from belief.decision.scores import g0
@@ -358,8 +358,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     tie, tie_ratio = (_near_tie(functional, gain_now, phi_now, c_lam_now, feasible_now,
                                 settings.draw_blocks) if belief_ok else (False, np.nan))
 
+    null_columns = SortedColumns(functional, gain_now)  # φ(gain_now.T, v), sorted once
+
     def g0_null_weighted(v: np.ndarray) -> float:
-        return float(g0(functional(gain_now.T, v) - c_lam_now, feasible_now))
+        return float(g0(null_columns(v) - c_lam_now, feasible_now))
 
     depth = settings.depth if steps_after is None else min(settings.depth, int(steps_after))
     kind = settings.continuation

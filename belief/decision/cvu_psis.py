@@ -29,7 +29,12 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.functionals import Functional, ReweightedColumns, weighted_columns
+from belief.decision.functionals import (
+    Functional,
+    ReweightedColumns,
+    column_lcbs,
+    weighted_columns,
+)
 from belief.decision.importance import psis_weights
 from belief.decision.preposterior import (
     NextState,
@@ -70,7 +75,8 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
     else:
         x = nxt.gain[:, col].T  # (J, S): the draws of each outcome's winning column
         psi = np.where(stop[:, None], 0.0,
-                       influence(functional, x, phi_won, x, smooth))
+                       influence(functional, x, phi_won, x, smooth,
+                                 lambda qs: column_lcbs(nxt.gain, col, qs, smooth)))
         a = n_s * omega * (psi + g0_j[:, None])
         mean_a, var_a = a.mean(axis=0), a.var(axis=0, ddof=1)
     return mean_a - g0_j.mean(), np.maximum(var_a, 0.0) / n_j
@@ -245,14 +251,15 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
     cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
-    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth)  # sorted once
+    # sorted once; v is constant on the blocks (ReweightedColumns' block path)
+    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
     vals = np.empty(replicates)
     for k in range(replicates):
         v = rng.poisson(1.0, b)[block].astype(float)
         if v.sum() == 0:
             v[:] = 1.0
-        w = smooth * v[None, :]
-        ok = w.sum(axis=1) > 0
+        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
+        ok = columns.row_totals(v) > 0
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
         phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))

@@ -51,7 +51,7 @@ import xarray as xr
 from belief.decision.cvu import cvu_for_state
 from belief.decision.cvu_channels import CHANNEL_COLUMNS
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
-from belief.decision.functionals import Functional
+from belief.decision.functionals import Functional, resampled
 from belief.decision.scores import (
     expected_cost,
     g0,
@@ -117,7 +117,7 @@ def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.nd
     rng = np.random.default_rng(seed)
     n = gain.shape[0]
     idx = rng.integers(0, n, size=(resamples, n))
-    phi = functional(np.moveaxis(gain[idx], 1, -1))  # (B, C)
+    phi = resampled(functional, gain, idx)  # (B, C): functional(gain[idx]) per resample
     value = phi - c_lambda[None, :] + continuation[None, :]
     if continuation_se is not None:
         se = np.nan_to_num(np.asarray(continuation_se, float), nan=0.0)

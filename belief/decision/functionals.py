@@ -23,8 +23,20 @@ import numpy as np
 from belief.errors import InputError
 from belief.validate import is_number
 
-__all__ = ["Functional", "ReweightedColumns", "apply_functional", "cvar", "lcb", "mean",
-           "parse_functional", "weighted_columns"]
+__all__ = [
+    "Functional",
+    "ReweightedColumns",
+    "SortedColumns",
+    "apply_functional",
+    "column_lcbs",
+    "cvar",
+    "lcb",
+    "lcbs",
+    "mean",
+    "parse_functional",
+    "resampled",
+    "weighted_columns",
+]
 
 KINDS = ("mean", "lcb", "cvar")
 
@@ -105,6 +117,30 @@ def _lcb_sorted(xs: np.ndarray, ws: np.ndarray, q: float) -> np.ndarray:
     return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
 
 
+def _first_reaching(ws: np.ndarray, q: float, chunk: int = 256) -> np.ndarray:
+    """``np.minimum((np.cumsum(ws, -1) < q).sum(-1), S − 1)`` (the index :func:`_lcb_sorted`
+    takes), summing left to right in chunks — the same running sums — and only until each row
+    has reached q (a running sum of weights ≥ 0 does not come back below it)."""
+    shape, n_s = ws.shape[:-1], ws.shape[-1]
+    flat = ws.reshape(-1, n_s)
+    idx = np.full(flat.shape[0], n_s - 1)
+    active = np.arange(flat.shape[0])
+    carry = np.zeros(flat.shape[0])
+    start = 0
+    while active.size and start < n_s:
+        stop = min(n_s, start + chunk)
+        part = flat[active, start:stop]
+        part[:, 0] += carry[active]  # continue the running sum exactly where it stopped
+        cw = np.cumsum(part, axis=-1)
+        below = (cw < q).sum(axis=-1)
+        done = below < stop - start
+        idx[active[done]] = np.minimum(start + below[done], n_s - 1)
+        carry[active] = cw[:, -1]
+        active = active[~done]
+        start = stop
+    return idx.reshape(shape)
+
+
 def _cvar_sorted(xs: np.ndarray, ws: np.ndarray, alpha: float) -> np.ndarray:
     """(1/α) Σ_i x_(i) · min(w_(i), max(0, α − W_(i−1))) on sorted values."""
     before = np.cumsum(ws, axis=-1) - ws
@@ -121,6 +157,32 @@ def mean(draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
 def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.ndarray:
     """Weighted q-quantile along the last axis (inverted-CDF definition)."""
     return _lcb_sorted(*_sorted(*_normalised(draws, weights)), q)
+
+
+def lcbs(draws: np.ndarray, qs: tuple[float, ...],
+         weights: np.ndarray | None = None) -> list[np.ndarray]:
+    """:func:`lcb` at several levels q with one sort: ``[lcb(draws, q, weights) for q in qs]``
+    bit for bit."""
+    xs, ws = _sorted(*_normalised(draws, weights))
+    return [_lcb_sorted(xs, ws, q) for q in qs]
+
+
+def column_lcbs(draws: np.ndarray, col: np.ndarray, qs: tuple[float, ...],
+                weights: np.ndarray) -> list[np.ndarray]:
+    """:func:`lcbs` of row j = column ``col[j]`` of ``draws`` (S, C) under weights (J, S):
+    ``lcbs(draws[:, col].T, qs, weights)`` bit for bit, sorting each column once (not each
+    row: the stable order of a row is that of its column)."""
+    x = np.asarray(draws, dtype=float)
+    col = np.asarray(col)
+    _, w = _normalised(np.empty((col.size, x.shape[0])), weights)
+    out = [np.empty(col.size) for _ in qs]
+    for c in np.unique(col):
+        rows = np.flatnonzero(col == c)
+        order = np.argsort(x[:, c], kind="stable")
+        xs, ws = x[order, c], w[rows][:, order]
+        for k, q in enumerate(qs):
+            out[k][rows] = _lcb_sorted(xs, ws, q)
+    return out
 
 
 def cvar(draws: np.ndarray, alpha: float, weights: np.ndarray | None = None) -> np.ndarray:
@@ -151,10 +213,75 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
         return w @ draws
     order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    ws = w[:, order.T]  # (J, C, S)
     if functional.kind == "lcb":
-        return _lcb_sorted(xs, ws, functional.param)
-    return _cvar_sorted(xs[None], ws, functional.param)
+        # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not;
+        # a running sum is sequential in either layout, so the values are the same), summed
+        # only until q is reached
+        ws = np.take(w, order.T, axis=1)
+        idx = _first_reaching(ws, functional.param * (1 - 1e-12))
+        return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
+    # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
+    return _cvar_sorted(xs[None], w[:, order.T], functional.param)
+
+
+class SortedColumns:
+    """φ of every column of ``draws`` (S, C) under many draw weights v (S,), sorted once:
+    ``SortedColumns(φ, draws)(v)`` is ``apply_functional(φ, draws.T, v)`` bit for bit (the
+    same stable order, the same normalised weights gathered into it, the same kernels)."""
+
+    def __init__(self, functional: Functional, draws: np.ndarray) -> None:
+        self.functional = functional
+        self.x = np.ascontiguousarray(np.asarray(draws, dtype=float).T)  # (C, S)
+        if functional.kind != "mean":
+            self.order = np.argsort(self.x, axis=-1, kind="stable")
+            self.xs = np.take_along_axis(self.x, self.order, -1)
+
+    def __call__(self, v: np.ndarray | None = None) -> np.ndarray:
+        if self.functional.kind == "mean" or v is None:
+            return apply_functional(self.functional, self.x, v)
+        _, w = _normalised(self.x[:1], v)  # every row of the broadcast weights is this one
+        ws = w[0][self.order]
+        if self.functional.kind == "lcb":
+            return _lcb_sorted(self.xs, ws, self.functional.param)
+        return _cvar_sorted(self.xs, ws, self.functional.param)
+
+
+def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """φ of every column of ``draws`` (S, C) over bootstrap resamples ``idx`` (B, n) of its
+    rows → (B, C): ``functional(np.moveaxis(draws[idx], 1, -1))`` bit for bit, without
+    sorting each resample.
+
+    Under uniform weights the sorted resample of a column is its sorted draws, each repeated
+    as often as it was drawn, with the same weights 1/n at every position; so for ``lcb``
+    the quantile's position k (the same in every resample) is found once and its value is
+    the sorted draw whose cumulative count first exceeds k, and for ``cvar`` the sorted
+    resample is built by repetition.  ``mean`` sums in the resample's order, as before.
+    """
+    x = np.asarray(draws, dtype=float)
+    idx = np.asarray(idx)
+    if functional.kind == "mean" or idx.ndim != 2 or idx.size == 0:
+        return functional(np.moveaxis(x[idx], 1, -1))
+    n_b, n = idx.shape
+    n_s = x.shape[0]
+    counts = np.bincount((idx + n_s * np.arange(n_b)[:, None]).ravel(),
+                         minlength=n_b * n_s).reshape(n_b, n_s)
+    order = np.argsort(x, axis=0, kind="stable")  # (S, C)
+    xs = np.take_along_axis(x, order, 0)
+    w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
+    out = np.empty((n_b, x.shape[1]))
+    if functional.kind == "lcb":
+        k = int(np.minimum((np.cumsum(w, axis=-1) < functional.param * (1 - 1e-12)).sum(),
+                           n - 1))
+        for c in range(x.shape[1]):
+            cum = np.cumsum(counts[:, order[:, c]], axis=1)  # (B, S)
+            out[:, c] = xs[(cum <= k).sum(axis=1), c]
+        return out
+    ws = np.broadcast_to(w, (n_b, n))
+    for c in range(x.shape[1]):
+        rep = np.repeat(np.broadcast_to(xs[:, c], (n_b, n_s)).ravel(),
+                        counts[:, order[:, c]].ravel()).reshape(n_b, n)
+        out[:, c] = _cvar_sorted(rep, ws, functional.param)
+    return out
 
 
 class ReweightedColumns:
@@ -166,31 +293,96 @@ class ReweightedColumns:
     ``lcb`` the columns are sorted and ``base`` is gathered into each column's order once (not
     per v), and the cumulative weights are summed in chunks, left to right as ``numpy.cumsum``
     does, only until each (row, column) reaches q — the q-quantile needs no weight above it.
+
+    With ``block`` (a block index per draw) and v constant on the blocks — the block
+    bootstrap — ``lcb`` locates each crossing of q from per-block prefix sums
+    (:class:`_BlockPrefix`, O(J·C·(S/L/8 + 8)·B + J·C·L) per v instead of O(J·C·S)), sums only
+    the segment of L sorted draws that holds it, and falls back to the sequential sum wherever
+    the two orders of summation could disagree (:meth:`_lcb_blocks`): still bit for bit.
     """
 
     def __init__(self, functional: Functional, draws: np.ndarray, base: np.ndarray,
-                 chunk: int = 128) -> None:
+                 chunk: int = 128, block: np.ndarray | None = None) -> None:
         self.functional = functional
         self.draws = np.asarray(draws, dtype=float)
         self.base = np.asarray(base, dtype=float)
         self.chunk = int(chunk)
+        self.exact_pairs = 0  # (row, column) pairs the block path handed to the exact sum
+        self._prefix: _BlockPrefix | None = None
         if functional.kind == "lcb":
             order = np.argsort(self.draws, axis=0, kind="stable")  # (S, C)
-            self.order_t = order.T  # (C, S)
-            self.xs = np.take_along_axis(self.draws, order, 0).T  # (C, S)
-            self.base_sorted = self.base[:, self.order_t]  # (J, C, S)
+            self.order_t = np.ascontiguousarray(order.T)  # (C, S)
+            self.xs = np.ascontiguousarray(np.take_along_axis(self.draws, order, 0).T)
+            if block is None:
+                # (J, C, S), C-ordered: fancy indexing returns another layout, and reshaping
+                # that copied all of it on every call
+                self.base_sorted = np.ascontiguousarray(self.base[:, self.order_t])
+            else:
+                self._prefix = _BlockPrefix(self.base, self.order_t, block)
+
+    def row_totals(self, v: np.ndarray) -> np.ndarray:
+        """Σ_i base_ji v_i (J,) — from per-block sums when v is constant on the blocks
+        (positive exactly where ``(base * v).sum(axis=1)`` is; the value to rounding)."""
+        if self._prefix is not None and self._prefix.constant_on_blocks(v):
+            return self._prefix.totals(v)
+        return self.base @ v
 
     def __call__(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """φ of every column for the rows ``rows`` (boolean, J) of ``base`` reweighted by v
         → (rows.sum(), C)."""
-        w = self.base[rows] * v[None, :]
+        if self._prefix is not None and self._prefix.constant_on_blocks(v):
+            return self._lcb_blocks(v, rows)
+        w = (self.base if rows.all() else self.base[rows]) * v[None, :]
         total = w.sum(axis=-1, keepdims=True)
         if self.functional.kind == "mean":
             return (w / total) @ self.draws
         if self.functional.kind == "cvar":
             return weighted_columns(self.functional, self.draws, w)
-        base = self.base_sorted if rows.all() else self.base_sorted[rows]
+        if self._prefix is not None:  # v not constant on the blocks
+            base = self.base[rows][:, self.order_t]
+        else:
+            base = self.base_sorted if rows.all() else self.base_sorted[rows]
         return self._lcb(base, v[self.order_t], total[:, 0])
+
+    def _lcb_blocks(self, v: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`_lcb` for draw weights v constant on the blocks, without summing every
+        weight below q: the segment of sorted draws where the running sum crosses q is located
+        from per-block prefix sums (:class:`_BlockPrefix`), and only that segment is summed.
+
+        These sums are in another order than the sequential ``numpy.cumsum`` of :meth:`_lcb`,
+        so each (row, column) is accepted only when its running sums just before and at the
+        crossing are more than ``_GUARD`` (relative to the row's total) from q — far above the
+        rounding error of either order, ~S·ε — and the index is then the one the sequential sum
+        gives (the running sums increase); the others (sums within ``_GUARD`` of q: ties, or q
+        hit exactly) are summed sequentially as :meth:`_lcb` does.  The result is therefore the
+        same, bit for bit."""
+        pre = self._prefix
+        n_c, n_s = self.xs.shape
+        q = self.functional.param * (1 - 1e-12)
+        jj = np.flatnonzero(rows)
+        total = pre.totals(v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
+        thr = (q * total)[:, None]  # (J', 1)
+        start, before, run = pre.segment(v, jj, thr)  # (J', C), (J', C), (J', C, L)
+        length = run.shape[-1]
+        local = np.minimum((run < thr[..., None]).sum(axis=-1), n_s - 1 - start)  # (J', C)
+        last = local == n_s - 1 - start  # the index S − 1: no test above it
+        at = np.take_along_axis(run, np.minimum(local, length - 1)[..., None], -1)[..., 0]
+        prev = np.where(local > 0, np.take_along_axis(
+            run, np.maximum(local - 1, 0)[..., None], -1)[..., 0], before)
+        tol = _GUARD * total[:, None]
+        idx = start + local
+        sure = (((idx == 0) | (prev < thr - tol))
+                & (last | ((local < length) & (at >= thr + tol))))
+        if not sure.all():  # the sequential sum, as :meth:`_lcb` does, for the others
+            bj, bc = np.nonzero(~sure)
+            self.exact_pairs += bj.size
+            rows_b = jj[bj]
+            w = self.base[rows_b] * v[None, :]
+            tot = w.sum(axis=-1)  # as __call__ and weighted_columns sum it
+            order = self.order_t[bc]
+            ws = np.take_along_axis(self.base[rows_b], order, -1) * v[order] / tot[:, None]
+            idx[bj, bc] = np.minimum((np.cumsum(ws, axis=-1) < q).sum(axis=-1), n_s - 1)
+        return self.xs[np.arange(n_c)[None, :], idx]
 
     def _lcb(self, base: np.ndarray, v_sorted: np.ndarray, total: np.ndarray) -> np.ndarray:
         """:func:`_lcb_sorted` of ``base · v_sorted / total``, summing chunk by chunk."""
@@ -217,3 +409,94 @@ class ReweightedColumns:
         idx = idx.reshape(n_j, n_c)
         return np.take_along_axis(np.broadcast_to(self.xs, (n_j, n_c, n_s)), idx[..., None],
                                   -1)[..., 0]
+
+
+_GUARD = 1e-9  # relative distance from q below which the block path sums sequentially
+
+
+class _BlockPrefix:
+    """Per-block running sums of sorted weights, for draw weights v that are constant on
+    blocks of draws (v_i = P_{b(i)}, the block bootstrap):
+
+        Σ_{k < (g+1)L} base_(k) v_(k) = Σ_b P_b · A_{g,b},
+        A_{g,b} = Σ_{k < (g+1)L, b(k) = b} base_(k),
+
+    for every (row, column) in the column's sorted order and every segment of L sorted draws.
+    For one v the running sum at every ``group``-th segment end is one matrix–vector product
+    (coarse), then at the segment ends of the coarse segment that crosses the threshold, and
+    the weights of the one segment that crosses it are gathered and summed."""
+
+    def __init__(self, base: np.ndarray, order_t: np.ndarray, block: np.ndarray,
+                 length: int = 64, group: int = 8) -> None:
+        (n_j, n_s), n_c = base.shape, order_t.shape[0]
+        self.block = np.asarray(block, dtype=np.intp)
+        if self.block.shape != (n_s,) or (self.block < 0).any():
+            raise ValueError("block must hold a non-negative block index per draw")
+        n_b = self.n_blocks = int(self.block.max()) + 1 if n_s else 1
+        # the first draw of each block, to read P from v (an empty block keeps P = 0)
+        firsts = np.full(n_b, -1)
+        firsts[self.block[::-1]] = np.arange(n_s)[::-1]
+        self.firsts = firsts
+        length = self.length = max(1, min(n_s, int(length)))
+        n_g = self.n_seg = -(-n_s // length)
+        self.group = max(1, int(group))
+        self.shape = (n_j, n_c)
+        # sorted position → draw, padded with the index S: a draw of weight 0 (base_ext)
+        self.order_pad = np.full((n_c, n_g * length), n_s, dtype=np.intp)
+        self.order_pad[:, :n_s] = order_t
+        self.base_ext = np.zeros((n_j, n_s + 1))
+        self.base_ext[:, :n_s] = base
+        seg_of = np.empty((n_c, n_s), dtype=np.intp)  # segment of each draw, per column
+        np.put_along_axis(seg_of, order_t, np.arange(n_s)[None, :] // length, -1)
+        key_c = seg_of * n_b + self.block[None, :]  # (C, S) in [0, G·B)
+        rows = np.arange(n_j)[:, None] * (n_g * n_b)
+        prefix = np.empty((n_j, n_c, n_g, n_b))
+        for c in range(n_c):
+            sums = np.bincount((rows + key_c[c]).ravel(), weights=base.ravel(),
+                               minlength=n_j * n_g * n_b).reshape(n_j, n_g, n_b)
+            np.cumsum(sums, axis=1, out=prefix[:, c])
+        self.fine = prefix.reshape(n_j * n_c * n_g, n_b)
+        self.block_sums = prefix[:, 0, -1, :].copy()  # Σ_{i in b} base_ji (J, B)
+        ends = np.minimum((np.arange(-(-n_g // self.group)) + 1) * self.group - 1, n_g - 1)
+        self.coarse = np.ascontiguousarray(prefix[:, :, ends]).reshape(-1, n_b)
+        self.n_coarse = ends.size
+
+    def constant_on_blocks(self, v: np.ndarray) -> bool:
+        """Whether v (S,) is one value per block (the path is exact only then)."""
+        return bool(np.array_equal(v, self.p_of(v)[self.block]))
+
+    def p_of(self, v: np.ndarray) -> np.ndarray:
+        return np.where(self.firsts >= 0, v[np.maximum(self.firsts, 0)], 0.0)
+
+    def totals(self, v: np.ndarray) -> np.ndarray:
+        """Σ_i base_ji v_i = Σ_b P_b Σ_{i in b} base_ji for every row (J,), from the block
+        sums: > 0 exactly when some base_ji v_i > 0 (every term is ≥ 0)."""
+        return self.block_sums @ self.p_of(v)
+
+    def segment(self, v: np.ndarray, jj: np.ndarray, thr: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For rows ``jj`` and thresholds ``thr`` (J', 1): the first sorted position of the
+        segment where Σ base·v first reaches thr (the last segment if never), the running
+        sum before it, and the running sums over it (J', C, L) — all approximate sums."""
+        n_j, n_c = self.shape
+        n_g, grp, length = self.n_seg, self.group, self.length
+        p = self.p_of(v)
+        pair = jj[:, None] * n_c + np.arange(n_c)  # (J', C)
+        coarse = (self.coarse @ p).reshape(n_j, n_c, self.n_coarse)[jj]
+        s1 = np.minimum((coarse < thr[..., None]).sum(axis=-1), self.n_coarse - 1)
+        fine_g = np.minimum(s1[..., None] * grp + np.arange(grp), n_g - 1)  # (J', C, grp)
+        fine = self.fine[(pair[..., None] * n_g + fine_g).ravel()] @ p
+        k2 = (fine.reshape(fine_g.shape) < thr[..., None]).sum(axis=-1)
+        seg = np.minimum(s1 * grp + k2, n_g - 1)
+        before = (self.fine[(pair * n_g + np.maximum(seg - 1, 0)).ravel()] @ p
+                  ).reshape(seg.shape)
+        before[seg == 0] = 0.0
+        start = seg * length
+        at = (np.arange(n_c) * (n_g * length) + start)[..., None] + np.arange(length)
+        draw = self.order_pad.take(at)  # (J', C, L)
+        v_ext = np.append(v, 0.0)
+        vals = self.base_ext.take(jj[:, None, None] * self.base_ext.shape[1] + draw)
+        vals *= v_ext.take(draw)
+        run = np.cumsum(vals, axis=-1)
+        run += before[..., None]
+        return start, before, run

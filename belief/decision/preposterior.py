@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from belief.decision.functionals import Functional, lcb
+from belief.decision.functionals import Functional, lcbs
 from belief.decision.scores import g0
 
 __all__ = ["NextState", "control_functions", "control_variate_mean", "control_variate_summary",
@@ -239,7 +239,9 @@ def control_variate_terms(values: np.ndarray, controls: np.ndarray, folds: int =
 
 
 def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.ndarray,
-              weights: np.ndarray | None) -> np.ndarray:
+              weights: np.ndarray | None,
+              quantiles: Callable[[tuple[float, ...]], list[np.ndarray]] | None = None
+              ) -> np.ndarray:
     """ψ(x; P_w): the influence function of φ under weighted draws, at the values ``x``.
 
     Parameters
@@ -251,20 +253,28 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
     draws, weights : ndarray (J, S)
         The weighted distribution of each row (weights None: uniform).
 
+    quantiles : callable levels → [VaR(level) of each row], optional
+        The rows' weighted quantiles (default ``lcbs(draws, levels, weights)``; a caller that
+        has the columns sorted passes a faster one with the same values).
+
     ψ = x − φ (mean); VaR − (VaR − x)_+/α − φ (CVaR_α, lower tail); (q − 1[x ≤ VaR]) / f(VaR)
     (q-quantile, f = (q₊ − q₋)/(VaR(q₊) − VaR(q₋)) with q± = q ± min(q, 1 − q)/2).
     """
+    if quantiles is None:
+        def quantiles(levels: tuple[float, ...]) -> list[np.ndarray]:
+            return lcbs(draws, levels, weights)
+
     x = np.asarray(x, float)
     phi = np.asarray(phi, float)[:, None]
     if functional.kind == "mean":
         return x - phi
     if functional.kind == "cvar":
         alpha = functional.param
-        var = lcb(draws, alpha, weights)[:, None]
+        var = quantiles((alpha,))[0][:, None]
         return var - np.maximum(var - x, 0.0) / alpha - phi
     q = functional.param
     h = 0.5 * min(q, 1 - q)
-    lo, hi = lcb(draws, q - h, weights), lcb(draws, q + h, weights)
+    lo, hi = quantiles((q - h, q + h))
     with np.errstate(divide="ignore", invalid="ignore"):
         dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
     return np.where(np.isfinite(dens), (q - (x <= phi)) / dens, 0.0)

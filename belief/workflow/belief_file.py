@@ -275,10 +275,21 @@ def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
 
 
 def _read_group(path: Path, group: str, tree: bool = False) -> xr.Dataset | xr.DataTree:
-    """One group of a checked belief file, loaded (a DataTree with ``tree``)."""
-    opener = xr.open_datatree if tree else xr.open_dataset
-    return read_file(path, lambda p: opener(p, group=group, engine="h5netcdf").load(),
-                     f"cannot read /{group} (truncated or damaged file)")
+    """One group of a checked belief file, loaded (a DataTree with ``tree``).  A flat group is
+    read by :func:`belief.workflow.h5read.read_group` (the same Dataset as xarray's, faster),
+    or by xarray when it holds anything that reader does not decode."""
+    from belief.workflow.h5read import Unsupported, read_group
+
+    def read(p: Path) -> xr.Dataset | xr.DataTree:
+        if not tree:
+            try:
+                return read_group(p, group)
+            except Unsupported:
+                pass
+        opener = xr.open_datatree if tree else xr.open_dataset
+        return opener(p, group=group, engine="h5netcdf").load()
+
+    return read_file(path, read, f"cannot read /{group} (truncated or damaged file)")
 
 
 def decide_from(source: str | Path | FittedBelief, *,
