@@ -78,12 +78,22 @@ first and failed the convergence standard: when m runs after several actors only
 world 0: R-hat 1.015, tail ESS 178 at γ[dr_1e7→ft_real_100]; with normal e: R-hat ≤ 1.006,
 ESS ≥ 611).  Without evidence of a pair its γ is its prior
 (centred at 0), so the model reduces to the one without order effects in expectation; the
-predictive gain of m after a is wider by γ's prior.  They are **opt-in**
-(``GainsPriors(order_effects=True)``, or ``[priors.gains] order_effects = true`` in the
-candidate file): with 36 more checked scalars, most of them at their prior, a short fit's
-max R-hat exceeds 1.01 too often (2 chains × 300 draws, or 8-step campaigns at 4 × 500 with
-30 varied worlds: 19/30 fits passed before γ was whitened, against 25/30 without order
-effects), so they stay off by default until they meet the convergence standard.
+predictive gain of m after a is wider by γ's prior.  They are **on by default**
+(``GainsPriors(order_effects=False)``, or ``[priors.gains] order_effects = false`` in the
+candidate file, turns them off).
+
+*Exact prior draws.*  Most pairs have no evidence: no policy step of m and no estimate of m
+had a in its history (:meth:`GainsModel.informed_pairs`).  Such a γ_{a→m} enters the joint
+density only through its own prior term, so a posteriori it is independent of every other
+variable given its method-pair term g: γ | rest ~ Normal(σ_g g, σ_e²) (or the stated
+Normal(mean, sd²)).  After sampling, its MCMC draws are replaced by exact draws of that law
+(and g too when no pair of its group is informed), and the convergence checks skip it (a
+coordinate ``exact_prior_draw`` = 1 on ``pair``): independent draws of the exact posterior
+have no Markov-chain error to diagnose.  The pairs left to MCMC are the ones a step or an
+estimate informs.  Before this (and before γ was whitened), short fits failed the R-hat
+check at γ without data too often, which kept order effects opt-in: a 2 × 300 test fit
+showed R-hat 1.0114 at a γ without data, and 8-step campaigns at 4 × 500 passed 19/30
+against 25/30 without order effects.
 :func:`belief.posterior.order_effects.order_effects_table` summarises γ
 (complements and substitutes) from q_t.
 
@@ -172,9 +182,8 @@ class GainsPriors:
         Beta prior of the diminishing-returns factor ρ (mean 0.75 by default).
     order_effects : bool
         Whether the step mean carries the order effects γ_{a→m} (module docstring, "Order
-        effects").  Off by default in this version: with them the gains fits do not yet meet
-        the convergence standard often enough (module docstring); turn them on with
-        ``GainsPriors(order_effects=True)`` or ``[priors.gains] order_effects = true``.
+        effects").  On by default; ``GainsPriors(order_effects=False)`` or
+        ``[priors.gains] order_effects = false`` gives the model without them.
     gamma_group_sd, gamma_sd : float
         Default prior of an order effect without a stated prior: γ_{a→m} = g_{M(a)→M(m)} + e,
         g ~ Normal(0, gamma_group_sd) shared by the candidate pairs of a method pair (when it
@@ -196,7 +205,7 @@ class GainsPriors:
         default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     repeat_alpha: float = 6.0
     repeat_beta: float = 2.0
-    order_effects: bool = False
+    order_effects: bool = True
     gamma_group_sd: float = 0.05
     gamma_sd: float = 0.14
 
@@ -829,7 +838,73 @@ class GainsModel:
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                        target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
+        if self.pairs:
+            idata = self._gamma_from_prior(idata, self.informed_pairs(enc, est),
+                                           np.random.default_rng([seed, 16]))
         return self._label(idata, enc)
+
+    def informed_pairs(self, enc: PolicyEncoding, est: EstimateEncoding) -> np.ndarray:
+        """Which γ_{a→m} enter the likelihood (bool over ``pairs``).
+
+        γ_{a→m} appears in the joint density only through the step mean of a policy slot
+        produced by m with a in its history, or the mean of an estimate of m with a in its
+        history.  When neither exists it appears in its prior alone: a posteriori it is
+        independent of everything else given the method-pair term g, with its prior
+        conditional law (module docstring, "Exact prior draws").
+        """
+        n = len(enc.names)
+        child = np.flatnonzero(enc.is_root[:n] == 0)
+        out = np.zeros(len(self.pairs), dtype=bool)
+        hist = _width(enc.history, self.max_policies, len(self.actors))
+        ehist = _width(est.history, self.max_estimates, len(self.actors))
+        on = np.flatnonzero(est.mask > 0)
+        for p, (a, m) in enumerate(zip(self.pair_actor, self.pair_target, strict=True)):
+            out[p] = (bool((hist[child, a] * (enc.via[child] == m)).any())
+                      or bool((ehist[on, a] * (est.candidate[on] == m)).any()))
+        return out
+
+    def _gamma_from_prior(self, idata: xr.DataTree, informed: np.ndarray,
+                          rng: np.random.Generator) -> xr.DataTree:
+        """Replace the MCMC draws of the uninformed γ by exact draws of their posterior.
+
+        For a pair outside the likelihood (:meth:`informed_pairs`) the posterior is
+        γ = μ + s ε, ε ~ N(0, 1) independent of every other variable: μ, s the stated mean
+        and sd, or μ = σ_g g_{M(a)→M(m)} (0 outside a group) and s = σ_e.  The group term g
+        keeps its MCMC draws when some pair of its group is informed; otherwise it is itself
+        only in its prior and is drawn exactly too.  The replaced elements are marked by the
+        coordinate ``exact_prior_draw`` = 1 on ``pair``, and the convergence checks skip them
+        (:func:`belief.posterior.diagnostics.diagnostics_table`): they are independent draws
+        of their exact posterior, not a Markov chain.
+        """
+        post = idata["posterior"].to_dataset()
+        shape = (post.sizes["chain"], post.sizes["draw"])
+        free = np.flatnonzero(~informed)
+        if len(free):
+            pr = self.priors
+            gamma = post["gamma"].transpose("chain", "draw", "pair").to_numpy().copy()
+            mu = np.where(self.pair_stated, self.pair_mean, 0.0)[None, None, :] \
+                * np.ones(shape)[..., None]
+            if self.gamma_groups:
+                g_da = post["z_gamma_group"].transpose("chain", "draw", ...)
+                g = g_da.to_numpy().copy()
+                for j in range(len(self.gamma_groups)):
+                    if not (informed & (self.pair_group == j) & ~self.pair_stated).any():
+                        g[..., j] = rng.standard_normal(shape)
+                grouped = (~self.pair_stated) & (self.pair_group >= 0)
+                mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) \
+                    * g[..., np.maximum(self.pair_group, 0)]
+            sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
+            eps = rng.standard_normal((*shape, len(free)))
+            gamma[..., free] = mu[..., free] + sd[free] * eps
+            post["gamma"] = (("chain", "draw", "pair"), gamma)
+            if self.gamma_groups:
+                post["z_gamma_group"] = (g_da.dims, g)
+        post = post.assign_coords(exact_prior_draw=("pair", (~informed).astype(np.int8)))
+        groups = {name: idata[name].to_dataset() for name in idata.children}
+        groups["posterior"] = post
+        out = xr.DataTree.from_dict(groups)
+        out.attrs.update(idata.attrs)
+        return out
 
     def _label(self, idata: xr.DataTree, enc: PolicyEncoding) -> xr.DataTree:
         n = len(enc.names)
