@@ -97,6 +97,36 @@ against 25/30 without order effects.
 :func:`belief.posterior.order_effects.order_effects_table` summarises γ
 (complements and substitutes) from q_t.
 
+Direction effects (issue 16: diagnoses that measure a mismatch direction)
+------------------------------------------------------------------------
+A diagnosis d with ``targets = ["latency"]`` and a ``measurement_se`` measures the mismatch
+direction k = latency (:attr:`belief.inputs.candidates.Candidate.measures`).  Every measured
+direction k that some adaptation targets has a *direction effect* ξ_k: the part of the logit
+gain shared by every adaptation that targets k — how much closing mismatch k is worth on the
+success logit of the current line of policies.  It enters the candidate effect::
+
+    θ_m = (pooled tree of m, as above) + Σ_{k ∈ targets(m), k measured} ξ_k,
+    ξ_k ~ Normal(0, direction_sd²)    (default 0.2 logit, GainsPriors.direction_sd)
+
+(a crossed random effect: candidates of different lenses that target the same direction
+share it), and each execution of d gives one ``direction_estimates`` row per direction::
+
+    y_{d,k} ~ Normal(ξ_k, se_d²)      (se_d = d's measurement_se)
+
+i.e. the diagnosis reports the mismatch along k *on the logit-gain scale* (the user calibrates
+it: "closing latency is worth about y logit").  So a measured direction moves the prior mean of
+every candidate that targets it, by ξ_k's posterior, before any of them runs; an execution of
+one of them informs ξ_k, and with it the others that target k.  Assumptions stated: ξ_k is a
+constant of the campaign (it does not depend on the policy the diagnosis runs from, and it is
+not used up when a candidate closes k — repeats shrink θ_m as a whole by ρ); the measurement
+error is normal with known se and independent across directions and executions; targets of a
+diagnosis without ``measurement_se`` only label it (candidate prioritisation) and have no ξ.
+Without measured directions the model is the one above (no ξ, nothing compiled for it).
+Geometry: ξ is whitened by its direct measurements; the tree's θ-likelihood approximation is
+taken for θ − Lξ given ξ (exact change of variables, as everywhere here).  For CVU,
+:func:`simulate_direction` and :func:`loglik_direction` give the diagnosis' outcome and its
+likelihood under the joint draws ``gains_xi`` of q_t.
+
 The *next* execution of m from policy π with history h has predictive gain::
 
     ΔJ_next(m | π, h) = logistic(η_π + θ_m ρ^{k_m(π)} + Σ_{a ∈ h} γ_{a→m} + τ_exec z_new)
@@ -150,14 +180,17 @@ __all__ = [
     "PoolingStructure",
     "decision_draws",
     "decision_vars",
+    "encode_directions",
     "encode_estimates",
     "encode_policies",
     "gain_from_draws",
     "likelihood_approximation",
     "loglik",
+    "loglik_direction",
     "next_gain",
     "own_evidence_share",
     "simulate",
+    "simulate_direction",
 ]
 
 LEVELS = ("lens", "method", "candidate")
@@ -189,6 +222,9 @@ class GainsPriors:
         g ~ Normal(0, gamma_group_sd) shared by the candidate pairs of a method pair (when it
         holds ≥ 2 of them), e ~ Normal(0, gamma_sd): sd ≈ 0.15 logit, a shrinkage prior
         centred at "no interaction" (module docstring: why not a heavy-tailed one).
+    direction_sd : float
+        Prior sd of a direction effect ξ_k ~ Normal(0, direction_sd) (module docstring,
+        "Direction effects"; only directions a diagnosis measures have one).
     """
 
     baseline_mu: float = 0.0
@@ -208,6 +244,7 @@ class GainsPriors:
     order_effects: bool = True
     gamma_group_sd: float = 0.05
     gamma_sd: float = 0.14
+    direction_sd: float = 0.2
 
     SCALES: ClassVar[dict[str, str]] = {
         "tau_lens": "half_student_t", "tau_method": "half_student_t",
@@ -384,6 +421,31 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
         history[e] = enc.actors_before(p, int(t), gain_ids, actors)
     return EstimateEncoding(value, se, cand, repeats, mask, history)
 
+def encode_directions(direction_estimates: pd.DataFrame | None, directions: list[str],
+                      max_slots: int) -> dict[str, np.ndarray]:
+    """Encode ``direction_estimates`` rows into ``max_slots`` slots (unused ones masked):
+    ``dir_value``, ``dir_se``, ``dir_mask`` over slots and ``dir_onehot`` (slot × direction),
+    1 at the measured direction (module docstring, "Direction effects")."""
+    value, se, mask = np.zeros(max_slots), np.ones(max_slots), np.zeros(max_slots)
+    onehot = np.zeros((max_slots, len(directions)))
+    rows = direction_estimates if direction_estimates is not None else pd.DataFrame()
+    if len(rows) and not directions:
+        raise InputError("direction_estimates", "the gains model has no measured direction "
+                                                "(no diagnosis with targets and measurement_se)")
+    if len(rows) > max_slots:
+        raise InputError("direction_estimates", f"{len(rows)} rows exceed "
+                                                f"max_direction_estimates={max_slots}; build "
+                                                "the model with more slots")
+    for e, (k, v, s_) in enumerate(zip(rows.get("direction", []), rows.get("estimate", []),
+                                       rows.get("se", []), strict=True)):
+        if k not in directions:
+            raise InputError("direction_estimates", f"direction {k!r} is not one the gains "
+                                                    f"model has ({directions})", row=e)
+        value[e], se[e], mask[e] = v, s_, 1.0
+        onehot[e, directions.index(k)] = 1.0
+    return {"dir_value": value, "dir_se": se, "dir_mask": mask, "dir_onehot": onehot}
+
+
 def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
                              n_candidates: int, priors: GainsPriors) -> dict[str, np.ndarray]:
     """Normal approximations of the binomial likelihoods, for the sampler's geometry only.
@@ -479,6 +541,7 @@ class GainsModel:
     priors: GainsPriors = field(default_factory=GainsPriors)
     max_policies: int = 32
     max_estimates: int = 16
+    max_direction_estimates: int = 8
     last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -499,6 +562,12 @@ class GainsModel:
         if self.max_policies < 2:
             raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
         self._order_structure()
+        measured = dict.fromkeys(k for c in self.candidates for k in c.measures)
+        self.directions = [k for k in measured
+                           if any(k in self.candidates[m].targets for m in self.gain_ids)]
+        self.direction_loading = np.array(
+            [[float(k in self.candidates[m].targets) for k in self.directions]
+             for m in self.gain_ids]).reshape(len(self.gain_ids), len(self.directions))
 
     def _order_structure(self) -> None:
         """Actors, pairs and the prior of every order effect γ_{a→m} (module docstring)."""
@@ -530,6 +599,9 @@ class GainsModel:
                "policy_slot": list(range(self.max_policies))}
         if self.pairs:
             out.update({"actor": self.actors, "pair": [f"{a}→{m}" for a, m in self.pairs]})
+        if self.directions:
+            out.update({"direction": self.directions,
+                        "direction_slot": list(range(self.max_direction_estimates))})
         return out
 
     def _order_effects(self, history, est_history):
@@ -645,8 +717,38 @@ class GainsModel:
         tau = {lv: getattr(pr, f"tau_{lv}").rv(f"tau_{lv}") for lv in self.structure.used_levels}
         return tau, pr.tau_exec.rv("tau_exec")
 
+    def _direction_effects(self, dirs: dict[str, np.ndarray] | None, generative: bool):
+        """ξ over the measured directions, the shift L ξ of every candidate's θ and the
+        likelihood of the direction estimates, in a model context (None, 0 without measured
+        directions; module docstring, "Direction effects")."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        if not self.directions:
+            return None, 0.0
+        if dirs is None:
+            dirs = encode_directions(None, self.directions, self.max_direction_estimates)
+        dd = {name: pm.Data(name, value, dims=("direction_slot", "direction")
+                            if name == "dir_onehot" else "direction_slot")
+              for name, value in dirs.items()}
+        sd = self.priors.direction_sd
+        if generative:
+            xi = pm.Normal("xi", 0.0, sd, dims="direction")
+        else:
+            w = dd["dir_mask"] / dd["dir_se"] ** 2
+            xi = pm.Deterministic("xi", whitened_normal(
+                "xi", 0.0, sd, pt.dot(w, dd["dir_onehot"]),
+                pt.dot(w * dd["dir_value"], dd["dir_onehot"]), dims="direction"),
+                dims="direction")
+        at = pt.dot(dd["dir_onehot"], xi)
+        r = (dd["dir_value"] - at) / dd["dir_se"]
+        pm.Potential("direction_estimates",
+                     (dd["dir_mask"] * (-0.5 * r**2 - pt.log(dd["dir_se"]))).sum())
+        return xi, pt.dot(self.direction_loading, xi)
+
     def build(self, encoding: PolicyEncoding | None = None,
-              estimates: EstimateEncoding | None = None):
+              estimates: EstimateEncoding | None = None,
+              directions: dict[str, np.ndarray] | None = None):
         """The sampled ``pm.Model`` (data-informed non-centring) with ``pm.Data`` containers.
 
         The joint distribution of :meth:`build_generative`; every normal latent (μ_0, the
@@ -676,15 +778,17 @@ class GainsModel:
             prec = (approx["step_w"] * v_step).sum(axis=1) + (approx["est_w"] * v_est).sum(axis=1)
             prec_x = (approx["step_wx"] * v_step).sum(axis=1) \
                 + (approx["est_wx"] * v_est).sum(axis=1)
+            _, shift = self._direction_effects(directions, generative=False)
+            prec_x = prec_x - prec * shift  # the tree's member is θ − L ξ
             tree = pooled_tree(st, tau, prec, prec_x, mu0_mu=pr.effect_mu_mu,
                                mu0_sigma=pr.effect_mu_sigma, member_name="effect",
                                member_dims="candidate")
             pm.Deterministic("mu0", tree["mu0"])
             if st.groups:
                 pm.Deterministic("group_effect", tree["group"], dims="pooled_group")
-            pm.Deterministic("pool_mean", tree["pool"], dims="candidate")
+            pm.Deterministic("pool_mean", tree["pool"] + shift, dims="candidate")
             pm.Deterministic("own_scale", tree["own"], dims="candidate")
-            effect = pm.Deterministic("effect", tree["member"], dims="candidate")
+            effect = pm.Deterministic("effect", tree["member"] + shift, dims="candidate")
             # θ at each step and estimate as a product with a one-hot data matrix (cheaper
             # gradients than indexing)
             at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
@@ -712,7 +816,8 @@ class GainsModel:
         return model
 
     def build_generative(self, encoding: PolicyEncoding | None = None,
-                         estimates: EstimateEncoding | None = None):
+                         estimates: EstimateEncoding | None = None,
+                         directions: dict[str, np.ndarray] | None = None):
         """The model written out level by level (non-centred), exactly as in the module
         docstring: every lens, method and candidate has its own effect.
 
@@ -738,8 +843,9 @@ class GainsModel:
             lens = pm.Deterministic("lens_effect", mu0 + tau["lens"] * z_l, dims="lens")
             method = pm.Deterministic(
                 "method_effect", lens[self.lens_of_method] + tau["method"] * z_j, dims="method")
+            _, shift = self._direction_effects(directions, generative=True)
             effect = pm.Deterministic(
-                "effect", method[self.method_of_candidate] + tau["candidate"] * z_m,
+                "effect", method[self.method_of_candidate] + tau["candidate"] * z_m + shift,
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
@@ -763,9 +869,15 @@ class GainsModel:
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
 
-    def data(self, enc: PolicyEncoding, est: EstimateEncoding) -> dict[str, np.ndarray]:
+    def data(self, enc: PolicyEncoding, est: EstimateEncoding,
+             directions: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Every data container of :meth:`build` for these encodings."""
-        out = {**enc.data(), **est.data(),
+        if self.directions:
+            est_dirs = directions if directions is not None else encode_directions(
+                None, self.directions, self.max_direction_estimates)
+        else:
+            est_dirs = {}
+        out = {**enc.data(), **est.data(), **est_dirs,
                **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
         if self.pairs:
             out["history"] = _width(enc.history, self.max_policies, len(self.actors))
@@ -779,7 +891,9 @@ class GainsModel:
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
                tuple(self.structure.groups), self.priors, self.max_policies,
                self.max_estimates, tuple(self.pairs), tuple(self.pair_stated),
-               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group))
+               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group),
+               tuple(self.directions), self.direction_loading.tobytes(),
+               self.max_direction_estimates)
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
@@ -801,6 +915,7 @@ class GainsModel:
             policy_evals: pd.DataFrame | None = None,
             gain_estimates: pd.DataFrame | None = None,
             model_updates: pd.DataFrame | None = None,
+            direction_estimates: pd.DataFrame | None = None,
             draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
@@ -819,6 +934,9 @@ class GainsModel:
         model_updates : DataFrame, optional
             ``Evidence.model_updates``: executed model updates (step, candidate), the sources
             of order effects besides the adaptations on a lineage.
+        direction_estimates : DataFrame, optional
+            ``Evidence.direction_estimates``: measurements of the direction effects ξ_k by
+            diagnoses (module docstring, "Direction effects").
         thin : int
             Sample ``draws × thin`` per chain and keep every ``thin``-th (see
             :func:`models.sampling.sample`).
@@ -834,7 +952,9 @@ class GainsModel:
         enc = self.encode(paired, current, policy_evals, gain_estimates, model_updates)
         est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates,
                                self.actors)
-        compiled = self._compiled().with_data(**self.data(enc, est))
+        dirs = (encode_directions(direction_estimates, self.directions,
+                                  self.max_direction_estimates) if self.directions else None)
+        compiled = self._compiled().with_data(**self.data(enc, est, dirs))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                        target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
@@ -1034,11 +1154,15 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
         out["gains_gamma_stated"] = (("actor", "candidate"), stated)
         out["gains_offset"] = (("sample", "candidate"), np.einsum("a,sac->sc", hist, mat))
         out = out.assign_coords(actor=actors)
+    if "xi" in post:
+        out["gains_xi"] = (("sample", "measured_direction"), _stack(post["xi"]))
+        out = out.assign_coords(measured_direction=[str(k) for k in post["direction"].values])
     return out
 
 
-ORDER_VARS = ("gains_gamma", "gains_history", "gains_offset")
-"""Optional decision draws of the order effects (absent without order effects)."""
+ORDER_VARS = ("gains_gamma", "gains_history", "gains_offset", "gains_xi")
+"""Optional decision draws: of the order effects (absent without order effects) and of the
+direction effects ξ (``gains_xi``, absent without measured directions)."""
 
 
 def decision_vars(belief: xr.Dataset) -> list[str]:
@@ -1188,6 +1312,34 @@ def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) ->
 
     mu, sd = _estimate_moments(draws, target, se)
     return norm.logpdf(y[:, None], loc=mu[None, :], scale=sd[None, :])
+
+
+def _xi(draws: xr.Dataset, directions: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Draws (S, K) of ξ_k for ``directions`` (``gains_xi``)."""
+    if "gains_xi" not in draws:
+        raise InputError("belief", "no direction effects in q_t (gains_xi): the gains model "
+                                   "has a ξ only for directions a diagnosis measures")
+    known = [str(k) for k in draws["measured_direction"].values]
+    return np.asarray(draws["gains_xi"].values, dtype=float)[
+        :, [known.index(k) for k in directions]]
+
+
+def simulate_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...], se: float,
+                       rng: np.random.Generator, idx: np.ndarray) -> np.ndarray:
+    """A diagnosis' measurements of ``directions`` under draws ``idx``, shape (J, K):
+    y_k ~ Normal(ξ_k, se²) independently (module docstring, "Direction effects")."""
+    xi = _xi(draws, directions)[np.asarray(idx)]
+    return xi + se * rng.standard_normal(xi.shape)
+
+
+def loglik_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...], se: float,
+                     y: np.ndarray) -> np.ndarray:
+    """Σ_k log Normal(y_jk | ξ_ik, se²) for every outcome j and draw i: shape (J, S)."""
+    from scipy.stats import norm
+
+    xi = _xi(draws, directions)
+    y = np.asarray(y, dtype=float).reshape(-1, xi.shape[1])
+    return norm.logpdf(y[:, None, :], loc=xi[None, :, :], scale=se).sum(-1)
 
 
 def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:
