@@ -196,3 +196,30 @@ def test_a_measuring_diagnosis_round_trips_through_the_candidate_file():
     cands = _candidates()
     back = parse_candidate_text(candidates_toml(cands), "c.toml").candidates
     assert back["probe"].measures == ("latency",) and back["probe"].measurement_se == SE
+
+
+@pytest.mark.slow
+def test_fitted_xi_is_conjugate_before_any_targeting_candidate_runs():
+    """In ``SyntheticWorld.with_latency_probe`` after one probe: no step informs θ yet, so
+    ξ_latency | y ~ N(y σ²/(σ² + se²), 1/(1/σ² + 1/se²)) exactly (σ = direction_sd); the fit
+    (4 × 1000, converged) gives it within 4 MCSE of the mean and 10 % of the sd, and q_t's
+    experiment of the probe simulates one measurement per draw."""
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.posterior.experiments import experiments_from_belief
+    from belief.posterior.fitter import BeliefFitter
+
+    world = SyntheticWorld.with_latency_probe(seed=1)
+    ev = Evidence(world.candidates).append(**world.initial_evidence())
+    out = world.execute("latency_probe", 0)
+    ev = ev.append(**out.tables())
+    y = float(ev.direction_estimates["estimate"].iloc[0])
+    idata, belief = BeliefFitter(world.candidates).fit(ev, world.policy, 1, seed=0)
+    assert belief.attrs["reliability_reason"] == "converged"
+    xi = idata["gains"]["posterior"]["xi"].sel(direction="latency").values.ravel()
+    sd0, se = GainsPriors().direction_sd, 0.1
+    v = 1.0 / (1.0 / sd0**2 + 1.0 / se**2)
+    assert abs(xi.mean() - v * y / se**2) < 4 * np.sqrt(v / 400)
+    assert xi.std() == pytest.approx(np.sqrt(v), rel=0.1)
+    sim = experiments_from_belief(belief, world.candidates)["latency_probe"].simulate(
+        np.random.default_rng(0), np.arange(7))
+    assert sim.shape == (7, 1)
