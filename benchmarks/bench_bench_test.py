@@ -5,17 +5,17 @@ World: :meth:`belief.campaign.synthetic.SyntheticWorld.with_bench_test` — the 
 with ft_real_100 gated (20 pre-campaign bench runs, 0 unsafe: CP UCB_0.95 = 0.139 > α_exec 0.1)
 and ``ft_bench`` (60 bench runs of ft_real_100's controller, same true P_exec).  Campaigns:
 Q = U0 + β·CVU with β = 1, ``--horizon`` steps, the default gate (Clopper–Pearson, δ = 0.05),
-default CVU settings of a campaign (256 outcomes, ≤ 4 exact refits), order effects off (the
-default), fits with ``--draws`` draws and tuning steps per chain (4 chains), seeds
-0 … ``--seeds``−1.
+default CVU settings of a campaign (256 outcomes, ≤ 4 exact refits), order effects off
+unless ``--order-effects`` (the library default is on since issue 16), fits with ``--draws``
+draws and tuning steps per chain (4 chains), seeds 0 … ``--seeds``−1.
 
 ``--ft-gain G --pilot E`` runs a variant in which fine-tuning is worth opening: ft_real_100's
 true logit gain is G (default world: 0.35) and the evidence holds an earlier fine-tuning pilot's
 gain estimate E ± 0.2 (logit scale) of ft_real_100 (the world of
 ``notebooks/06_order_effects.ipynb``, without its order effects).
 
-``--order-effects`` fits the gains model with order effects (opt-in) and ``--stated M`` adds
-the stated method-pair prior γ_{DR→FT} ~ N(M, 0.1²) (the notebook's setting);
+``--order-effects`` fits the gains model with order effects (the library's default) and
+``--stated M`` adds the stated method-pair prior γ_{DR→FT} ~ N(M, 0.1²) (the notebook's setting);
 ``--chains C --ess-min E --act-on-unreliable`` shorten the fits (the notebook's fast mode uses
 2 chains, 300 draws, ESS ≥ 100 and acts on fits that miss the targets).
 

@@ -66,7 +66,7 @@ BASELINE = "6320e96"
 """The commit with the models before issue 15 (the branch point of issue 15)."""
 
 CHECK = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
-                   "tau_lens", "tau_method", "tau_candidate"],
+                   "gamma", "tau_lens", "tau_method", "tau_candidate"],
          "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
          "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
          "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"]}
@@ -173,6 +173,8 @@ def _evidence(s: dict):
           "policy_evals": t.get("policy_evaluations"), "gain_estimates": t.get("gain_estimates"),
           "sensitivity_runs": t.get("sensitivity_runs"),
           "transfer_evaluations": t.get("transfer_evaluations")}
+    if "model_updates" in t:  # the sources of order effects besides lineages (issue 16)
+        kw["model_updates"] = t["model_updates"]
     return cands, Evidence(cands).append(**{k: v for k, v in kw.items() if v is not None})
 
 
@@ -257,8 +259,10 @@ def _sensitivity_model(f, ev):
 def _sampler(f, model: str, ev, policy: str):
     """``sample(draws, tune, chains, seed, **kw)`` of a model on this evidence."""
     if model == "gains":
+        updates = ({"model_updates": ev.model_updates}
+                   if getattr(ev, "model_updates", None) is not None else {})
         return lambda **kw: f.gains.fit(ev.paired, policy, policy_evals=ev.policy_evals,
-                                        gain_estimates=ev.gain_estimates, **kw)
+                                        gain_estimates=ev.gain_estimates, **updates, **kw)
     if model == "exec_risk":
         n, k = ev.safety_counts()
         return lambda **kw: f.exec_risk.fit(n, k, **kw)

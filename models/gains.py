@@ -78,14 +78,54 @@ first and failed the convergence standard: when m runs after several actors only
 world 0: R-hat 1.015, tail ESS 178 at γ[dr_1e7→ft_real_100]; with normal e: R-hat ≤ 1.006,
 ESS ≥ 611).  Without evidence of a pair its γ is its prior
 (centred at 0), so the model reduces to the one without order effects in expectation; the
-predictive gain of m after a is wider by γ's prior.  They are **opt-in**
-(``GainsPriors(order_effects=True)``, or ``[priors.gains] order_effects = true`` in the
-candidate file): with 36 more checked scalars, most of them at their prior, a short fit's
-max R-hat exceeds 1.01 too often (2 chains × 300 draws, or 8-step campaigns at 4 × 500 with
-30 varied worlds: 19/30 fits passed before γ was whitened, against 25/30 without order
-effects), so they stay off by default until they meet the convergence standard.
+predictive gain of m after a is wider by γ's prior.  They are **on by default**
+(``GainsPriors(order_effects=False)``, or ``[priors.gains] order_effects = false`` in the
+candidate file, turns them off).
+
+*Exact prior draws.*  Most pairs have no evidence: no policy step of m and no estimate of m
+had a in its history (:meth:`GainsModel.informed_pairs`).  Such a γ_{a→m} enters the joint
+density only through its own prior term, so a posteriori it is independent of every other
+variable given its method-pair term g: γ | rest ~ Normal(σ_g g, σ_e²) (or the stated
+Normal(mean, sd²)).  After sampling, its MCMC draws are replaced by exact draws of that law
+(and g too when no pair of its group is informed), and the convergence checks skip it (a
+coordinate ``exact_prior_draw`` = 1 on ``pair``): independent draws of the exact posterior
+have no Markov-chain error to diagnose.  The pairs left to MCMC are the ones a step or an
+estimate informs.  Before this (and before γ was whitened), short fits failed the R-hat
+check at γ without data too often, which kept order effects opt-in: a 2 × 300 test fit
+showed R-hat 1.0114 at a γ without data, and 8-step campaigns at 4 × 500 passed 19/30
+against 25/30 without order effects.
 :func:`belief.posterior.order_effects.order_effects_table` summarises γ
 (complements and substitutes) from q_t.
+
+Direction effects (issue 16: diagnoses that measure a mismatch direction)
+------------------------------------------------------------------------
+A diagnosis d with ``targets = ["latency"]`` and a ``measurement_se`` measures the mismatch
+direction k = latency (:attr:`belief.inputs.candidates.Candidate.measures`).  Every measured
+direction k that some adaptation targets has a *direction effect* ξ_k: the part of the logit
+gain shared by every adaptation that targets k — how much closing mismatch k is worth on the
+success logit of the current line of policies.  It enters the candidate effect::
+
+    θ_m = (pooled tree of m, as above) + Σ_{k ∈ targets(m), k measured} ξ_k,
+    ξ_k ~ Normal(0, direction_sd²)    (default 0.2 logit, GainsPriors.direction_sd)
+
+(a crossed random effect: candidates of different lenses that target the same direction
+share it), and each execution of d gives one ``direction_estimates`` row per direction::
+
+    y_{d,k} ~ Normal(ξ_k, se_d²)      (se_d = d's measurement_se)
+
+i.e. the diagnosis reports the mismatch along k *on the logit-gain scale* (the user calibrates
+it: "closing latency is worth about y logit").  So a measured direction moves the prior mean of
+every candidate that targets it, by ξ_k's posterior, before any of them runs; an execution of
+one of them informs ξ_k, and with it the others that target k.  Assumptions stated: ξ_k is a
+constant of the campaign (it does not depend on the policy the diagnosis runs from, and it is
+not used up when a candidate closes k — repeats shrink θ_m as a whole by ρ); the measurement
+error is normal with known se and independent across directions and executions; targets of a
+diagnosis without ``measurement_se`` only label it (candidate prioritisation) and have no ξ.
+Without measured directions the model is the one above (no ξ, nothing compiled for it).
+Geometry: ξ is whitened by its direct measurements; the tree's θ-likelihood approximation is
+taken for θ − Lξ given ξ (exact change of variables, as everywhere here).  For CVU,
+:func:`simulate_direction` and :func:`loglik_direction` give the diagnosis' outcome and its
+likelihood under the joint draws ``gains_xi`` of q_t.
 
 The *next* execution of m from policy π with history h has predictive gain::
 
@@ -140,14 +180,17 @@ __all__ = [
     "PoolingStructure",
     "decision_draws",
     "decision_vars",
+    "encode_directions",
     "encode_estimates",
     "encode_policies",
     "gain_from_draws",
     "likelihood_approximation",
     "loglik",
+    "loglik_direction",
     "next_gain",
     "own_evidence_share",
     "simulate",
+    "simulate_direction",
 ]
 
 LEVELS = ("lens", "method", "candidate")
@@ -172,14 +215,16 @@ class GainsPriors:
         Beta prior of the diminishing-returns factor ρ (mean 0.75 by default).
     order_effects : bool
         Whether the step mean carries the order effects γ_{a→m} (module docstring, "Order
-        effects").  Off by default in this version: with them the gains fits do not yet meet
-        the convergence standard often enough (module docstring); turn them on with
-        ``GainsPriors(order_effects=True)`` or ``[priors.gains] order_effects = true``.
+        effects").  On by default; ``GainsPriors(order_effects=False)`` or
+        ``[priors.gains] order_effects = false`` gives the model without them.
     gamma_group_sd, gamma_sd : float
         Default prior of an order effect without a stated prior: γ_{a→m} = g_{M(a)→M(m)} + e,
         g ~ Normal(0, gamma_group_sd) shared by the candidate pairs of a method pair (when it
         holds ≥ 2 of them), e ~ Normal(0, gamma_sd): sd ≈ 0.15 logit, a shrinkage prior
         centred at "no interaction" (module docstring: why not a heavy-tailed one).
+    direction_sd : float
+        Prior sd of a direction effect ξ_k ~ Normal(0, direction_sd) (module docstring,
+        "Direction effects"; only directions a diagnosis measures have one).
     """
 
     baseline_mu: float = 0.0
@@ -196,9 +241,10 @@ class GainsPriors:
         default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     repeat_alpha: float = 6.0
     repeat_beta: float = 2.0
-    order_effects: bool = False
+    order_effects: bool = True
     gamma_group_sd: float = 0.05
     gamma_sd: float = 0.14
+    direction_sd: float = 0.2
 
     SCALES: ClassVar[dict[str, str]] = {
         "tau_lens": "half_student_t", "tau_method": "half_student_t",
@@ -375,6 +421,31 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
         history[e] = enc.actors_before(p, int(t), gain_ids, actors)
     return EstimateEncoding(value, se, cand, repeats, mask, history)
 
+def encode_directions(direction_estimates: pd.DataFrame | None, directions: list[str],
+                      max_slots: int) -> dict[str, np.ndarray]:
+    """Encode ``direction_estimates`` rows into ``max_slots`` slots (unused ones masked):
+    ``dir_value``, ``dir_se``, ``dir_mask`` over slots and ``dir_onehot`` (slot × direction),
+    1 at the measured direction (module docstring, "Direction effects")."""
+    value, se, mask = np.zeros(max_slots), np.ones(max_slots), np.zeros(max_slots)
+    onehot = np.zeros((max_slots, len(directions)))
+    rows = direction_estimates if direction_estimates is not None else pd.DataFrame()
+    if len(rows) and not directions:
+        raise InputError("direction_estimates", "the gains model has no measured direction "
+                                                "(no diagnosis with targets and measurement_se)")
+    if len(rows) > max_slots:
+        raise InputError("direction_estimates", f"{len(rows)} rows exceed "
+                                                f"max_direction_estimates={max_slots}; build "
+                                                "the model with more slots")
+    for e, (k, v, s_) in enumerate(zip(rows.get("direction", []), rows.get("estimate", []),
+                                       rows.get("se", []), strict=True)):
+        if k not in directions:
+            raise InputError("direction_estimates", f"direction {k!r} is not one the gains "
+                                                    f"model has ({directions})", row=e)
+        value[e], se[e], mask[e] = v, s_, 1.0
+        onehot[e, directions.index(k)] = 1.0
+    return {"dir_value": value, "dir_se": se, "dir_mask": mask, "dir_onehot": onehot}
+
+
 def likelihood_approximation(enc: PolicyEncoding, est: EstimateEncoding,
                              n_candidates: int, priors: GainsPriors) -> dict[str, np.ndarray]:
     """Normal approximations of the binomial likelihoods, for the sampler's geometry only.
@@ -470,6 +541,7 @@ class GainsModel:
     priors: GainsPriors = field(default_factory=GainsPriors)
     max_policies: int = 32
     max_estimates: int = 16
+    max_direction_estimates: int = 8
     last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -490,6 +562,12 @@ class GainsModel:
         if self.max_policies < 2:
             raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
         self._order_structure()
+        measured = dict.fromkeys(k for c in self.candidates for k in c.measures)
+        self.directions = [k for k in measured
+                           if any(k in self.candidates[m].targets for m in self.gain_ids)]
+        self.direction_loading = np.array(
+            [[float(k in self.candidates[m].targets) for k in self.directions]
+             for m in self.gain_ids]).reshape(len(self.gain_ids), len(self.directions))
 
     def _order_structure(self) -> None:
         """Actors, pairs and the prior of every order effect γ_{a→m} (module docstring)."""
@@ -521,6 +599,9 @@ class GainsModel:
                "policy_slot": list(range(self.max_policies))}
         if self.pairs:
             out.update({"actor": self.actors, "pair": [f"{a}→{m}" for a, m in self.pairs]})
+        if self.directions:
+            out.update({"direction": self.directions,
+                        "direction_slot": list(range(self.max_direction_estimates))})
         return out
 
     def _order_effects(self, history, est_history):
@@ -636,8 +717,38 @@ class GainsModel:
         tau = {lv: getattr(pr, f"tau_{lv}").rv(f"tau_{lv}") for lv in self.structure.used_levels}
         return tau, pr.tau_exec.rv("tau_exec")
 
+    def _direction_effects(self, dirs: dict[str, np.ndarray] | None, generative: bool):
+        """ξ over the measured directions, the shift L ξ of every candidate's θ and the
+        likelihood of the direction estimates, in a model context (None, 0 without measured
+        directions; module docstring, "Direction effects")."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        if not self.directions:
+            return None, 0.0
+        if dirs is None:
+            dirs = encode_directions(None, self.directions, self.max_direction_estimates)
+        dd = {name: pm.Data(name, value, dims=("direction_slot", "direction")
+                            if name == "dir_onehot" else "direction_slot")
+              for name, value in dirs.items()}
+        sd = self.priors.direction_sd
+        if generative:
+            xi = pm.Normal("xi", 0.0, sd, dims="direction")
+        else:
+            w = dd["dir_mask"] / dd["dir_se"] ** 2
+            xi = pm.Deterministic("xi", whitened_normal(
+                "xi", 0.0, sd, pt.dot(w, dd["dir_onehot"]),
+                pt.dot(w * dd["dir_value"], dd["dir_onehot"]), dims="direction"),
+                dims="direction")
+        at = pt.dot(dd["dir_onehot"], xi)
+        r = (dd["dir_value"] - at) / dd["dir_se"]
+        pm.Potential("direction_estimates",
+                     (dd["dir_mask"] * (-0.5 * r**2 - pt.log(dd["dir_se"]))).sum())
+        return xi, pt.dot(self.direction_loading, xi)
+
     def build(self, encoding: PolicyEncoding | None = None,
-              estimates: EstimateEncoding | None = None):
+              estimates: EstimateEncoding | None = None,
+              directions: dict[str, np.ndarray] | None = None):
         """The sampled ``pm.Model`` (data-informed non-centring) with ``pm.Data`` containers.
 
         The joint distribution of :meth:`build_generative`; every normal latent (μ_0, the
@@ -667,15 +778,17 @@ class GainsModel:
             prec = (approx["step_w"] * v_step).sum(axis=1) + (approx["est_w"] * v_est).sum(axis=1)
             prec_x = (approx["step_wx"] * v_step).sum(axis=1) \
                 + (approx["est_wx"] * v_est).sum(axis=1)
+            _, shift = self._direction_effects(directions, generative=False)
+            prec_x = prec_x - prec * shift  # the tree's member is θ − L ξ
             tree = pooled_tree(st, tau, prec, prec_x, mu0_mu=pr.effect_mu_mu,
                                mu0_sigma=pr.effect_mu_sigma, member_name="effect",
                                member_dims="candidate")
             pm.Deterministic("mu0", tree["mu0"])
             if st.groups:
                 pm.Deterministic("group_effect", tree["group"], dims="pooled_group")
-            pm.Deterministic("pool_mean", tree["pool"], dims="candidate")
+            pm.Deterministic("pool_mean", tree["pool"] + shift, dims="candidate")
             pm.Deterministic("own_scale", tree["own"], dims="candidate")
-            effect = pm.Deterministic("effect", tree["member"], dims="candidate")
+            effect = pm.Deterministic("effect", tree["member"] + shift, dims="candidate")
             # θ at each step and estimate as a product with a one-hot data matrix (cheaper
             # gradients than indexing)
             at_step = (approx["via_onehot"] * effect[None, :]).sum(axis=1)
@@ -703,7 +816,8 @@ class GainsModel:
         return model
 
     def build_generative(self, encoding: PolicyEncoding | None = None,
-                         estimates: EstimateEncoding | None = None):
+                         estimates: EstimateEncoding | None = None,
+                         directions: dict[str, np.ndarray] | None = None):
         """The model written out level by level (non-centred), exactly as in the module
         docstring: every lens, method and candidate has its own effect.
 
@@ -729,8 +843,9 @@ class GainsModel:
             lens = pm.Deterministic("lens_effect", mu0 + tau["lens"] * z_l, dims="lens")
             method = pm.Deterministic(
                 "method_effect", lens[self.lens_of_method] + tau["method"] * z_j, dims="method")
+            _, shift = self._direction_effects(directions, generative=True)
             effect = pm.Deterministic(
-                "effect", method[self.method_of_candidate] + tau["candidate"] * z_m,
+                "effect", method[self.method_of_candidate] + tau["candidate"] * z_m + shift,
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
@@ -754,9 +869,15 @@ class GainsModel:
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
 
-    def data(self, enc: PolicyEncoding, est: EstimateEncoding) -> dict[str, np.ndarray]:
+    def data(self, enc: PolicyEncoding, est: EstimateEncoding,
+             directions: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Every data container of :meth:`build` for these encodings."""
-        out = {**enc.data(), **est.data(),
+        if self.directions:
+            est_dirs = directions if directions is not None else encode_directions(
+                None, self.directions, self.max_direction_estimates)
+        else:
+            est_dirs = {}
+        out = {**enc.data(), **est.data(), **est_dirs,
                **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
         if self.pairs:
             out["history"] = _width(enc.history, self.max_policies, len(self.actors))
@@ -770,7 +891,9 @@ class GainsModel:
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
                tuple(self.structure.groups), self.priors, self.max_policies,
                self.max_estimates, tuple(self.pairs), tuple(self.pair_stated),
-               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group))
+               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group),
+               tuple(self.directions), self.direction_loading.tobytes(),
+               self.max_direction_estimates)
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
@@ -792,6 +915,7 @@ class GainsModel:
             policy_evals: pd.DataFrame | None = None,
             gain_estimates: pd.DataFrame | None = None,
             model_updates: pd.DataFrame | None = None,
+            direction_estimates: pd.DataFrame | None = None,
             draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
             progressbar: bool = False) -> xr.DataTree:
@@ -810,6 +934,9 @@ class GainsModel:
         model_updates : DataFrame, optional
             ``Evidence.model_updates``: executed model updates (step, candidate), the sources
             of order effects besides the adaptations on a lineage.
+        direction_estimates : DataFrame, optional
+            ``Evidence.direction_estimates``: measurements of the direction effects ξ_k by
+            diagnoses (module docstring, "Direction effects").
         thin : int
             Sample ``draws × thin`` per chain and keep every ``thin``-th (see
             :func:`models.sampling.sample`).
@@ -825,11 +952,79 @@ class GainsModel:
         enc = self.encode(paired, current, policy_evals, gain_estimates, model_updates)
         est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates,
                                self.actors)
-        compiled = self._compiled().with_data(**self.data(enc, est))
+        dirs = (encode_directions(direction_estimates, self.directions,
+                                  self.max_direction_estimates) if self.directions else None)
+        compiled = self._compiled().with_data(**self.data(enc, est, dirs))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
                        target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
+        if self.pairs:
+            idata = self._gamma_from_prior(idata, self.informed_pairs(enc, est),
+                                           np.random.default_rng([seed, 16]))
         return self._label(idata, enc)
+
+    def informed_pairs(self, enc: PolicyEncoding, est: EstimateEncoding) -> np.ndarray:
+        """Which γ_{a→m} enter the likelihood (bool over ``pairs``).
+
+        γ_{a→m} appears in the joint density only through the step mean of a policy slot
+        produced by m with a in its history, or the mean of an estimate of m with a in its
+        history.  When neither exists it appears in its prior alone: a posteriori it is
+        independent of everything else given the method-pair term g, with its prior
+        conditional law (module docstring, "Exact prior draws").
+        """
+        n = len(enc.names)
+        child = np.flatnonzero(enc.is_root[:n] == 0)
+        out = np.zeros(len(self.pairs), dtype=bool)
+        hist = _width(enc.history, self.max_policies, len(self.actors))
+        ehist = _width(est.history, self.max_estimates, len(self.actors))
+        on = np.flatnonzero(est.mask > 0)
+        for p, (a, m) in enumerate(zip(self.pair_actor, self.pair_target, strict=True)):
+            out[p] = (bool((hist[child, a] * (enc.via[child] == m)).any())
+                      or bool((ehist[on, a] * (est.candidate[on] == m)).any()))
+        return out
+
+    def _gamma_from_prior(self, idata: xr.DataTree, informed: np.ndarray,
+                          rng: np.random.Generator) -> xr.DataTree:
+        """Replace the MCMC draws of the uninformed γ by exact draws of their posterior.
+
+        For a pair outside the likelihood (:meth:`informed_pairs`) the posterior is
+        γ = μ + s ε, ε ~ N(0, 1) independent of every other variable: μ, s the stated mean
+        and sd, or μ = σ_g g_{M(a)→M(m)} (0 outside a group) and s = σ_e.  The group term g
+        keeps its MCMC draws when some pair of its group is informed; otherwise it is itself
+        only in its prior and is drawn exactly too.  The replaced elements are marked by the
+        coordinate ``exact_prior_draw`` = 1 on ``pair``, and the convergence checks skip them
+        (:func:`belief.posterior.diagnostics.diagnostics_table`): they are independent draws
+        of their exact posterior, not a Markov chain.
+        """
+        post = idata["posterior"].to_dataset()
+        shape = (post.sizes["chain"], post.sizes["draw"])
+        free = np.flatnonzero(~informed)
+        if len(free):
+            pr = self.priors
+            gamma = post["gamma"].transpose("chain", "draw", "pair").to_numpy().copy()
+            mu = np.where(self.pair_stated, self.pair_mean, 0.0)[None, None, :] \
+                * np.ones(shape)[..., None]
+            if self.gamma_groups:
+                g_da = post["z_gamma_group"].transpose("chain", "draw", ...)
+                g = g_da.to_numpy().copy()
+                for j in range(len(self.gamma_groups)):
+                    if not (informed & (self.pair_group == j) & ~self.pair_stated).any():
+                        g[..., j] = rng.standard_normal(shape)
+                grouped = (~self.pair_stated) & (self.pair_group >= 0)
+                mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) \
+                    * g[..., np.maximum(self.pair_group, 0)]
+            sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
+            eps = rng.standard_normal((*shape, len(free)))
+            gamma[..., free] = mu[..., free] + sd[free] * eps
+            post["gamma"] = (("chain", "draw", "pair"), gamma)
+            if self.gamma_groups:
+                post["z_gamma_group"] = (g_da.dims, g)
+        post = post.assign_coords(exact_prior_draw=("pair", (~informed).astype(np.int8)))
+        groups = {name: idata[name].to_dataset() for name in idata.children}
+        groups["posterior"] = post
+        out = xr.DataTree.from_dict(groups)
+        out.attrs.update(idata.attrs)
+        return out
 
     def _label(self, idata: xr.DataTree, enc: PolicyEncoding) -> xr.DataTree:
         n = len(enc.names)
@@ -959,11 +1154,15 @@ def decision_draws(idata: xr.DataTree, policy: str, gain_ids: list[str],
         out["gains_gamma_stated"] = (("actor", "candidate"), stated)
         out["gains_offset"] = (("sample", "candidate"), np.einsum("a,sac->sc", hist, mat))
         out = out.assign_coords(actor=actors)
+    if "xi" in post:
+        out["gains_xi"] = (("sample", "measured_direction"), _stack(post["xi"]))
+        out = out.assign_coords(measured_direction=[str(k) for k in post["direction"].values])
     return out
 
 
-ORDER_VARS = ("gains_gamma", "gains_history", "gains_offset")
-"""Optional decision draws of the order effects (absent without order effects)."""
+ORDER_VARS = ("gains_gamma", "gains_history", "gains_offset", "gains_xi")
+"""Optional decision draws: of the order effects (absent without order effects) and of the
+direction effects ξ (``gains_xi``, absent without measured directions)."""
 
 
 def decision_vars(belief: xr.Dataset) -> list[str]:
@@ -1113,6 +1312,34 @@ def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) ->
 
     mu, sd = _estimate_moments(draws, target, se)
     return norm.logpdf(y[:, None], loc=mu[None, :], scale=sd[None, :])
+
+
+def _xi(draws: xr.Dataset, directions: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Draws (S, K) of ξ_k for ``directions`` (``gains_xi``)."""
+    if "gains_xi" not in draws:
+        raise InputError("belief", "no direction effects in q_t (gains_xi): the gains model "
+                                   "has a ξ only for directions a diagnosis measures")
+    known = [str(k) for k in draws["measured_direction"].values]
+    return np.asarray(draws["gains_xi"].values, dtype=float)[
+        :, [known.index(k) for k in directions]]
+
+
+def simulate_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...], se: float,
+                       rng: np.random.Generator, idx: np.ndarray) -> np.ndarray:
+    """A diagnosis' measurements of ``directions`` under draws ``idx``, shape (J, K):
+    y_k ~ Normal(ξ_k, se²) independently (module docstring, "Direction effects")."""
+    xi = _xi(draws, directions)[np.asarray(idx)]
+    return xi + se * rng.standard_normal(xi.shape)
+
+
+def loglik_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...], se: float,
+                     y: np.ndarray) -> np.ndarray:
+    """Σ_k log Normal(y_jk | ξ_ik, se²) for every outcome j and draw i: shape (J, S)."""
+    from scipy.stats import norm
+
+    xi = _xi(draws, directions)
+    y = np.asarray(y, dtype=float).reshape(-1, xi.shape[1])
+    return norm.logpdf(y[:, None, :], loc=xi[None, :, :], scale=se).sum(-1)
 
 
 def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:

@@ -169,11 +169,11 @@ def test_help_imports_nothing_heavy():
 
 def test_check_exit_codes(fitted_file, capsys):
     assert main(["check", str(fitted_file), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
-    assert "converged: 22 variables of 4 models pass" in capsys.readouterr().out
+    assert "converged: 23 variables of 4 models pass" in capsys.readouterr().out
     assert main(["check", str(fitted_file), "--ess-min", "1e9"]) == 1
     out = capsys.readouterr().out
     assert "FAIL gains: effect: " in out and "bulk ESS" in out and "< 1e+09 at effect[" in out
-    assert "FAIL sensitivity: S: " in out and "not converged: 22 of 22" in out
+    assert "FAIL sensitivity: S: " in out and "not converged: 23 of 23" in out
     assert "next step: gains: too few effective draws" in out and "--draws 2000" in out
 
 
@@ -186,7 +186,7 @@ def test_check_works_on_a_bare_belief_file(fitted_file, tmp_path, capsys):
     bare = save_belief(tmp_path / "bare.nc", fitted.belief, fitted.idata)
     assert main(["check", str(bare), "--rhat-max", "1.2"]) == 0
     out = capsys.readouterr().out
-    assert "ESS ≥ 400" in out and "converged: 22 variables of 4 models pass" in out
+    assert "ESS ≥ 400" in out and "converged: 23 variables of 4 models pass" in out
 
 
 def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp_path,

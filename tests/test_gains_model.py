@@ -101,11 +101,13 @@ def test_predictive_gain_includes_repeat_discount(fitter, fitted, world_candidat
     assert d["gains_repeats"].values.tolist() == [int(c in lineage) for c in ids]
     eta, rho, tau = (d[v].values[:, None] for v in ("gains_eta", "gains_rho", "gains_tau"))
     k = d["gains_repeats"].values[None, :]
-    # order effects: the history of the next execution from pi4 is its lineage (no model
-    # update ran), and the offset is Σ_{a ∈ h} γ_{a→m}
-    # (order effects are opt-in: the session fitter has none, so the offset is 0)
-    assert "gains_offset" not in d
-    offset = 0.0
+    # order effects (on by default): the history of the next execution from pi4 is its
+    # lineage (no model update ran), and the offset is Σ_{a ∈ h} γ_{a→m}
+    actors = [str(a) for a in d["actor"].values]
+    assert {a for a, h in zip(actors, d["gains_history"].values, strict=True) if h} == lineage
+    gamma = d["gains_gamma"].values  # (sample, actor, candidate), 0 where a = m
+    offset = sum(gamma[:, actors.index(a), :] for a in lineage)
+    np.testing.assert_allclose(d["gains_offset"].values, offset, rtol=1e-12)
     expected = expit(eta + d["gains_theta"].values * rho ** k + offset
                      + tau * d["gains_z_now"].values) - expit(eta)
     np.testing.assert_allclose(g.values, expected, rtol=1e-12)

@@ -19,7 +19,8 @@ from models.gains import GainsModel, GainsPriors, next_gain
 
 EVAL = "pick_place_v1"
 ON = GainsPriors(order_effects=True)
-"""Order effects are opt-in (see :class:`models.gains.GainsPriors`)."""
+"""Order effects on (the default since they meet the convergence standard; stated here so the
+tests do not depend on the default)."""
 
 
 def _row(step, m, parent, child):
@@ -282,8 +283,9 @@ def test_model_updates_table_is_validated(world_candidates):
 
 
 def test_order_effects_off_gives_no_gamma(world_candidates):
-    model = GainsModel(world_candidates)  # the default
+    model = GainsModel(world_candidates, GainsPriors(order_effects=False))
     assert model.pairs == [] and "actor" not in model.coords()
+    assert GainsModel(world_candidates).pairs  # on by default
 
 
 @pytest.mark.slow
@@ -314,11 +316,75 @@ def test_order_effects_table_and_plot_from_q_t(fitted_order):
     plt.close(ax.figure)
 
 
-def test_order_effects_are_opt_in_from_the_candidate_file():
+def test_order_effects_are_on_by_default_and_can_be_turned_off_in_the_candidate_file():
     from models.priors import priors_from_dict
 
-    assert not GainsPriors().order_effects
-    on = priors_from_dict(GainsPriors, {"order_effects": True}, "c.toml [priors.gains]")
-    assert on.order_effects is True
+    assert GainsPriors().order_effects
+    off = priors_from_dict(GainsPriors, {"order_effects": False}, "c.toml [priors.gains]")
+    assert off.order_effects is False
     with pytest.raises(InputError, match="order_effects must be true or false"):
         priors_from_dict(GainsPriors, {"order_effects": 1}, "c.toml [priors.gains]")
+
+
+def test_informed_pairs_are_those_in_a_step_or_estimate(world_candidates, lineage):
+    """γ_{a→m} enters the likelihood only through a step of m (or an estimate of m) with a in
+    its history: si_friction→dr_1e6 and sim_refresh→dr_1e6 on the hand-built lineage, plus
+    sim_refresh→ft_real_100 once an estimate of ft_real_100 after the update is added."""
+    paired, updates = lineage
+    model = GainsModel(world_candidates, ON, max_policies=6)
+    enc = model.encode(paired, model_updates=updates)
+    est = gains_module.encode_estimates(None, enc, model.gain_ids, model.max_estimates,
+                                        model.actors)
+    got = {model.pairs[p] for p in np.flatnonzero(model.informed_pairs(enc, est))}
+    assert got == {("si_friction", "dr_1e6"), ("sim_refresh", "dr_1e6")}
+    rows = pd.DataFrame([{"step": 4, "candidate": "ft_real_100", "policy": "pi3",
+                          "estimate": 0.3, "se": 0.2}])
+    est = gains_module.encode_estimates(rows, enc, model.gain_ids, model.max_estimates,
+                                        model.actors)
+    got = {model.pairs[p] for p in np.flatnonzero(model.informed_pairs(enc, est))}
+    assert got == {("si_friction", "dr_1e6"), ("sim_refresh", "dr_1e6"),
+                   ("dr_1e6", "ft_real_100"), ("sim_refresh", "ft_real_100")}
+
+
+def test_uninformed_gamma_are_exact_prior_draws_and_skip_the_checks(world_candidates):
+    """An uninformed γ is replaced by γ = σ_g g + σ_e ε (default prior) or mean + sd ε (stated)
+    with fresh ε, g kept where its group is informed; the convergence table skips them, so a
+    bad chain there cannot fail the fit, while an informed γ's bad chain still does."""
+    from belief.posterior.diagnostics import diagnostics_table
+
+    model = GainsModel(world_candidates, ON, max_policies=6)
+    n, groups = len(model.pairs), len(model.gamma_groups)
+    assert groups >= 1
+    rng = np.random.default_rng(0)
+    chains, draws = 4, 2000
+    z_g = rng.standard_normal((chains, draws, groups))
+    gamma = rng.standard_normal((chains, draws, n))
+    gamma[0] += 5.0  # a stuck chain everywhere
+    post = xr.Dataset({"gamma": (("chain", "draw", "pair"), gamma),
+                       "z_gamma_group": (("chain", "draw", "g"), z_g)},
+                      coords={"pair": [f"{a}→{m}" for a, m in model.pairs]})
+    idata = xr.DataTree.from_dict({"posterior": post})
+    informed = np.zeros(n, dtype=bool)
+    in_group = np.flatnonzero(model.pair_group == 0)
+    informed[in_group[0]] = True  # group 0 informed through one member
+    out = model._gamma_from_prior(idata, informed, np.random.default_rng(1))
+    g_out = out["posterior"]["gamma"].values
+    assert np.array_equal(g_out[..., informed], gamma[..., informed])  # untouched
+    # group 0 keeps its MCMC draws; another member of it is σ_g g + σ_e ε
+    other = in_group[1]
+    resid = (g_out[..., other] - model.priors.gamma_group_sd * z_g[..., 0]) \
+        / model.priors.gamma_sd
+    assert abs(resid.mean()) < 4 / np.sqrt(chains * draws)
+    assert abs(resid.std() - 1.0) < 0.03
+    # an ungrouped uninformed pair: N(0, σ_e²) exactly
+    lone = np.flatnonzero((model.pair_group < 0) & ~model.pair_stated)[0]
+    x = g_out[..., lone].ravel()
+    assert abs(x.mean()) < 4 * model.priors.gamma_sd / np.sqrt(x.size)
+    assert abs(x.std() / np.hypot(model.priors.gamma_sd, 0.0) - 1.0) < 0.03
+    table = diagnostics_table(out, ["gamma"])
+    assert table.loc["gamma", "rhat"] > 1.5  # the informed one's stuck chain is seen
+    assert table.loc["gamma", "rhat_at"] == f"gamma[{model.pairs[in_group[0]][0]}→" \
+                                            f"{model.pairs[in_group[0]][1]}]"
+    informed[:] = False
+    clean = model._gamma_from_prior(idata, informed, np.random.default_rng(1))
+    assert np.isnan(diagnostics_table(clean, ["gamma"]).loc["gamma", "rhat"])

@@ -45,7 +45,7 @@ def test_stored_and_recomputed_diagnostics_are_identical(example_belief_file):
     fresh = fitted.recompute_derived()
     pd.testing.assert_frame_equal(stored.convergence, fresh.convergence, check_exact=True)
     assert stored.posterior_sha256 == fresh.posterior_sha256
-    assert len(stored.convergence) == 22  # the checked variables of the four models
+    assert len(stored.convergence) == 23  # the checked variables of the four models (γ too)
     assert sorted(stored.sensitivity) == sorted(fresh.sensitivity) == ["pi0", "pi_dr"]
     for policy, rep in stored.sensitivity.items():
         new = fresh.sensitivity[policy]
@@ -90,7 +90,7 @@ def test_a_file_without_stored_diagnostics_still_loads_and_says_so_once(example_
         assert main(["check", str(old), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
     out = capsys.readouterr().out
     assert "diagnostics recomputed from the draws (none stored)" in out
-    assert "converged: 22 variables of 4 models pass" in out
+    assert "converged: 23 variables of 4 models pass" in out
     # saving it again stores them
     resaved = fitted.save(tmp_path / "resaved.nc")
     pd.testing.assert_frame_equal(check_file(resaved), table, check_exact=True)

@@ -54,6 +54,15 @@ of ft_real_100, unsafe ~ Binomial(60, 0.03).  In that world ft_real_100 has only
 pre-campaign bench runs, so it starts gated (0/20: CP UCB_0.95 = 0.139 > 0.1) and the bench
 test opens it when y ≤ 3 of 60 (UCB(3, 80) = 0.094; P(y ≤ 3 | p = 0.03) ≈ 0.89).
 
+Measured direction (opt-in, :meth:`SyntheticWorld.with_latency_probe`; the default world and
+its demo are unchanged): ``latency_probe`` declares ``measurement_se`` (default 0.1), so its
+``targets = ["latency"]`` become a measurement (:mod:`models.gains`, "Direction effects").
+Truth: a direction effect ξ_latency (default 0.3 logit) is *added* to the first-execution
+logit gain g_m of every adaptation that targets latency (dr_1e6, dr_1e7, ft_real_100) before
+decay and interactions; each execution of the probe gives one ``direction_estimates`` row,
+estimate = ξ_latency + measurement_se·ε.  So the probe tells the allocator, before any of
+them runs, whether the latency-targeting candidates gain more than the pool suggests.
+
 Deployment safety (kept apart from execution safety): every policy has a true probability
 P_deploy(unsafe | π) that a deployment episode is unsafe.  P_deploy(π_0) = 0.01; each execution
 of an adaptation multiplies the odds of the parent policy by a factor: si_friction ×0.8 (a
@@ -247,6 +256,9 @@ class SyntheticWorld:
     stated_interactions : tuple of InteractionPrior
         Prior knowledge of order effects the allocator is given (``[[interaction]]`` of the
         candidate set, :mod:`belief.inputs.interactions`); the truth is ``interactions``.
+    direction_effects : dict
+        True direction effects ξ_k (logit), added to g_m of every adaptation targeting k and
+        measured by the diagnoses that measure k (module docstring, "Measured direction").
     """
 
     seed: int = 0
@@ -275,6 +287,7 @@ class SyntheticWorld:
     variation: int | None = None
     stochastic_costs: bool = False
     stated_interactions: tuple[InteractionPrior, ...] = ()
+    direction_effects: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
@@ -361,7 +374,9 @@ class SyntheticWorld:
         t = self._truth[candidate_id]
         if not t.candidate.changes_policy:
             return 0.0
-        g = t.logit_gain * t.decay ** history.count(candidate_id)
+        g = (t.logit_gain + sum(self.direction_effects.get(k, 0.0)
+                                for k in t.candidate.targets)) \
+            * t.decay ** history.count(candidate_id)
         for a in dict.fromkeys(history):
             g *= self.interactions.get((a, candidate_id), 1.0)
         return g
@@ -414,6 +429,19 @@ class SyntheticWorld:
                 truth.append(BENCH_TEST)
         return cls(seed=seed, truth=tuple(truth), **kw)
 
+    @classmethod
+    def with_latency_probe(cls, seed: int = 0, latency_effect: float = 0.3,
+                           measurement_se: float = 0.1, **kw) -> SyntheticWorld:
+        """The default world where ``latency_probe`` measures the latency direction (module
+        docstring, "Measured direction"): it declares ``measurement_se``, and the true
+        direction effect ξ_latency = ``latency_effect`` is added to the logit gain of every
+        adaptation targeting latency."""
+        truth = tuple(
+            replace(t, candidate=replace(t.candidate, measurement_se=measurement_se))
+            if t.candidate.id == "latency_probe" else t for t in DEFAULT_CANDIDATES)
+        return cls(seed=seed, truth=truth, direction_effects={"latency": latency_effect},
+                   **kw)
+
     # -- execution --------------------------------------------------------------------------
     def execute(self, candidate_id: str, step: int) -> Outcome:
         """Run m at ``step`` from the current policy: evidence rows, cost, next policy."""
@@ -448,6 +476,11 @@ class SyntheticWorld:
                               + self.execution_sd * rng.standard_normal()
                               + cand.measurement_se * rng.standard_normal()),
             "se": float(cand.measurement_se)} for target in cand.informs])
+        directions = pd.DataFrame([{
+            "step": step, "candidate": candidate_id, "direction": k, "policy": control,
+            "estimate": float(self.direction_effects.get(k, 0.0)
+                              + cand.measurement_se * rng.standard_normal()),
+            "se": float(cand.measurement_se)} for k in cand.measures])
         safety = pd.DataFrame()
         if cand.safety_test_of is not None and t.runs_per_execution:
             # a bench safety test: executions of the target's controller, same p_unsafe
@@ -464,7 +497,7 @@ class SyntheticWorld:
                 "policy": control}])
         self.history.append(candidate_id)
         return Outcome(candidate_id, step, paired, safety, self.realised_cost(cand, step, k),
-                       self.policy, true_gain, estimates)
+                       self.policy, true_gain, estimates, directions)
 
     def realised_cost(self, cand: Candidate, step: int, k: int) -> dict[str, float]:
         """ΔC(m) of the k-th execution, at ``step``: the nominal cost, or with

@@ -33,6 +33,10 @@ class Outcome:
     step : int
     paired, safety, gain_estimates : DataFrame
         The evidence rows of the execution (empty when it produced none).
+    direction_estimates : DataFrame
+        Measurements of mismatch directions by a diagnosis (``targets`` with
+        ``measurement_se``); in :meth:`tables` only when there are some, so the logs of
+        campaigns without them are unchanged.
     cost : dict of str to float
         ΔC realised, per resource.
     policy : str
@@ -49,10 +53,14 @@ class Outcome:
     policy: str = ""
     true_gain: float | None = None
     gain_estimates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    direction_estimates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The evidence rows by :class:`~belief.inputs.evidence.Evidence` table name."""
-        return {name: getattr(self, name) for name in OUTCOME_TABLES}
+        out = {name: getattr(self, name) for name in OUTCOME_TABLES}
+        if len(self.direction_estimates):
+            out["direction_estimates"] = self.direction_estimates
+        return out
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Outcome:
@@ -61,7 +69,8 @@ class Outcome:
         return cls(rec["chosen"], int(rec["step"]), pd.DataFrame(o.get("paired", [])),
                    pd.DataFrame(o.get("safety", [])), dict(rec["realised_cost"]),
                    rec["policy_after"], rec.get("true_gain"),
-                   pd.DataFrame(o.get("gain_estimates", [])))
+                   pd.DataFrame(o.get("gain_estimates", [])),
+                   pd.DataFrame(o.get("direction_estimates", [])))
 
 
 def model_update_row(candidates: Any, chosen: str, step: int,

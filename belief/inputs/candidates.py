@@ -37,6 +37,16 @@ for a whole campaign.  Candidates are loaded from a TOML file::
     informs = ["ft_real_100"]                 # adaptations whose logit gain it estimates
     measurement_se = 0.15                     # standard error of that estimate (logit scale)
 
+    [[candidate]]                             # a diagnosis that measures a mismatch direction
+    id = "latency_probe"
+    role = "diagnosis"
+    lens = "model"
+    method = "probe"
+    cost = { real_h = 0.5, compute = 0, eng_h = 1 }
+    targets = ["latency"]                     # with measurement_se: one direction_estimates
+    measurement_se = 0.1                      # row per direction, y ~ N(ξ_latency, se²)
+                                              # (models/gains.py, "Direction effects")
+
     [[interaction]]                           # optional: a stated prior of an order effect
     from = "sim_refresh"                      # γ_{a→m} (format: belief/inputs/interactions.py)
     to = "dr_1e6"
@@ -96,12 +106,17 @@ class Candidate:
         Hardware shared with other candidates (pooling of execution risk); required when
         ``drives_hardware`` is true.
     targets : tuple of str
-        Mismatch directions ξ_k the intervention acts on (candidate prioritisation).
+        Mismatch directions ξ_k the intervention acts on (candidate prioritisation).  For a
+        diagnosis with ``measurement_se``: the directions it *measures* (:attr:`measures`):
+        each execution gives one ``direction_estimates`` row per direction, a measurement of
+        the direction effect ξ_k shared by the logit gains of the adaptations that target k
+        (observation model in :mod:`models.gains`, "Direction effects").
     informs : tuple of str
         For a diagnosis: the adaptations whose logit gain its measurement estimates (a
         ``gain_estimates`` evidence row per informed candidate).
     measurement_se : float or None
-        Standard error (logit scale) of that measurement; required when ``informs`` is set.
+        Standard error (logit scale) of that measurement; required when ``informs`` is set;
+        for a diagnosis with ``targets`` it makes the targets measured directions.
     safety_runs : int
         Execution-safety trials one execution adds to an execution-risk cell (0: unknown or
         none).  For a hardware candidate they are its own runs (its cell); for a bench safety
@@ -132,6 +147,14 @@ class Candidate:
     measurement_se: float | None = None
     safety_runs: int = 0
     safety_test_of: str | None = None
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        """The mismatch directions this candidate measures: the ``targets`` of a diagnosis
+        that declares ``measurement_se`` (otherwise none; targets then only label)."""
+        if self.role == "diagnosis" and self.measurement_se is not None:
+            return tuple(self.targets)
+        return ()
 
 
 _FIELDS = {
@@ -191,6 +214,13 @@ class CandidateSet:
                 if roles.get(target) != "adaptation":
                     raise InputError(table, f"{c.id!r} informs {target!r}, which is not an "
                                             "adaptation candidate of this file", row=i)
+        targeted = {k for c in self.candidates if c.role == "adaptation" for k in c.targets}
+        for i, c in enumerate(self.candidates):
+            for k in c.measures:
+                if k not in targeted:
+                    raise InputError(table, f"{c.id!r} measures direction {k!r} (targets with "
+                                            "measurement_se), which no adaptation of this file "
+                                            "targets: its outcome would inform nothing", row=i)
         hardware = {c.id for c in self.candidates if c.drives_hardware}
         for i, c in enumerate(self.candidates):
             if c.safety_test_of is not None and c.safety_test_of not in hardware:
@@ -293,6 +323,12 @@ def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], tabl
         if isinstance(se, bool) or not isinstance(se, int | float) or not np.isfinite(se) \
                 or se <= 0:
             raise InputError(table, f"{c.id!r} informs {list(c.informs)} and needs "
+                                    f"measurement_se > 0, got {se!r}", row=row)
+    if c.role == "diagnosis" and c.targets and c.measurement_se is not None:
+        se = c.measurement_se
+        if isinstance(se, bool) or not isinstance(se, int | float) or not np.isfinite(se) \
+                or se <= 0:
+            raise InputError(table, f"{c.id!r} measures {list(c.targets)} and needs "
                                     f"measurement_se > 0, got {se!r}", row=row)
     runs = c.safety_runs
     if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 0:
@@ -398,6 +434,7 @@ def candidates_to_dict(cs: CandidateSet) -> dict[str, Any]:
             entry["hardware_group"] = c.hardware_group
         if c.informs:
             entry["informs"] = list(c.informs)
+        if c.measurement_se is not None:  # informs, or targets measured (Candidate.measures)
             entry["measurement_se"] = c.measurement_se
         if c.safety_runs:
             entry["safety_runs"] = int(c.safety_runs)

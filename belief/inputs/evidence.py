@@ -15,6 +15,7 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.tables import (
     TABLES,
     empty_deployment,
+    empty_direction_estimates,
     empty_gain_estimates,
     empty_model_updates,
     empty_paired,
@@ -75,6 +76,9 @@ class Evidence:
     model_updates : DataFrame
         Executed model updates ``step, candidate`` (the sources of order effects besides the
         adaptations on a lineage); see :func:`validate_model_updates`.
+    direction_estimates : DataFrame
+        Measurements of mismatch directions by diagnoses ``step, candidate, direction,
+        estimate, se``; see :func:`validate_direction_estimates`.
 
     Use :meth:`append` to add rows; it validates the new rows and returns a new object.
     """
@@ -88,6 +92,7 @@ class Evidence:
     sensitivity: pd.DataFrame = field(default_factory=empty_sensitivity)
     transfer: pd.DataFrame = field(default_factory=empty_transfer)
     model_updates: pd.DataFrame = field(default_factory=empty_model_updates)
+    direction_estimates: pd.DataFrame = field(default_factory=empty_direction_estimates)
 
     def __post_init__(self) -> None:
         for table, (attr, validate) in TABLES.items():

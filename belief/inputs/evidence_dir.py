@@ -4,7 +4,8 @@ Evidence folder
     One file per table, named after the table, ``.csv`` or ``.parquet`` (``.pq``):
     ``paired_evaluations`` (required; a header-only file is allowed), ``gain_estimates``,
     ``policy_evaluations``, ``safety_events``, ``deployment_safety``, ``sensitivity_runs``,
-    ``transfer_evaluations``, ``model_updates`` (columns in :mod:`belief.inputs.evidence`) and
+    ``transfer_evaluations``, ``model_updates``, ``direction_estimates`` (columns in
+    :mod:`belief.inputs.evidence`) and
     ``costs`` (realised costs per executed action, :mod:`belief.inputs.costs`).  Without a
     ``model_updates`` file the executed model updates are read off the costs table (it lists
     every executed action).  A ``.csv``/``.parquet`` file with
@@ -42,7 +43,7 @@ __all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_
 
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
           "deployment_safety", "sensitivity_runs", "transfer_evaluations", "model_updates",
-          "costs")
+          "direction_estimates", "costs")
 """Table names of an evidence folder (file stem = table name)."""
 REQUIRED_TABLES = ("paired_evaluations",)
 SUFFIXES = (".csv", ".parquet", ".pq")

@@ -58,12 +58,15 @@ from belief.inputs.columns import (
 )
 from belief.inputs.lineage import policy_tree
 
-__all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS",
+__all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "DIRECTION_ESTIMATE_COLUMNS",
+           "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS",
            "PAIRED_COLUMNS", "POLICY_EVAL_COLUMNS", "SAFETY_COLUMNS", "SENSITIVITY_COLUMNS",
            "SENS_FAMILIES", "TABLES", "TRANSFER_COLUMNS", "TRANSFER_FAMILIES", "XI_PREFIX",
-           "empty_deployment", "empty_gain_estimates", "empty_model_updates", "empty_paired",
+           "empty_deployment", "empty_direction_estimates", "empty_gain_estimates",
+           "empty_model_updates", "empty_paired",
            "empty_policy_evals", "empty_safety", "empty_sensitivity", "empty_transfer",
-           "family_of", "outcome_family", "validate_deployment", "validate_gain_estimates",
+           "family_of", "outcome_family", "validate_deployment",
+           "validate_direction_estimates", "validate_gain_estimates",
            "validate_model_updates", "validate_paired", "validate_policy_evals",
            "validate_safety", "validate_sensitivity", "validate_transfer", "xi_directions"]
 
@@ -85,6 +88,9 @@ GAIN_ESTIMATE_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "estima
 
 
 MODEL_UPDATE_COLUMNS = ("step", "candidate")
+
+
+DIRECTION_ESTIMATE_COLUMNS = ("step", "candidate", "direction", "estimate", "se")
 
 
 COUNT_COLUMNS = ("control_successes", "control_trials", "treated_successes", "treated_trials")
@@ -244,6 +250,39 @@ def validate_model_updates(df: pd.DataFrame, candidates: CandidateSet,
                       lambda c: f"candidate {c.id!r} has role {c.role!r}: this table records "
                                 "model updates only (adaptations are on the policy lineage)")
     return refuse_duplicates(df, out, table)
+
+
+def validate_direction_estimates(df: pd.DataFrame, candidates: CandidateSet,
+                                 table: str = "direction_estimates") -> pd.DataFrame:
+    """Validate the measurements of mismatch directions by diagnoses (``targets``).
+
+    Each row is diagnosis ``candidate``'s measurement at ``step``, on the logit-gain scale,
+    of the direction effect ξ_k of ``direction`` k — the logit gain shared by the adaptations
+    that target k (:mod:`models.gains`, "Direction effects") — with standard error ``se``
+    (``policy``, the policy running then, optional).  Columns
+    :data:`DIRECTION_ESTIMATE_COLUMNS`.  Rules: candidate known and a diagnosis that measures
+    ``direction`` (``targets`` with ``measurement_se``), finite estimate, se > 0.
+    """
+    df = checked_frame(df, DIRECTION_ESTIMATE_COLUMNS, table)
+    out = pd.DataFrame({"step": integer_column(df, "step", table),
+                        "candidate": string_column(df, "candidate", table),
+                        "direction": string_column(df, "direction", table),
+                        "estimate": float_column(df, "estimate", table),
+                        "se": float_column(df, "se", table, positive=True)})
+    if "policy" in df.columns:
+        out["policy"] = df["policy"].fillna("").astype(str).to_numpy()
+    _known_candidates(out, candidates, table, lambda c: bool(c.measures),
+                      lambda c: f"candidate {c.id!r} measures no direction (a diagnosis with "
+                                "targets and measurement_se does)")
+    for i, (c, k) in enumerate(zip(out["candidate"], out["direction"], strict=True)):
+        if k not in candidates[c].measures:
+            raise InputError(table, f"{c!r} does not measure direction {k!r} (it measures "
+                                    f"{list(candidates[c].measures)})", row=i)
+    return refuse_duplicates(df, out, table)
+
+
+def empty_direction_estimates() -> pd.DataFrame:
+    return empty_frame(DIRECTION_ESTIMATE_COLUMNS, floats=("estimate", "se"))
 
 
 def empty_model_updates() -> pd.DataFrame:
@@ -459,4 +498,5 @@ TABLES = {"paired_evaluations": ("paired", validate_paired),
            "deployment_safety": ("deployment", validate_deployment),
            "sensitivity_runs": ("sensitivity", validate_sensitivity),
            "transfer_evaluations": ("transfer", validate_transfer),
-           "model_updates": ("model_updates", validate_model_updates)}
+           "model_updates": ("model_updates", validate_model_updates),
+           "direction_estimates": ("direction_estimates", validate_direction_estimates)}

@@ -17,7 +17,7 @@ __all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "Convergence", "check_convergence
            "judge_convergence", "next_steps"]
 
 CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
-                        "gamma", "tau_lens", "tau_method", "tau_candidate"],
+                        "gamma", "xi", "tau_lens", "tau_method", "tau_candidate"],
               "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
               "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"],
@@ -157,13 +157,25 @@ def diagnostics_table(idata: xr.DataTree, var_names: list[str] | None = None) ->
     div = _divergences(idata)
     rows = []
     for name in names:
-        r, r_at = _worst(rhat[name].rename(name), np.nanargmax)
-        eb, eb_at = _worst(ess_b[name].rename(name), np.nanargmin)
-        et, et_at = _worst(ess_t[name].rename(name), np.nanargmin)
+        r, r_at = _worst(_sampled(rhat[name], post[name]).rename(name), np.nanargmax)
+        eb, eb_at = _worst(_sampled(ess_b[name], post[name]).rename(name), np.nanargmin)
+        et, et_at = _worst(_sampled(ess_t[name], post[name]).rename(name), np.nanargmin)
         rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
                      "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
                      "divergences": div})
     return pd.DataFrame(rows, columns=["variable", *DIAGNOSTIC_COLUMNS]).set_index("variable")
+
+
+def _sampled(diag: xr.DataArray, draws: xr.DataArray) -> xr.DataArray:
+    """``diag`` with NaN at elements whose draws are exact independent draws, not a Markov
+    chain (a coordinate ``exact_prior_draw`` = 1 on one of the dims of ``draws``, e.g. the γ
+    of order-effect pairs outside the likelihood,
+    :meth:`models.gains.GainsModel.informed_pairs`): no MCMC diagnostic applies to them, so
+    the checks skip them."""
+    if "exact_prior_draw" not in draws.coords:
+        return diag
+    keep = draws.coords["exact_prior_draw"].reset_coords(drop=True) == 0
+    return diag.where(keep.drop_vars("exact_prior_draw", errors="ignore"))
 
 
 def judge_convergence(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 400.0,

@@ -71,7 +71,10 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
     - adaptation m: a paired evaluation (``trials`` per arm) of π versus π' = π + m; the next
       gains are those from π' (:func:`models.gains.next_gain`);
     - diagnosis informing adaptations: one logit-gain estimate per informed candidate with the
-      diagnosis' ``measurement_se``; the policy is unchanged;
+      diagnosis' ``measurement_se``; a diagnosis that measures directions (``targets`` with
+      ``measurement_se``, q_t holding ``gains_xi``): one measurement y_k ~ N(ξ_k, se²) per
+      direction after those (:func:`models.gains.simulate_direction`); the policy is
+      unchanged;
     - model update: no predicted outcome, but it joins the history, so every later candidate's
       gain carries its order effects γ_{m→·} (:func:`models.gains.next_gain`, ``adapts``
       False): its CVU is what that shift is worth;
@@ -107,14 +110,23 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
                 simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
                 loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
                 refit=do_refit, next_gain_no_order=no_order(c.id, True, nxt))
-        elif c.informs:
+        elif c.informs or (c.measures and "gains_xi" in draws):
             def sim(rng, idx, c=c):
-                return np.stack([gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)
-                                 for t in c.informs], -1)
+                cols = [gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)[:, None]
+                        for t in c.informs]
+                if c.measures:
+                    cols.append(gains.simulate_direction(draws, c.measures, c.measurement_se,
+                                                         rng, idx))
+                return np.concatenate(cols, -1)
 
             def ll(y, c=c):
-                return sum(gains.loglik_estimate(draws, t, c.measurement_se, y[:, k])
-                           for k, t in enumerate(c.informs))
+                n = len(c.informs)
+                out = sum(gains.loglik_estimate(draws, t, c.measurement_se, y[:, k])
+                          for k, t in enumerate(c.informs))
+                if c.measures:
+                    out = out + gains.loglik_direction(draws, c.measures, c.measurement_se,
+                                                       y[:, n:])
+                return out
 
             exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
         elif c.role == "model_update":  # acts through the order effects it creates

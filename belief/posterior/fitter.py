@@ -289,6 +289,7 @@ class BeliefFitter:
             "gains", lambda **kw: self.gains.fit(
                 evidence.paired, policy, policy_evals=evidence.policy_evals,
                 gain_estimates=evidence.gain_estimates, model_updates=evidence.model_updates,
+                direction_estimates=evidence.direction_estimates,
                 progressbar=progressbar, **kw),
             seed, gains_module.TARGET_ACCEPT, escalate)
         rng = np.random.default_rng([seed, 1])

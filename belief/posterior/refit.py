@@ -42,7 +42,14 @@ def simulated_rows(candidates: CandidateSet, state: AtStep, m: str, y: np.ndarra
         return {"paired": pd.DataFrame([row])}, new_policy
     rows = [{**base, "candidate": t, "estimate": float(y[k]), "se": float(c.measurement_se),
              "source": m} for k, t in enumerate(c.informs)]
-    return {"gain_estimates": pd.DataFrame(rows)}, state.policy
+    out = {"gain_estimates": pd.DataFrame(rows)}
+    if c.measures:  # the outcome's columns after the informed candidates' (experiments.py)
+        n = len(c.informs)
+        out["direction_estimates"] = pd.DataFrame([
+            {"step": state.step, "candidate": m, "direction": k, "estimate": float(y[n + i]),
+             "se": float(c.measurement_se), "policy": state.policy}
+            for i, k in enumerate(c.measures)])
+    return out, state.policy
 
 
 def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials: int = 100,
@@ -64,7 +71,8 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
         calls["n"] += 1
         idata = fitter.gains.fit(ev.paired, policy, policy_evals=ev.policy_evals,
                                  gain_estimates=ev.gain_estimates,
-                                 model_updates=ev.model_updates, draws=n_draws,
+                                 model_updates=ev.model_updates,
+                                 direction_estimates=ev.direction_estimates, draws=n_draws,
                                  tune=max(n_draws, 200),
                                  chains=s.chains, seed=seed + calls["n"])
         draws = fitter.gains.decision_draws(idata, policy,

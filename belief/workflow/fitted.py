@@ -364,7 +364,9 @@ class FittedBelief:
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
                         ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
-            GainsPriors(**pri["gains"]), ExecRiskPriors(**pri["exec_risk"]),
+            # beliefs written before issue 16 have no order effects (and store no flag)
+            GainsPriors(**{"order_effects": False, **pri["gains"]}),
+            ExecRiskPriors(**pri["exec_risk"]),
             TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]),
             CostPriors(**pri.get("costs", {})))  # beliefs before issue 21 store none
 
