@@ -123,6 +123,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
                       "yes" if r["agree"] else "[yellow]no[/yellow]", f"{r['regret']:.4f}",
                       f"[{r['regret_lo']:.4f}, {r['regret_hi']:.4f}]")
     console.print(table)
+    if tree.attrs["overrun"]:
+        console.print(f"budget overrun at {escape(tree.attrs['overrun'])}; the budget after it "
+                      "is clamped at 0")
     console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
                   "replay_steps.csv, replay.png")
     return 2 if camp.problem else 0
