@@ -59,18 +59,15 @@ def add_cost_flags(p: argparse.ArgumentParser) -> None:
 def cost_settings(args: argparse.Namespace, resources: tuple[str, ...] | list[str]
                   ) -> dict[str, Any]:
     """The cost flags as ``CampaignSettings`` keywords (``fit_costs`` for ``FitSettings.costs``),
-    checked once here: ε_budget ∈ [0, 1), the tail's resources among ``resources``, and the
-    other two only with ``--costs`` (without cost draws they would do nothing)."""
-    from belief.decision.feasibility import ChanceConstraint
-
+    checked here: the tail's resources among ``resources``, and ``--epsilon-budget`` > 0 and
+    ``--heavy-tailed-costs`` only with ``--costs`` (without cost draws they would do nothing);
+    ``CampaignSettings`` refuses an ε_budget outside [0, 1) (named as the flag by
+    :mod:`belief.cli.flags`)."""
     costs = bool(getattr(args, "costs", None))
     eps, heavy = getattr(args, "eps_budget", None), getattr(args, "heavy_tailed_costs", None)
     out: dict[str, Any] = {"fit_costs": costs}
     if eps is not None:
-        try:
-            out["eps_budget"] = ChanceConstraint(eps).eps_budget
-        except InputError as err:
-            raise InputError("--epsilon-budget", err.rule) from None
+        out["eps_budget"] = eps
         if not costs and eps > 0:
             raise InputError("--epsilon-budget", "acts on the cost posterior: give --costs too "
                                                  "(with known costs a candidate fits the "
