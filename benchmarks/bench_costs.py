@@ -16,7 +16,7 @@ of :func:`models.costs.decision_draws`:
 
 A calibrated predictive has PIT ~ Uniform(0, 1) and 90 % coverage; the coverage's Monte Carlo
 error over n cells is √(0.9 · 0.1 / n).  Printed per resource, for the log-normal model and the
-heavy-tailed option (Student-t on the log scale of ``real_h``), with the KS statistic of the
+heavy-tailed option (the repair mixture of ``real_h``, as the truth), with the KS statistic of the
 PITs against Uniform(0, 1) and its p-value, and the convergence of every fit
 (:func:`belief.posterior.diagnostics.check_convergence` on ``CHECK_VARS["costs"]``: R-hat ≤
 1.01, bulk and tail ESS ≥ 400, no divergences), naming the variable of each failing fit.

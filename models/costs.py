@@ -6,7 +6,7 @@ The candidate file gives every candidate a nominal cost c̃_r(m); the ``costs`` 
 nominal cost, with an offset δ_{r,m} partially pooled candidate → method → lens → resource::
 
     log ΔC_r(m)_i = log c̃_r(m) + δ_{r,m} + σ_r · ε_i,   ε_i ~ Normal(0, 1)
-                                                        (or Student-t_ν for a heavy-tailed r)
+                                          (a two-component mixture for a heavy-tailed r, below)
     δ_{r,m}       ~ Normal(β_{r,method(m)}, τ_cand,r)
     β_{r,j}       = α_{r,lens(j)} + τ_method,r · z_{r,j}
     α_{r,l}       = μ_r + τ_lens,r · z_{r,l}
@@ -18,9 +18,40 @@ nominal cost, with an offset δ_{r,m} partially pooled candidate → method → 
 
 With offset_mu = 0 the prior median of δ is 0, so the nominal cost c̃ is the prior median of
 every realised cost (and of the predictive of a never-executed candidate).  A method is the
-pair (lens, method label), as in :mod:`models.gains`.  A heavy-tailed resource (``heavy_tailed``,
-e.g. real-robot hours with a repair tail) has a Student-t_ν likelihood on the log scale, so a
-rare multi-fold overrun widens its predictive tail instead of dragging δ.
+pair (lens, method label), as in :mod:`models.gains`.
+
+Repair tail (``heavy_tailed``, e.g. real-robot hours).  A heavy-tailed resource r is a
+two-component log-normal mixture: an execution is ordinary with probability 1 − π_r, or a
+"repair" with probability π_r that adds a positive shift κ_r and a known extra spread ω to the
+log cost::
+
+    log ΔC_r(m)_i = log c̃_r(m) + δ_{r,m} + σ_r · ε_i                       (1 − π_r)
+                  = log c̃_r(m) + δ_{r,m} + κ_r + √(σ_r² + ω²) · ε_i        (π_r)
+    π_r ~ Beta(tail_prob_a, tail_prob_b),   κ_r ~ LogNormal(log tail_shift, tail_shift_sd),
+    ω = tail_sd (known)
+
+(the repair indicator is marginalised in the likelihood).  So a rare multi-fold overrun is
+explained by the tail instead of dragging δ, and — unlike a Student-t on the log scale, whose
+E[e^t] is infinite — every moment of ΔC is finite.  Given the parameters θ = (δ, σ, π, κ)::
+
+    E[ΔC_r(m) | θ]       = c̃ · e^{δ + σ²/2} · (1 − π + π · e^{κ + ω²/2})
+    Pr(ΔC_r(m) ≤ b | θ)  = (1 − π) · Φ((log(b/c̃) − δ)/σ)
+                           + π · Φ((log(b/c̃) − δ − κ)/√(σ² + ω²))
+
+(:func:`conditional_mean`, :func:`conditional_cdf`; a resource without a tail is π = 0).  π_r
+and κ_r are shared by the candidates of resource r (a repair is a property of the hardware, not
+of the method), so the tail is pooled completely across candidates, and δ keeps the partial
+pooling above.  With a few realised costs per campaign π_r and κ_r stay close to their prior:
+the defaults (π ≈ 0.1 with a Beta(1, 9), κ with median 1 — a repair costs ≈ e^1 = 2.7× — and
+log-s.d. 0.5, ω = 0.3) are a stated belief about robot repairs, not learned values.
+
+Default priors.  They state how far a candidate file's nominal costs are from the truth: a
+never-executed candidate's prior predictive log cost has s.d. ≈ 0.35 (δ: √(0.15² + 0.1² + 0.1²
++ E τ_cand²) ≈ 0.29; noise σ ≈ 0.2), i.e. its 90 % interval is ≈ ×0.56–1.8 the nominal.  (Until
+issue 21's calibration check the defaults were μ_r ~ Normal(0, 0.5) and every scale
+HalfNormal(0.3): a prior predictive s.d. ≈ 0.78, a factor 2.2 at one s.d., whose 90 % intervals
+covered ≈ 99 % of the synthetic world's realised costs in short campaigns — the prior, not the
+predictive machinery, was too wide.)
 
 Zero nominal costs stay exactly zero: a cell with c̃_r(m) = 0 has no parameters and its
 predictive cost is 0 in every draw.  Data the model cannot represent are refused, naming the
@@ -43,9 +74,10 @@ ridge (only the sum is identified) that the sampler crosses slowly: 6 of 40 fits
 benchmark at 4 × 500 draws had R-hat 1.011–1.012 (on ``method_offset``, ``lens_offset``,
 ``mu``).  Every latent value is sampled by data-informed non-centring
 (:func:`models.priors.whitened_normal`) from the normal approximation of its likelihood: a
-cell's precision P = n_{r,m}·w/σ_r² (w = 1 for the normal, (ν+1)/(ν+3) — the Fisher
-information of a Student-t location — for a heavy-tailed resource) about its mean log residual
-x̂, passed up the tree with the current scales.  So neither the funnel at small τ nor the
+cell's precision P = n_{r,m}·w/σ_r² (w = 1 without a tail) about its mean log residual
+x̂, passed up the tree with the current scales.  (For a heavy-tailed resource the
+precision is scaled by w = 1 − E[π], the prior share of ordinary executions: a repair tells
+little about δ.  This only shapes the geometry.)  So neither the funnel at small τ nor the
 inverse funnel at large τ appears — realised costs recorded exactly at the nominal amount pin
 every level at once.
 
@@ -80,7 +112,7 @@ from models.priors import ScalePrior, check_priors, priors_as_dict
 from models.sampling import sample, slot_posterior
 
 __all__ = ["SCALES", "TARGET_ACCEPT", "CostEncoding", "CostModel", "CostPriors",
-           "decision_draws", "encode_costs"]
+           "conditional_cdf", "conditional_mean", "decision_draws", "encode_costs"]
 
 TABLE = "costs"
 SCALES = ("tau_lens", "tau_method", "tau_candidate", "sigma")
@@ -97,7 +129,11 @@ class CostPriors:
     ----------
     offset_mu, offset_sigma : float
         Normal prior of the resource-wide offset μ_r (0: the nominal cost is the prior
-        median; 0.5 ≈ a factor e^{±0.5} = 0.6–1.65 at one s.d.).
+        median; 0.15 ≈ a factor e^{±0.15} = 0.86–1.16 at one s.d.).  The defaults (μ_r
+        0.15, τ_lens and τ_method HalfNormal(0.1), τ_cand and σ̃ HalfNormal(0.2)) put a
+        never-executed candidate's log cost at ≈ 0.35 s.d. about the nominal (δ ≈ 0.29,
+        noise ≈ 0.2): a nominal cost is an estimate good to about ±40 % (module docstring,
+        "Default priors").
     tau_lens, tau_method, tau_candidate : ScalePrior
         Priors of the pooling scales τ_lens,r, τ_method,r, τ_cand,r (one per resource, same
         prior); a number v means HalfNormal(v) (:func:`models.priors.scale_prior`).
@@ -107,10 +143,16 @@ class CostPriors:
         Recording resolution of the log cost, ≥ 0 (see the module docstring; 0 lets two
         equal realised amounts make the posterior improper).
     heavy_tailed : tuple of str
-        Resources with a Student-t_ν likelihood on the log scale (e.g. ``("real_h",)``);
-        each must be a resource of the candidate set.
-    nu : float
-        Degrees of freedom of that likelihood (> 0; 4 keeps a finite variance of log cost).
+        Resources with a repair tail (the two-component mixture of the module docstring, e.g.
+        ``("real_h",)``); each must be a resource of the candidate set.
+    tail_prob_a, tail_prob_b : float
+        Beta prior of the repair probability π_r (default Beta(1, 9): mean 0.1).
+    tail_shift, tail_shift_sd : float
+        LogNormal prior of the repair's log-cost shift κ_r: median ``tail_shift`` (nepers;
+        1 ≈ a 2.7× cost) and log-s.d. ``tail_shift_sd``.  κ_r > 0: a repair costs more.
+    tail_sd : float
+        ω, the repair's known extra spread of the log cost (the repair component has s.d.
+        √(σ_r² + ω²)).
     known_scales : mapping name → value, optional
         Scales held at a known value instead of being sampled (names from :data:`SCALES`;
         a known ``sigma`` is σ_r itself, no floor added) — e.g. the conjugate check.
@@ -123,18 +165,22 @@ class CostPriors:
     """
 
     offset_mu: float = 0.0
-    offset_sigma: float = 0.5
+    offset_sigma: float = 0.15
     tau_lens: ScalePrior | float = field(
-        default_factory=lambda: ScalePrior("half_normal", sigma=0.3))
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.1))
     tau_method: ScalePrior | float = field(
-        default_factory=lambda: ScalePrior("half_normal", sigma=0.3))
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.1))
     tau_candidate: ScalePrior | float = field(
-        default_factory=lambda: ScalePrior("half_normal", sigma=0.3))
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     sigma: ScalePrior | float = field(
-        default_factory=lambda: ScalePrior("half_normal", sigma=0.3))
+        default_factory=lambda: ScalePrior("half_normal", sigma=0.2))
     noise_floor: float = 0.01
     heavy_tailed: tuple[str, ...] = ()
-    nu: float = 4.0
+    tail_prob_a: float = 1.0
+    tail_prob_b: float = 9.0
+    tail_shift: float = 1.0
+    tail_shift_sd: float = 0.5
+    tail_sd: float = 0.3
     known_scales: Any = ()
 
     def __post_init__(self) -> None:
@@ -335,7 +381,9 @@ class CostModel:
     # -- build ------------------------------------------------------------------------------
     def coords(self) -> dict[str, list]:
         return {"resource": self.resources, "candidate": self.ids,
-                "obs_slot": list(range(self.max_observations))}
+                "obs_slot": list(range(self.max_observations)),
+                **({"tail_resource": [r for r, h in zip(self.resources, self.heavy, strict=True)
+                                      if h]} if self.heavy.any() else {})}
 
     def describe(self) -> str:
         """The merged pooling structure of every resource, in words."""
@@ -348,7 +396,9 @@ class CostModel:
         Per resource r, the offsets δ_{r,m} of its modelled cells are one pooled tree
         (:func:`models.pooling.pooled_tree`: candidate → method → lens → μ_r, single-member
         levels merged exactly, every latent value whitened with the data's normal
-        approximation n·w/σ_r², w = (ν+1)/(ν+3) for a Student-t resource).
+        approximation n·w/σ_r², w = 1 − E[π] for a resource with a repair tail).  A repair
+        tail adds ``tail_prob`` π and ``tail_shift`` κ over ``tail_resource``; its likelihood
+        is the two-component mixture with the repair indicator marginalised.
         """
         import pymc as pm
         import pytensor.tensor as pt
@@ -374,7 +424,8 @@ class CostModel:
                                              getattr(pr, name))
             sigma = scales["sigma"] if "sigma" in known else \
                 pm.Deterministic("sigma", pr.noise_floor + scales["sigma"], dims="resource")
-            weight = np.where(self.heavy, (pr.nu + 1.0) / (pr.nu + 3.0), 1.0)
+            weight = np.where(self.heavy, pr.tail_prob_b / (pr.tail_prob_a + pr.tail_prob_b),
+                              1.0)
             rows, mus = [], []
             for k, (idx, st) in enumerate(zip(self.members, self.structures, strict=True)):
                 tau = {lv: scales[f"tau_{lv}"][k] for lv in st.used_levels}
@@ -393,9 +444,18 @@ class CostModel:
             centre = pt.as_tensor(log_nominal)[r_i, c_i] + delta[r_i, c_i]
             scale = sigma[r_i]
             logp = pm.logp(pm.Normal.dist(centre, scale), d["obs_y"])
-            if self.heavy.any():
-                logp_t = pm.logp(pm.StudentT.dist(nu=pr.nu, mu=centre, sigma=scale), d["obs_y"])
-                logp = pt.switch(pt.as_tensor(self.heavy)[r_i], logp_t, logp)
+            if self.heavy.any():  # the repair tail: a mixture, the indicator marginalised
+                prob = pm.Beta("tail_prob", pr.tail_prob_a, pr.tail_prob_b, dims="tail_resource")
+                shift = pm.LogNormal("tail_shift", np.log(pr.tail_shift), pr.tail_shift_sd,
+                                     dims="tail_resource")
+                slot = np.cumsum(self.heavy) - 1  # resource → its tail_resource index
+                slot_i = pt.as_tensor(np.where(self.heavy, slot, 0))[r_i]
+                p_i, k_i = prob[slot_i], shift[slot_i]
+                logp_tail = pm.logp(pm.Normal.dist(centre + k_i,
+                                                   pt.sqrt(scale ** 2 + pr.tail_sd ** 2)),
+                                    d["obs_y"])
+                mixed = pt.logaddexp(pt.log1p(-p_i) + logp, pt.log(p_i) + logp_tail)
+                logp = pt.switch(pt.as_tensor(self.heavy)[r_i], mixed, logp)
             pm.Potential("realised", (d["obs_mask"] * logp).sum())
         return model
 
@@ -465,31 +525,22 @@ class CostModel:
         return decision_draws(idata, self.candidates, rng)
 
 
-def decision_draws(idata: xr.DataTree, candidates: CandidateSet,
-                   rng: np.random.Generator) -> xr.Dataset:
-    """Joint posterior-predictive draws of ΔC_r(m) for the next execution of every candidate.
+@dataclass(frozen=True)
+class _Params:
+    """A cost fit's parameters per posterior draw, over every candidate and resource of the
+    set (set order): ``log_med`` (S, C, R) = log c̃ + δ (−inf where c̃ = 0), ``sigma`` (S, R),
+    the repair tail's ``prob`` π and ``shift`` κ (S, R; 0 for a resource without a tail) and
+    ``omega`` ω."""
 
-    Per posterior draw s (chain-major, as the other models' draws)::
+    log_med: np.ndarray
+    sigma: np.ndarray
+    prob: np.ndarray
+    shift: np.ndarray
+    omega: float
+    heavy: list[str]
 
-        ΔC_r(m)^(s) = c̃_r(m) · exp(δ_{r,m}^(s) + σ_r^(s) · ε),   ε ~ Normal(0, 1)
-                      (Student-t_ν for a heavy-tailed resource), fresh per (s, m, r);
-        ΔC_r(m)^(s) = 0 where c̃_r(m) = 0.
 
-    Parameters
-    ----------
-    idata : DataTree
-        A fit of :class:`CostModel` on ``candidates``.
-    candidates : CandidateSet
-    rng : numpy Generator
-
-    Returns
-    -------
-    Dataset
-        ``cost`` (sample, candidate, resource) over every candidate and resource of the set
-        (set order); ``cost_median`` (sample, candidate, resource) = c̃ · e^δ, the median of
-        the predictive given the draw; ``cost_sigma`` (sample, resource) = σ_r (0 for a
-        resource without a positive nominal cost).  Attributes: ``heavy_tailed``, ``nu``.
-    """
+def _params(idata: xr.DataTree, candidates: CandidateSet) -> _Params:
     post = idata["posterior"].to_dataset()
     ids, resources = list(candidates.ids), list(candidates.resources)
     nominal = np.asarray(candidates.costs().sel(candidate=ids, resource=resources).values,
@@ -507,26 +558,102 @@ def decision_draws(idata: xr.DataTree, candidates: CandidateSet,
         raise InputError("CostModel.decision_draws", "the cost fit is of another candidate set "
                                                      "(its nominal costs differ)")
     delta = _stack(post["delta"].transpose("chain", "draw", "candidate", "resource"))
-    sigma = _stack(post["sigma"].transpose("chain", "draw", "resource"))  # (S, Rm)
     n = delta.shape[0]
-    heavy_names = [h for h in str(idata.attrs.get("heavy_tailed", "")).split(",") if h]
-    nu = float(idata.attrs.get("prior_nu", 4.0))
     sub = np.where(fitted[None] > 0, np.log(np.where(fitted > 0, fitted, 1.0)) + delta, -np.inf)
     log_med = np.full((n, len(ids), len(resources)), -np.inf)
     log_med[np.ix_(np.arange(n), rows, cols)] = sub
-    sig = np.zeros((n, len(resources)))
-    sig[:, cols] = sigma
-    eps = rng.standard_normal(log_med.shape)
-    for k, r in enumerate(resources):
-        if r in heavy_names:
-            eps[:, :, k] = rng.standard_t(nu, size=(n, len(ids)))
-    cost = np.where(np.isfinite(log_med), np.exp(log_med + sig[:, None, :] * eps), 0.0)
-    median = np.where(np.isfinite(log_med), np.exp(log_med), 0.0)
-    coords = {"candidate": ids, "resource": resources}
+    sigma, prob, shift = (np.zeros((n, len(resources))) for _ in range(3))
+    sigma[:, cols] = _stack(post["sigma"].transpose("chain", "draw", "resource"))
+    heavy = [str(r) for r in post["tail_resource"].values] if "tail_prob" in post else []
+    for r in heavy:
+        k = resources.index(r)
+        prob[:, k] = _stack(post["tail_prob"].sel(tail_resource=r))
+        shift[:, k] = _stack(post["tail_shift"].sel(tail_resource=r))
+    return _Params(log_med, sigma, prob, shift, float(idata.attrs.get("prior_tail_sd", 0.0)),
+                   heavy)
+
+
+def decision_draws(idata: xr.DataTree, candidates: CandidateSet,
+                   rng: np.random.Generator) -> xr.Dataset:
+    """Joint posterior-predictive draws of ΔC_r(m) for the next execution of every candidate.
+
+    Per posterior draw s (chain-major, as the other models' draws)::
+
+        ΔC_r(m)^(s) = c̃_r(m) · exp(δ_{r,m}^(s) + σ_r^(s) · ε),   ε ~ Normal(0, 1),
+                      fresh per (s, m, r); for a resource with a repair tail, with a fresh
+                      B ~ Bernoulli(π_r^(s)):  exp(δ + B·κ_r^(s) + √(σ_r² + B·ω²) · ε);
+        ΔC_r(m)^(s) = 0 where c̃_r(m) = 0.
+
+    Parameters
+    ----------
+    idata : DataTree
+        A fit of :class:`CostModel` on ``candidates``.
+    candidates : CandidateSet
+    rng : numpy Generator
+
+    Returns
+    -------
+    Dataset
+        ``cost`` (sample, candidate, resource) over every candidate and resource of the set
+        (set order); ``cost_median`` (sample, candidate, resource) = c̃ · e^δ, the median of
+        the ordinary component given the draw; ``cost_sigma`` (sample, resource) = σ_r (0 for
+        a resource without a positive nominal cost).  Attributes: ``heavy_tailed``.
+    """
+    p = _params(idata, candidates)
+    eps = rng.standard_normal(p.log_med.shape)
+    repair = np.zeros(p.log_med.shape, dtype=bool)
+    for r in p.heavy:
+        k = list(candidates.resources).index(r)
+        repair[:, :, k] = rng.random(repair.shape[:2]) < p.prob[:, None, k]
+    log_cost = (p.log_med + repair * p.shift[:, None, :]
+                + np.sqrt(p.sigma[:, None, :] ** 2 + repair * p.omega ** 2) * eps)
+    finite = np.isfinite(p.log_med)
+    cost = np.where(finite, np.exp(np.where(finite, log_cost, 0.0)), 0.0)
+    median = np.where(finite, np.exp(np.where(finite, p.log_med, 0.0)), 0.0)
+    coords = {"candidate": list(candidates.ids), "resource": list(candidates.resources)}
     return xr.Dataset({"cost": (("sample", "candidate", "resource"), cost),
                        "cost_median": (("sample", "candidate", "resource"), median),
-                       "cost_sigma": (("sample", "resource"), sig)},
-                      coords=coords, attrs={"heavy_tailed": ",".join(heavy_names), "nu": nu})
+                       "cost_sigma": (("sample", "resource"), p.sigma)},
+                      coords=coords, attrs={"heavy_tailed": ",".join(p.heavy)})
+
+
+def conditional_mean(idata: xr.DataTree, candidates: CandidateSet) -> np.ndarray:
+    """E[ΔC_r(m) | θ^(s)] per posterior draw, (S, C, R) in set order (module docstring)::
+
+        E[ΔC | θ] = c̃ · e^{δ + σ²/2} · (1 − π + π · e^{κ + ω²/2})     (π = 0 without a tail)
+
+    and 0 where c̃ = 0.  Its mean over s is the predictive mean E[ΔC_r(m)] without the Monte
+    Carlo noise of the predictive draws.
+    """
+    p = _params(idata, candidates)
+    finite = np.isfinite(p.log_med)
+    base = np.exp(np.where(finite, p.log_med, 0.0) + p.sigma[:, None, :] ** 2 / 2)
+    tail = 1.0 - p.prob + p.prob * np.exp(p.shift + p.omega ** 2 / 2)
+    return np.where(finite, base * tail[:, None, :], 0.0)
+
+
+def conditional_cdf(idata: xr.DataTree, candidates: CandidateSet,
+                    amount: np.ndarray) -> np.ndarray:
+    """Pr(ΔC_r(m) ≤ amount | θ^(s)) per posterior draw, (S, C, R) in set order::
+
+        (1 − π) · Φ((log(b/c̃) − δ)/σ) + π · Φ((log(b/c̃) − δ − κ)/√(σ² + ω²))
+
+    (π = 0 without a tail); where c̃ = 0 it is 1 for b ≥ 0.  ``amount`` broadcasts against
+    (C, R) (e.g. a budget (R,)).  Its mean over s is the predictive Pr(ΔC_r(m) ≤ b).
+    """
+    from scipy.special import ndtr
+
+    p = _params(idata, candidates)
+    b = np.broadcast_to(np.asarray(amount, dtype=float), p.log_med.shape[1:])
+    finite = np.isfinite(p.log_med)
+    with np.errstate(divide="ignore"):
+        z = np.log(b)[None] - np.where(finite, p.log_med, 0.0)
+    sig = p.sigma[:, None, :]
+    sig_tail = np.sqrt(sig ** 2 + p.omega ** 2)
+    prob = p.prob[:, None, :]
+    cdf = (1 - prob) * ndtr(z / np.where(sig > 0, sig, 1.0)) \
+        + prob * ndtr((z - p.shift[:, None, :]) / sig_tail)
+    return np.where(finite, cdf, (b >= 0)[None] * 1.0)
 
 
 def _scale_rv(name: str, prior: ScalePrior):

@@ -129,9 +129,10 @@ def test_costs_budget_and_history_rules():
     paired = pd.DataFrame({"step": [0], "candidate": ["si_friction"]})
     assert executed_actions(costs.iloc[:0], paired) == ["si_friction"]  # fallback: no costs
     assert executed_actions(costs.iloc[:0], paired, costs_complete=True) == []
-    over = costs.assign(compute=[250.0, 60.0])
-    with pytest.raises(InputError, match=r"compute: spent 310 > budget 300"):
-        remaining_budget(cands, over)
+    over = costs.assign(compute=[250.0, 60.0])  # an overrun: clamped at 0, as a campaign does
+    clamped = remaining_budget(cands, over)
+    assert clamped.sel(resource="compute").item() == 0.0
+    assert clamped.attrs["overspent"] == "compute: spent 310 > budget 300"
     with pytest.raises(InputError, match=r"costs, row 1: real_h must be >= 0"):
         validate_costs(costs.assign(real_h=[0.0, -1.0]), cands)
     with pytest.raises(InputError, match=r"missing required column\(s\) \['eng_h'\]"):

@@ -284,12 +284,28 @@ def test_replay_accepts_the_plain_csv_layout_and_reports_broken_records(full_run
     camp = load_campaign(folder)
     assert camp.problem is None and len(camp.steps) == len(full_run[1].history)
     steps = pd.read_csv(folder / "steps.csv")
+    # a cost above the budget left is an overrun, recorded as the campaign records it: the
+    # step is kept, the budget after it clamped at 0, the probability unknown (no decision)
     bad = steps.copy()
-    bad.loc[len(bad) - 1, "cost_compute"] = 1e9
+    last = len(bad) - 1
+    bad.loc[last, "cost_compute"] = 1e9
     bad.to_csv(folder / "steps.csv", index=False)
     camp = load_campaign(folder)
-    assert f"record {len(bad)}: cost_compute = 1e+09 exceeds the budget" in camp.problem
-    assert len(camp.steps) == len(bad) - 1
+    assert camp.problem is None and len(camp.steps) == len(bad)
+    left = float(camp.budget_before(last).sel(resource="compute"))
+    assert camp.steps[last]["overrun"] == {"compute": {"realised": 1e9, "budget_left": left,
+                                                       "probability": None}}
+    assert all(rec["overrun"] is None for rec in camp.steps[:last])
+    assert float(camp.budget_before(len(bad)).sel(resource="compute")) == 0.0
+    assert camp.overrun() == (f"step {last}: compute = 1e+09 > {left:g} left (Pr at decision "
+                              "unknown)")
+    if last > 0:  # a row after an overrun is a broken record, as in the log
+        bad = steps.copy()
+        bad.loc[0, "cost_compute"] = 1e9
+        bad.to_csv(folder / "steps.csv", index=False)
+        camp = load_campaign(folder)
+        assert "record 2: a step after the budget overrun of step 0" in camp.problem
+        assert len(camp.steps) == 1 and camp.steps[0]["overrun"]
     bad = steps.copy()
     bad.loc[0, "candidate"] = "nope"
     bad.to_csv(folder / "steps.csv", index=False)

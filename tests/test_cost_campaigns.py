@@ -233,3 +233,36 @@ def test_policy_runs_count_what_was_spent_not_the_clamped_budget():
     campaign = SimpleNamespace(costs_table=lambda: table,
                                candidates=SimpleNamespace(resources=("a", "b")))
     np.testing.assert_array_equal(_spent(campaign), [11.0, 1.5])
+
+
+def test_remaining_budget_clamps_an_overspent_resource_at_zero_and_says_so():
+    """b_t = max(b_0 − Σ realised, 0), as the campaign clamps it after an overrun; the budget's
+    ``overspent`` attribute names the resource with the amounts (empty otherwise)."""
+    from belief.inputs.candidates import candidates_from_dict
+    from belief.inputs.costs import remaining_budget
+
+    cs = candidates_from_dict({"campaign": {"eval_protocol": "E", "resources": ["a", "b"]},
+                               "budget": {"a": 10.0, "b": 5.0},
+                               "candidate": [{"id": "x", "role": "adaptation", "lens": "data",
+                                              "method": "m", "cost": {"a": 4.0, "b": 1.0}}]})
+    costs = pd.DataFrame({"step": [0, 1], "candidate": ["x", "x"], "a": [4.0, 9.5],
+                          "b": [1.0, 1.0]})
+    b = remaining_budget(cs, costs)
+    assert b.sel(resource="a") == 0.0 and b.sel(resource="b") == 3.0
+    assert b.attrs["overspent"] == "a: spent 13.5 > budget 10"
+    assert remaining_budget(cs, costs.iloc[:1]).attrs["overspent"] == ""
+
+
+def test_decide_on_an_overrun_campaigns_belief_file_clamps_the_budget(overrun_run):
+    """``belief decide`` on the belief.nc of a campaign that overran needs no --budget: the
+    overspent resources are at 0 (nothing that costs them fits), and budget_source says why."""
+    from belief.workflow.belief_file import load
+
+    out, result = overrun_run
+    fitted = load(out / "belief.nc")
+    decision = fitted.decide(beta=0.0, stability_resamples=0)
+    over = list(result.overrun["resources"])
+    for r in over:
+        assert decision.attrs[f"budget_{r}"] == 0.0
+    assert "overrun, clamped at 0 as in the campaign: " in decision.attrs["budget_source"]
+    assert all(f"{r}: spent " in decision.attrs["budget_source"] for r in over)

@@ -266,7 +266,8 @@ def test_the_example_costs_agree_with_its_evidence_and_a_wrong_row_is_named_by_l
     ("sigma", {"family": "exponential", "sigma": 1.0}, r"sigma: family 'exponential' takes "
                                                        r"\['lam'\], not sigma"),
     ("noise_floor", -0.1, r"noise_floor must be >= 0, got -0.1"),
-    ("nu", np.nan, r"nu must be finite, got nan"),
+    ("tail_shift", np.nan, r"tail_shift must be finite, got nan"),
+    ("tail_prob_a", 0.0, r"tail_prob_a must be > 0, got 0"),
     ("heavy_tailed", "real_h", r"heavy_tailed must be a tuple of resource names"),
     ("known_scales", {"tau_group": 1.0}, r"known_scales names 'tau_group'; allowed: "),
     ("known_scales", {"sigma": -1.0}, r"known_scales\['sigma'\] must be a finite number > 0"),
@@ -404,3 +405,142 @@ def test_encode_costs_counts_and_residuals():
     r, c = model.resources.index("compute"), model.ids.index("a")
     assert enc.count[r, c] == 3
     assert enc.resid_mean[r, c] == pytest.approx(np.mean(np.log([1.2, 1.3, 1.1])))
+
+
+# -- the repair tail: a two-component log-normal mixture with a finite mean ------------------------
+def _tail_fit(theta, omega=0.3, repeat=1):
+    """A hand-built cost 'fit' of CONJ with a repair tail in eng_h: posterior draws (one chain)
+    of δ, σ, π, κ — theta is a list of (δ, σ, π, κ), the same for every cell, each draw
+    ``repeat`` times."""
+    ids, res = [c[0] for c in CONJ], ["compute", "eng_h"]
+    th = np.repeat(np.asarray(theta, dtype=float), repeat, axis=0)
+    n = len(th)
+    nominal = np.array([[c[3][r] for r in res] for c in CONJ])
+    delta = np.where(nominal > 0, th[:, 0][:, None, None], 0.0)
+    post = xr.Dataset({"delta": (("chain", "draw", "candidate", "resource"), delta[None]),
+                       "sigma": (("chain", "draw", "resource"),
+                                 np.repeat(th[:, 1][:, None], 2, axis=1)[None]),
+                       "tail_prob": (("chain", "draw", "tail_resource"), th[None, :, 2:3]),
+                       "tail_shift": (("chain", "draw", "tail_resource"), th[None, :, 3:4])},
+                      coords={"chain": [0], "draw": np.arange(n), "candidate": ids,
+                              "resource": res, "tail_resource": ["eng_h"]})
+    const = xr.Dataset({"nominal": (("candidate", "resource"), nominal)},
+                       coords={"candidate": ids, "resource": res})
+    dt = xr.DataTree.from_dict({"posterior": post, "constant_data": const})
+    dt.attrs.update({"heavy_tailed": "eng_h", "prior_tail_sd": omega})
+    return dt
+
+
+def _scipy_mixture(c_nom, delta, sigma, prob, shift, omega):
+    """The repair mixture of ΔC as two scipy log-normals and their weights."""
+    ordinary = stats.lognorm(s=sigma, scale=c_nom * np.exp(delta))
+    repair = stats.lognorm(s=np.hypot(sigma, omega), scale=c_nom * np.exp(delta + shift))
+    return (1 - prob, ordinary), (prob, repair)
+
+
+THETA = [(0.1, 0.2, 0.1, 1.5), (-0.2, 0.4, 0.3, 0.8), (0.0, 0.15, 0.0, 1.0)]
+
+
+def test_repair_tail_mean_and_cdf_are_the_log_normal_mixture_of_scipy():
+    """E[ΔC | θ] and Pr(ΔC ≤ b | θ) in closed form (models.costs.conditional_mean/_cdf) equal
+    the weighted means and cdfs of the two scipy log-normals, draw by draw; a resource without
+    a tail (compute) is the plain log-normal; a zero nominal cost is 0 (and ≤ any b ≥ 0)."""
+    from models.costs import conditional_cdf, conditional_mean
+
+    cs = _cands(CONJ)
+    fit = _tail_fit(THETA)
+    mean = conditional_mean(fit, cs)
+    budget = np.array([12.0, 2.5])
+    cdf = conditional_cdf(fit, cs, budget)
+    assert mean.shape == cdf.shape == (len(THETA), 4, 2)
+    for s, (d, sig, p, k) in enumerate(THETA):
+        for j, (cid, *_, cost) in enumerate(CONJ):
+            (w0, ordinary), (w1, repair) = _scipy_mixture(cost["eng_h"], d, sig, p, k, 0.3)
+            if cost["eng_h"] > 0:
+                assert mean[s, j, 1] == pytest.approx(w0 * ordinary.mean() + w1 * repair.mean(),
+                                                      rel=1e-12), (s, cid)
+                assert cdf[s, j, 1] == pytest.approx(w0 * ordinary.cdf(2.5)
+                                                     + w1 * repair.cdf(2.5), rel=1e-12)
+            else:
+                assert mean[s, j, 1] == 0.0 and cdf[s, j, 1] == 1.0
+            plain = stats.lognorm(s=sig, scale=cost["compute"] * np.exp(d))
+            assert mean[s, j, 0] == pytest.approx(plain.mean(), rel=1e-12)
+            assert cdf[s, j, 0] == pytest.approx(plain.cdf(12.0), rel=1e-12)
+    # hand-computed, first draw, a's eng_h (c̃ = 1): e^{0.1 + 0.02}·(0.9 + 0.1·e^{1.5 + 0.045})
+    assert mean[0, 0, 1] == pytest.approx(np.exp(0.12) * (0.9 + 0.1 * np.exp(1.545)), rel=1e-12)
+    assert mean[0, 0, 1] == pytest.approx(1.5433, abs=5e-5)
+
+
+def test_repair_tail_predictive_draws_match_the_closed_form():
+    """decision_draws' predictive (a fresh repair indicator and noise per draw) has the closed-
+    form mean and Pr(ΔC ≤ b) of the mixture, averaged over θ — within 4 Monte Carlo standard
+    errors of the n draws (s.d./√n for the mean, √(p(1 − p)/n) for the probability)."""
+    from models.costs import conditional_cdf, conditional_mean, decision_draws
+
+    cs = _cands(CONJ)
+    fit = _tail_fit(THETA, repeat=40_000)
+    cost = decision_draws(fit, cs, np.random.default_rng(0))["cost"].values
+    n = cost.shape[0]
+    budget = np.array([12.0, 2.5])
+    mean, cdf = conditional_mean(fit, cs).mean(0), conditional_cdf(fit, cs, budget).mean(0)
+    pos = cs.costs().values > 0
+    se = cost.std(0) / np.sqrt(n)
+    assert np.all(np.abs(cost.mean(0) - mean)[pos] <= 4 * se[pos])
+    below = (cost <= budget).mean(0)
+    assert np.all(np.abs(below - cdf) <= 4 * np.sqrt(cdf * (1 - cdf) / n) + 1e-12)
+    assert (cost[:, 3, 1] == 0).all()  # d's eng_h: a zero nominal cost stays exactly 0
+
+
+def test_repair_tail_likelihood_is_the_marginalised_mixture():
+    """The model's ``realised`` potential at a point equals Σ_i log[(1 − π) N(y_i | c_i, σ) +
+    π N(y_i | c_i + κ, √(σ² + ω²))] for eng_h (heavy-tailed) and Σ log N(y_i | c_i, σ) for
+    compute, with c_i = log c̃ + δ, every value read from the same point (scipy)."""
+    model = CostModel(_cands(CONJ), CostPriors(heavy_tailed=("eng_h",)), max_observations=8)
+    realised = [*REALISED[:3], ("a", 11.0, 4.0)]  # a repair-sized eng_h for a
+    enc = model.encode(_costs_table(realised))
+    pm_model = model.build(enc)
+    point = pm_model.initial_point()
+    for name in point:  # move off the initial point: π ≈ 0.25, κ ≈ e^0.3
+        if name.startswith("tail_prob"):
+            point[name] = np.full_like(point[name], -1.1)
+        elif name.startswith("tail_shift"):
+            point[name] = np.full_like(point[name], 0.3)
+    outs = pm_model.replace_rvs_by_values([pm_model[v] for v in ("realised", "delta", "sigma",
+                                                                 "tail_prob", "tail_shift")])
+    fn = pm_model.compile_fn(outs, inputs=pm_model.value_vars, on_unused_input="ignore")
+    pot, delta, sigma, prob, shift = fn(point)
+    assert 0.2 < float(prob[0]) < 0.3 and float(shift[0]) == pytest.approx(np.exp(0.3))
+    total = 0.0
+    for cid, x, e in realised:
+        j = model.ids.index(cid)
+        for k, (r, y) in enumerate((("compute", x), ("eng_h", e))):
+            c = np.log(model.nominal[j, k]) + delta[k, j]
+            if r == "compute":
+                total += stats.norm.logpdf(np.log(y), c, sigma[k])
+            else:
+                total += np.logaddexp(
+                    np.log1p(-prob[0]) + stats.norm.logpdf(np.log(y), c, sigma[k]),
+                    np.log(prob[0]) + stats.norm.logpdf(np.log(y), c + shift[0],
+                                                        np.hypot(sigma[k], 0.3)))
+    assert float(pot) == pytest.approx(total, rel=1e-10)
+
+
+def test_predictive_adds_the_noise_once(conjugate_fit):
+    """With known scales the predictive log cost of a cell is Normal(E[δ | y], Var[δ | y] +
+    σ²): the parameter uncertainty enters once (through the posterior draws of δ) and the
+    noise once (fresh per draw).  Its mean and s.d. against the closed form within 4 standard
+    errors, with n the ESS of δ's mean or s.d. (at most the number of draws)."""
+    model, idata = conjugate_fit
+    q = model.decision_draws(idata, np.random.default_rng(3))
+    for resource in ("compute", "eng_h"):
+        mean, sd = closed_form_posterior(resource)
+        for j, (cid, *_, cost) in enumerate(CONJ):
+            if cost[resource] <= 0:
+                continue
+            y = np.log(q["cost"].sel(candidate=cid, resource=resource).values / cost[resource])
+            total = np.hypot(sd[j], SCALES["sigma"])
+            n_mean, n_sd = (min(y.size, float(az.ess(idata, var_names=["delta"], method=m)
+                                              ["delta"].sel(candidate=cid, resource=resource)))
+                            for m in ("mean", "sd"))
+            assert abs(y.mean() - mean[j]) <= 4 * total / np.sqrt(n_mean), (cid, resource)
+            assert abs(y.std(ddof=1) - total) <= 4 * total / np.sqrt(2 * n_sd), (cid, resource)

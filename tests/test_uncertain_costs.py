@@ -162,13 +162,17 @@ def test_fit_with_costs_puts_cost_draws_in_q_and_checks_them(fitter, campaign_ev
 
 
 def test_synthetic_world_stochastic_costs_follow_the_documented_truth():
-    """Off by default (every execution costs its nominal amount); on, log(ΔC/c̃) has mean 0 and
-    s.d. 0.2 outside repairs and real_h needs a repair with probability 0.1 — each within 4
-    Monte Carlo standard errors over n executions; reproducible, and kept by the world's spec."""
+    """Off by default (every execution costs its nominal amount); on, log(ΔC/c̃) has mean o_{r,m}
+    (the world's log offset of the cell; s.d. 0.25 over cells) and s.d. 0.2 outside repairs,
+    and real_h needs a repair with probability 0.1, with the mean and Pr(ΔC ≤ 2c̃) of the cost
+    model's repair mixture — each within 4 Monte Carlo standard errors over n executions;
+    reproducible, and kept by the world's spec."""
     from belief.campaign.synthetic import (
         COST_NOISE,
+        COST_OFFSET,
         REPAIR_MU,
         REPAIR_P,
+        REPAIR_SD,
         SyntheticWorld,
         world_from_spec,
     )
@@ -176,17 +180,35 @@ def test_synthetic_world_stochastic_costs_follow_the_documented_truth():
     plain = SyntheticWorld(seed=2)
     ft = plain._truth["ft_real_100"].candidate
     assert plain.execute("ft_real_100", 0).cost == dict(ft.cost)
+    assert {v for o in plain.cost_offsets().values() for v in o.values()} == {0.0}
     world = SyntheticWorld(seed=2, stochastic_costs=True)
+    offsets = world.cost_offsets()
+    assert offsets == SyntheticWorld(seed=2, stochastic_costs=True).cost_offsets()
+    every = np.array([v for o in offsets.values() for v in o.values()])
+    # the offsets are COST_OFFSET · Z: their s.d. within 4 s.e. of a normal sample's s.d.
+    assert abs(every.std(ddof=1) - COST_OFFSET) <= 4 * COST_OFFSET / np.sqrt(2 * every.size)
     n = 4000
     draws = [world.realised_cost(ft, step, 0) for step in range(n)]
     log_compute = np.log([d["compute"] / ft.cost["compute"] for d in draws])
-    assert abs(log_compute.mean()) <= 4 * COST_NOISE / np.sqrt(n)
+    assert abs(log_compute.mean() - offsets[ft.id]["compute"]) <= 4 * COST_NOISE / np.sqrt(n)
     assert abs(log_compute.std(ddof=1) - COST_NOISE) <= 4 * COST_NOISE / np.sqrt(2 * n)
-    log_real = np.log([d["real_h"] / ft.cost["real_h"] for d in draws])
+    log_real = np.log([d["real_h"] / ft.cost["real_h"] for d in draws]) - offsets[ft.id]["real_h"]
     # 0.75 is 3.75 noise s.d. above 0 and 2.1 s.d. (of repair + noise) below 1.5: fewer than
     # 2 % of repairs are missed, a bias < 0.002, inside the tolerance of 0.019
     repaired = log_real > REPAIR_MU / 2
     assert abs(repaired.mean() - REPAIR_P) <= 4 * np.sqrt(REPAIR_P * (1 - REPAIR_P) / n)
+    # the cost model's kind: real_h is the repair mixture of models.costs with δ = o, σ = 0.2,
+    # π = 0.1, κ = 1.5, ω = 0.3 — its closed-form mean and Pr(ΔC ≤ 2 c̃) (scipy log-normals)
+    real = np.array([d["real_h"] for d in draws])
+    median = ft.cost["real_h"] * np.exp(offsets[ft.id]["real_h"])
+    parts = [(1 - REPAIR_P, stats.lognorm(s=COST_NOISE, scale=median)),
+             (REPAIR_P, stats.lognorm(s=np.hypot(COST_NOISE, REPAIR_SD),
+                                      scale=median * np.exp(REPAIR_MU)))]
+    mean = sum(w * d.mean() for w, d in parts)
+    assert mean == pytest.approx(median * np.exp(0.02) * (0.9 + 0.1 * np.exp(1.545)))
+    assert abs(real.mean() - mean) <= 4 * real.std(ddof=1) / np.sqrt(n)
+    p2 = sum(w * d.cdf(2 * ft.cost["real_h"]) for w, d in parts)
+    assert abs((real <= 2 * ft.cost["real_h"]).mean() - p2) <= 4 * np.sqrt(p2 * (1 - p2) / n)
     zero = world.realised_cost(world._truth["dr_1e7"].candidate, 0, 0)
     assert zero["real_h"] == 0.0
     assert world.realised_cost(ft, 7, 1) == world.realised_cost(ft, 7, 1)

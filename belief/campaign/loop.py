@@ -128,9 +128,9 @@ class CampaignSettings:
         posterior, so it goes with ``fit=FitSettings(costs=True)`` (without cost draws the
         known costs must fit, the rule at ε_budget = 0).
     heavy_tailed_costs : tuple of str
-        Resources whose realised costs get the cost model's Student-t likelihood on the log
-        scale (:class:`models.costs.CostPriors` ``heavy_tailed``, e.g. ``("real_h",)`` for a
-        repair tail); used with ``fit.costs``.
+        Resources whose realised costs get the cost model's repair tail, a two-component
+        log-normal mixture (:class:`models.costs.CostPriors` ``heavy_tailed``, e.g.
+        ``("real_h",)``); used with ``fit.costs``.
     """
 
     horizon: int = 6

@@ -39,7 +39,11 @@ was left without the campaign's matching ``overrun`` entry, a step after an over
 line) stops the replay there: the steps before it are replayed and the
 problem is reported naming the record and the rule; nothing after it is used.  A campaign
 stopped by a budget overrun (:mod:`belief.campaign.loop`) replays its steps up to the overrun;
-its stop record is not a decision to stop, so it is not re-decided.  A campaign run with the
+its stop record is not a decision to stop, so it is not re-decided.  In the CSV layout a
+``cost_<r>`` above the budget left is such an overrun, as in the log: the step is kept and
+recorded as an overrun (its decision-time probability unknown), the budget after it is
+clamped at 0, and a row after it is a broken record.  The replay's ``overrun`` attribute
+states the overrun.  A campaign run with the
 cost posterior (``fit.costs``) is re-decided with the cost model re-fitted on the realised costs
 of the steps before each t, as the campaign did.
 """
@@ -61,6 +65,7 @@ from belief.campaign.loop import (
     header_settings,
     step_seed,
 )
+from belief.campaign.overrun import TOL
 from belief.campaign.world import model_update_row
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
@@ -87,7 +92,8 @@ class LoggedCampaign:
     initial_budget: xr.DataArray
     initial_policy: str
     initial_evidence: dict[str, pd.DataFrame]
-    steps: list[dict[str, Any]]  # step, chosen, policy, policy_after, cost, outcome tables
+    steps: list[dict[str, Any]]  # step, chosen, policy, policy_after, cost, outcome tables,
+    # overrun (None, or resource → realised, budget_left, probability: the log's entry)
     stop: dict[str, Any] | None = None
     settings: CampaignSettings | None = None
     problem: str | None = None
@@ -113,6 +119,18 @@ class LoggedCampaign:
                  "policy": rec["policy"]} for rec in self.steps[:t]]
         return pd.DataFrame(rows, columns=["step", "candidate", *resources, "policy"])
 
+    def overrun(self) -> str:
+        """The budget overrun that ended the campaign, in words ("" without one): the step,
+        and per resource the realised cost, the budget left and the decision-time
+        probability (unknown in the CSV layout)."""
+        for rec in self.steps:
+            if rec.get("overrun"):
+                return f"step {rec['step']}: " + "; ".join(
+                    f"{r} = {o['realised']:g} > {o['budget_left']:g} left (Pr at decision "
+                    + ("unknown" if o["probability"] is None else f"{o['probability']:.3g}")
+                    + ")" for r, o in rec["overrun"].items())
+        return ""
+
     def budget_before(self, t: int) -> xr.DataArray:
         """b_t = max(b_{t-1} − ΔC_{t-1}, 0) per resource: clamped at 0 after an overrun, as in
         the campaign (:mod:`belief.campaign.loop`)."""
@@ -134,7 +152,8 @@ def _from_json_log(path: Path) -> LoggedCampaign:
     budget = make_budget(h["initial_budget"], cands.resources, table=str(log.path))
     steps = [{"step": r["step"], "chosen": r["chosen"], "policy": r["policy"],
               "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
-              "outcome": _frames(r.get("outcome", {}))} for r in log.steps]
+              "outcome": _frames(r.get("outcome", {})), "overrun": r.get("overrun")}
+             for r in log.steps]
     settings = header_settings(h, log.path, custom_weights=True)
     # a stop record written after a budget overrun is not a decision to stop (the campaign was
     # stopped by the overrun, belief.campaign.loop): there is no logged choice to replay
@@ -184,7 +203,11 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
         if row["candidate"] not in cands.ids:
             problem = f"{where}: decision names unknown candidate {row['candidate']!r}"
             break
-        cost = {}
+        if steps and steps[-1]["overrun"]:
+            problem = (f"{where}: a step after the budget overrun of step {steps[-1]['step']} "
+                       "(a campaign stops at an overrun)")
+            break
+        cost, overrun = {}, {}
         for r, left in zip(cands.resources, budget.values, strict=True):
             try:
                 c = float(row[f"cost_{r}"])
@@ -193,9 +216,8 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
             if not np.isfinite(c) or c < 0:
                 problem = f"{where}: cost_{r} must be a number >= 0, got {row[f'cost_{r}']!r}"
                 break
-            if c > left + 1e-9:
-                problem = f"{where}: cost_{r} = {c:g} exceeds the budget that was left ({left:g})"
-                break
+            if c > left + TOL:  # an overrun: recorded as the campaign records it
+                overrun[r] = {"realised": c, "budget_left": float(left), "probability": None}
             cost[r] = c
         if problem:
             break
@@ -206,10 +228,11 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
         except InputError as err:
             problem = f"{where}: evidence of this step refused: {err}"
             break
-        budget = budget - np.array([cost[r] for r in cands.resources])
+        budget = (budget - np.array([cost[r] for r in cands.resources])).clip(min=0.0)
         steps.append({"step": step, "chosen": row["candidate"], "policy": str(row["policy"]),
                       "policy_after": str(row["policy_after"]), "cost": cost,
-                      "outcome": {k: v for k, v in outcome.items() if len(v)}})
+                      "outcome": {k: v for k, v in outcome.items() if len(v)},
+                      "overrun": overrun or None})
     first_policy = steps[0]["policy"] if steps else str(steps_df["policy"].iloc[0]) \
         if len(steps_df) else "pi0"
     return LoggedCampaign(cands, cands.budget, first_policy, initial, steps, None, None,
@@ -323,6 +346,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     tree.attrs.update({"source": camp.source, "functional": str(s.functional),
                        "beta": s.beta, "alpha_exec": s.gate.alpha_exec,
                        "problem": camp.problem or "", "n_steps": n_logged,
+                       "overrun": camp.overrun(),
                        "agreement": float(steps_ds["agree"].mean()) if rows else float("nan")})
     return tree
 

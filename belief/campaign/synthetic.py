@@ -108,15 +108,22 @@ Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an ou
 only on (seed, step, history): replaying the same history gives the same outcomes.
 
 Stochastic costs (``stochastic_costs=True``; off by default, so the shipped demo and every
-default campaign realise exactly the nominal cost c̃_r(m)).  The k-th execution (at ``step``)
-of m consumes, with ``rng = default_rng([seed, 40_000, step, k])`` (its own stream: gains,
-safety and estimates do not move)::
+default campaign realise exactly the nominal cost c̃_r(m)).  The candidate file's nominal
+costs are estimates: each (candidate, resource) cell of the world has a true log offset
+o_{r,m} = 0.25 · Z_{r,m} (drawn once per world from ``default_rng([seed, 40_001])``, over the
+candidates in the world's order × the resources in name order), so the true median of ΔC_r(m) is
+c̃_r(m) · e^{o_{r,m}}.  The k-th execution (at ``step``) of m consumes, with
+``rng = default_rng([seed, 40_000, step, k])`` (its own stream: gains, safety and estimates do
+not move)::
 
-    ΔC_r(m) = c̃_r(m) · exp(0.2 · Z_r),           Z_r ~ Normal(0, 1), for c̃_r(m) > 0
+    ΔC_r(m) = c̃_r(m) · exp(o_{r,m} + 0.2 · Z_r),        Z_r ~ Normal(0, 1), for c̃_r(m) > 0
     ΔC_real_h(m) ×= exp(1.5 + 0.3 · Z')   with probability 0.1 (a repair: ≈ 4.5× the robot hours)
 
-and 0 where c̃_r(m) = 0.  The median execution costs its nominal amount; the mean is
-e^{0.02} ≈ 1.02 × c̃ (× 1 + 0.1·(e^{1.545} − 1) ≈ 1.37 more in ``real_h``).
+and 0 where c̃_r(m) = 0.  This is the cost model's kind (:mod:`models.costs`): log-normal about
+an offset nominal cost, and in ``real_h`` the two-component repair mixture with π = 0.1,
+κ = 1.5, ω = 0.3, σ = 0.2; its candidate offsets are i.i.d. (no method or lens structure, and a
+resource-wide offset of 0).  The mean execution costs c̃ · e^{o + 0.02} (× 1 − 0.1 + 0.1 ·
+e^{1.5 + 0.045} ≈ 1.37 more in ``real_h``; the cost model's E[ΔC | θ] formula).
 """
 
 from __future__ import annotations
@@ -138,9 +145,10 @@ from belief.validate import integer
 __all__ = ["SyntheticWorld", "TrueCandidate", "world_from_spec"]
 
 EVAL_PROTOCOL = "pick_place_v1"
-COST_NOISE, REPAIR_P, REPAIR_MU, REPAIR_SD = 0.2, 0.1, 1.5, 0.3
-"""The stochastic costs' truth (module docstring): log-scale noise, and the repair tail of
-``real_h`` (probability, and the log multiplier's mean and s.d.)."""
+COST_OFFSET, COST_NOISE, REPAIR_P, REPAIR_MU, REPAIR_SD = 0.25, 0.2, 0.1, 1.5, 0.3
+"""The stochastic costs' truth (module docstring): the s.d. of the cells' log offsets, the
+log-scale noise, and the repair tail of ``real_h`` (probability, and the log multiplier's mean
+and s.d.)."""
 
 
 @dataclass(frozen=True)
@@ -504,14 +512,26 @@ class SyntheticWorld:
         ``stochastic_costs`` the documented truth (module docstring)."""
         if not self.stochastic_costs:
             return dict(cand.cost)
+        offset = self.cost_offsets()[cand.id]
         rng = np.random.default_rng([self.seed, 40_000, step, k])
-        out = {r: float(v * np.exp(COST_NOISE * rng.standard_normal())) if v > 0 else 0.0
-               for r, v in cand.cost.items()}
+        out = {r: float(v * np.exp(offset[r] + COST_NOISE * rng.standard_normal()))
+               if v > 0 else 0.0 for r, v in cand.cost.items()}
         repair = rng.random() < REPAIR_P
         shift = REPAIR_MU + REPAIR_SD * rng.standard_normal()
         if repair and out.get("real_h", 0.0) > 0:
             out["real_h"] *= float(np.exp(shift))
         return out
+
+    def cost_offsets(self) -> dict[str, dict[str, float]]:
+        """The true log offsets o_{r,m} of the stochastic costs (module docstring): candidate →
+        resource → offset (0 without ``stochastic_costs``)."""
+        cands = [t.candidate for t in self.truth]
+        resources = sorted({r for c in cands for r in c.cost})
+        z = np.random.default_rng([self.seed, 40_001]).standard_normal((len(cands),
+                                                                         len(resources)))
+        scale = COST_OFFSET if self.stochastic_costs else 0.0
+        return {c.id: {r: float(scale * z[i, k]) for k, r in enumerate(resources)}
+                for i, c in enumerate(cands)}
 
     def observe(self, outcome: Outcome) -> None:
         """Nothing to learn: this world produced the outcome itself (see :class:`World`)."""

@@ -49,6 +49,8 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
         changes["gate"] = replace(s.gate, alpha_exec=args.alpha_exec)
     if args.weights is not None:
         changes["weights"] = _weights(args.weights)
+    if args.eps_budget is not None:
+        changes["eps_budget"] = args.eps_budget
     return replace(s, **changes)
 
 
@@ -121,6 +123,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
                       "yes" if r["agree"] else "[yellow]no[/yellow]", f"{r['regret']:.4f}",
                       f"[{r['regret_lo']:.4f}, {r['regret_hi']:.4f}]")
     console.print(table)
+    if tree.attrs["overrun"]:
+        console.print(f"budget overrun at {escape(tree.attrs['overrun'])}; the budget after it "
+                      "is clamped at 0")
     console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
                   "replay_steps.csv, replay.png")
     return 2 if camp.problem else 0
@@ -161,14 +166,19 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
         return world, Campaign.resume(out, world)
     if args.candidates is None:
         raise InputError("--candidates", "a candidate file is required (or --resume)")
+    from belief.cli.demo import cost_settings
+
     v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
          for k, d in MANUAL_DEFAULTS.items()}
+    cfile = load_candidate_file(args.candidates)  # with its [weights], if any
+    costs = cost_settings(args, cfile.candidates.resources)
     settings = CampaignSettings(horizon=v["steps"], beta=v["beta"], seed=v["seed"],
                                 weights=_weights(args.weights),
                                 act_on_unreliable=bool(getattr(args, "act_on_unreliable",
                                                                False)),
-                                fit=FitSettings.for_draws(v["draws"]))
-    cfile = load_candidate_file(args.candidates)  # with its [weights], if any
+                                fit=FitSettings.for_draws(v["draws"],
+                                                          costs=costs.pop("fit_costs")),
+                                **costs)
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
         settings.weights.bind(cfile.candidates.resources)
     initial = _initial_evidence(args.evidence, cfile.candidates)
@@ -196,7 +206,7 @@ def _unsafe_without_data(campaign: Any) -> list[str]:
 
 def cmd_manual(args: argparse.Namespace) -> int:
     from belief.campaign.loop import outputs_complete
-    from belief.cli.demo import ignored_with_resume
+    from belief.cli.demo import COST_FLAGS, ignored_with_resume
     from belief.report.tables import console as make_console
     from belief.report.tables import decision_rich_table, escape
 
@@ -207,7 +217,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
                            f"belief manual --resume --out {out}")
     if args.resume:
         ignored = ignored_with_resume(args, (*MANUAL_DEFAULTS, "candidates", "weights",
-                                             "evidence", "overwrite", "act_on_unreliable"))
+                                             "evidence", "overwrite", "act_on_unreliable",
+                                             *COST_FLAGS))
         s = campaign.settings
         if ignored:
             console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
@@ -244,6 +255,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
 
 def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay`` and ``manual`` on the ``belief`` parser."""
+    from belief.cli.demo import add_cost_flags
+
     rp = sub.add_parser("replay", help="re-decide every step of a past campaign offline")
     rp.add_argument("log", help="campaign_log.jsonl, its run folder, a CSV-layout folder "
                                 "(candidates.toml + steps.csv), or a folder of logs")
@@ -254,6 +267,10 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
                     help="α_exec of the safety gate (default: the log's)")
     rp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=…")
     rp.add_argument("--draws", type=int, default=None, help="posterior draws per chain")
+    rp.add_argument("--epsilon-budget", type=float, default=None, dest="eps_budget",
+                    metavar="EPS", help="ε_budget in [0, 1) of the budget's chance constraint, "
+                                        "for a campaign with a cost posterior (default: the "
+                                        "log's)")
     rp.add_argument("--seed", type=int, default=None,
                     help="seed of the re-fits (default: the campaign's)")
     rp.add_argument("--refits", action=argparse.BooleanOptionalAction, default=None,
@@ -287,4 +304,5 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     mp.add_argument("--act-on-unreliable", action="store_true",
                     help="act on a belief whose fit fails the convergence checks (default: "
                          "stop and say so)")
+    add_cost_flags(mp)
     mp.set_defaults(func=cmd_manual)

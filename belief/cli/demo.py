@@ -15,7 +15,8 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["DEMO_DEFAULTS", "add_demo_command", "ignored_with_resume"]
+__all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
+           "ignored_with_resume"]
 
 DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 1000,
                  "functional": "mean", "allocation": "q", "beta": 1.0}
@@ -33,16 +34,70 @@ def ignored_with_resume(args: argparse.Namespace, flags: tuple[str, ...]) -> lis
     return out
 
 
+COST_FLAGS = ("costs", "eps_budget", "heavy_tailed_costs")
+"""The campaign commands' uncertain-cost flags (attribute names; see :func:`add_cost_flags`)."""
+
+
+def add_cost_flags(p: argparse.ArgumentParser) -> None:
+    """``--costs``, ``--epsilon-budget`` and ``--heavy-tailed-costs`` of a campaign command
+    (``demo``, ``manual``): the cost posterior, the budget's chance constraint and the repair
+    tail (:class:`belief.campaign.loop.CampaignSettings`)."""
+    p.add_argument("--costs", action="store_true", default=None,
+                   help="re-fit the cost model on the campaign's realised costs at every step "
+                        "and decide with uncertain costs: C_λ = λᵀE[ΔC], a candidate fits the "
+                        "budget when Pr(ΔC_r > b_t,r) <= --epsilon-budget (default off: the "
+                        "candidate file's costs are known)")
+    p.add_argument("--epsilon-budget", type=float, default=None, dest="eps_budget",
+                   metavar="EPS",
+                   help="ε_budget in [0, 1) of the chance constraint, with --costs (default 0: "
+                        "no cost draw may overrun; 0.05 allows a 5 %% overrun probability)")
+    p.add_argument("--heavy-tailed-costs", default=None, metavar="R[,R...]",
+                   help="resources whose costs get the cost model's repair tail (a two-"
+                        "component log-normal mixture), e.g. real_h; with --costs")
+
+
+def cost_settings(args: argparse.Namespace, resources: tuple[str, ...] | list[str]
+                  ) -> dict[str, Any]:
+    """The cost flags as ``CampaignSettings`` keywords (``fit_costs`` for ``FitSettings.costs``),
+    checked here: the tail's resources among ``resources``, and ``--epsilon-budget`` > 0 and
+    ``--heavy-tailed-costs`` only with ``--costs`` (without cost draws they would do nothing);
+    ``CampaignSettings`` refuses an ε_budget outside [0, 1) (named as the flag by
+    :mod:`belief.cli.flags`)."""
+    costs = bool(getattr(args, "costs", None))
+    eps, heavy = getattr(args, "eps_budget", None), getattr(args, "heavy_tailed_costs", None)
+    out: dict[str, Any] = {"fit_costs": costs}
+    if eps is not None:
+        out["eps_budget"] = eps
+        if not costs and eps > 0:
+            raise InputError("--epsilon-budget", "acts on the cost posterior: give --costs too "
+                                                 "(with known costs a candidate fits the "
+                                                 "budget or not)")
+    if heavy is not None:
+        names = tuple(r.strip() for r in heavy.split(",") if r.strip())
+        unknown = [r for r in names if r not in resources]
+        if not names or unknown:
+            raise InputError("--heavy-tailed-costs", f"names {unknown or heavy!r}, not "
+                                                     f"resources of the candidates: "
+                                                     f"{list(resources)}")
+        if not costs:
+            raise InputError("--heavy-tailed-costs", "shapes the cost posterior: give --costs "
+                                                     "too")
+        out["heavy_tailed_costs"] = names
+    return out
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from belief.campaign.loop import CampaignSettings
+    from belief.campaign.synthetic import SyntheticWorld
     from belief.posterior.fitter import FitSettings
 
     v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
          for k, d in DEMO_DEFAULTS.items()}
-    fit = FitSettings.for_draws(v["draws"])
+    costs = cost_settings(args, SyntheticWorld().candidates.resources)
+    fit = FitSettings.for_draws(v["draws"], costs=costs.pop("fit_costs"))
     return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
                             beta=v["beta"], allocation=v["allocation"],
-                            act_on_unreliable=args.act_on_unreliable, fit=fit), v
+                            act_on_unreliable=args.act_on_unreliable, fit=fit, **costs), v
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -56,7 +111,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console = make_console()
     if args.resume:
         out = Path(args.resume)
-        ignored = ignored_with_resume(args, (*DEMO_DEFAULTS, "act_on_unreliable", "overwrite"))
+        ignored = ignored_with_resume(args, (*DEMO_DEFAULTS, "act_on_unreliable", "overwrite",
+                                             "stochastic_costs", *COST_FLAGS))
         writable_folder(out, "--resume")
         campaign = Campaign.resume(out)
         world, settings = campaign.world, campaign.settings
@@ -77,7 +133,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                       f"{escape(campaign.policy)})")
     else:
         settings, v = _settings(args)
-        world = SyntheticWorld(seed=v["seed"])
+        world = SyntheticWorld(seed=v["seed"], stochastic_costs=bool(args.stochastic_costs))
         out = writable_folder(v["out"], "--out")
         state = folder_state(out)
         if state == "campaign" and not args.overwrite and not same_campaign(out, world,
@@ -96,7 +152,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
                       + ", ".join(f"{r}={x:g}" for r, x in world.budget_values.items())
                       + f", horizon {settings.horizon}, seed {settings.seed}, allocation "
-                      f"{settings.allocation} → {escape(out)}/")
+                      f"{settings.allocation}"
+                      + (", stochastic costs" if world.stochastic_costs else "")
+                      + (f", cost posterior (ε_budget {settings.eps_budget:g}"
+                         + (f", repair tail in {', '.join(settings.heavy_tailed_costs)}"
+                            if settings.heavy_tailed_costs else "") + ")"
+                         if settings.fit.costs else "")
+                      + f" → {escape(out)}/")
     args.interrupt_note = (f"{out}/campaign_log.jsonl keeps every finished step: continue with "
                            f"belief demo --resume {out}")
     t_start = time.perf_counter()
@@ -186,4 +248,9 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--beta", type=float, default=None,
                       help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
                            "0 = myopic U0)")
+    demo.add_argument("--stochastic-costs", action="store_true", default=None,
+                      help="the world's executions cost a random amount about the nominal cost, "
+                           "with a repair tail in real_h (documented truth in "
+                           "belief.campaign.synthetic; default: exactly the nominal cost)")
+    add_cost_flags(demo)
     demo.set_defaults(func=cmd_demo)

@@ -25,8 +25,10 @@ Costs (realised)
     (an adaptation) or the ``source`` of a gain estimate (a diagnosis) at step t — a cost row of
     step t naming another candidate is refused.
 
-The remaining budget b_t = b_0 − Σ realised costs, with b_0 the candidate file's ``[budget]``
-(:func:`remaining_budget`); a resource spent beyond its budget is refused with the amounts.
+The remaining budget b_t = max(b_0 − Σ realised costs, 0), with b_0 the candidate file's
+``[budget]`` (:func:`remaining_budget`): a resource spent beyond its budget (a campaign's
+budget overrun, :mod:`belief.campaign.overrun`) is clamped at 0 as the campaign clamps it, and
+the result's ``overspent`` attribute names it with the amounts.
 """
 
 from __future__ import annotations
@@ -153,12 +155,16 @@ def realised_spend(costs: pd.DataFrame, candidates: CandidateSet) -> xr.DataArra
 
 def remaining_budget(candidates: CandidateSet, costs: pd.DataFrame,
                      source: str = "candidates") -> xr.DataArray:
-    """b_t = b_0 − Σ realised costs, with b_0 the candidate file's ``[budget]``.
+    """b_t = max(b_0 − Σ realised costs, 0), with b_0 the candidate file's ``[budget]``.
+
+    A resource spent beyond b_0 (an overrun) is left at 0, the campaign's rule after an
+    overrun; the returned budget's ``attrs["overspent"]`` then says so with the amounts
+    (``"real_h: spent 14.2 > budget 12"``; empty when nothing is overspent).
 
     Raises
     ------
     InputError
-        When the candidate file has no ``[budget]``, or a resource is overspent.
+        When the candidate file has no ``[budget]``.
     """
     if candidates.budget is None:
         raise InputError(source, "no [budget] table: give the budget explicitly (--budget "
@@ -169,11 +175,10 @@ def remaining_budget(candidates: CandidateSet, costs: pd.DataFrame,
     over = [f"{r}: spent {s:g} > budget {b:g}" for r, s, b, x in
             zip(spent["resource"].values, spent.values, b0.values, left, strict=True)
             if x < -1e-9]
-    if over:
-        raise InputError("costs", "realised costs exceed the [budget] of the candidate file ("
-                                  + "; ".join(over) + "); give the remaining budget explicitly")
-    return make_budget(dict(zip(spent["resource"].values, np.maximum(left, 0.0), strict=True)),
-                       spent["resource"].values, table="remaining budget")
+    out = make_budget(dict(zip(spent["resource"].values, np.maximum(left, 0.0), strict=True)),
+                      spent["resource"].values, table="remaining budget")
+    out.attrs["overspent"] = "; ".join(over)
+    return out
 
 
 def executed_actions(costs: pd.DataFrame, paired: pd.DataFrame | None = None,

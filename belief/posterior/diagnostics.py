@@ -21,7 +21,8 @@ CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "gro
               "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
               "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"],
-              "costs": ["delta", "mu", "sigma", "tau_lens", "tau_method", "tau_candidate"]}
+              "costs": ["delta", "mu", "sigma", "tau_lens", "tau_method", "tau_candidate",
+                        "tail_prob", "tail_shift"]}
 """Variables whose convergence is checked, per model: every parameter of the model that is in
 the posterior (the decision quantities and every hyperparameter); others: every posterior
 variable.  Variables a fit does not have (e.g. a level merged away) are skipped."""

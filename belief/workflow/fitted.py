@@ -1,8 +1,9 @@
 """The fitted belief: q_t with its posteriors, evidence, candidates and settings, and its decision.
 
 Budget of :meth:`FittedBelief.decide` (``budget=None``)
-    The candidate file's ``[budget]`` minus the realised costs
-    (:func:`belief.inputs.costs.remaining_budget`).
+    The candidate file's ``[budget]`` minus the realised costs, an overspent resource
+    clamped at 0 as a campaign clamps it after an overrun
+    (:func:`belief.inputs.costs.remaining_budget`; ``budget_source`` says so).
     Candidates executed so far (the ``costs`` rows; without them, the paired evaluations and
     the sources of gain estimates) leave the candidate set unless repeatable.
 """
@@ -222,8 +223,11 @@ class FittedBelief:
         if budget is None:
             b = remaining_budget(cs, self.costs, source=self.candidates.source)
             spent = ", ".join(f"{r}={float(self.costs[r].sum()):g}" for r in cs.resources)
+            over = b.attrs.get("overspent")
             return b, (f"[budget] of {Path(self.candidates.source).name} minus realised costs "
-                       f"({spent}; {len(self.costs)} cost rows)")
+                       f"({spent}; {len(self.costs)} cost rows)"
+                       + (f"; overrun, clamped at 0 as in the campaign: {over}" if over
+                          else ""))
         if isinstance(budget, str):
             return parse_budget(budget, cs.resources), "--budget"
         if isinstance(budget, xr.DataArray):
