@@ -6,9 +6,10 @@ checkpoints (after 2 and 5 executions) with the session's fast fitter (2 × 300 
 - gains: the 90 % posterior interval of the mean gain μ(m | θ) is compared with the world's
   ``expected_gain(m)``, the 90 % interval of the predictive gain ``belief["gain"]`` with one
   realised gain.  Neither may under-cover (upper end of the exact two-sided 99 %
-  Clopper–Pearson interval of the observed rate ≥ 0.90), and for candidates the world had
-  executed before (their own evidence dominates) the mean-gain rate must be nominal (0.90
-  inside that interval; the predictive intervals over-cover a little even there).  The
+  Clopper–Pearson interval of the observed rate ≥ 0.90), also for candidates the world had
+  executed before.  Without order effects those were nominal; with order effects (the default
+  since issue 16) they over-cover, because the prior of γ for actors that ran since m's own
+  executions widens them while the worlds leave most pairs at 0.  The
   intervals of candidates not executed yet over-cover (the worlds' gains are not drawn from
   the model's priors; see the calibration report), and that is asserted.
 - gate: the one-sided 95 % Clopper–Pearson bound must cover the true p_unsafe at ≥ 0.95 on the
@@ -123,10 +124,15 @@ def test_gain_intervals_cover_world_truth(world_run):
             f"90 % intervals of the {what} under-cover: {rate.coverage:.3f} "
             f"[{rate.ci_low:.3f}, {rate.ci_high:.3f}] (99 % CI)")
     # where the world executed m before, m's own evidence dominates its interval
+    # With order effects (on by default since issue 16) an executed candidate's interval also
+    # carries the prior of γ_{a→m} for every actor a that ran since m's own executions; the
+    # worlds leave most pairs at γ = 0, so these intervals over-cover (measured 157/160 =
+    # 0.981, 99 % CI [0.933, 0.998]; without order effects they were nominal).  Only
+    # under-coverage is asserted here; the over-coverage is reported as a finding.
     own = coverage_table(gains[gains["executed"]], "covered_mean", level=LEVEL).iloc[0]
-    assert own.ci_low <= 0.90 <= own.ci_high, (
-        f"90 % intervals of the mean gain, candidates executed before: {own.coverage:.3f} "
-        f"[{own.ci_low:.3f}, {own.ci_high:.3f}] (99 % CI) excludes 0.90")
+    assert own.ci_high >= 0.90, (
+        f"90 % intervals of the mean gain, candidates executed before, under-cover: "
+        f"{own.coverage:.3f} [{own.ci_low:.3f}, {own.ci_high:.3f}] (99 % CI)")
 
 
 @pytest.mark.slow
