@@ -8,7 +8,8 @@ group.  It decodes exactly what those groups use, as xarray does:
 
 - dimensions from the netCDF-4 dimension ids (``_Netcdf4Coordinates``, ``_Netcdf4Dimid``) of the
   group's dimension scales; a scale without a variable only names its dimension;
-- coordinates: the dimension variables and the names in a variable's ``coordinates`` attribute;
+- coordinates: the dimension variables and the names in a variable's or the group's
+  ``coordinates`` attribute;
 - a NaN ``_FillValue`` on a float variable (nothing to mask: NaN stays NaN), ``dtype = "bool"``
   on an int8 variable (→ bool), variable-length strings (→ numpy unicode, as xarray returns
   them);
@@ -92,6 +93,9 @@ def read_group(path: str | Path, group: str) -> xr.Dataset:
                 coord_names.update(str(_attr(raw["coordinates"])).split())
             variables[name] = (dims, data, attrs)
         group_attrs = {k: _attr(v) for k, v in g.attrs.items() if k not in _HIDDEN}
+        # CF: coordinates no data variable names are listed in the group's own attribute
+        if "coordinates" in group_attrs:
+            coord_names.update(str(group_attrs.pop("coordinates")).split())
     coord_names.update(n for n, (dims, _, _) in variables.items() if dims == (n,))
     missing = coord_names - variables.keys()
     if missing:
