@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from campaign_logs import log_records
 
 from belief.campaign.log import read_log
 from belief.campaign.loop import Campaign, CampaignSettings
@@ -33,10 +34,6 @@ SETTINGS = CampaignSettings(horizon=3, seed=4, beta=1.0, fit=FAST_FIT, stability
                             cvu=CVUSettings(n_outcomes=32, max_refits=0), act_on_unreliable=True)
 
 
-def lines(path):
-    return [json.loads(x) for x in (Path(path) / "campaign_log.jsonl").read_text().splitlines()]
-
-
 @pytest.fixture(scope="session")
 def full_run(tmp_path_factory, fitter):
     out = tmp_path_factory.mktemp("full")
@@ -46,7 +43,7 @@ def full_run(tmp_path_factory, fitter):
 
 def test_loop_dynamics_and_log(full_run, world_candidates):
     out, result = full_run
-    recs = lines(out)
+    recs = log_records(out)
     assert recs[0]["record"] == "header" and recs[-1]["record"] == "deployment_check"
     steps = [r for r in recs if r["record"] == "step"]
     assert [r["step"] for r in steps] == list(range(len(steps)))
@@ -107,7 +104,7 @@ def test_campaign_outputs_without_steps_or_fixed_weights(full_run, tmp_path):
     assert "pass --weights to belief decide" in (tmp_path / "candidates.toml").read_text()
     with pytest.raises(InputError, match="no resource weights"):
         load(tmp_path / "belief.nc").weights()
-    log = lines(out)
+    log = log_records(out)
     (tmp_path / "campaign_log.jsonl").write_text(json.dumps(log[0]) + "\n")  # header only
     paired = result.evidence.paired
     assert len(paired)  # the evidence still names executed candidates …
@@ -125,7 +122,7 @@ def test_resume_in_process_gives_identical_log(full_run, fitter, tmp_path):
     resumed = Campaign.resume(part, fitter=fitter)
     assert resumed.step_index == 1 and resumed.history == c.history
     resumed.run()
-    assert lines(part) == lines(out)
+    assert log_records(part) == log_records(out)
 
 
 def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_path):
@@ -134,7 +131,7 @@ def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_
         Campaign.resume(out, settings=replace(SETTINGS, beta=0.5), fitter=fitter)
     broken = tmp_path / "broken"
     broken.mkdir()
-    recs = lines(out)
+    recs = log_records(out)
     recs[2]["step"] = 5
     (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(InputError, match=r"record 3: step 5 follows step 0: step 1 is missing"):
@@ -155,7 +152,7 @@ def _write(path: Path, recs: list[dict], tail: str = "") -> Path:
 ])
 def test_log_rules_name_record_and_rule(full_run, tmp_path, edit, rule):
     out, _ = full_run
-    recs = lines(out)
+    recs = log_records(out)
     edit(recs)
     log = read_log(_write(tmp_path / "log", recs))
     assert rule in log.problem
@@ -167,14 +164,14 @@ def test_log_rules_name_record_and_rule(full_run, tmp_path, edit, rule):
 
 def test_truncated_tail_is_reported_and_cut_on_resume(full_run, fitter, tmp_path):
     out, _ = full_run
-    recs = lines(out)[:2]
-    path = _write(tmp_path / "trunc", recs, tail=json.dumps(lines(out)[2])[:40])
+    recs = log_records(out)[:2]
+    path = _write(tmp_path / "trunc", recs, tail=json.dumps(log_records(out)[2])[:40])
     log = read_log(path)
     assert "truncated final record" in log.problem and len(log.steps) == 1
     c = Campaign.resume(path, fitter=fitter)
     assert c.step_index == 1
     assert read_log(path).problem is None  # the broken tail was cut, earlier records intact
-    assert lines(path) == recs
+    assert log_records(path) == recs
 
 
 def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
@@ -203,8 +200,8 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     assert main(["demo", "--resume", str(killed)]) == 0
     whole = tmp_path / "whole"
     assert main(["demo", *args, "--out", str(whole)]) == 0
-    strip = [{k: v for k, v in r.items() if k != "created"} for r in lines(whole)]
-    got = [{k: v for k, v in r.items() if k != "created"} for r in lines(killed)]
+    strip = [{k: v for k, v in r.items() if k != "created"} for r in log_records(whole)]
+    got = [{k: v for k, v in r.items() if k != "created"} for r in log_records(killed)]
     # Every choice, outcome, seed, count and string is identical; floats agree to 1e-6
     # relative or 1e-7 absolute: the killed run sampled in another process, and the compiled
     # sampler is not bitwise reproducible across processes (observed: 1e-8 absolute on φ, Q).
@@ -258,7 +255,7 @@ def test_replay_same_settings_agrees_and_regret_is_nonnegative(full_run, fitter)
 
 def _csv_layout(folder: Path, full_run) -> Path:
     out, _ = full_run
-    recs = lines(out)
+    recs = log_records(out)
     folder.mkdir()
     from belief.inputs.candidate_file import candidates_toml
 
@@ -412,7 +409,7 @@ def test_manual_world_from_a_script(fitter, world_candidates, tmp_path):
                 weights=SyntheticWorld().weight_values)
     result = Campaign(world, s, tmp_path / "manual", fitter).run()
     assert len(result.history) >= 1
-    recs = lines(tmp_path / "manual")
+    recs = log_records(tmp_path / "manual")
     assert recs[0]["world"] == {"kind": "manual"}
     with pytest.raises(InputError, match="give the paired evaluation"):
         world.outcome("dr_1e6", 5)
@@ -433,7 +430,7 @@ def test_loop_refuses_to_act_on_an_unreliable_belief(fitter, tmp_path):
     # escalated to the limit, and every attempt recorded (BeliefFitter.fit_model)
     assert result.belief.attrs["gains_attempts"] == 1 + tiny.fit.max_escalations
     assert result.belief.attrs["gains_escalation"].count("attempt") == tiny.fit.max_escalations
-    stop = [r for r in lines(tmp_path / "gate") if r["record"] == "stop"]
+    stop = [r for r in log_records(tmp_path / "gate") if r["record"] == "stop"]
     assert stop and stop[0]["stop_reason"].startswith("refusing")
     told = Campaign(SyntheticWorld(seed=4), replace(tiny, act_on_unreliable=True)).run()
     assert len(told.history) >= 1

@@ -9,11 +9,11 @@ known costs; the campaign with a cost posterior (one more compile) is slow.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from campaign_logs import log_records
 
 from belief.campaign.log import read_log
 from belief.campaign.loop import Campaign, CampaignSettings, settings_from_dict, settings_to_dict
@@ -37,10 +37,6 @@ class RepairWorld(SyntheticWorld):
         return {r: FACTOR * v for r, v in cand.cost.items()}
 
 
-def _lines(out):
-    return [json.loads(x) for x in (Path(out) / "campaign_log.jsonl").read_text().splitlines()]
-
-
 @pytest.fixture(scope="module")
 def overrun_run(tmp_path_factory, fitter):
     out = tmp_path_factory.mktemp("overrun")
@@ -51,7 +47,7 @@ def overrun_run(tmp_path_factory, fitter):
 def test_an_overrun_is_recorded_with_its_decision_time_probability_and_stops(overrun_run,
                                                                               world_candidates):
     out, result = overrun_run
-    recs = _lines(out)
+    recs = log_records(out)
     step = next(r for r in recs if r["record"] == "step")
     chosen, b0 = step["chosen"], recs[0]["initial_budget"]
     nominal = world_candidates[chosen].cost
@@ -90,7 +86,7 @@ def test_a_logged_overrun_is_read_back_on_resume(overrun_run, fitter):
 def test_a_crash_before_the_overrun_stop_record_is_repaired_on_resume(overrun_run, fitter,
                                                                        tmp_path):
     out, result = overrun_run
-    recs = _lines(out)[:2]  # header and the overrun step: the stop record was never written
+    recs = log_records(out)[:2]  # header and the overrun step: the stop record was never written
     (tmp_path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert not read_log(tmp_path).finished
     c = Campaign.resume(tmp_path, world=RepairWorld(seed=4), fitter=fitter)
@@ -110,7 +106,7 @@ def test_a_crash_before_the_overrun_stop_record_is_repaired_on_resume(overrun_ru
 ])
 def test_log_rules_of_an_overrun_record(overrun_run, tmp_path, edit, rule):
     out, _ = overrun_run
-    recs = _lines(out)
+    recs = log_records(out)
     edit(recs[1])
     (tmp_path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     log = read_log(tmp_path)
@@ -119,7 +115,7 @@ def test_log_rules_of_an_overrun_record(overrun_run, tmp_path, edit, rule):
 
 def test_no_step_after_an_overrun(overrun_run, tmp_path):
     out, _ = overrun_run
-    recs = _lines(out)
+    recs = log_records(out)
     later = dict(recs[1], step=1, budget=recs[1]["budget_after"])
     (tmp_path / "campaign_log.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in [recs[0], recs[1], later]))
@@ -178,7 +174,7 @@ def test_campaign_with_a_cost_posterior_reports_the_overrun_probability_of_its_d
     assert d.attrs["costs"].startswith("uncertain")
     table = decision_table(d)
     chosen = d.attrs["chosen"]
-    step = _lines(tmp_path)[1]
+    step = log_records(tmp_path)[1]
     assert step["overrun"]
     for r, o in step["overrun"].items():
         assert o["probability"] == pytest.approx(float(table.loc[chosen, f"overrun_{r}"]))
@@ -210,7 +206,7 @@ def test_replay_of_an_overrun_campaign_stops_at_the_overrun_with_a_clamped_budge
     from belief.campaign.replay import replay
 
     out, _ = overrun_run
-    recs = _lines(out)
+    recs = log_records(out)
     step = next(r for r in recs if r["record"] == "step")
     tree = replay(out, fitter=fitter)
     assert tree.attrs["n_steps"] == 1

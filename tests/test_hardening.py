@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from campaign_logs import log_records
 from scipy import stats
 
 from belief.campaign.log import read_log
@@ -395,10 +396,6 @@ def test_manual_refuses_a_folder_as_candidate_file(tmp_path, capsys, no_compute)
 
 
 # -- 6. belief replay ------------------------------------------------------------------------------
-def _log_lines(run: Path) -> list[dict]:
-    return [json.loads(x) for x in (run / "campaign_log.jsonl").read_text().splitlines()]
-
-
 def _write_log(path: Path, records: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -407,7 +404,7 @@ def _write_log(path: Path, records: list[dict]) -> Path:
 
 def test_replay_refuses_a_log_broken_at_its_first_step_or_header(tiny_run, tmp_path, capsys,
                                                                  no_compute):
-    recs = _log_lines(tiny_run)
+    recs = log_records(tiny_run)
     first = [recs[0], {**recs[1], "step": 5}, *recs[2:]]
     log = _write_log(tmp_path / "first" / "campaign_log.jsonl", first)
     refused(capsys, ["replay", str(log), "--out", str(tmp_path / "o1")], "nothing to replay",
@@ -420,7 +417,7 @@ def test_replay_refuses_a_log_broken_at_its_first_step_or_header(tiny_run, tmp_p
 
 
 def test_replay_of_a_folder_goes_on_after_a_bad_log(tiny_run, tmp_path, capsys):
-    recs = _log_lines(tiny_run)
+    recs = log_records(tiny_run)
     logs = tmp_path / "logs"
     _write_log(logs / "good.jsonl", recs)
     _write_log(logs / "bad.jsonl", [recs[0], {**recs[1], "step": 5}])
