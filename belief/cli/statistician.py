@@ -102,6 +102,16 @@ def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
 
 
 # -- belief fit ----------------------------------------------------------------------------------
+def _past_dirs(value: str | None) -> list[str]:
+    """``--past DIR[,DIR...]`` → the list of paths (empty without the flag)."""
+    if value is None:
+        return []
+    dirs = [d.strip() for d in value.split(",")]
+    if not all(dirs):
+        raise InputError("--past", f"empty entry in {value!r}: give DIR[,DIR...]")
+    return dirs
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     from belief.files import writable_file
     from belief.workflow.fit import fit
@@ -115,7 +125,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
                      draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
                      target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
                      costs=args.costs, progressbar=progressbar,
-                     progress=lambda msg: console.print(f"  {escape(msg)}"))
+                     progress=lambda msg: console.print(f"  {escape(msg)}"),
+                     past=_past_dirs(args.past))
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
                   + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored
@@ -333,6 +344,10 @@ def add_statistician_commands(sub: Any) -> None:
                           "(default off: the candidate file's costs are known)")
     fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="nutpie progress bars (default: when stderr is a terminal)")
+    fit.add_argument("--past", default=None, metavar="DIR[,DIR...]",
+                     help="past campaigns of the same candidate set (campaign logs, replay CSV "
+                          "layouts or evidence folders): learn the order effects from them "
+                          "too, with campaign as a level of the gains model")
     fit.set_defaults(func=cmd_fit)
 
     decide = sub.add_parser("decide", help="decide from a saved belief: table, CSV, figures",
