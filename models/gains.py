@@ -127,6 +127,29 @@ taken for θ − Lξ given ξ (exact change of variables, as everywhere here).  
 :func:`simulate_direction` and :func:`loglik_direction` give the diagnosis' outcome and its
 likelihood under the joint draws ``gains_xi`` of q_t.
 
+Past campaigns (issue 16: learning order effects from a team's history)
+----------------------------------------------------------------------
+With ``campaigns`` = K > 0 the model is fitted on the current campaign's evidence stacked with
+the evidence of K past campaigns of the same candidate set (:mod:`belief.inputs.past_campaigns`:
+policies renamed ``label:policy``, each campaign with its own roots; a model update acts only
+within its campaign).  Campaign is a level of the candidate effect::
+
+    θ_{m,0} = θ_m                                   (the current campaign: the reference)
+    θ_{m,c} = θ_m + o_{c,m},  o_{c,m} ~ Normal(0, τ_campaign²),   c = 1..K (past campaigns)
+    τ_campaign ~ HalfNormal(campaign_sd),  campaign_sd = 0.2 by default
+
+and a step of campaign c has step mean θ_{m,c} ρ^k + Σ_{a ∈ h} γ_{a→m} (estimates likewise).
+γ, ρ, τ_exec, μ_0 and the pooling scales are *shared* by every campaign: that sharing is how
+past campaigns inform the order effects (and the run-to-run scale) of the current one.  The
+current campaign is the reference, so θ_m, q_t's ``gains_theta`` and every decision quantity
+keep their meaning; a past campaign may differ from it by τ_campaign per candidate (its
+baseline η_root is its own root's).  The offsets are sampled by data-informed non-centring
+(all (c, m) at once, no per-campaign graph nodes; :meth:`GainsModel._campaign_offsets`).  With
+o = 0 the density is the model without a campaign level on the stacked evidence plus the
+prior terms of τ_campaign and o (``tests/test_campaigns.py`` checks it).  Without past
+campaigns (K = 0, the default) nothing of this is built: the model, its compile key and its
+draws are those of the model without a campaign level.
+
 The *next* execution of m from policy π with history h has predictive gain::
 
     ΔJ_next(m | π, h) = logistic(η_π + θ_m ρ^{k_m(π)} + Σ_{a ∈ h} γ_{a→m} + τ_exec z_new)

@@ -159,14 +159,16 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step = integer(step, "--step", minimum=0)
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
-    past_runs = ()
+    past_runs: tuple = ()
     if past:
         from belief.inputs.past_campaigns import read_past_campaigns
 
         past_runs = read_past_campaigns(list(past), cs)
-        if fitter is not None and tuple(fitter.past) != past_runs:
-            raise InputError("fitter", "the fitter was built without these past campaigns; "
-                                       "pass fitter=None with past=")
+    if fitter is not None:  # a given fitter brings its own past campaigns
+        if past and [c.source for c in fitter.past] != [c.source for c in past_runs]:
+            raise InputError("fitter", "the fitter was built with other past campaigns than "
+                                       "past=; pass fitter=None, or the fitter alone")
+        past_runs = tuple(fitter.past)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings.for_draws(
