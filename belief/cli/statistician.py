@@ -102,17 +102,8 @@ def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
 
 
 # -- belief fit ----------------------------------------------------------------------------------
-def _past_dirs(value: str | None) -> list[str]:
-    """``--past DIR[,DIR...]`` → the list of paths (empty without the flag)."""
-    if value is None:
-        return []
-    dirs = [d.strip() for d in value.split(",")]
-    if not all(dirs):
-        raise InputError("--past", f"empty entry in {value!r}: give DIR[,DIR...]")
-    return dirs
-
-
 def cmd_fit(args: argparse.Namespace) -> int:
+    from belief.cli.flags import past_dirs
     from belief.files import writable_file
     from belief.workflow.fit import fit
 
@@ -126,7 +117,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                      target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
                      costs=args.costs, progressbar=progressbar,
                      progress=lambda msg: console.print(f"  {escape(msg)}"),
-                     past=_past_dirs(args.past))
+                     past=past_dirs(args.past))
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
                   + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored
