@@ -308,9 +308,9 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     cands = camp.candidates
     fitter = campaign_fitter(fitter, cands, s)  # with fit.costs: the cost model too
     if past:
-        from belief.inputs.past_campaigns import read_past_campaigns
+        from belief.campaign.past import read_past
 
-        fitter = replace(fitter, past=read_past_campaigns(list(past), cands))
+        fitter = replace(fitter, past=read_past(list(past), cands))
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
     if n_logged == 0:
         raise InputError(camp.source, "nothing to replay: "

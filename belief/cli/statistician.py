@@ -105,11 +105,17 @@ def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
 def cmd_fit(args: argparse.Namespace) -> int:
     from belief.cli.flags import past_dirs
     from belief.files import writable_file
+    from belief.inputs.candidate_file import load_candidate_file
     from belief.workflow.fit import fit
 
     console = _console()
     out = writable_file(args.out, "--out", (".nc",))
     progressbar = sys.stderr.isatty() if args.progress is None else args.progress
+    past = past_dirs(args.past)
+    if past:  # logs, CSV layouts or evidence folders, checked against the candidate set
+        from belief.campaign.past import read_past
+
+        past = list(read_past(past, load_candidate_file(args.candidates).candidates))
     console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
                   f"{escape(args.candidates)} → {escape(out)}")
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
@@ -117,7 +123,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                      target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
                      costs=args.costs, progressbar=progressbar,
                      progress=lambda msg: console.print(f"  {escape(msg)}"),
-                     past=past_dirs(args.past))
+                     past=past)
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
                   + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored

@@ -8,6 +8,10 @@ A past campaign is given as a folder (or a ``campaign_log.jsonl`` file) in one o
 - an evidence folder (:mod:`belief.inputs.evidence_dir`), optionally with the
   ``candidates.toml`` it was run with.
 
+This module reads evidence folders; the two log forms are read by the campaign layer and
+passed in as ``loader`` (:func:`belief.campaign.past.read_past`, which ``belief fit --past``
+and ``belief replay --past`` use).
+
 Its candidate set must be the current one: the same candidate ids with the same role, lens,
 method, recipe, batch, policy-changing and repeatable flags, and the same evaluation protocol
 (costs and budgets may differ: prices change between campaigns).  Anything else is refused —
@@ -26,7 +30,7 @@ sensitivity runs and direction estimates of past campaigns are not used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,25 +98,32 @@ def same_candidate_set(past: CandidateSet, current: CandidateSet) -> str | None:
     return None
 
 
-def _read_one(path: Path, candidates: CandidateSet) -> tuple[Evidence, str]:
-    from belief.campaign.log import LOG_NAME
-    from belief.campaign.replay import load_campaign
+Loader = Callable[[Path], "tuple[CandidateSet, Evidence, str] | None"]
+"""Reads a campaign log at a path: (its candidate set, its evidence, its file), or None when
+the path is not a log."""
+
+LOG_FILES = ("campaign_log.jsonl", "steps.csv")
+
+
+def _read_one(path: Path, candidates: CandidateSet,
+              loader: Loader | None) -> tuple[Evidence, str]:
     from belief.inputs.candidate_file import load_candidates
     from belief.inputs.evidence_dir import read_evidence_dir
 
     if not path.exists():
         raise InputError(str(path), "past campaign not found (--past)")
-    is_log = path.is_file() or (path / LOG_NAME).exists() or (path / "steps.csv").exists()
-    if is_log:
-        camp = load_campaign(path)
-        source = camp.source or str(path)
-        diff = same_candidate_set(camp.candidates, candidates)
+    got = loader(path) if loader is not None else None
+    if got is not None:
+        cands, ev, source = got
+        diff = same_candidate_set(cands, candidates)
         if diff is not None:
             raise InputError(source, f"past campaign of another candidate set: {diff}; --past "
                                      "takes campaigns of the current candidate set")
-        ev = camp.evidence_before(len(camp.steps))
         # re-validated against the current set (the same one; its object is what fits)
         return Evidence.from_tables(candidates, ev.tables()), source
+    if path.is_file() or any((path / f).exists() for f in LOG_FILES):
+        raise InputError(str(path), "a campaign log: read it with "
+                                    "belief.campaign.past.read_past (belief fit --past does)")
     toml = path / "candidates.toml"
     if toml.exists():
         diff = same_candidate_set(load_candidates(toml), candidates)
@@ -122,9 +133,10 @@ def _read_one(path: Path, candidates: CandidateSet) -> tuple[Evidence, str]:
     return read_evidence_dir(path, candidates).evidence, str(path)
 
 
-def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet
-                        ) -> tuple[PastCampaign, ...]:
-    """Read and check every past campaign (module docstring), labelled by folder name.
+def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet,
+                        loader: Loader | None = None) -> tuple[PastCampaign, ...]:
+    """Read and check every past campaign (module docstring), labelled by folder name;
+    ``loader`` reads the campaign-log forms (none: evidence folders only).
 
     Raises
     ------
@@ -136,7 +148,7 @@ def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet
     seen: dict[str, int] = {}
     for raw in paths:
         path = Path(raw)
-        ev, source = _read_one(path, candidates)
+        ev, source = _read_one(path, candidates, loader)
         base = (path.parent.name if path.is_file() else path.name) or "past"
         seen[base] = seen.get(base, 0) + 1
         label = base if seen[base] == 1 else f"{base}#{seen[base]}"

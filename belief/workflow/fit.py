@@ -79,7 +79,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         costs: bool = False, progressbar: bool = False, fitter: Any = None,
         priors: Mapping[str, Any] | None = None,
         progress: Callable[[str], None] | None = None,
-        past: Sequence[str | Path] | None = None) -> FittedBelief:
+        past: Sequence[Any] | None = None) -> FittedBelief:
     """Fit every model that has data and build q_t.
 
     Parameters
@@ -116,9 +116,10 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         ``chains`` and the priors); it must be built on the same candidates.
     progress : callable, optional
         Called with one-line progress messages.
-    past : sequence of paths, optional
-        Past campaigns of the same candidate set (``belief fit --past``; campaign logs, CSV
-        layouts or evidence folders, :mod:`belief.inputs.past_campaigns`): the gains model
+    past : sequence of paths or PastCampaign, optional
+        Past campaigns of the same candidate set (``belief fit --past``): evidence folders
+        (paths), or campaigns read by :func:`belief.campaign.past.read_past` (which also reads
+        campaign logs; :mod:`belief.inputs.past_campaigns`): the gains model
         learns the order effects γ (and τ_exec, ρ, the pooling) from them too, with a campaign
         level on θ (:mod:`models.gains`, "Past campaigns").  The belief's attribute
         ``past_campaigns`` and the stored settings list them.  None or empty: the default
@@ -161,9 +162,13 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
     past_runs: tuple = ()
     if past:
-        from belief.inputs.past_campaigns import read_past_campaigns
+        from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
 
-        past_runs = read_past_campaigns(list(past), cs)
+        given = [p for p in past if isinstance(p, PastCampaign)]
+        paths = [p for p in past if not isinstance(p, PastCampaign)]
+        if given and paths:
+            raise InputError("past", "give paths or PastCampaign objects, not both")
+        past_runs = tuple(given) or read_past_campaigns(paths, cs)
     if fitter is not None:  # a given fitter brings its own past campaigns
         if past and [c.source for c in fitter.past] != [c.source for c in past_runs]:
             raise InputError("fitter", "the fitter was built with other past campaigns than "
