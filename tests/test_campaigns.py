@@ -103,13 +103,14 @@ def test_log_density_with_zero_offsets_is_the_pooled_model_plus_the_campaign_pri
                            camp.actors)
     m_camp, m_pool = camp.build(enc, est), pooled.build(enc, est)
     rng = np.random.default_rng(7)
-    point = {k: v + 0.3 * rng.standard_normal(np.shape(v))
-             for k, v in m_pool.initial_point().items()}
+    shapes = m_pool.eval_rv_shapes()
+    point = {v.name: 0.3 * rng.standard_normal(tuple(int(n) for n in shapes[v.name]))
+             for v in m_pool.value_vars}
     tau = 0.13
     full = {**point, "tau_campaign_log__": np.log(tau)}
     shape = (2, len(camp.gain_ids))
-    offset = m_camp.compile_fn(m_camp["campaign_offset"], inputs=m_camp.value_vars,
-                               on_unused_input="ignore")
+    out = m_camp.replace_rvs_by_values([m_camp["campaign_offset"]])[0]
+    offset = m_camp.compile_fn(out, inputs=m_camp.value_vars, on_unused_input="ignore")
     at0 = offset({**full, "z_campaign_offset": np.zeros(shape)})
     f = offset({**full, "z_campaign_offset": np.ones(shape)}) - at0
     full["z_campaign_offset"] = -at0 / f
