@@ -717,7 +717,7 @@ class GainsModel:
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
         return gamma, pt.dot(history, mat), pt.dot(est_history, mat)
 
-    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec):
+    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec, extra_var=None):
         """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
         by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
 
@@ -727,6 +727,8 @@ class GainsModel:
         Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
         variables to γ is triangular, so the posterior is unchanged; it removes the ridge
         θ_m + Σ γ = const that a step informs when m ran after several actors.
+        ``extra_var`` (per policy slot) widens the approximation: τ_campaign² on the steps of
+        past campaigns, whose offset is not yet sampled (module docstring, "Past campaigns").
         """
         import pymc as pm
         import pytensor.tensor as pt
@@ -741,7 +743,8 @@ class GainsModel:
                 np.maximum(self.pair_group, 0)]
         sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
         hist, via = data["history"], approx["via_onehot"]
-        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
+        var = approx["step_var"] + tau_exec**2
+        w = approx["step_both"] / (var if extra_var is None else var + extra_var)
         resid = approx["step_hat"] - (via * effect[None, :]).sum(axis=1) * rho ** data["repeats"]
         gamma = pt.zeros(n)
         for i in range(len(self.actors)):
@@ -796,8 +799,8 @@ class GainsModel:
                                            dims=("estimate_slot", "past_campaign"))
         return data
 
-    def _campaign_offsets(self, data, approx, at_step, at_est, rk, ek, order, order_est,
-                          v_step, v_est):
+    def _campaign_offsets(self, data, approx, tau_c, tau_exec, at_step, at_est, rk, ek, order,
+                          order_est):
         """The past campaigns' offsets of θ at every step and estimate, in a model context.
 
         θ_{m,c} = θ_m + o_{c,m}, o_{c,m} ~ Normal(0, τ_campaign), τ_campaign ~
@@ -806,17 +809,18 @@ class GainsModel:
         (:func:`models.priors.whitened_normal`) given θ, ρ, γ and τ_exec: each evaluated step
         (and estimate) of m in campaign c is ≈ N(ρ^k o_{c,m}, v + τ_exec²) for the residual
         x̂ − ρ^k θ_m − Σ γ; an exact change of variables (geometry only), all (c, m) at once.
-        Returns the offsets o_{c(k), via(k)} of the policy slots and of the estimate slots.
+        (θ and γ, sampled before o, see the past steps with variance v + τ_exec² +
+        τ_campaign²: o integrated out.)  Returns the offsets o_{c(k), via(k)} of the policy
+        slots and of the estimate slots.
         """
         import pymc as pm
         import pytensor.tensor as pt
 
-        tau_c = ScalePrior("half_normal", sigma=self.campaign_sd).rv("tau_campaign")
         pc, ec = data["policy_campaign"], data["est_campaign"]
         via, eon = approx["via_onehot"], approx["est_onehot"]
-        w = approx["step_both"] * v_step
+        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
         resid = approx["step_hat"] - at_step * rk - order
-        we = data["est_mask"] * v_est
+        we = data["est_mask"] / (data["est_se"] ** 2 + tau_exec**2)
         resid_e = data["est_value"] - at_est * ek - order_est
         prec = pt.dot(pc.T, via * (w * rk**2)[:, None]) \
             + pt.dot(ec.T, eon * (we * ek**2)[:, None])
@@ -890,8 +894,16 @@ class GainsModel:
             rk = rho ** data["repeats"]
             ek = rho ** data["est_repeats"]
             # θ's likelihood approximation with the current τ_exec (module docstring)
-            v_step = 1.0 / (approx["step_var"] + tau_exec**2)
-            v_est = 1.0 / (data["est_se"] ** 2 + tau_exec**2)
+            var_step = approx["step_var"] + tau_exec**2
+            var_est = data["est_se"] ** 2 + tau_exec**2
+            camp_var = None
+            if self.campaigns:  # θ's approximation with the past offsets integrated out
+                tau_c = ScalePrior("half_normal", sigma=self.campaign_sd).rv("tau_campaign")
+                camp_var = tau_c**2 * data["policy_campaign"].sum(axis=1)
+                var_step = var_step + camp_var
+                var_est = var_est + tau_c**2 * data["est_campaign"].sum(axis=1)
+            v_step = 1.0 / var_step
+            v_est = 1.0 / var_est
             prec = (approx["step_w"] * v_step).sum(axis=1) + (approx["est_w"] * v_est).sum(axis=1)
             prec_x = (approx["step_wx"] * v_step).sum(axis=1) \
                 + (approx["est_wx"] * v_est).sum(axis=1)
@@ -913,14 +925,16 @@ class GainsModel:
             order, order_est = 0.0, 0.0
             if self.pairs:
                 _, order, order_est = self._order_effects_sampled(data, approx, effect, rho,
-                                                                  tau_exec)
+                                                                  tau_exec, camp_var)
                 order = (approx["via_onehot"] * order).sum(axis=1)
                 order_est = (approx["est_onehot"] * order_est).sum(axis=1)
-            off_step, off_est = 0.0, 0.0
+            theta_step, theta_est = at_step, at_est  # θ_{m,c} (θ_m without past campaigns)
             if self.campaigns:
-                off_step, off_est = self._campaign_offsets(data, approx, at_step, at_est, rk,
-                                                           ek, order, order_est, v_step, v_est)
-            step_mean = root * pr.baseline_mu + child * ((at_step + off_step) * rk + order)
+                off_step, off_est = self._campaign_offsets(data, approx, tau_c, tau_exec,
+                                                           at_step, at_est, rk, ek, order,
+                                                           order_est)
+                theta_step, theta_est = at_step + off_step, at_est + off_est
+            step_mean = root * pr.baseline_mu + child * (theta_step * rk + order)
             step_sd = root * pr.baseline_sigma + child * tau_exec
             step = pm.Deterministic(
                 "policy_step", whitened_normal("step", step_mean, step_sd, approx["slot_prec"],
@@ -931,7 +945,7 @@ class GainsModel:
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
             est_var = data["est_se"] ** 2 + tau_exec**2
-            est_logp = -0.5 * ((data["est_value"] - (at_est + off_est) * ek - order_est) ** 2
+            est_logp = -0.5 * ((data["est_value"] - theta_est * ek - order_est) ** 2
                                / est_var + pt.log(2 * np.pi * est_var))
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
@@ -975,18 +989,18 @@ class GainsModel:
             if self.pairs:
                 order = order[pt.arange(self.max_policies), data["via"]]
                 order_est = order_est[pt.arange(self.max_estimates), data["est_candidate"]]
-            off_step, off_est = 0.0, 0.0
+            theta_step, theta_est = effect[data["via"]], effect[data["est_candidate"]]
             if self.campaigns:  # θ_{m,c} = θ_m + τ_campaign u_{c,m} (non-centred)
                 tau_c = ScalePrior("half_normal", sigma=self.campaign_sd).rv("tau_campaign")
                 u = pm.Normal("z_campaign", 0.0, 1.0, dims=("past_campaign", "candidate"))
                 off = pm.Deterministic("campaign_offset", tau_c * u,
                                        dims=("past_campaign", "candidate"))
-                off_step = pt.dot(data["policy_campaign"], off)[
+                theta_step = theta_step + pt.dot(data["policy_campaign"], off)[
                     pt.arange(self.max_policies), data["via"]]
-                off_est = pt.dot(data["est_campaign"], off)[
+                theta_est = theta_est + pt.dot(data["est_campaign"], off)[
                     pt.arange(self.max_estimates), data["est_candidate"]]
             step_mean = root * pr.baseline_mu + (1.0 - root) * (
-                (effect[data["via"]] + off_step) * rho ** data["repeats"] + order)
+                theta_step * rho ** data["repeats"] + order)
             step_sd = root * pr.baseline_sigma + (1.0 - root) * tau_exec
             z = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
             step = pm.Deterministic("policy_step", step_mean + step_sd * z, dims="policy_slot")
@@ -994,8 +1008,7 @@ class GainsModel:
                                    dims="policy_slot")
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
-            est_mu = (effect[data["est_candidate"]] + off_est) * rho ** data["est_repeats"] \
-                + order_est
+            est_mu = theta_est * rho ** data["est_repeats"] + order_est
             est_sd = pt.sqrt(data["est_se"] ** 2 + tau_exec**2)
             est_logp = pm.logp(pm.Normal.dist(est_mu, est_sd), data["est_value"])
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())

@@ -71,7 +71,7 @@ def test_model_updates_act_only_within_their_campaign(stacked, world_candidates)
     is in the history of the current dr_1e6 and of team1's dr_1e7, not of team0's dr_*."""
     _, _, st = stacked
     model = GainsModel(world_candidates, max_policies=16, campaigns=2)
-    enc = model.encode(st.paired, ("pi2",), st.policy_evals, st.gain_estimates,
+    enc = model.encode(st.paired, ("pi1",), st.policy_evals, st.gain_estimates,
                        st.model_updates, st.campaign_of)
     a = model.actors.index("sim_refresh")
     via = {p: model.gain_ids[int(enc.via[k])] for k, p in enumerate(enc.names)
@@ -88,41 +88,36 @@ def test_model_updates_act_only_within_their_campaign(stacked, world_candidates)
 
 def test_log_density_with_zero_offsets_is_the_pooled_model_plus_the_campaign_prior(
         stacked, world_candidates):
-    """At campaign offsets o = 0 the sampled model's log density is the model without a
-    campaign level on the stacked evidence plus log HalfNormal(τ | 0.2) + log τ (the log
-    transform) + Σ_{c,m} [log Normal(0 | 0, τ) + log f_{c,m}] (the whitening Jacobian), up to
-    the constant −½ log 2π per offset that the potential leaves out."""
-    from scipy.stats import halfnorm
+    """The model as written (non-centred, :meth:`GainsModel.build_generative`): at campaign
+    offsets u = 0 its log density is the model without a campaign level on the stacked
+    evidence plus log HalfNormal(τ | 0.2) + log τ (the log transform) + Σ_{c,m} log N(0 | 0, 1);
+    and a non-zero offset of a past campaign changes it (it enters the likelihood)."""
+    from scipy.stats import halfnorm, norm
 
     _, _, st = stacked
     camp = GainsModel(world_candidates, max_policies=16, campaigns=2)
     pooled = GainsModel(world_candidates, max_policies=16)
-    enc = camp.encode(st.paired, ("pi2",), st.policy_evals, st.gain_estimates,
+    enc = camp.encode(st.paired, ("pi1",), st.policy_evals, st.gain_estimates,
                       st.model_updates, st.campaign_of)
     est = encode_estimates(st.gain_estimates, enc, camp.gain_ids, camp.max_estimates,
                            camp.actors)
-    m_camp, m_pool = camp.build(enc, est), pooled.build(enc, est)
+    m_camp, m_pool = camp.build_generative(enc, est), pooled.build_generative(enc, est)
     rng = np.random.default_rng(7)
     shapes = m_pool.eval_rv_shapes()
     point = {v.name: 0.3 * rng.standard_normal(tuple(int(n) for n in shapes[v.name]))
              for v in m_pool.value_vars}
     tau = 0.13
-    full = {**point, "tau_campaign_log__": np.log(tau)}
     shape = (2, len(camp.gain_ids))
-    out = m_camp.replace_rvs_by_values([m_camp["campaign_offset"]])[0]
-    offset = m_camp.compile_fn(out, inputs=m_camp.value_vars, on_unused_input="ignore")
-    at0 = offset({**full, "z_campaign_offset": np.zeros(shape)})
-    f = offset({**full, "z_campaign_offset": np.ones(shape)}) - at0
-    full["z_campaign_offset"] = -at0 / f
-    assert np.allclose(offset(full), 0.0, atol=1e-10)
+    full = {**point, "tau_campaign_log__": np.log(tau), "z_campaign": np.zeros(shape)}
     lp_camp = m_camp.compile_logp()(full)
     lp_pool = m_pool.compile_logp()(point)
-    prior = (halfnorm.logpdf(tau, scale=0.2) + np.log(tau)
-             + np.sum(-np.log(tau) + np.log(f)))
+    prior = halfnorm.logpdf(tau, scale=0.2) + np.log(tau) + np.prod(shape) * norm.logpdf(0.0)
     assert lp_camp - lp_pool == pytest.approx(prior, abs=1e-8)
-    # and a non-zero offset of a past campaign moves the density (it enters the likelihood)
-    moved = {**full, "z_campaign_offset": full["z_campaign_offset"] + 1.0}
-    assert abs(m_camp.compile_logp()(moved) - lp_camp) > 1e-3
+    # an offset of dr_1e6 in past campaign 1 (team0 ran dr_1e6) moves the likelihood too
+    u = np.zeros(shape)
+    u[0, camp.gain_ids.index("dr_1e6")] = 1.0
+    moved = m_camp.compile_logp()({**full, "z_campaign": u})
+    assert abs(moved - lp_camp - norm.logpdf(1.0) + norm.logpdf(0.0)) > 1e-3
 
 
 def test_default_model_has_no_campaign_level(world_candidates, campaign_evidence):
@@ -160,9 +155,9 @@ def test_fit_with_past_campaigns_records_them_and_converges(past_fit):
     assert "tau_campaign" in post
     const = past_fit.idata["gains"]["constant_data"]
     assert int(const["campaign"].sel(policy="team1:pi2")) == 2
-    assert int(const["campaign"].sel(policy="pi2")) == 0
-    # the belief is at the current campaign's policy
-    assert past_fit.policy == "pi2"
+    assert int(const["campaign"].sel(policy="pi1")) == 0
+    # the belief is at the current campaign's policy (sim_refresh made none)
+    assert past_fit.policy == "pi1"
     assert int(a["gains_reliable"]) == 1, a["gains_reason"]
 
 
