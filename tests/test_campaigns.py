@@ -236,3 +236,46 @@ def test_past_campaigns_narrow_the_order_effect_of_si_friction_on_dr():
             assert int(f.belief.attrs["gains_reliable"]) == 1
         assert widths[4] < 0.85 * widths[0], widths
         assert means[4] < means[0] - 0.02, means  # towards the truth −0.25
+
+
+def _csv_layout(folder: Path, world: SyntheticWorld, order: list[str], text: str) -> Path:
+    """A replay CSV layout (candidates.toml + steps.csv + tables) of a scripted campaign."""
+    import pandas as pd
+
+    tables = scripted_campaign(world, order)
+    (folder / "initial").mkdir(parents=True)
+    tables["policy_evaluations"].to_csv(folder / "initial" / "policy_evaluations.csv",
+                                        index=False)
+    paired = tables["paired_evaluations"]
+    paired.to_csv(folder / "paired_evaluations.csv", index=False)
+    rows, policy = [], "pi0"
+    for t, c in enumerate(order):
+        hit = paired[paired["step"] == t]
+        after = str(hit["treated_policy"].iloc[0]) if len(hit) else policy
+        rows.append({"step": t, "candidate": c, "policy": policy, "policy_after": after,
+                     **{f"cost_{r}": 0.0 for r in world.candidates.resources}})
+        policy = after
+    pd.DataFrame(rows).to_csv(folder / "steps.csv", index=False)
+    (folder / "candidates.toml").write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_a_replay_csv_layout_is_a_past_campaign(tmp_path, world_candidates):
+    """The log forms are read by the campaign layer (belief.campaign.past.read_past): every
+    logged step's evidence, with the model update the log implies; another candidate set is
+    refused naming the log; the inputs-layer reader alone refuses a log with a pointer."""
+    from belief.campaign.past import read_past
+
+    world = SyntheticWorld(seed=9)
+    order = ["si_friction", "sim_refresh", "dr_1e6"]
+    good = _csv_layout(tmp_path / "spring", world, order, candidates_toml(world.candidates))
+    (run,) = read_past([good], world_candidates)
+    assert run.label == "spring" and len(run.evidence.paired) == 2
+    assert run.evidence.model_updates[["step", "candidate"]].values.tolist() == [
+        [1, "sim_refresh"]]
+    bad_text = candidates_toml(world.candidates).replace('lens = "data"', 'lens = "model"', 1)
+    bad = _csv_layout(tmp_path / "autumn", SyntheticWorld(seed=10), order, bad_text)
+    with pytest.raises(InputError, match="another candidate set"):
+        read_past([bad], world_candidates)
+    with pytest.raises(InputError, match="campaign log"):
+        read_past_campaigns([good], world_candidates)
