@@ -129,6 +129,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
                   + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored
                      else ""))
     a = fitted.belief.attrs
+    if a.get("past_campaigns"):
+        console.print(f"  past campaigns (campaign level of the gains model): "
+                      f"{escape(a['past_campaigns'])}")
     for model in fitted.models:
         prefix = f"{model}_"
         if f"{prefix}reliable" in a:
