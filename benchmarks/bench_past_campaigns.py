@@ -33,7 +33,7 @@ K    90 % width γ(si→dr_1e6)   90 % width γ(si→dr_1e7)   coverage    conve
 
 Compile of the campaign model ≈ 85–95 s per K (first fit of a K), then 10–25 s per fit.
 With random orders and one run of each adaptation per campaign, a past campaign informs γ only
-by comparing campaigns (its own θ offset absorbs its own step), so the intervals narrow slowly;
+by comparing campaigns (its own θ offset partly absorbs its own step), so intervals narrow slowly;
 γ(si_friction → dr_1e7) = −0.25 lies just outside the default γ prior's 90 % interval
 (± 0.245), which is why it is not covered at K = 0.
 """
