@@ -131,6 +131,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if tree.attrs["overrun"]:
         console.print(f"budget overrun at {escape(tree.attrs['overrun'])}; the budget after it "
                       "is clamped at 0")
+    if tree.attrs.get("past_campaigns"):
+        console.print(f"past campaigns (campaign level of the gains model): "
+                      f"{escape(tree.attrs['past_campaigns'])}")
     console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
                   "replay_steps.csv, replay.png")
     return 2 if camp.problem else 0
