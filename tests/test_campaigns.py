@@ -195,6 +195,9 @@ def test_past_campaign_of_another_candidate_set_exits_2(campaign_dirs, tmp_path,
     _refused(capsys, ["fit", str(cur), "--candidates", str(cfile), "--out", str(out),
                       "--past", f"{past[0]},"], "--past", "empty entry")
     assert not out.exists()
+    _refused(capsys, ["replay", str(tmp_path), "--out", str(tmp_path / "rp"),
+                      "--past", str(past[0])], "--past", "one campaign log")
+    assert not (tmp_path / "rp").exists()
 
 
 def test_same_candidate_set_ignores_costs_but_not_structure(world_candidates):
