@@ -144,9 +144,15 @@ past campaigns inform the order effects (and the run-to-run scale) of the curren
 current campaign is the reference, so θ_m, q_t's ``gains_theta`` and every decision quantity
 keep their meaning; a past campaign may differ from it by τ_campaign per candidate (its
 baseline η_root is its own root's).  The offsets are sampled by data-informed non-centring
-(all (c, m) at once, no per-campaign graph nodes; :meth:`GainsModel._campaign_offsets`).  With
-o = 0 the density is the model without a campaign level on the stacked evidence plus the
-prior terms of τ_campaign and o (``tests/test_campaigns.py`` checks it).  Without past
+(all (c, m) at once, no per-campaign graph nodes; :meth:`GainsModel._campaign_offsets`), after
+θ and γ, whose likelihood approximations see a past campaign's step with variance
+v + τ_exec² + τ_campaign² (its offset integrated out).  Without that widening θ and γ were
+whitened as if past steps measured them directly, and a 2 × 300 test fit failed at R-hat
+1.0118 (campaign_offset of a past dr_1e7); with it the 12 benchmark fits (K = 2–8, 4 × 1000)
+passed at the first attempt, R-hat ≤ 1.009 (``benchmarks/bench_past_campaigns.py``).  With
+o = 0 the density of the model as written (:meth:`build_generative`) is the model without a
+campaign level on the stacked evidence plus the prior terms of τ_campaign and u
+(``tests/test_campaigns.py`` checks it).  Without past
 campaigns (K = 0, the default) nothing of this is built: the model, its compile key and its
 draws are those of the model without a campaign level.
 
