@@ -202,7 +202,7 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.lineage import PolicyTree, policy_tree
 from models.pooling import PoolingStructure, pooled_tree
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
-from models.sampling import sample, slot_posterior
+from models.sampling import sample, sample_arrays, slot_posterior
 
 __all__ = [
     "GainsModel",
@@ -1080,7 +1080,7 @@ class GainsModel:
             direction_estimates: pd.DataFrame | None = None,
             draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
-            progressbar: bool = False,
+            progressbar: bool = False, light: bool = False,
             campaign_of: Mapping[str, int] | None = None) -> xr.DataTree:
         """Sample the posterior given a validated paired table.
 
@@ -1103,6 +1103,11 @@ class GainsModel:
         thin : int
             Sample ``draws × thin`` per chain and keep every ``thin``-th (see
             :func:`models.sampling.sample`).
+        light : bool
+            Keep only the posterior variables the decision draws read (:data:`LIGHT_VARS`),
+            read straight from the sampler (:func:`models.sampling.sample_arrays`): the same
+            draws for the same seed, no ``sample_stats``.  For exact CVU refits, which need
+            nothing else.
         campaign_of : mapping, optional
             With past campaigns (``campaigns`` > 0): policy → its past campaign 1..K (the
             tables hold the stacked evidence, :mod:`belief.inputs.past_campaigns`;
@@ -1123,9 +1128,14 @@ class GainsModel:
         dirs = (encode_directions(direction_estimates, self.directions,
                                   self.max_direction_estimates) if self.directions else None)
         compiled = self._compiled().with_data(**self.data(enc, est, dirs))
-        idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar, thin=thin,
-                       timing=self.last_timing)
+        if light:
+            idata = sample_arrays(compiled, LIGHT_VARS, draws=draws, tune=tune, chains=chains,
+                                  seed=seed, target_accept=target_accept, thin=thin,
+                                  timing=self.last_timing)
+        else:
+            idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
+                           target_accept=target_accept, progressbar=progressbar, thin=thin,
+                           timing=self.last_timing)
         if self.pairs:
             idata = self._gamma_from_prior(idata, self.informed_pairs(enc, est),
                                            np.random.default_rng([seed, 16]))
@@ -1260,6 +1270,10 @@ class GainsModel:
         """
         return gain_from_draws(self.decision_draws(idata, policy, rng))
 
+
+LIGHT_VARS = ("policy_logit", "effect", "tau_exec", "rho", "gamma", "z_gamma_group", "xi")
+"""The posterior variables :func:`decision_draws` and ``GainsModel._gamma_from_prior`` read
+(``fit(light=True)`` keeps only these)."""
 
 DRAW_VARS = ("gains_eta", "gains_theta", "gains_tau", "gains_rho", "gains_repeats",
              "gains_z_now", "gains_z_next")

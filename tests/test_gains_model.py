@@ -70,6 +70,27 @@ def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
     assert not np.allclose(belief2["gain"].mean("sample"), belief["gain"].mean("sample"))
 
 
+def test_light_fit_has_the_full_fits_draws(fitter, campaign_evidence):
+    """``fit(light=True)`` (exact CVU refits) reads the sampler's raw trace: the same draws,
+    hence the same decision draws, as the full fit with the same seed — only fewer variables."""
+    ev, world = campaign_evidence
+    kw = dict(policy_evals=ev.policy_evals, gain_estimates=ev.gain_estimates,
+              model_updates=ev.model_updates, direction_estimates=ev.direction_estimates,
+              draws=50, tune=100, chains=2, seed=5)
+    gains = fitter.gains
+    full = gains.fit(ev.paired, world.policy, **kw)
+    light = gains.fit(ev.paired, world.policy, light=True, **kw)
+    assert set(light["posterior"].data_vars) < set(full["posterior"].data_vars)
+    assert "sample_stats" not in light.children
+    for v in light["posterior"].data_vars:
+        np.testing.assert_array_equal(light["posterior"][v].values, full["posterior"][v].values)
+    a = gains.decision_draws(full, world.policy, np.random.default_rng(0))
+    b = gains.decision_draws(light, world.policy, np.random.default_rng(0))
+    assert set(a.data_vars) == set(b.data_vars)
+    for v in a.data_vars:
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+
+
 def test_belief_shape_and_zero_gain_for_non_adaptations(fitted, world_candidates):
     _, belief = fitted
     assert belief["gain"].dims == ("sample", "candidate")

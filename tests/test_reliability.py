@@ -42,7 +42,7 @@ def test_policy_runs_identical_serial_and_on_dask(fitter):
     from belief.campaign.many import run_policies
     from belief.posterior.fitter import FitSettings
 
-    s = settings_to_dict(CampaignSettings(horizon=2, fit=FitSettings(draws=150, tune=150),
+    s = settings_to_dict(CampaignSettings(horizon=1, fit=FitSettings(draws=150, tune=150),
                                           stability_resamples=20, act_on_unreliable=True,
                                           weights={"real_h": 0.01, "compute": 0.0002,
                                                    "eng_h": 0.004}))

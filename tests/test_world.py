@@ -59,3 +59,31 @@ def test_pilot_estimates_the_informed_gain_without_changing_policy():
     sd = 0.15 * np.sqrt(2)
     assert abs(est.mean() - 0.35) < 4 * sd / np.sqrt(est.size)
     assert est.std() == pytest.approx(sd, rel=0.15)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SyntheticWorld.with_bench_test(seed=3, ft_bench_runs=30),
+    lambda: SyntheticWorld.with_latency_probe(seed=2, latency_effect=0.4, measurement_se=0.2),
+])
+def test_opt_in_worlds_are_rebuilt_from_their_description(make):
+    """A campaign log stores ``describe()``; resume rebuilds the world from it
+    (``world_from_spec``).  The opt-in worlds used to be described as the default world, so a
+    resume rebuilt another world (and refused it: other candidates)."""
+    import json
+    from dataclasses import replace
+
+    from belief.campaign.synthetic import _truth_of, world_from_spec
+
+    world = make()
+    spec = json.loads(json.dumps(world.describe()))  # as a log stores it
+    again = world_from_spec(spec)
+    assert again.candidates == world.candidates and _truth_of(again) == _truth_of(world)
+    assert again.seed == world.seed
+    assert world_from_spec(json.loads(json.dumps(again.describe()))).describe() == spec
+    # a world changed after construction is not described as the factory's
+    changed = replace(world, truth=world.truth[:-1])
+    assert "factory" not in changed.describe()
+    from belief.errors import InputError
+
+    with pytest.raises(InputError, match="unknown synthetic world 'varied'"):
+        world_from_spec({**spec, "factory": {"name": "varied"}})

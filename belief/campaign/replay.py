@@ -29,8 +29,10 @@ file                       content
                            every resource (the realised cost)
 ``<table>.csv``            evidence produced by the steps, in the documented tables
                            (``paired_evaluations``, ``safety_events``, ``gain_estimates``,
-                           ``policy_evaluations``), each row's ``step`` = the step that produced
-                           it
+                           ``policy_evaluations``, ``model_updates``,
+                           ``direction_estimates``), each row's ``step`` = the step that
+                           produced it; without ``model_updates.csv`` a step whose candidate
+                           is a model update counts as one (as in the log)
 ``initial/<table>.csv``    optional: evidence available before the first step
 =========================  ====================================================================
 
@@ -79,9 +81,7 @@ from belief.posterior.fitter import BeliefFitter
 __all__ = ["LoggedCampaign", "load_campaign", "plot_replay", "replay"]
 
 EVIDENCE_TABLES = ("paired_evaluations", "safety_events", "gain_estimates",
-                   "policy_evaluations")
-_ATTR = {"paired_evaluations": "paired", "safety_events": "safety",
-         "gain_estimates": "gain_estimates", "policy_evaluations": "policy_evals"}
+                   "policy_evaluations", "model_updates", "direction_estimates")
 
 
 @dataclass

@@ -296,6 +296,7 @@ class SyntheticWorld:
     stochastic_costs: bool = False
     stated_interactions: tuple[InteractionPrior, ...] = ()
     direction_effects: dict[str, float] = field(default_factory=dict)
+    factory: dict[str, object] | None = None  # the opt-in constructor and its arguments
 
     @classmethod
     def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
@@ -435,7 +436,8 @@ class SyntheticWorld:
             truth.append(t)
             if t.candidate.id == "ft_real_100":
                 truth.append(BENCH_TEST)
-        return cls(seed=seed, truth=tuple(truth), **kw)
+        return cls(seed=seed, truth=tuple(truth), factory={
+            "name": "with_bench_test", "ft_bench_runs": int(ft_bench_runs)}, **kw)
 
     @classmethod
     def with_latency_probe(cls, seed: int = 0, latency_effect: float = 0.3,
@@ -448,7 +450,8 @@ class SyntheticWorld:
             replace(t, candidate=replace(t.candidate, measurement_se=measurement_se))
             if t.candidate.id == "latency_probe" else t for t in DEFAULT_CANDIDATES)
         return cls(seed=seed, truth=truth, direction_effects={"latency": latency_effect},
-                   **kw)
+                   factory={"name": "with_latency_probe", "latency_effect": float(latency_effect),
+                            "measurement_se": float(measurement_se)}, **kw)
 
     # -- execution --------------------------------------------------------------------------
     def execute(self, candidate_id: str, step: int) -> Outcome:
@@ -649,7 +652,22 @@ class SyntheticWorld:
         spec = {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
         if self.stochastic_costs:  # absent by default: logs of earlier campaigns unchanged
             spec["stochastic_costs"] = True
+        if self.factory is not None:  # an opt-in world (with_bench_test, with_latency_probe)
+            with_factory = {**spec, "factory": dict(self.factory)}
+            again = world_from_spec(with_factory)
+            # recorded only if it rebuilds this world (not after dataclasses.replace of truth)
+            if _truth_of(again) == _truth_of(self):
+                spec = with_factory
         return spec
+
+
+def _truth_of(world: SyntheticWorld) -> tuple:
+    return (world.truth, world.interactions, world.direction_effects,
+            world.stated_interactions, world.initial_success, world.budget_values)
+
+
+FACTORIES = ("with_bench_test", "with_latency_probe")
+"""The opt-in worlds :meth:`SyntheticWorld.describe` records by name and arguments."""
 
 
 def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
@@ -660,7 +678,15 @@ def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
     from dataclasses import replace
 
     variation = spec.get("variation")
-    if variation is None:
+    factory = spec.get("factory")
+    if factory is not None:
+        args = dict(factory)
+        name = args.pop("name", None)
+        if name not in FACTORIES:
+            raise InputError("campaign log", f"unknown synthetic world {name!r}; known: "
+                                             f"{sorted(FACTORIES)}")
+        world = getattr(SyntheticWorld, name)(seed=int(spec["seed"]), **args)
+    elif variation is None:
         world = SyntheticWorld(seed=int(spec["seed"]))
     else:
         world = SyntheticWorld.varied(int(variation), seed=int(spec["seed"]))

@@ -63,8 +63,10 @@ def with_safety_channel(exp: Experiment, cell: int, runs: int, p_draws: np.ndarr
                         note: str) -> Experiment:
     """``exp`` with the unsafe count y of ``runs`` trials of ``cell`` appended to its outcome.
 
-    The outcome becomes (J, K + 1) floats: the K flattened values of ``exp``'s own outcome
-    (drawn first from the same stream, so they are unchanged) and y; the log-likelihood is the
+    The outcome becomes (J, K + 1) floats: the K flattened values of ``exp``'s own outcome and
+    y.  Both come from one stream, y first, so the own outcome's draws are not those ``exp``
+    alone would give for the same seed (they have the same distribution, and the channel-split
+    estimates share them: :mod:`belief.decision.cvu_channels`); the log-likelihood is the
     sum of both; an exact refit gets the gains part; ``safe_next`` maps y to M^safe(s_{t+1})
     (``safe_now`` with the cell's entry ``safe_by_y[y]``)."""
     sim_y, ll_y = safety_outcome(p_draws, runs)

@@ -3,6 +3,7 @@
 For an outcome Y of candidate m, the evidence is extended by the row(s) m's experiment would
 have produced, the gains model is re-sampled (compiled model re-used), and the next-gain draws
 are read at the state after m — the same quantities the importance-weighted estimate targets.
+A refit reads only the posterior variables the decision draws need (``fit(light=True)``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
         idata = fitter.gains.fit(paired, policy, **tables,
                                  direction_estimates=ev.direction_estimates, draws=n_draws,
                                  tune=max(n_draws, 200),
-                                 chains=s.chains, seed=seed + calls["n"])
+                                 chains=s.chains, seed=seed + calls["n"], light=True)
         draws = fitter.gains.decision_draws(idata, policy,
                                             np.random.default_rng([seed, calls["n"]]))
         return gain_from_draws(draws).reindex(candidate=candidates.ids, fill_value=0.0).values
