@@ -127,6 +127,35 @@ taken for θ − Lξ given ξ (exact change of variables, as everywhere here).  
 :func:`simulate_direction` and :func:`loglik_direction` give the diagnosis' outcome and its
 likelihood under the joint draws ``gains_xi`` of q_t.
 
+Past campaigns (issue 16: learning order effects from a team's history)
+----------------------------------------------------------------------
+With ``campaigns`` = K > 0 the model is fitted on the current campaign's evidence stacked with
+the evidence of K past campaigns of the same candidate set (:mod:`belief.inputs.past_campaigns`:
+policies renamed ``label:policy``, each campaign with its own roots; a model update acts only
+within its campaign).  Campaign is a level of the candidate effect::
+
+    θ_{m,0} = θ_m                                   (the current campaign: the reference)
+    θ_{m,c} = θ_m + o_{c,m},  o_{c,m} ~ Normal(0, τ_campaign²),   c = 1..K (past campaigns)
+    τ_campaign ~ HalfNormal(campaign_sd),  campaign_sd = 0.2 by default
+
+and a step of campaign c has step mean θ_{m,c} ρ^k + Σ_{a ∈ h} γ_{a→m} (estimates likewise).
+γ, ρ, τ_exec, μ_0 and the pooling scales are *shared* by every campaign: that sharing is how
+past campaigns inform the order effects (and the run-to-run scale) of the current one.  The
+current campaign is the reference, so θ_m, q_t's ``gains_theta`` and every decision quantity
+keep their meaning; a past campaign may differ from it by τ_campaign per candidate (its
+baseline η_root is its own root's).  The offsets are sampled by data-informed non-centring
+(all (c, m) at once, no per-campaign graph nodes; :meth:`GainsModel._campaign_offsets`), after
+θ and γ, whose likelihood approximations see a past campaign's step with variance
+v + τ_exec² + τ_campaign² (its offset integrated out).  Without that widening θ and γ were
+whitened as if past steps measured them directly, and a 2 × 300 test fit failed at R-hat
+1.0118 (campaign_offset of a past dr_1e7); with it the 12 benchmark fits (K = 2–8, 4 × 1000)
+passed at the first attempt, R-hat ≤ 1.009 (``benchmarks/bench_past_campaigns.py``).  With
+o = 0 the density of the model as written (:meth:`build_generative`) is the model without a
+campaign level on the stacked evidence plus the prior terms of τ_campaign and u
+(``tests/test_campaigns.py`` checks it).  Without past
+campaigns (K = 0, the default) nothing of this is built: the model, its compile key and its
+draws are those of the model without a campaign level.
+
 The *next* execution of m from policy π with history h has predictive gain::
 
     ΔJ_next(m | π, h) = logistic(η_π + θ_m ρ^{k_m(π)} + Σ_{a ∈ h} γ_{a→m} + τ_exec z_new)
@@ -159,6 +188,7 @@ next two executions of every candidate); :func:`gain_from_draws`, :func:`next_ga
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -277,6 +307,10 @@ class PolicyEncoding:
     # (P, A): history[k, a] = 1 if actor a ran before the step that produced slot k
     steps: dict[str, int] = field(default_factory=dict)  # policy → step that produced it
     updates: dict[str, int] = field(default_factory=dict)  # model update → first step it ran
+    # past campaigns (module docstring, "Past campaigns"): campaign of every policy (0 = the
+    # current one, 1..K past) and the model updates of each past campaign
+    campaign_of: dict[str, int] = field(default_factory=dict)
+    past_updates: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def data(self) -> dict[str, np.ndarray]:
         return {"ancestry": self.ancestry, "is_root": self.is_root, "via": self.via,
@@ -292,9 +326,21 @@ class PolicyEncoding:
         for j, c in enumerate(gain_ids):
             if counts[j] > 0 and c in actors:
                 out[actors.index(c)] = 1.0
-        for u, t in self.updates.items():
+        camp = self.campaign_of.get(policy, 0)
+        updates = self.updates if camp == 0 else self.past_updates.get(camp, {})
+        for u, t in updates.items():
             if u in actors and t < step:
                 out[actors.index(u)] = 1.0
+        return out
+
+    def campaign_onehot(self, campaigns: int) -> np.ndarray:
+        """(P, K): 1 where a policy slot belongs to past campaign k + 1 (all 0 for the
+        current campaign and unused slots)."""
+        out = np.zeros((len(self.is_root), campaigns))
+        for k, p in enumerate(self.names):
+            c = self.campaign_of.get(p, 0)
+            if c:
+                out[k, c - 1] = 1.0
         return out
 
     def repeats_from(self, policy: str, gain_ids: list[str]) -> np.ndarray:
@@ -313,7 +359,8 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
                     policy_evals: pd.DataFrame | None = None,
                     gain_estimates: pd.DataFrame | None = None,
                     model_updates: pd.DataFrame | None = None,
-                    actors: list[str] | None = None) -> PolicyEncoding:
+                    actors: list[str] | None = None,
+                    campaign_of: Mapping[str, int] | None = None) -> PolicyEncoding:
     """Encode the policy tree and aggregated binomial counts into ``max_policies`` slots.
 
     Counts of a policy are summed over every arm it appeared in and every stand-alone
@@ -322,6 +369,10 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
     π ← parent via m, the actors that ran before it: the adaptations on the parent's lineage
     and the model updates (``model_updates`` rows: step, candidate) executed at a step below
     the step of the paired evaluation that produced π.
+
+    With past campaigns, ``campaign_of`` maps every policy of a past campaign to its index
+    1..K (others are the current campaign, 0) and ``model_updates`` carries a ``campaign``
+    column: a model update counts only in the history of its own campaign's steps.
     """
     extra = tuple(current)
     for table in (policy_evals, gain_estimates):
@@ -361,12 +412,18 @@ def encode_policies(paired: pd.DataFrame, gain_ids: list[str], max_policies: int
     steps: dict[str, int] = {}
     for p, t in zip(paired.get("treated_policy", []), paired.get("step", []), strict=True):
         steps[str(p)] = min(int(t), steps.get(str(p), int(t)))
-    updates: dict[str, int] = {}
+    by_campaign: dict[int, dict[str, int]] = {0: {}}
     if model_updates is not None and len(model_updates):
-        for c, t in zip(model_updates["candidate"], model_updates["step"], strict=True):
-            updates[str(c)] = min(int(t), updates.get(str(c), int(t)))
+        camps = (model_updates["campaign"] if "campaign" in model_updates
+                 else np.zeros(len(model_updates), dtype=int))
+        for c, t, k in zip(model_updates["candidate"], model_updates["step"], camps,
+                           strict=True):
+            ups = by_campaign.setdefault(int(k), {})
+            ups[str(c)] = min(int(t), ups.get(str(c), int(t)))
+    updates = by_campaign.pop(0)
     enc = PolicyEncoding(list(tree.policies), anc, is_root, via, repeats, succ, trials,
-                         steps=steps, updates=updates)
+                         steps=steps, updates=updates, campaign_of=dict(campaign_of or {}),
+                         past_updates=by_campaign)
     actors = list(actors or [])
     history = np.zeros((max_policies, len(actors)))
     for p, k in slot.items():
@@ -386,10 +443,20 @@ class EstimateEncoding:
     repeats: np.ndarray
     mask: np.ndarray
     history: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (E, A)
+    campaign: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # (E,): campaign of the row's policy (0 = current, 1..K past)
 
     def data(self) -> dict[str, np.ndarray]:
         return {"est_value": self.value, "est_se": self.se, "est_candidate": self.candidate,
                 "est_repeats": self.repeats, "est_mask": self.mask}
+
+    def campaign_onehot(self, campaigns: int) -> np.ndarray:
+        """(E, K): 1 where an estimate slot belongs to past campaign k + 1."""
+        out = np.zeros((len(self.mask), campaigns))
+        for e, c in enumerate(self.campaign):
+            if c:
+                out[e, int(c) - 1] = 1.0
+        return out
 
 
 def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
@@ -408,6 +475,7 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
     cand = np.zeros(max_estimates, dtype=np.int64)
     repeats = np.zeros(max_estimates)
     mask = np.zeros(max_estimates)
+    camp = np.zeros(max_estimates, dtype=np.int64)
     rows = gain_estimates if gain_estimates is not None else pd.DataFrame()
     if len(rows) > max_estimates:
         raise InputError("gain_estimates", f"{len(rows)} rows exceed max_estimates="
@@ -419,7 +487,8 @@ def encode_estimates(gain_estimates: pd.DataFrame | None, enc: PolicyEncoding,
         value[e], se[e], cand[e], mask[e] = v, s_, j, 1.0
         repeats[e] = enc.repeats_from(p, gain_ids)[j]
         history[e] = enc.actors_before(p, int(t), gain_ids, actors)
-    return EstimateEncoding(value, se, cand, repeats, mask, history)
+        camp[e] = enc.campaign_of.get(p, 0)
+    return EstimateEncoding(value, se, cand, repeats, mask, history, camp)
 
 def encode_directions(direction_estimates: pd.DataFrame | None, directions: list[str],
                       max_slots: int) -> dict[str, np.ndarray]:
@@ -529,6 +598,11 @@ class GainsModel:
         needs T + 1).
     max_estimates : int
         Number of summary-level gain-estimate slots.
+    campaigns : int
+        Number K of past campaigns fitted with the current one (module docstring, "Past
+        campaigns"); 0 (default) is the model without a campaign level, unchanged.
+    campaign_sd : float
+        σ of τ_campaign ~ HalfNormal(σ) (used only with ``campaigns`` > 0).
 
     Examples
     --------
@@ -542,6 +616,8 @@ class GainsModel:
     max_policies: int = 32
     max_estimates: int = 16
     max_direction_estimates: int = 8
+    campaigns: int = 0
+    campaign_sd: float = 0.2
     last_timing: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -561,6 +637,12 @@ class GainsModel:
              "candidate": list(self.gain_ids)})
         if self.max_policies < 2:
             raise InputError("GainsModel", f"max_policies must be >= 2, got {self.max_policies}")
+        if isinstance(self.campaigns, bool) or not isinstance(self.campaigns, int | np.integer) \
+                or self.campaigns < 0:
+            raise InputError("GainsModel", f"campaigns must be an integer >= 0, got "
+                                           f"{self.campaigns!r}")
+        if not (np.isfinite(self.campaign_sd) and self.campaign_sd > 0):
+            raise InputError("GainsModel", f"campaign_sd must be > 0, got {self.campaign_sd!r}")
         self._order_structure()
         measured = dict.fromkeys(k for c in self.candidates for k in c.measures)
         self.directions = [k for k in measured
@@ -602,6 +684,8 @@ class GainsModel:
         if self.directions:
             out.update({"direction": self.directions,
                         "direction_slot": list(range(self.max_direction_estimates))})
+        if self.campaigns:
+            out["past_campaign"] = list(range(1, self.campaigns + 1))
         return out
 
     def _order_effects(self, history, est_history):
@@ -639,7 +723,7 @@ class GainsModel:
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
         return gamma, pt.dot(history, mat), pt.dot(est_history, mat)
 
-    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec):
+    def _order_effects_sampled(self, data, approx, effect, rho, tau_exec, extra_var=None):
         """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
         by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
 
@@ -649,6 +733,8 @@ class GainsModel:
         Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
         variables to γ is triangular, so the posterior is unchanged; it removes the ridge
         θ_m + Σ γ = const that a step informs when m ran after several actors.
+        ``extra_var`` (per policy slot) widens the approximation: τ_campaign² on the steps of
+        past campaigns, whose offset is not yet sampled (module docstring, "Past campaigns").
         """
         import pymc as pm
         import pytensor.tensor as pt
@@ -663,7 +749,8 @@ class GainsModel:
                 np.maximum(self.pair_group, 0)]
         sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
         hist, via = data["history"], approx["via_onehot"]
-        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
+        var = approx["step_var"] + tau_exec**2
+        w = approx["step_both"] / (var if extra_var is None else var + extra_var)
         resid = approx["step_hat"] - (via * effect[None, :]).sum(axis=1) * rho ** data["repeats"]
         gamma = pt.zeros(n)
         for i in range(len(self.actors)):
@@ -709,7 +796,47 @@ class GainsModel:
                                           _width(estimates.history, self.max_estimates,
                                                  n_act),
                                           dims=("estimate_slot", "actor"))
+        if self.campaigns:
+            data["policy_campaign"] = pm.Data("policy_campaign",
+                                              encoding.campaign_onehot(self.campaigns),
+                                              dims=("policy_slot", "past_campaign"))
+            data["est_campaign"] = pm.Data("est_campaign",
+                                           estimates.campaign_onehot(self.campaigns),
+                                           dims=("estimate_slot", "past_campaign"))
         return data
+
+    def _campaign_offsets(self, data, approx, tau_c, tau_exec, at_step, at_est, rk, ek, order,
+                          order_est):
+        """The past campaigns' offsets of θ at every step and estimate, in a model context.
+
+        θ_{m,c} = θ_m + o_{c,m}, o_{c,m} ~ Normal(0, τ_campaign), τ_campaign ~
+        HalfNormal(campaign_sd), for past campaigns c = 1..K (the current campaign, c = 0, is
+        the reference: its θ is θ_m).  o is sampled by data-informed non-centring
+        (:func:`models.priors.whitened_normal`) given θ, ρ, γ and τ_exec: each evaluated step
+        (and estimate) of m in campaign c is ≈ N(ρ^k o_{c,m}, v + τ_exec²) for the residual
+        x̂ − ρ^k θ_m − Σ γ; an exact change of variables (geometry only), all (c, m) at once.
+        (θ and γ, sampled before o, see the past steps with variance v + τ_exec² +
+        τ_campaign²: o integrated out.)  Returns the offsets o_{c(k), via(k)} of the policy
+        slots and of the estimate slots.
+        """
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pc, ec = data["policy_campaign"], data["est_campaign"]
+        via, eon = approx["via_onehot"], approx["est_onehot"]
+        w = approx["step_both"] / (approx["step_var"] + tau_exec**2)
+        resid = approx["step_hat"] - at_step * rk - order
+        we = data["est_mask"] / (data["est_se"] ** 2 + tau_exec**2)
+        resid_e = data["est_value"] - at_est * ek - order_est
+        prec = pt.dot(pc.T, via * (w * rk**2)[:, None]) \
+            + pt.dot(ec.T, eon * (we * ek**2)[:, None])
+        prec_x = pt.dot(pc.T, via * (w * rk * resid)[:, None]) \
+            + pt.dot(ec.T, eon * (we * ek * resid_e)[:, None])
+        off = pm.Deterministic(
+            "campaign_offset", whitened_normal("campaign_offset", 0.0, tau_c, prec, prec_x,
+                                               dims=("past_campaign", "candidate")),
+            dims=("past_campaign", "candidate"))
+        return (via * pt.dot(pc, off)).sum(axis=1), (eon * pt.dot(ec, off)).sum(axis=1)
 
     def _scales(self):
         """The scale RVs τ_level (levels in use only) and τ_exec, in a model context."""
@@ -773,8 +900,16 @@ class GainsModel:
             rk = rho ** data["repeats"]
             ek = rho ** data["est_repeats"]
             # θ's likelihood approximation with the current τ_exec (module docstring)
-            v_step = 1.0 / (approx["step_var"] + tau_exec**2)
-            v_est = 1.0 / (data["est_se"] ** 2 + tau_exec**2)
+            var_step = approx["step_var"] + tau_exec**2
+            var_est = data["est_se"] ** 2 + tau_exec**2
+            camp_var = None
+            if self.campaigns:  # θ's approximation with the past offsets integrated out
+                tau_c = ScalePrior("half_normal", sigma=self.campaign_sd).rv("tau_campaign")
+                camp_var = tau_c**2 * data["policy_campaign"].sum(axis=1)
+                var_step = var_step + camp_var
+                var_est = var_est + tau_c**2 * data["est_campaign"].sum(axis=1)
+            v_step = 1.0 / var_step
+            v_est = 1.0 / var_est
             prec = (approx["step_w"] * v_step).sum(axis=1) + (approx["est_w"] * v_est).sum(axis=1)
             prec_x = (approx["step_wx"] * v_step).sum(axis=1) \
                 + (approx["est_wx"] * v_est).sum(axis=1)
@@ -796,10 +931,16 @@ class GainsModel:
             order, order_est = 0.0, 0.0
             if self.pairs:
                 _, order, order_est = self._order_effects_sampled(data, approx, effect, rho,
-                                                                  tau_exec)
+                                                                  tau_exec, camp_var)
                 order = (approx["via_onehot"] * order).sum(axis=1)
                 order_est = (approx["est_onehot"] * order_est).sum(axis=1)
-            step_mean = root * pr.baseline_mu + child * (at_step * rk + order)
+            theta_step, theta_est = at_step, at_est  # θ_{m,c} (θ_m without past campaigns)
+            if self.campaigns:
+                off_step, off_est = self._campaign_offsets(data, approx, tau_c, tau_exec,
+                                                           at_step, at_est, rk, ek, order,
+                                                           order_est)
+                theta_step, theta_est = at_step + off_step, at_est + off_est
+            step_mean = root * pr.baseline_mu + child * (theta_step * rk + order)
             step_sd = root * pr.baseline_sigma + child * tau_exec
             step = pm.Deterministic(
                 "policy_step", whitened_normal("step", step_mean, step_sd, approx["slot_prec"],
@@ -810,7 +951,7 @@ class GainsModel:
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
             est_var = data["est_se"] ** 2 + tau_exec**2
-            est_logp = -0.5 * ((data["est_value"] - at_est * ek - order_est) ** 2
+            est_logp = -0.5 * ((data["est_value"] - theta_est * ek - order_est) ** 2
                                / est_var + pt.log(2 * np.pi * est_var))
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
         return model
@@ -854,8 +995,18 @@ class GainsModel:
             if self.pairs:
                 order = order[pt.arange(self.max_policies), data["via"]]
                 order_est = order_est[pt.arange(self.max_estimates), data["est_candidate"]]
+            theta_step, theta_est = effect[data["via"]], effect[data["est_candidate"]]
+            if self.campaigns:  # θ_{m,c} = θ_m + τ_campaign u_{c,m} (non-centred)
+                tau_c = ScalePrior("half_normal", sigma=self.campaign_sd).rv("tau_campaign")
+                u = pm.Normal("z_campaign", 0.0, 1.0, dims=("past_campaign", "candidate"))
+                off = pm.Deterministic("campaign_offset", tau_c * u,
+                                       dims=("past_campaign", "candidate"))
+                theta_step = theta_step + pt.dot(data["policy_campaign"], off)[
+                    pt.arange(self.max_policies), data["via"]]
+                theta_est = theta_est + pt.dot(data["est_campaign"], off)[
+                    pt.arange(self.max_estimates), data["est_candidate"]]
             step_mean = root * pr.baseline_mu + (1.0 - root) * (
-                effect[data["via"]] * rho ** data["repeats"] + order)
+                theta_step * rho ** data["repeats"] + order)
             step_sd = root * pr.baseline_sigma + (1.0 - root) * tau_exec
             z = pm.Normal("z_step", 0.0, 1.0, dims="policy_slot")
             step = pm.Deterministic("policy_step", step_mean + step_sd * z, dims="policy_slot")
@@ -863,7 +1014,7 @@ class GainsModel:
                                    dims="policy_slot")
             pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
                         dims="policy_slot")
-            est_mu = effect[data["est_candidate"]] * rho ** data["est_repeats"] + order_est
+            est_mu = theta_est * rho ** data["est_repeats"] + order_est
             est_sd = pt.sqrt(data["est_se"] ** 2 + tau_exec**2)
             est_logp = pm.logp(pm.Normal.dist(est_mu, est_sd), data["est_value"])
             pm.Potential("estimates", (data["est_mask"] * est_logp).sum())
@@ -882,9 +1033,12 @@ class GainsModel:
         if self.pairs:
             out["history"] = _width(enc.history, self.max_policies, len(self.actors))
             out["est_history"] = _width(est.history, self.max_estimates, len(self.actors))
-        else:  # only the order effects read them (a compiled model knows used data only)
-            out.pop("step_hat")
+        elif not self.campaigns:  # only the order effects and the campaign offsets read them
+            out.pop("step_hat")  # (a compiled model knows used data only)
             out.pop("step_both")
+        if self.campaigns:
+            out["policy_campaign"] = enc.campaign_onehot(self.campaigns)
+            out["est_campaign"] = est.campaign_onehot(self.campaigns)
         return {k: v for k, v in out.items() if k not in _ONE_HOT}
 
     def _compiled(self):
@@ -894,6 +1048,8 @@ class GainsModel:
                tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group),
                tuple(self.directions), self.direction_loading.tobytes(),
                self.max_direction_estimates)
+        if self.campaigns:  # the default key (and model) is unchanged without past campaigns
+            key = (*key, "campaigns", self.campaigns, self.campaign_sd)
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
@@ -905,10 +1061,16 @@ class GainsModel:
     def encode(self, paired: pd.DataFrame, current: tuple[str, ...] = (),
                policy_evals: pd.DataFrame | None = None,
                gain_estimates: pd.DataFrame | None = None,
-               model_updates: pd.DataFrame | None = None) -> PolicyEncoding:
+               model_updates: pd.DataFrame | None = None,
+               campaign_of: Mapping[str, int] | None = None) -> PolicyEncoding:
         """:func:`encode_policies` with this model's candidates, slots and actors."""
+        if campaign_of and max(campaign_of.values()) > self.campaigns:
+            raise InputError("GainsModel", f"evidence of past campaign "
+                                           f"{max(campaign_of.values())} but the model was "
+                                           f"built for {self.campaigns} past campaigns")
         return encode_policies(paired, self.gain_ids, self.max_policies, tuple(current),
-                               policy_evals, gain_estimates, model_updates, self.actors)
+                               policy_evals, gain_estimates, model_updates, self.actors,
+                               campaign_of)
 
     # -- fit --------------------------------------------------------------------------------
     def fit(self, paired: pd.DataFrame, current_policy: str | tuple[str, ...] = (), *,
@@ -918,7 +1080,8 @@ class GainsModel:
             direction_estimates: pd.DataFrame | None = None,
             draws: int = 1000, tune: int = 500, chains: int = 4, seed: int = 0,
             target_accept: float = TARGET_ACCEPT, thin: int = 1,
-            progressbar: bool = False, light: bool = False) -> xr.DataTree:
+            progressbar: bool = False, light: bool = False,
+            campaign_of: Mapping[str, int] | None = None) -> xr.DataTree:
         """Sample the posterior given a validated paired table.
 
         Parameters
@@ -945,6 +1108,10 @@ class GainsModel:
             read straight from the sampler (:func:`models.sampling.sample_arrays`): the same
             draws for the same seed, no ``sample_stats``.  For exact CVU refits, which need
             nothing else.
+        campaign_of : mapping, optional
+            With past campaigns (``campaigns`` > 0): policy → its past campaign 1..K (the
+            tables hold the stacked evidence, :mod:`belief.inputs.past_campaigns`;
+            ``model_updates`` then has a ``campaign`` column).
 
         Returns
         -------
@@ -954,7 +1121,8 @@ class GainsModel:
             the pooled groups; ``sample_stats``, and ``constant_data`` with the encoded counts.
         """
         current = (current_policy,) if isinstance(current_policy, str) else tuple(current_policy)
-        enc = self.encode(paired, current, policy_evals, gain_estimates, model_updates)
+        enc = self.encode(paired, current, policy_evals, gain_estimates, model_updates,
+                          campaign_of)
         est = encode_estimates(gain_estimates, enc, self.gain_ids, self.max_estimates,
                                self.actors)
         dirs = (encode_directions(direction_estimates, self.directions,
@@ -1067,6 +1235,9 @@ class GainsModel:
                 pair_stated=("pair", self.pair_stated.astype(int)),
                 pair=[f"{a}→{m}" for a, m in self.pairs])
             groups["constant_data"] = const
+        if self.campaigns:
+            groups["constant_data"]["campaign"] = ("policy", np.array(
+                [enc.campaign_of.get(p, 0) for p in enc.names], dtype=np.int64))
         dt = xr.DataTree.from_dict(groups)
         dt.attrs.update({"model": "gains", "max_policies": self.max_policies,
                          "pooled_groups": "; ".join(
@@ -1074,6 +1245,9 @@ class GainsModel:
                              zip(self.structure.groups, self.structure.group_levels,
                                  strict=True)) or "none",
                          **{f"prior_{k}": _describe(v) for k, v in vars(self.priors).items()}})
+        if self.campaigns:
+            dt.attrs.update({"past_campaigns": self.campaigns,
+                             "prior_tau_campaign": f"half_normal(sigma={self.campaign_sd:g})"})
         return dt
 
     # -- decision quantities ----------------------------------------------------------------

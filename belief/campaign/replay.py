@@ -256,7 +256,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
            functional: str | None = None, weights: Any = None, beta: float | None = None,
            alpha_exec: float | None = None, fitter: BeliefFitter | None = None,
            use_refits: bool | None = None, seed: int | None = None,
-           progress: Any = None) -> xr.DataTree:
+           progress: Any = None, past: Any = None) -> xr.DataTree:
     """Re-decide every logged step and compare with what was done.
 
     Parameters
@@ -272,6 +272,10 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         Seed of the per-step fits and CVU; default the campaign's, so that a replay with the
         same settings reproduces the logged decisions.
     progress : callable(step, n_steps), optional
+    past : sequence of paths, optional
+        Past campaigns of the same candidate set (``belief replay --past``): every step's
+        gains fit learns from them too (campaign level, :mod:`belief.inputs.past_campaigns`);
+        the tree's attribute ``past_campaigns`` lists them.
 
     Returns
     -------
@@ -303,6 +307,10 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     ds = s.decision()
     cands = camp.candidates
     fitter = campaign_fitter(fitter, cands, s)  # with fit.costs: the cost model too
+    if past:
+        from belief.campaign.past import read_past
+
+        fitter = replace(fitter, past=read_past(list(past), cands))
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
     if n_logged == 0:
         raise InputError(camp.source, "nothing to replay: "
@@ -348,6 +356,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
                        "problem": camp.problem or "", "n_steps": n_logged,
                        "overrun": camp.overrun(),
                        "agreement": float(steps_ds["agree"].mean()) if rows else float("nan")})
+    if fitter.past:
+        tree.attrs["past_campaigns"] = ", ".join(f"{c.label} ({c.source})" for c in fitter.past)
     return tree
 
 

@@ -63,6 +63,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from belief.campaign.many import replay_folder, write_tree
     from belief.campaign.replay import load_campaign, plot_replay, replay
+    from belief.cli.flags import past_dirs
     from belief.files import OutputSet, writable_folder
     from belief.report.tables import console as make_console
     from belief.report.tables import escape
@@ -77,6 +78,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         integer(args.seed, "--seed", minimum=0)
     single = source.is_file() or (source / "campaign_log.jsonl").exists() or \
         (source / "steps.csv").exists()
+    past = past_dirs(args.past)
+    if past and not single:
+        raise InputError("--past", "--past works with the replay of one campaign log, not a "
+                                   "folder of logs")
     if not single:
         if not source.is_dir():
             raise InputError(str(source), "not a campaign log, a run folder, or a folder of logs")
@@ -103,7 +108,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(f"[red]log problem[/red]: {escape(camp.problem)} — replaying the "
                       f"{len(camp.steps)} step(s) before it")
     with console.status("replaying…") as status:
-        tree = replay(camp, settings, seed=args.seed, use_refits=args.refits,
+        tree = replay(camp, settings, seed=args.seed, use_refits=args.refits, past=past,
                       progress=lambda t, n: status.update(f"replaying step {t + 1} of {n}"))
     steps = tree["steps"].to_dataset().to_dataframe()
     fig = plot_replay(tree)
@@ -126,6 +131,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if tree.attrs["overrun"]:
         console.print(f"budget overrun at {escape(tree.attrs['overrun'])}; the budget after it "
                       "is clamped at 0")
+    if tree.attrs.get("past_campaigns"):
+        console.print(f"past campaigns (campaign level of the gains model): "
+                      f"{escape(tree.attrs['past_campaigns'])}")
     console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
                   "replay_steps.csv, replay.png")
     return 2 if camp.problem else 0
@@ -278,6 +286,9 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--workers", type=int, default=None,
                     help="replay a folder of logs on a local Dask cluster with N workers")
     rp.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    rp.add_argument("--past", default=None, metavar="DIR[,DIR...]",
+                    help="past campaigns of the same candidate set: every step's gains fit "
+                         "learns the order effects from them too (campaign level)")
     rp.set_defaults(func=cmd_replay)
 
     d = MANUAL_DEFAULTS

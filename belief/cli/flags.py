@@ -14,7 +14,7 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags"]
+__all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags", "past_dirs"]
 
 # setting (the InputError's ``table``) → flag, for every command
 FLAGS: dict[str, str] = {
@@ -60,3 +60,14 @@ def as_flags(call: Callable[..., Any], *args: Any, command: str | None = None,
         if new is err:
             raise
         raise new from None
+
+
+def past_dirs(value: str | None) -> list[str]:
+    """``--past DIR[,DIR...]`` (``belief fit``, ``belief replay``) → the paths (none without
+    the flag); an empty entry is refused naming the flag."""
+    if value is None:
+        return []
+    dirs = [d.strip() for d in value.split(",")]
+    if not all(dirs):
+        raise InputError("--past", f"empty entry in {value!r}: give DIR[,DIR...]")
+    return dirs

@@ -103,24 +103,35 @@ def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
 
 # -- belief fit ----------------------------------------------------------------------------------
 def cmd_fit(args: argparse.Namespace) -> int:
+    from belief.cli.flags import past_dirs
     from belief.files import writable_file
+    from belief.inputs.candidate_file import load_candidate_file
     from belief.workflow.fit import fit
 
     console = _console()
     out = writable_file(args.out, "--out", (".nc",))
     progressbar = sys.stderr.isatty() if args.progress is None else args.progress
+    past = past_dirs(args.past)
+    if past:  # logs, CSV layouts or evidence folders, checked against the candidate set
+        from belief.campaign.past import read_past
+
+        past = list(read_past(past, load_candidate_file(args.candidates).candidates))
     console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
                   f"{escape(args.candidates)} → {escape(out)}")
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
                      draws=args.draws, tune=args.tune, chains=args.chains, seed=args.seed,
                      target_accept=args.target_accept, sensitivity=not args.no_sensitivity,
                      costs=args.costs, progressbar=progressbar,
-                     progress=lambda msg: console.print(f"  {escape(msg)}"))
+                     progress=lambda msg: console.print(f"  {escape(msg)}"),
+                     past=past)
     rows = fitted.settings["evidence_rows"]
     console.print("  evidence: " + ", ".join(f"{k} {v}" for k, v in rows.items() if v)
                   + (f"; ignored files: {fitted.tables.ignored}" if fitted.tables.ignored
                      else ""))
     a = fitted.belief.attrs
+    if a.get("past_campaigns"):
+        console.print(f"  past campaigns (campaign level of the gains model): "
+                      f"{escape(a['past_campaigns'])}")
     for model in fitted.models:
         prefix = f"{model}_"
         if f"{prefix}reliable" in a:
@@ -333,6 +344,10 @@ def add_statistician_commands(sub: Any) -> None:
                           "(default off: the candidate file's costs are known)")
     fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="nutpie progress bars (default: when stderr is a terminal)")
+    fit.add_argument("--past", default=None, metavar="DIR[,DIR...]",
+                     help="past campaigns of the same candidate set (campaign logs, replay CSV "
+                          "layouts or evidence folders): learn the order effects from them "
+                          "too, with campaign as a level of the gains model")
     fit.set_defaults(func=cmd_fit)
 
     decide = sub.add_parser("decide", help="decide from a saved belief: table, CSV, figures",

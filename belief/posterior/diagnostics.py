@@ -17,7 +17,8 @@ __all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "Convergence", "check_convergence
            "judge_convergence", "next_steps"]
 
 CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
-                        "gamma", "xi", "tau_lens", "tau_method", "tau_candidate"],
+                        "gamma", "xi", "tau_lens", "tau_method", "tau_candidate",
+                        "tau_campaign", "campaign_offset"],
               "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
               "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
               "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"],

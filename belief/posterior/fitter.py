@@ -49,6 +49,7 @@ import xarray as xr
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
+from belief.inputs.past_campaigns import PastCampaign, stack_campaigns
 from belief.posterior.belief_state import make_belief
 from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
@@ -189,6 +190,12 @@ class BeliefFitter:
         candidate generation, never part of q_t).
     cost_priors : CostPriors
         Priors of the cost model (fitted only with ``settings.costs`` and realised costs).
+    past : tuple of PastCampaign
+        Past campaigns of the same candidate set (``belief fit --past``,
+        :mod:`belief.inputs.past_campaigns`): the gains model is fitted on the stacked
+        evidence with a campaign level (:mod:`models.gains`, "Past campaigns"), with room
+        for their policies and estimates beside ``settings.max_policies``.  Empty (default):
+        the gains model without a campaign level, unchanged.
     """
 
     candidates: CandidateSet
@@ -198,9 +205,22 @@ class BeliefFitter:
     transfer_priors: TransferPriors = field(default_factory=TransferPriors)
     sensitivity_priors: SensitivityPriors = field(default_factory=SensitivityPriors)
     cost_priors: CostPriors = field(default_factory=CostPriors)
+    past: tuple[PastCampaign, ...] = ()
 
     def __post_init__(self) -> None:
-        self.gains = GainsModel(self.candidates, self.gains_priors, self.settings.max_policies)
+        if self.past:
+            from belief.inputs.evidence import Evidence
+
+            stacked = stack_campaigns(Evidence(self.candidates), self.past)
+            n_pol = len({*stacked.paired["policy"], *stacked.paired["treated_policy"],
+                         *stacked.policy_evals["policy"], *stacked.gain_estimates["policy"]})
+            self.gains = GainsModel(self.candidates, self.gains_priors,
+                                    self.settings.max_policies + n_pol,
+                                    max_estimates=16 + len(stacked.gain_estimates),
+                                    campaigns=len(self.past))
+        else:
+            self.gains = GainsModel(self.candidates, self.gains_priors,
+                                    self.settings.max_policies)
         self.exec_risk = (ExecRiskModel(self.candidates, self.exec_risk_priors)
                           if any(c.drives_hardware for c in self.candidates) else None)
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
@@ -285,13 +305,23 @@ class BeliefFitter:
         from models import gains as gains_module
         from models import transfer as transfer_module
 
-        gains = self.fit_model(
-            "gains", lambda **kw: self.gains.fit(
-                evidence.paired, policy, policy_evals=evidence.policy_evals,
-                gain_estimates=evidence.gain_estimates, model_updates=evidence.model_updates,
-                direction_estimates=evidence.direction_estimates,
-                progressbar=progressbar, **kw),
-            seed, gains_module.TARGET_ACCEPT, escalate)
+        if self.past:  # the current campaign and the past ones, stacked (campaign level)
+            st = stack_campaigns(evidence, self.past)
+            gains = self.fit_model(
+                "gains", lambda **kw: self.gains.fit(
+                    st.paired, policy, policy_evals=st.policy_evals,
+                    gain_estimates=st.gain_estimates, model_updates=st.model_updates,
+                    direction_estimates=evidence.direction_estimates,
+                    progressbar=progressbar, campaign_of=st.campaign_of, **kw),
+                seed, gains_module.TARGET_ACCEPT, escalate)
+        else:
+            gains = self.fit_model(
+                "gains", lambda **kw: self.gains.fit(
+                    evidence.paired, policy, policy_evals=evidence.policy_evals,
+                    gain_estimates=evidence.gain_estimates, model_updates=evidence.model_updates,
+                    direction_estimates=evidence.direction_estimates,
+                    progressbar=progressbar, **kw),
+                seed, gains_module.TARGET_ACCEPT, escalate)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains.idata, policy, rng)
         executions, unsafe = evidence.safety_counts()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         seed: int = 0, target_accept: float | None = None, sensitivity: bool = True,
         costs: bool = False, progressbar: bool = False, fitter: Any = None,
         priors: Mapping[str, Any] | None = None,
-        progress: Callable[[str], None] | None = None) -> FittedBelief:
+        progress: Callable[[str], None] | None = None,
+        past: Sequence[Any] | None = None) -> FittedBelief:
     """Fit every model that has data and build q_t.
 
     Parameters
@@ -115,6 +116,14 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         ``chains`` and the priors); it must be built on the same candidates.
     progress : callable, optional
         Called with one-line progress messages.
+    past : sequence of paths or PastCampaign, optional
+        Past campaigns of the same candidate set (``belief fit --past``): evidence folders
+        (paths), or campaigns read by :func:`belief.campaign.past.read_past` (which also reads
+        campaign logs; :mod:`belief.inputs.past_campaigns`): the gains model
+        learns the order effects γ (and τ_exec, ρ, the pooling) from them too, with a campaign
+        level on θ (:mod:`models.gains`, "Past campaigns").  The belief's attribute
+        ``past_campaigns`` and the stored settings list them.  None or empty: the default
+        fit, unchanged.
 
     Returns
     -------
@@ -151,13 +160,27 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step = integer(step, "--step", minimum=0)
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
+    past_runs: tuple = ()
+    if past:
+        from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
+
+        given = [p for p in past if isinstance(p, PastCampaign)]
+        paths = [p for p in past if not isinstance(p, PastCampaign)]
+        if given and paths:
+            raise InputError("past", "give paths or PastCampaign objects, not both")
+        past_runs = tuple(given) or read_past_campaigns(paths, cs)
+    if fitter is not None:  # a given fitter brings its own past campaigns
+        if past and [c.source for c in fitter.past] != [c.source for c in past_runs]:
+            raise InputError("fitter", "the fitter was built with other past campaigns than "
+                                       "past=; pass fitter=None, or the fitter alone")
+        past_runs = tuple(fitter.past)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings.for_draws(
             int(draws), tune, chains=int(chains), target_accept=target_accept,
             costs=bool(costs)),
                               pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"],
-                              pri["costs"])
+                              pri["costs"], past=past_runs)
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
@@ -213,4 +236,11 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),
         "fit_seconds": round(time.perf_counter() - t0, 2)}
+    if past_runs:  # only then: a default fit stores exactly what it stored before
+        settings["past_campaigns"] = [{"label": c.label, "source": c.source,
+                                       "paired_rows": len(c.evidence.paired)}
+                                      for c in past_runs]
+        settings["past_campaigns_prior"] = {
+            "tau_campaign": {"family": "half_normal", "sigma": fitter.gains.campaign_sd}}
+        q.attrs["past_campaigns"] = ", ".join(f"{c.label} ({c.source})" for c in past_runs)
     return FittedBelief(q, idata, cfile, tables, jsonable(settings))

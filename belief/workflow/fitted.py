@@ -362,6 +362,10 @@ class FittedBelief:
         if not s:
             raise InputError(str(self.path or "belief"), "no fit settings stored: exact refits "
                                                          "need a belief written by belief fit")
+        if s.get("past_campaigns"):
+            raise InputError("--refit", "the belief was fitted with past campaigns (belief fit "
+                                        "--past), which the belief file does not hold: exact "
+                                        "refits are not supported; decide without --refit")
         pri = s["priors"]
         return BeliefFitter(
             self.candidate_set,

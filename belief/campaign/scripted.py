@@ -1,0 +1,67 @@
+"""A campaign that executes a given sequence of candidates in a world, without deciding.
+
+Used to make the *past campaigns* of a team (``belief fit --past``,
+:mod:`belief.inputs.past_campaigns`) in tests and benchmarks: each is the world's initial
+evidence plus the outcome of every executed candidate, written as an evidence folder with
+the candidate file it ran with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from belief.campaign.world import model_update_row
+
+__all__ = ["scripted_campaign", "write_evidence_folder"]
+
+
+def scripted_campaign(world, order: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Execute ``order`` (candidate ids, step t = 0, 1, …) from the world's initial policy.
+
+    Returns the evidence tables by name (``policy_evaluations``, ``safety_events``,
+    ``paired_evaluations``, ``gain_estimates``, ``model_updates``; empty ones left out).
+    The world is reset first, so the same world object can script several campaigns (their
+    outcomes differ through ``world.seed``).
+    """
+    world.reset()
+    init = world.initial_evidence()
+    frames: dict[str, list[pd.DataFrame]] = {name: [df] for name, df in init.items()}
+    names = {"paired": "paired_evaluations", "safety": "safety_events",
+             "gain_estimates": "gain_estimates"}
+    for t, cid in enumerate(order):
+        before = world.policy
+        out = world.execute(cid, t)
+        for attr, name in names.items():
+            df = getattr(out, attr)
+            if len(df):
+                frames.setdefault(name, []).append(df)
+        mu = model_update_row(world.candidates, cid, t, before)
+        if mu is not None:
+            frames.setdefault("model_updates", []).append(mu)
+    out_tables = {}
+    for name, dfs in frames.items():
+        dfs = [d for d in dfs if len(d)]
+        if dfs:
+            out_tables[name] = pd.concat(dfs, ignore_index=True)
+    out_tables.setdefault("paired_evaluations", pd.DataFrame(columns=[
+        "step", "candidate", "policy", "eval_protocol", "control_successes", "control_trials",
+        "treated_successes", "treated_trials", "treated_policy"]))
+    return out_tables
+
+
+def write_evidence_folder(tables: dict[str, pd.DataFrame], folder: str | Path,
+                          candidates=None) -> Path:
+    """Write ``tables`` as ``<name>.csv`` files in ``folder`` (created), and the candidate
+    file ``candidates.toml`` when ``candidates`` (a CandidateSet) is given."""
+    from belief.inputs.candidate_file import candidates_toml
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(folder / f"{name}.csv", index=False)
+    if candidates is not None:
+        (folder / "candidates.toml").write_text(candidates_toml(candidates), encoding="utf-8")
+    return folder
