@@ -284,3 +284,17 @@ def test_a_replay_csv_layout_is_a_past_campaign(tmp_path, world_candidates):
         read_past([bad], world_candidates)
     with pytest.raises(InputError, match="campaign log"):
         read_past_campaigns([good], world_candidates)
+    # labels are unique among all campaigns, also against a folder already named "spring#2"
+    toml = candidates_toml(world.candidates)
+    named = _csv_layout(tmp_path / "spring#2", world, order, toml)
+    again = _csv_layout(tmp_path / "other" / "spring", world, order, toml)
+    assert [r.label for r in read_past([good, named, again], world_candidates)] == [
+        "spring", "spring#2", "spring#3"]
+    # a broken log is refused, not used up to its broken record
+    import pandas as pd
+
+    steps = pd.read_csv(again / "steps.csv")
+    steps.loc[1, "candidate"] = "nope"
+    steps.to_csv(again / "steps.csv", index=False)
+    with pytest.raises(InputError, match=r"broken past-campaign log: .*unknown candidate 'nope'"):
+        read_past([again], world_candidates)

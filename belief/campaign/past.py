@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from belief.campaign.log import LOG_NAME
+from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
@@ -28,6 +29,8 @@ def load_log(path: Path) -> tuple[CandidateSet, Evidence, str] | None:
     if not (path.is_file() or (path / LOG_NAME).exists() or (path / "steps.csv").exists()):
         return None
     camp = load_campaign(path)
+    if camp.problem:  # never learn silently from part of a broken log
+        raise InputError(camp.source or str(path), f"broken past-campaign log: {camp.problem}")
     return camp.candidates, camp.evidence_before(len(camp.steps)), camp.source or str(path)
 
 

@@ -31,8 +31,8 @@ file                       content
                            (``paired_evaluations``, ``safety_events``, ``gain_estimates``,
                            ``policy_evaluations``, ``model_updates``,
                            ``direction_estimates``), each row's ``step`` = the step that
-                           produced it; without ``model_updates.csv`` a step whose candidate
-                           is a model update counts as one (as in the log)
+                           produced it; a step whose candidate is a model update and which has
+                           no ``model_updates`` row counts as one (as in the log)
 ``initial/<table>.csv``    optional: evidence available before the first step
 =========================  ====================================================================
 

@@ -145,13 +145,16 @@ def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet,
         any rule of the log or evidence readers.
     """
     out: list[PastCampaign] = []
-    seen: dict[str, int] = {}
+    used: set[str] = set()
     for raw in paths:
         path = Path(raw)
         ev, source = _read_one(path, candidates, loader)
         base = (path.parent.name if path.is_file() else path.name) or "past"
-        seen[base] = seen.get(base, 0) + 1
-        label = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        label, n = base, 1
+        while label in used:  # unique among all labels (a folder may be named "run#2")
+            n += 1
+            label = f"{base}#{n}"
+        used.add(label)
         if not len(ev.paired) and not len(ev.gain_estimates):
             raise InputError(source, "past campaign without paired evaluations or gain "
                                      "estimates: nothing to learn from (--past)")
