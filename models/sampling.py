@@ -93,12 +93,12 @@ def sample_arrays(compiled: Any, var_names: Sequence[str], *, draws: int, tune: 
         if hasattr(col, "flatten"):
             col = col.flatten()
         return np.asarray(col.to_numpy(False))
+
     coords = {k: list(v) for k, v in compiled.coords.items()}
     wanted = set(var_names)
     per_var: dict[str, list[np.ndarray]] = {}
     dims: dict[str, list[str]] = {}
     divergences = 0
-    kept = None
     for batch, stat in zip(draw_batches, stat_batches, strict=True):
         tuning = column(stat, "tuning").astype(bool)
         post = ~tuning
