@@ -106,7 +106,7 @@ def test_killed_belief_writer_leaves_a_loadable_belief(tmp_path):
     from belief.workflow.belief_file import load_belief
 
     interrupted = 0
-    for k, pause in enumerate((0.05, 0.15, 0.3, 0.5)):
+    for k, pause in enumerate((0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7)):
         path = tmp_path / f"belief{k}.nc"
         saved, mid_write = _kill_writer_once(path, pause)
         belief, _ = load_belief(path)  # never half-written
