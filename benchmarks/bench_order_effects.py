@@ -6,9 +6,10 @@ Worlds: ``SyntheticWorld.varied(v, seed=v)`` for v < ``--worlds`` (every interac
 multiplier of the default world raised to a power U(0, 2)).  Each world runs one scripted
 sequence (three sequences, by v mod 3, each with SI before DR, a simulator refresh before DR,
 DR before FT and DA before co-training or the reverse), one paired evaluation (100 trials per
-arm) per adaptation, the model update recorded in ``model_updates``.  Both gains models
-(``GainsPriors(order_effects=True)`` and ``GainsPriors()``) are fitted to the final evidence
-at the defaults (4 chains × 500 draws after 500 tuning steps, seed v).
+arm) per adaptation, the model update recorded in ``model_updates``.  The gains models of
+:data:`CONFIGS` (order effects at the default scale, at the scale 0.14 it replaced, and
+without order effects) are fitted to the final evidence at the fit defaults
+(4 chains, seed v).
 
 Quantities, per evaluated step k (π_k ← parent via m, history h of actors before it):
 
@@ -24,7 +25,7 @@ Printed: coverage of the central 90 % intervals with exact 95 % Clopper–Pearso
 for each model and subset; the share of fits that pass R-hat ≤ 1.01, ESS ≥ 400 and 0
 divergences; median fit seconds (compile excluded).
 
-    uv run python benchmarks/bench_order_effects.py [--worlds 30] [--out FILE]
+    uv run python benchmarks/bench_order_effects.py [--worlds 30] [--configs A,B] [--out FILE]
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def step_means(idata, model) -> tuple[np.ndarray, list[int]]:
     return np.stack(out, -1), slots
 
 
+CONFIGS = {"order effects": {"order_effects": True},
+           "order effects (scale 0.14)": {"order_effects": True, "gamma_sd": 0.14},
+           "no order effects": {"order_effects": False}}
+"""The gains models compared: the default (σ_e = 0.25), the scale 0.14 it replaced (the
+default before December 2026) and the model without order effects."""
+
+
 def covered(draws: np.ndarray, truth: float, level: float = 0.9) -> bool:
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return bool(lo <= truth <= hi)
@@ -103,7 +111,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=30)
     parser.add_argument("--out", default="benchmarks/results/order_effects.json")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"gains models to fit, comma-separated from {list(CONFIGS)}")
     args = parser.parse_args()
+    labels = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in labels if c not in CONFIGS]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; allowed: {list(CONFIGS)}")
 
     from belief.campaign.calibration import binomial_interval
     from belief.posterior.diagnostics import CHECK_VARS, check_convergence
@@ -113,8 +127,8 @@ def main() -> None:
     models: dict[str, GainsModel] = {}
     for v in range(args.worlds):
         world, ev, steps = campaign(v)
-        for label, pri in (("order effects", GainsPriors(order_effects=True)),
-                           ("no order effects", GainsPriors(order_effects=False))):
+        for label in labels:
+            pri = GainsPriors(**CONFIGS[label])
             model = models.setdefault(label, GainsModel(world.candidates, pri))
             t0 = time.perf_counter()
             idata = model.fit(ev.paired, world.policy, policy_evals=ev.policy_evals,
@@ -133,7 +147,7 @@ def main() -> None:
                 rows.append({"world": v, "model": label, "candidate": m,
                              "interacting": st["interacting"],
                              "covered": covered(draws[:, slots.index(k)], st["truth"])})
-            if label == "order effects":
+            if "gamma" in idata["posterior"]:
                 g = idata["posterior"]["gamma"].stack(s=("chain", "draw"))
                 seen: set[str] = set()
                 for st in steps:
@@ -142,12 +156,14 @@ def main() -> None:
                         if pair in seen or pair not in g["pair"].values:
                             continue
                         seen.add(pair)
-                        gam_rows.append({"world": v, "pair": pair,
-                                         "interacting": abs(truth) > 1e-12,
-                                         "covered": covered(g.sel(pair=pair).values, truth)})
+                        x = g.sel(pair=pair).values
+                        lo, hi = np.quantile(x, [0.05, 0.95])
+                        gam_rows.append({"world": v, "model": label, "pair": pair,
+                                         "truth": truth, "interacting": abs(truth) > 1e-12,
+                                         "covered": covered(x, truth), "width": hi - lo})
         print(f"world {v}: " + "; ".join(
             f"{f['model']}: {'ok' if f['reliable'] else f['reason']} ({f['seconds']:.0f} s)"
-            for f in fits[-2:]), flush=True)
+            for f in fits[-len(labels):]), flush=True)
 
     df, gdf, fdf = pd.DataFrame(rows), pd.DataFrame(gam_rows), pd.DataFrame(fits)
 
@@ -157,13 +173,20 @@ def main() -> None:
         return f"{what:<58} {hits:>4}/{n:<4} = {hits / max(n, 1):.3f}  [{lo:.3f}, {hi:.3f}]"
 
     print(f"\ncoverage of central 90 % intervals ({args.worlds} worlds; 95 % CP intervals)")
-    for label in ("order effects", "no order effects"):
+    for label in labels:
         sub = df[df["model"] == label]
         print(line(sub[sub["interacting"]], f"{label}: step gains after an interacting one"))
         print(line(sub[~sub["interacting"]], f"{label}: other step gains"))
-    print(line(gdf[gdf["interacting"]], "γ of interacting pairs (truth ≠ 0)"))
-    print(line(gdf[~gdf["interacting"]], "γ of non-interacting pairs (truth = 0)"))
-    for label in ("order effects", "no order effects"):
+    for label in labels:
+        sub = gdf[gdf["model"] == label] if len(gdf) else gdf
+        if not len(sub):
+            continue
+        for inter, what in ((True, "interacting pairs (truth ≠ 0)"),
+                            (False, "non-interacting pairs (truth = 0)")):
+            part = sub[sub["interacting"] == inter]
+            print(line(part, f"{label}: γ of {what}")
+                  + f"  mean 90 % width {part['width'].mean():.3f}")
+    for label in labels:
         sub = fdf[fdf["model"] == label]
         print(f"{label}: {int(sub['reliable'].sum())}/{len(sub)} fits converged at the "
               f"defaults; median fit {sub['seconds'].median():.1f} s")
