@@ -209,8 +209,6 @@ class BeliefFitter:
 
     def __post_init__(self) -> None:
         if self.past:
-            from belief.inputs.evidence import Evidence
-
             stacked = stack_campaigns(Evidence(self.candidates), self.past)
             n_pol = len({*stacked.paired["policy"], *stacked.paired["treated_policy"],
                          *stacked.policy_evals["policy"], *stacked.gain_estimates["policy"]})
@@ -226,6 +224,21 @@ class BeliefFitter:
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
         self._sensitivity: dict[tuple, SensitivityModel] = {}
         self._costs: dict[int, CostModel] = {}
+
+    def gains_tables(self, evidence: Evidence) -> dict[str, Any]:
+        """The gains model's inputs from ``evidence`` (keyword arguments of
+        :meth:`models.gains.GainsModel.fit`, ``paired`` included): the current campaign's
+        tables, or — with past campaigns — the current and the past ones stacked with
+        ``campaign_of`` (:func:`belief.inputs.past_campaigns.stack_campaigns`).  Direction
+        estimates are the current campaign's only."""
+        ev = stack_campaigns(evidence, self.past) if self.past else evidence
+        out: dict[str, Any] = {"paired": ev.paired, "policy_evals": ev.policy_evals,
+                               "gain_estimates": ev.gain_estimates,
+                               "model_updates": ev.model_updates,
+                               "direction_estimates": evidence.direction_estimates}
+        if self.past:
+            out["campaign_of"] = ev.campaign_of
+        return out
 
     def cost_model(self, rows: int) -> CostModel | None:
         """The cost model with room for ``rows`` realised-cost rows (slots in blocks of 64
@@ -305,23 +318,12 @@ class BeliefFitter:
         from models import gains as gains_module
         from models import transfer as transfer_module
 
-        if self.past:  # the current campaign and the past ones, stacked (campaign level)
-            st = stack_campaigns(evidence, self.past)
-            gains = self.fit_model(
-                "gains", lambda **kw: self.gains.fit(
-                    st.paired, policy, policy_evals=st.policy_evals,
-                    gain_estimates=st.gain_estimates, model_updates=st.model_updates,
-                    direction_estimates=evidence.direction_estimates,
-                    progressbar=progressbar, campaign_of=st.campaign_of, **kw),
-                seed, gains_module.TARGET_ACCEPT, escalate)
-        else:
-            gains = self.fit_model(
-                "gains", lambda **kw: self.gains.fit(
-                    evidence.paired, policy, policy_evals=evidence.policy_evals,
-                    gain_estimates=evidence.gain_estimates, model_updates=evidence.model_updates,
-                    direction_estimates=evidence.direction_estimates,
-                    progressbar=progressbar, **kw),
-                seed, gains_module.TARGET_ACCEPT, escalate)
+        tables = self.gains_tables(evidence)
+        paired = tables.pop("paired")
+        gains = self.fit_model(
+            "gains", lambda **kw: self.gains.fit(paired, policy, progressbar=progressbar,
+                                                 **tables, **kw),
+            seed, gains_module.TARGET_ACCEPT, escalate)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains.idata, policy, rng)
         executions, unsafe = evidence.safety_counts()

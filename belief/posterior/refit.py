@@ -16,7 +16,6 @@ import pandas as pd
 
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
-from belief.inputs.past_campaigns import stack_campaigns
 from belief.posterior.fitter import BeliefFitter
 from models.gains import gain_from_draws
 
@@ -71,16 +70,9 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
         rows, policy = simulated_rows(candidates, state, m, np.atleast_1d(y), trials)
         ev = evidence.append(**rows)
         calls["n"] += 1
-        tables: dict = {"paired": ev.paired, "policy_evals": ev.policy_evals,
-                        "gain_estimates": ev.gain_estimates, "model_updates": ev.model_updates}
-        if fitter.past:  # with past campaigns: the stacked evidence (campaign level)
-            st = stack_campaigns(ev, fitter.past)
-            tables = {"paired": st.paired, "policy_evals": st.policy_evals,
-                      "gain_estimates": st.gain_estimates, "model_updates": st.model_updates,
-                      "campaign_of": st.campaign_of}
+        tables = fitter.gains_tables(ev)  # stacked with the past campaigns, if any
         paired = tables.pop("paired")
-        idata = fitter.gains.fit(paired, policy, **tables,
-                                 direction_estimates=ev.direction_estimates, draws=n_draws,
+        idata = fitter.gains.fit(paired, policy, **tables, draws=n_draws,
                                  tune=max(n_draws, 200),
                                  chains=s.chains, seed=seed + calls["n"], light=True)
         draws = fitter.gains.decision_draws(idata, policy,
