@@ -195,7 +195,9 @@ out); a re-fit after new evidence swaps the data without recompiling.
 For the allocator, :func:`decision_draws` compresses the posterior into joint draws at the
 current policy (η_π, θ, τ_exec, ρ, repeats, and the standard-normal run-to-run noise of the
 next two executions of every candidate); :func:`gain_from_draws`, :func:`next_gain`,
-:func:`simulate` and :func:`loglik` are the vectorised functions the CVU engine uses.
+:func:`simulate` and :func:`loglik` are the vectorised functions the CVU engine uses;
+:func:`state_after` moves the draws on by one execution (the state the CVU look-ahead's second
+and later steps start from).
 """
 
 from __future__ import annotations
@@ -234,6 +236,7 @@ __all__ = [
     "own_evidence_share",
     "simulate",
     "simulate_direction",
+    "state_after",
 ]
 
 LEVELS = ("lens", "method", "candidate")
@@ -1450,6 +1453,59 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
         k2[ids.index(m)] += 1
         g = _gain(executed_logit(draws, m), theta, tau, rho, k2, z_next, after)
     return xr.DataArray(g, dims=("sample", "candidate"), coords={"candidate": ids}, name="gain")
+
+
+def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
+                seed: int | list[int] | tuple[int, ...] = 0) -> xr.Dataset:
+    """The decision draws of the state after executing m once, on the same samples.
+
+    For an adaptation m (``adapts``; default: m is one of the draws' candidates)::
+
+        η ← η' = :func:`executed_logit` (η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z_now,m)
+        k_m ← k_m + 1,   z_now ← z_next,   z_next ← fresh N(0, 1) from ``default_rng(seed)``
+
+    and, with order effects, an actor m joins the history once: ``gains_history`` [m] = 1,
+    ``gains_offset`` ← Σ_{a ∈ h ∪ {m}} γ_{a→·} (:func:`_offset_after`).  A model update
+    (``adapts`` False) only joins the history (the policy and the noise are unchanged, as in
+    :func:`next_gain`); anything else (a diagnosis, or m not in the draws) leaves the state as
+    it is and returns ``draws`` itself.  So, for every candidate c,
+
+        :func:`gain_from_draws` (state_after(d, m)) = :func:`next_gain` (d, m)  (bit for bit)
+        :func:`next_gain` (state_after(d, m), c)     = the gains after m then c,
+
+    and :func:`simulate` / :func:`loglik` on the result are c's experiment from the state after
+    m (η' as control arm, γ_{m→c} in c's step).  The samples stay aligned (draw i of the result
+    is draw i of ``draws`` moved on by one execution), so importance weights over them carry
+    over.  The fresh noise is the run-to-run noise of the execution after the next one; a fixed
+    ``seed`` gives common random numbers across whatever is compared from the same state (the
+    CVU look-ahead derives it from the depth, :mod:`belief.posterior.experiments`).
+    """
+    ids = [str(c) for c in draws["candidate"].values]
+    if adapts is None:
+        adapts = m in ids
+    order = "gains_gamma" in draws
+    actors = [str(a) for a in draws["actor"].values] if order else []
+    joins = order and m in actors and not float(
+        draws["gains_history"].values[actors.index(m)]) > 0
+    if not adapts and not joins:
+        return draws
+    out = draws.copy()
+    if adapts:
+        j = ids.index(m)
+        z_next = np.asarray(draws["gains_z_next"].values, dtype=float)
+        reps = np.asarray(draws["gains_repeats"].values, dtype=float).copy()
+        reps[j] += 1
+        out["gains_eta"] = (draws["gains_eta"].dims, executed_logit(draws, m))
+        out["gains_repeats"] = (draws["gains_repeats"].dims, reps)
+        out["gains_z_now"] = (draws["gains_z_now"].dims, z_next)
+        out["gains_z_next"] = (draws["gains_z_next"].dims,
+                               np.random.default_rng(seed).standard_normal(z_next.shape))
+    if joins:
+        hist = np.asarray(draws["gains_history"].values, dtype=float).copy()
+        hist[actors.index(m)] = 1.0
+        out["gains_offset"] = (draws["gains_offset"].dims, _offset_after(draws, m))
+        out["gains_history"] = (draws["gains_history"].dims, hist)
+    return out
 
 
 def simulate(draws: xr.Dataset, m: str, rng: np.random.Generator, idx: np.ndarray,

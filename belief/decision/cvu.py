@@ -367,7 +367,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     kind = settings.continuation
     ctx = Context({candidate_ids.index(k): v for k, v in experiments.items()
                    if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
-                  functional, budget, available, settings.k_threshold)
+                  functional, budget, available, settings.k_threshold, tuple(candidate_ids))
     g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
     eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
     cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)

@@ -16,11 +16,34 @@ min(d, T − t − 1)); depth 1 is ``one_step`` and uses its estimator unchanged
 
 **The state after a sequence of actions.**  s'' after m then c: budget b − ΔC(m) − ΔC(c),
 λ'' = λ(b''), c removed if not repeatable, the safety gate held at s_t (as in one-step CVU),
-the belief reweighted by both outcomes, and the gains after c's policy change given by its
-``Experiment.after`` (gains of any state → gains after executing c there; default: add c's
-change at s_t, ``next_gain_c − gain_now``, exact when c's effect does not depend on what ran
-before it).  The second step's outcome model is c's experiment at s_t (``simulate``,
-``loglik``): the order effects of m on c's experiment are not modelled.
+the belief reweighted by both outcomes, and the gains and c's experiment those of the state
+after m:
+
+- when m's experiment has ``then`` (:func:`belief.posterior.experiments.experiments_from_belief`
+  gives it from :func:`models.gains.state_after`), the step from s' uses the experiments of
+  the state after m: the gains after m then c are ``then()[c].next_gain``, i.e. with π' the
+  policy m produced (η' = η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z_now,m), m's repeat count
+  k_m + 1, m in the history (γ_{m→·} added once, on the logit scale) and the noise moved on::
+
+      ΔJ''_j = logistic(η'' + θ_j ρ^{k''_j} + Σ_{a ∈ h''} γ_{a→j} + τ z''_j) − logistic(η''),
+      η''    = η' + θ_c ρ^{k'_c} + Σ_{a ∈ h'} γ_{a→c} + τ z_next,c   (c adapting; else η'),
+
+  h' = h ∪ {m}, h'' = h' ∪ {c} (actors only), k'' the repeat counts after both and z'' the
+  run-to-run noise of the next execution there (z_now before any policy change, z_next after
+  one, then fresh standard normals seeded by the depth: common random numbers across
+  candidates).  c's outcome Y' ~ ``then()[c].simulate`` with its ``loglik`` (control arm at
+  η', treated arm at η''; γ_{m→c} shifts c's outcomes and likelihood).  The samples are
+  those of s_t moved on by one execution, so w_j carries over; the rollout moves on along
+  each path (``then`` of ``then``).  This is exact for the gains model up to one rounding
+  of the gains (``tests/test_lookahead_order.py``: equal to exact enumeration);
+- otherwise (hand-built experiments without ``then``; or with a custom ``after``) the gains
+  after c are ``Experiment.after`` (gains of any state → gains after executing c there;
+  default: add c's change at s_t, ``gains + next_gain_c − gain_now``), and the outcome model
+  is c's experiment at s_t.  That shortcut adds on the gain scale: it is exact only when c's
+  gain change does not depend on what ran before it — not for the gains model, whose steps
+  add on the logit scale (so not even without order effects, once m changed the policy), and
+  it leaves out γ_{m→c} from c's outcomes.  A state the shortcut gets right (m a diagnosis, or
+  any m that leaves the draws unchanged) gives the same numbers bit for bit either way.
 
 **Estimator.**  With the S joint draws and the first outcomes Y_j of m (j = 1..J, the draws of
 one-step CVU: common random numbers), w_j = PSIS-smoothed weights of log p(Y_j | θ):
@@ -58,7 +81,7 @@ Untrusted inner weights (k̂ > threshold or NaN) are counted (``inner_bad_share`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,15 +98,16 @@ __all__ = ["Context", "ContinuationEstimate", "continuation_choice", "continuati
 
 @dataclass(frozen=True)
 class Context:
-    """What the inner steps need besides the belief: the candidates' experiments at s_t, the
-    costs, the λ rule and the fixed parts of feasibility.
+    """What the inner steps need besides the belief: the candidates' experiments in the state
+    they start from (s_t, or the state after m by :meth:`moved`), the costs, the λ rule and
+    the fixed parts of feasibility.
 
     Attributes
     ----------
     experiments : mapping column index → Experiment
         Candidates without one have no outcome and leave the gains unchanged.
     gain_now : ndarray (S, C)
-        Gains at s_t (for the default ``after``: add c's change at s_t).
+        Gains in that state (for the default ``after``: add c's change there).
     costs : ndarray (C, R)
     weights : callable b → λ (R,)
     safe, repeatable : bool ndarray (C,)
@@ -93,6 +117,9 @@ class Context:
     available : bool ndarray (C,)
         The candidate set at s_t.
     k_threshold : float
+    ids : tuple of str
+        The candidates' ids in column order (to place the experiments of ``Experiment.then``;
+        empty: ``then`` is not used).
     """
 
     experiments: Mapping[int, Experiment]
@@ -105,6 +132,7 @@ class Context:
     budget: np.ndarray
     available: np.ndarray
     k_threshold: float = 0.7
+    ids: tuple[str, ...] = ()
 
     def c_lambda(self, budget: np.ndarray) -> np.ndarray:
         """C_λ(c) = λ(b)ᵀΔC(c) for every candidate."""
@@ -114,8 +142,24 @@ class Context:
         """available ∧ safe (held at s_t) ∧ M^budget(b)."""
         return available & self.safe & affordable(self.costs, budget)
 
+    def moved(self, exp: Experiment | None) -> Context:
+        """The context of the state after executing the candidate whose experiment is ``exp``:
+        the experiments of ``exp.then()`` (the state after it, same samples) with that
+        state's gains ``exp.next_gain``; ``self`` when ``exp`` has no ``then`` (or a custom
+        ``after``), so the steps after it fall back to the experiments at s_t."""
+        if exp is None or exp.then is None or exp.after is not None or not self.ids:
+            return self
+        pos = {k: i for i, k in enumerate(self.ids)}
+        return replace(self, experiments={pos[k]: e for k, e in exp.then().items() if k in pos},
+                       gain_now=np.asarray(exp.next_gain, float))
+
+    def step(self, c: int) -> Context:
+        """The context of the state after executing candidate c from this one."""
+        return self.moved(self.experiments.get(c))
+
     def after(self, gains: np.ndarray, c: int) -> np.ndarray:
-        """Gains after executing c from a state with gains ``gains`` (module docstring)."""
+        """Gains after executing c from a state with gains ``gains`` (module docstring): exact
+        (``next_gain``, up to one rounding) when ``gains`` are this context's ``gain_now``."""
         exp = self.experiments.get(c)
         if exp is None:
             return gains
@@ -222,7 +266,7 @@ def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.nda
     total = np.zeros(n_j * k)
     alive = np.ones(n_j * k, bool)
     hist = [()] * (n_j * k)
-    cache: dict[tuple, tuple] = {(): (gains, budget, available)}
+    cache: dict[tuple, tuple] = {(): (gains, budget, available, ctx)}
     n_bad = n_checked = 0
     for step in range(depth):
         last = step == depth - 1
@@ -230,7 +274,7 @@ def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.nda
         for p in np.flatnonzero(alive):
             groups.setdefault(hist[p], []).append(int(p))
         for h, rows in groups.items():
-            g, b, av = cache[h]
+            g, b, av, cx = cache[h]
             rows_a = np.array(rows)
             feas = ctx.feasible(b, av)
             cl = ctx.c_lambda(b)
@@ -245,10 +289,11 @@ def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.nda
                 sel = rows_a[pick == c]
                 h2 = (*h, int(c))
                 if h2 not in cache:
-                    cache[h2] = (ctx.after(g, int(c)), b - ctx.costs[c], ctx.leave(av, int(c)))
+                    cache[h2] = (cx.after(g, int(c)), b - ctx.costs[c], ctx.leave(av, int(c)),
+                                 cx.step(int(c)))
                 for p in sel:
                     hist[p] = h2
-                exp = ctx.experiments.get(int(c))
+                exp = cx.experiments.get(int(c))
                 if exp is None or exp.simulate is None or exp.loglik is None:
                     continue
                 idx = _inverse_cdf(weights[sel], rng.uniform(size=sel.size))
@@ -345,17 +390,18 @@ def expected_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     one-step estimator's, for common random numbers), then steps 1–4 of the module docstring
     (or the rollout).  An experiment without an outcome model gives one uniform row."""
     n_s = gains.shape[0]
+    inner = ctx.moved(exp)  # the experiments of the state after m, when exp knows them
     if exp.simulate is None or exp.loglik is None:
         w = np.full((1, n_s), 1.0 / n_s)
-        vals, err, share = continuation_rows(ctx, w, gains, budget, available, kind, depth,
+        vals, err, share = continuation_rows(inner, w, gains, budget, available, kind, depth,
                                              max(k, idx.size), rng)
         bias = float(err[0]) if kind == "lookahead2" else 0.0
         return ContinuationEstimate(float(vals[0]), float(err[0]), bias, share, 0.0)
     y = np.asarray(exp.simulate(outcome_rng, idx))
     smooth, raw, khat, ok = psis_weights(np.asarray(exp.loglik(y), float))
     outer_bad = float((~ok | ~(khat <= ctx.k_threshold)).mean())
-    vals, err, share = continuation_rows(ctx, smooth, gains, budget, available, kind, depth, k,
-                                         rng)
+    vals, err, share = continuation_rows(inner, smooth, gains, budget, available, kind, depth,
+                                         k, rng)
     # outer martingale controls, as in one-step CVU (any f of the draws has mean-zero Z)
     feas = ctx.feasible(budget, available)
     cl = ctx.c_lambda(budget)

@@ -9,7 +9,7 @@ nothing about the models.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,12 @@ class Experiment:
         (m left out of the history); None when m creates none (then identical to
         ``next_gain``).  Used only to split CVU by channel
         (:mod:`belief.decision.cvu_channels`).
+    then : callable () → mapping candidate id → Experiment, optional
+        Every candidate's experiment in the state after m (on the same samples, so importance
+        weights carry over; its ``next_gain`` columns are the gains after m then c), built
+        lazily and cached; those experiments have their own ``then``.  The non-myopic
+        continuations of CVU use it for the second and later steps
+        (:mod:`belief.decision.cvu_lookahead`); None: c's experiment at s_t and ``after``.
     """
 
     next_gain: np.ndarray
@@ -61,11 +67,12 @@ class Experiment:
     safe_next: Callable[[np.ndarray], np.ndarray] | None = None
     safety_note: str = ""
     next_gain_no_order: np.ndarray | None = None
+    then: Callable[[], Mapping[str, Experiment]] | None = None
 
 
 def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials: int = 100,
-                            refit: Callable[[str, np.ndarray], np.ndarray] | None = None
-                            ) -> dict[str, Experiment]:
+                            refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
+                            seed: int = 0) -> dict[str, Experiment]:
     """The experiment of every candidate, from the gains model's joint draws kept in q_t.
 
     - adaptation m: a paired evaluation (``trials`` per arm) of π versus π' = π + m; the next
@@ -83,6 +90,12 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
     With order effects in q_t, an adaptation or model update that is an actor not yet in the
     history also gets ``next_gain_no_order`` (its next gains without γ_{m→·}), for the split
     of CVU by channel.
+
+    Every experiment's ``then`` gives the experiments of the state after it, built the same
+    way from :func:`models.gains.state_after` (m's policy change, repeat count and order
+    effects; lazily, cached, recursively), without refit hook or channel split.  The fresh
+    run-to-run noise of the state d executions ahead is drawn from ``default_rng([seed, d])``:
+    the same for every path of the same depth (common random numbers across candidates).
     """
     from models import gains
 
@@ -90,9 +103,30 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
         raise InputError("belief", "CVU needs the gains model's joint draws (gains_*) in q_t; "
                                    "build the belief with BeliefFitter")
     draws = belief[gains.decision_vars(belief)]
+    return _experiments(draws, candidates, trials, refit, seed, 0)
+
+
+def _experiments(draws: xr.Dataset, candidates: CandidateSet, trials: int,
+                 refit: Callable[[str, np.ndarray], np.ndarray] | None, seed: int,
+                 depth: int) -> dict[str, Experiment]:
+    """The experiments of every candidate from the draws of a state ``depth`` executions
+    ahead of s_t (:func:`experiments_from_belief`; the channel split only at depth 0)."""
+    from models import gains
+
     gain_now = gains.gain_from_draws(draws).values
     exps: dict[str, Experiment] = {}
-    order = "gains_gamma" in draws
+    order = "gains_gamma" in draws and depth == 0
+    built: dict[str, dict[str, Experiment]] = {}
+
+    def then(m: str, adapts: bool) -> Callable[[], dict[str, Experiment]]:
+        """The experiments of the state after m, built once on first use."""
+        def build() -> dict[str, Experiment]:
+            if m not in built:
+                nxt = gains.state_after(draws, m, adapts, [seed, depth + 1])
+                built[m] = (exps if nxt is draws else
+                            _experiments(nxt, candidates, trials, None, seed, depth + 1))
+            return built[m]
+        return build
 
     def no_order(m: str, adapts: bool, nxt: np.ndarray) -> np.ndarray | None:
         """m's next gains without its order effects, or None when they are the same."""
@@ -109,7 +143,8 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
                 next_gain=nxt,
                 simulate=lambda rng, idx, m=c.id: gains.simulate(draws, m, rng, idx, trials),
                 loglik=lambda y, m=c.id: gains.loglik(draws, m, y, trials),
-                refit=do_refit, next_gain_no_order=no_order(c.id, True, nxt))
+                refit=do_refit, next_gain_no_order=no_order(c.id, True, nxt),
+                then=then(c.id, True))
         elif c.informs or (c.measures and "gains_xi" in draws):
             def sim(rng, idx, c=c):
                 cols = [gains.simulate_estimate(draws, t, c.measurement_se, rng, idx)[:, None]
@@ -128,16 +163,16 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
                                                        y[:, n:])
                 return out
 
-            exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit)
+            exps[c.id] = Experiment(next_gain=gain_now, simulate=sim, loglik=ll, refit=do_refit,
+                                    then=then(c.id, False))
         elif c.role == "model_update":  # acts through the order effects it creates
             nxt = gains.next_gain(draws, c.id, adapts=False).values
             exps[c.id] = Experiment(next_gain=nxt,
-                                    next_gain_no_order=no_order(c.id, False, nxt))
+                                    next_gain_no_order=no_order(c.id, False, nxt),
+                                    then=then(c.id, False))
         else:
-            exps[c.id] = Experiment(next_gain=gain_now)
+            exps[c.id] = Experiment(next_gain=gain_now, then=then(c.id, False))
     return exps
-
-
 
 
 def safety_outcome(p_draws: np.ndarray, runs: int
