@@ -12,12 +12,14 @@ Printed per arm: the share of campaigns that ran sim_refresh before the first DR
 (with its exact 95 % Clopper–Pearson interval), the first choices, and the mean final J.
 
     uv run python benchmarks/bench_refresh_first.py [--seeds 6] [--horizon 3]
+        [--continuation one_step|lookahead2|rolloutD[+psis]]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 
 def main() -> None:
@@ -27,7 +29,19 @@ def main() -> None:
     parser.add_argument("--boost", type=float, default=2.0)
     parser.add_argument("--mean", type=float, default=0.3)
     parser.add_argument("--sd", type=float, default=0.15)
+    parser.add_argument("--continuation", default="one_step",
+                        help="CVU's continuation: one_step (default), lookahead2 or rolloutD "
+                             "(D = depth); '+psis' forces the PSIS estimator (e.g. "
+                             "lookahead2+psis), as in bench_policies.py")
     args = parser.parse_args()
+    spec, _, estimator = args.continuation.partition("+")
+    if spec in ("one_step", "lookahead2"):
+        kind, depth = spec, 2 if spec == "lookahead2" else 1
+    elif spec.startswith("rollout") and spec.removeprefix("rollout").isdigit():
+        kind, depth = "rollout", int(spec.removeprefix("rollout"))
+    else:
+        parser.error(f"--continuation: {args.continuation!r} is not one_step, lookahead2 or "
+                     "rolloutD[+psis]")
 
     from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
@@ -46,6 +60,9 @@ def main() -> None:
             world = SyntheticWorld(seed=seed, interactions=truth, stated_interactions=st)
             t0 = time.perf_counter()
             settings = CampaignSettings(horizon=args.horizon, beta=1.0, seed=seed)
+            settings = replace(settings, cvu=replace(
+                settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
+                estimator=estimator or settings.cvu.estimator))
             fitter = BeliefFitter(world.candidates, settings.fit,
                                   gains_priors=GainsPriors(order_effects=True))
             res = run_campaign(world, settings, fitter=fitter)
@@ -59,7 +76,7 @@ def main() -> None:
             print(f"seed {seed} {arm:>20}: {' → '.join(chosen)}  J = "
                   f"{world.true_success():.3f}", flush=True)
     print(f"\nsim_refresh before the first DR ({args.seeds} seeds, horizon {args.horizon}, "
-          f"boost ×{args.boost}):")
+          f"boost ×{args.boost}, continuation {args.continuation}):")
     for arm, rows in results.items():
         hits = sum(r["refresh_first"] for r in rows)
         lo, hi = binomial_interval(hits, len(rows))
