@@ -304,3 +304,23 @@ def test_a_replay_csv_layout_is_a_past_campaign(tmp_path, world_candidates):
     steps.to_csv(again / "steps.csv", index=False)
     with pytest.raises(InputError, match=r"broken past-campaign log: .*unknown candidate 'nope'"):
         read_past([again], world_candidates)
+
+
+def test_a_fitter_and_past_name_the_same_campaigns_by_real_path(campaign_dirs, world_candidates,
+                                                               monkeypatch):
+    """``fit(fitter=…, past=…)``: the same folders given relative and absolute are the same
+    campaigns; other folders are refused (one line naming ``fitter``)."""
+    from types import SimpleNamespace
+
+    from belief.workflow.fit import _past_runs
+
+    _, _, past = campaign_dirs
+    runs = read_past_campaigns([Path(p).resolve() for p in past], world_candidates)
+    fitter = SimpleNamespace(past=runs)
+    monkeypatch.chdir(Path(past[0]).parent)
+    relative = [Path(p).name for p in past]
+    assert _past_runs(relative, fitter, world_candidates) == tuple(runs)
+    assert _past_runs(None, fitter, world_candidates) == tuple(runs)
+    with pytest.raises(InputError, match="other past campaigns") as err:
+        _past_runs(relative[:1], fitter, world_candidates)
+    assert err.value.table == "fitter"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +41,29 @@ def _prior_classes() -> dict[str, type]:
 
     return {"gains": GainsPriors, "exec_risk": ExecRiskPriors, "transfer": TransferPriors,
             "sensitivity": SensitivityPriors, "costs": CostPriors}
+
+
+def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tuple:
+    """The past campaigns of a fit: read from ``past`` (paths, or PastCampaign objects — not
+    both), or the given fitter's own.  A fitter and ``past=`` together must name the same
+    campaigns (compared by their real paths, so a folder given relative and absolute is the
+    same campaign)."""
+    runs: tuple = ()
+    if past:
+        from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
+
+        given = [p for p in past if isinstance(p, PastCampaign)]
+        paths = [p for p in past if not isinstance(p, PastCampaign)]
+        if given and paths:
+            raise InputError("past", "give paths or PastCampaign objects, not both")
+        runs = tuple(given) or read_past_campaigns(paths, cs)
+    if fitter is None:
+        return runs
+    if past and ([os.path.realpath(c.source) for c in fitter.past]
+                 != [os.path.realpath(c.source) for c in runs]):
+        raise InputError("fitter", "the fitter was built with other past campaigns than "
+                                   "past=; pass fitter=None, or the fitter alone")
+    return tuple(fitter.past)
 
 
 def model_priors(cfile: CandidateFile | None = None,
@@ -160,20 +184,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step = integer(step, "--step", minimum=0)
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
-    past_runs: tuple = ()
-    if past:
-        from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
-
-        given = [p for p in past if isinstance(p, PastCampaign)]
-        paths = [p for p in past if not isinstance(p, PastCampaign)]
-        if given and paths:
-            raise InputError("past", "give paths or PastCampaign objects, not both")
-        past_runs = tuple(given) or read_past_campaigns(paths, cs)
-    if fitter is not None:  # a given fitter brings its own past campaigns
-        if past and [c.source for c in fitter.past] != [c.source for c in past_runs]:
-            raise InputError("fitter", "the fitter was built with other past campaigns than "
-                                       "past=; pass fitter=None, or the fitter alone")
-        past_runs = tuple(fitter.past)
+    past_runs = _past_runs(past, fitter, cs)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings.for_draws(
