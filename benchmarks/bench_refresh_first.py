@@ -11,7 +11,7 @@ method-pair prior γ_{SI-refresh→DR} ~ N(``--mean``, ``--sd``²) (``[[interact
 Printed per arm: the share of campaigns that ran sim_refresh before the first DR candidate
 (with its exact 95 % Clopper–Pearson interval), the first choices, and the mean final J.
 
-    uv run python benchmarks/bench_refresh_first.py [--seeds 6] [--horizon 3]
+    uv run python benchmarks/bench_refresh_first.py [--seeds 6] [--first-seed 0] [--horizon 3]
         [--continuation one_step|lookahead2|rolloutD[+psis]]
 """
 
@@ -25,6 +25,8 @@ from dataclasses import replace
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed … first-seed + seeds − 1")
     parser.add_argument("--horizon", type=int, default=3)
     parser.add_argument("--boost", type=float, default=2.0)
     parser.add_argument("--mean", type=float, default=0.3)
@@ -55,7 +57,7 @@ def main() -> None:
     stated = (InteractionPrior("SI-refresh", "DR", args.mean, args.sd, "method"),)
     arms = {"no prior knowledge": (), "stated prior": stated}
     results: dict[str, list[dict]] = {a: [] for a in arms}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for arm, st in arms.items():
             world = SyntheticWorld(seed=seed, interactions=truth, stated_interactions=st)
             t0 = time.perf_counter()
