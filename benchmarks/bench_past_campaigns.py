@@ -34,8 +34,8 @@ K    90 % width γ(si→dr_1e6)   90 % width γ(si→dr_1e7)   coverage    conve
 Compile of the campaign model ≈ 85–95 s per K (first fit of a K), then 10–25 s per fit.
 With random orders and one run of each adaptation per campaign, a past campaign informs γ only
 by comparing campaigns (its own θ offset partly absorbs its own step), so intervals narrow slowly;
-γ(si_friction → dr_1e7) = −0.25 lies just outside the default γ prior's 90 % interval
-(± 0.245), which is why it is not covered at K = 0.
+γ(si_friction → dr_1e7) = −0.25 lay just outside the then default γ prior's 90 % interval
+(± 0.245, scale 0.14), which is why it was not covered at K = 0 in that run.
 
 After the default scale of γ went from 0.14 to 0.25 (``--seeds 3 --ks 0,4``, December 2026):
 widths 0.802 / 0.835 at K = 0 and 0.600 / 0.695 at K = 4 (dr_1e6 / dr_1e7), coverage 3/3 and

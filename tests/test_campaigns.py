@@ -146,7 +146,7 @@ def past_fit(campaign_dirs, world_candidates):
     return fit(cur, cfile, fitter=fitter, seed=3, sensitivity=False)
 
 
-def test_fit_with_past_campaigns_records_them_and_converges(past_fit):
+def test_fit_with_past_campaigns_records_them_and_mixes(past_fit):
     a = past_fit.belief.attrs
     assert "team0" in a["past_campaigns"] and "team1" in a["past_campaigns"]
     assert [c["label"] for c in past_fit.settings["past_campaigns"]] == ["team0", "team1"]
@@ -163,8 +163,11 @@ def test_fit_with_past_campaigns_records_them_and_converges(past_fit):
     # ≤ 1.01 for the campaign offsets is a coin toss (R-hat 1.014 at campaign_offset after
     # two escalations with the order-effect scale 0.25; 6/6 fits pass at 4 × 1000 in
     # bench_past_campaigns.py)
-    assert int(a["gains_attempts"]) >= 1 and a["gains_reason"]
-    assert (int(a["gains_reliable"]) == 1) == (a["gains_reason"] == "converged")
+    assert 1 <= int(a["gains_attempts"]) <= 3  # the first fit and at most two escalations
+    # a loose check that still catches a broken campaign level (a stuck chain gives R-hat ≫
+    # 1.05; a funnel gives divergences): measured 1.0142 and 0 at 2 × 300
+    assert float(a["gains_rhat_max"]) < 1.05, a["gains_reason"]
+    assert int(a["gains_divergences"]) == 0, a["gains_reason"]
 
 
 def test_decide_refit_is_refused_on_a_belief_fitted_with_past_campaigns(past_fit):
@@ -245,8 +248,9 @@ def test_past_campaigns_narrow_the_order_effect_of_si_friction_on_dr():
             assert int(f.belief.attrs["gains_reliable"]) == 1
         # narrower by more than the Monte Carlo error of a 90 % width at ESS ≈ 700 (≈ 2.5 %)
         assert widths[4] < 0.93 * widths[0], widths
-        assert means[4] < means[0] - 0.02, means  # towards the truth −0.25 (measured: 0.000
-        # → −0.131, widths 0.482 → 0.413 and 0.423 in two runs)
+        assert means[4] < means[0] - 0.02, means  # towards the truth −0.25 (measured with
+        # the γ scale 0.14: 0.000 → −0.131, widths 0.482 → 0.413 and 0.423 in two runs; passes
+        # with the scale 0.25, where bench_past_campaigns.py shows 17 % narrower at K = 4)
 
 
 def _csv_layout(folder: Path, world: SyntheticWorld, order: list[str], text: str) -> Path:

@@ -43,7 +43,12 @@ after m:
   gain change does not depend on what ran before it — not for the gains model, whose steps
   add on the logit scale (so not even without order effects, once m changed the policy), and
   it leaves out γ_{m→c} from c's outcomes.  A state the shortcut gets right (m a diagnosis, or
-  any m that leaves the draws unchanged) gives the same numbers bit for bit either way.
+  any m that leaves the draws unchanged) gives the same numbers bit for bit either way, for
+  experiments as ``experiments_from_belief`` builds them.  The inner steps use the
+  experiments of ``then()`` as built: experiments the decision replaced at s_t (the
+  execution-risk wrappers of :mod:`belief.decision.cvu_safety`, or experiments passed to
+  ``decide``) are used for m's own outcome only; after it, the outcome model is the gains
+  model's (the gate is held at s_t there anyway, so a safety outcome would only reweight).
 
 **Estimator.**  With the S joint draws and the first outcomes Y_j of m (j = 1..J, the draws of
 one-step CVU: common random numbers), w_j = PSIS-smoothed weights of log p(Y_j | θ):

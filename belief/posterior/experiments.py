@@ -93,9 +93,14 @@ def experiments_from_belief(belief: xr.Dataset, candidates: CandidateSet, trials
 
     Every experiment's ``then`` gives the experiments of the state after it, built the same
     way from :func:`models.gains.state_after` (m's policy change, repeat count and order
-    effects; lazily, cached, recursively), without refit hook or channel split.  The fresh
+    effects; lazily, cached, recursively), without refit hook or channel split (a step that
+    leaves the draws unchanged — a diagnosis, or an actor already in the history — returns
+    these depth-0 experiments, hook included; the look-ahead reads neither).  The fresh
     run-to-run noise of the state d executions ahead is drawn from ``default_rng([seed, d])``:
-    the same for every path of the same depth (common random numbers across candidates).
+    the same for every path of the same depth (common random numbers across candidates), and
+    the same for every CVU seed (the CVU engine passes none): like ``z_now``/``z_next`` it is
+    a fixed part of the draws, not re-drawn by ``CVUSettings.seed``, and ``cvu_mcse`` does not
+    count it.
     """
     from models import gains
 
