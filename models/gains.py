@@ -1437,26 +1437,17 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
     ``order=False`` leaves m out of the history of the later executions (offset Σ_{a ∈ h}
     γ_{a→·} instead of Σ_{a ∈ h ∪ {m}}): the next gains without m's order effects, used to
     split CVU by channel (:mod:`belief.decision.cvu_channels`).  Without order effects in
-    the draws it changes nothing.
+    the draws it changes nothing.  Computed as :func:`gain_from_draws` of
+    :func:`state_after` (the state after m, whose next executions these are).
     """
-    ids = list(draws["candidate"].values)
     if m is None:
         return gain_from_draws(draws)
-    if adapts is None:
-        adapts = m in ids
-    eta, theta, tau, rho, k, z_now, z_next = _arrays(draws)
-    after = _offset_after(draws, m) if order else _offset(draws)
-    if not adapts:
-        g = _gain(eta, theta, tau, rho, k, z_now, after)
-    else:
-        k2 = k.copy()
-        k2[ids.index(m)] += 1
-        g = _gain(executed_logit(draws, m), theta, tau, rho, k2, z_next, after)
-    return xr.DataArray(g, dims=("sample", "candidate"), coords={"candidate": ids}, name="gain")
+    return gain_from_draws(state_after(draws, m, adapts, order=order))
 
 
 def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
-                seed: int | list[int] | tuple[int, ...] = 0) -> xr.Dataset:
+                seed: int | list[int] | tuple[int, ...] = 0, order: bool = True
+                ) -> xr.Dataset:
     """The decision draws of the state after executing m once, on the same samples.
 
     For an adaptation m (``adapts``; default: m is one of the draws' candidates)::
@@ -1468,9 +1459,11 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
     ``gains_offset`` ← Σ_{a ∈ h ∪ {m}} γ_{a→·} (:func:`_offset_after`).  A model update
     (``adapts`` False) only joins the history (the policy and the noise are unchanged, as in
     :func:`next_gain`); anything else (a diagnosis, or m not in the draws) leaves the state as
-    it is and returns ``draws`` itself.  So, for every candidate c,
+    it is and returns ``draws`` itself.  ``order=False`` leaves m out of the history (the
+    state without m's order effects, for :func:`next_gain`'s channel split).  So, for every
+    candidate c,
 
-        :func:`gain_from_draws` (state_after(d, m)) = :func:`next_gain` (d, m)  (bit for bit)
+        :func:`gain_from_draws` (state_after(d, m)) = :func:`next_gain` (d, m)  (its definition)
         :func:`next_gain` (state_after(d, m), c)     = the gains after m then c,
 
     and :func:`simulate` / :func:`loglik` on the result are c's experiment from the state after
@@ -1483,9 +1476,9 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
     ids = [str(c) for c in draws["candidate"].values]
     if adapts is None:
         adapts = m in ids
-    order = "gains_gamma" in draws
-    actors = [str(a) for a in draws["actor"].values] if order else []
-    joins = order and m in actors and not float(
+    has_order = "gains_gamma" in draws
+    actors = [str(a) for a in draws["actor"].values] if has_order else []
+    joins = order and has_order and m in actors and not float(
         draws["gains_history"].values[actors.index(m)]) > 0
     if not adapts and not joins:
         return draws
