@@ -18,10 +18,14 @@ interval over worlds (4000 resamples).  V* bounds the *expected* net value of an
 campaign's realised V can exceed it by the luck of its outcomes, so single regrets can be
 negative (their number is printed).  ``--continuations`` adds Q with a non-myopic CVU
 continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation``, with
-``--inner`` inner outcomes) as further rows; the old one-step oracle stays as ``oracle``.
+``--inner`` inner outcomes) as further rows; ``--gains-arm NAME:FIELD=V`` adds Q with other
+gains-model priors (``q_NAME``; e.g. ``no_order:order_effects=false``, the belief without
+order effects: a belief change before/after on the same worlds in one run); the old one-step
+oracle stays as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
         [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
+        [--gains-arm no_order:order_effects=false]
 
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
@@ -66,6 +70,10 @@ def main() -> None:
                         help="comma-separated non-myopic CVU continuations to add as Q rows: "
                              "lookahead2, rolloutD (D = depth), one_step; '+psis' forces the "
                              "PSIS estimator for every candidate (e.g. lookahead2+psis)")
+    parser.add_argument("--gains-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
+                        help="Q with other gains-model priors as a further row q_NAME, e.g. "
+                             "no_order:order_effects=false or g014:gamma_sd=0.14 (repeatable; "
+                             "the before/after of a belief change in one run)")
     parser.add_argument("--inner", type=int, default=8,
                         help="inner outcomes of the non-myopic continuations")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
@@ -73,6 +81,11 @@ def main() -> None:
                         help="summarise the rows of earlier runs (comma-separated JSON files) "
                              "instead of running")
     args = parser.parse_args()
+    try:
+        gains_arms = [(name, dict(_gains_field(f) for f in fields))
+                      for name, *fields in (a.split(":") for a in args.gains_arm)]
+    except ValueError as e:
+        parser.error(str(e))
     weights = {r: v * args.weights_scale
                for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
     if args.from_json:
@@ -87,22 +100,24 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    arms = [("", settings, policies)] if policies else []
+    arms = [("", settings, policies, None)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
         spec, _, estimator = cont.partition("+")
         kind, depth = (spec, 2 if spec == "lookahead2" else 1) if spec in (
             "lookahead2", "one_step") else ("rollout", int(spec.removeprefix("rollout")))
         cvu = replace(settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
                       inner_outcomes=args.inner, estimator=estimator or "auto")
-        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"]))
+        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"], None))
+    arms += [(f"q_{name}", settings, ["q"], gains) for name, gains in gains_arms]
     worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
         range(args.worlds))
     rows: list[dict] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i, v in enumerate(worlds):  # world by world, written after each: partial runs count
-        for name, st, pols in arms:
+        for name, st, pols, gains in arms:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
-                                 scheduler=args.scheduler, budget_scale=args.budget_scale)
+                                 scheduler=args.scheduler, budget_scale=args.budget_scale,
+                                 gains=gains)
             rows.extend({**r, "policy": name} if name else r for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
                   f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)
@@ -112,6 +127,22 @@ def main() -> None:
     summarise(rows, weights, f"{len(worlds)} worlds x {len(policies)} policies, horizon "
               f"{args.horizon}, {args.draws} draws/chain, CVU {args.outcomes} outcomes "
               f"({wall / 60:.1f} min)")
+
+
+def _gains_field(text: str) -> tuple[str, object]:
+    """``FIELD=V`` of ``--gains-arm``: a :class:`models.gains.GainsPriors` field and its value
+    (``true``/``false`` → bool, else a float); an unknown field is refused by name."""
+    from dataclasses import fields
+
+    from models.gains import GainsPriors
+
+    key, sep, value = text.partition("=")
+    allowed = {f.name for f in fields(GainsPriors)}
+    if not sep or key not in allowed:
+        raise ValueError(f"--gains-arm: {text!r} is not FIELD=V with FIELD one of "
+                         f"{', '.join(sorted(allowed))}")
+    low = value.strip().lower()
+    return key, (low == "true") if low in ("true", "false") else float(value)
 
 
 def _compare(df: pd.DataFrame, col: str, label: str) -> None:

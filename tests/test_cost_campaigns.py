@@ -262,3 +262,31 @@ def test_decide_on_an_overrun_campaigns_belief_file_clamps_the_budget(overrun_ru
         assert decision.attrs[f"budget_{r}"] == 0.0
     assert "overrun, clamped at 0 as in the campaign: " in decision.attrs["budget_source"]
     assert all(f"{r}: spent " in decision.attrs["budget_source"] for r in over)
+
+
+def test_policy_run_fits_with_the_gains_priors_it_is_given(monkeypatch):
+    """many.policy_run's ``gains`` overrides reach the campaign's fitter (the policy
+    benchmark's ``--gains-arm``: a belief change before/after in one run); without them the
+    campaign builds its default fitter."""
+    import belief.campaign.loop as loop
+    from belief.campaign.loop import CampaignSettings, settings_to_dict
+    from belief.campaign.many import policy_run
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(world, settings, out=None, fitter=None, **kw):
+        seen.append(fitter)
+        raise Stop
+
+    monkeypatch.setattr(loop, "Campaign", capture)
+    s = settings_to_dict(CampaignSettings(horizon=1, weights={"real_h": 0.01, "compute": 0.0,
+                                                              "eng_h": 0.0}))
+    with pytest.raises(Stop):
+        policy_run((3, "u0", s, 1.0, {"order_effects": False, "gamma_sd": 0.5}))
+    with pytest.raises(Stop):
+        policy_run((3, "u0", s, 1.0, {}))
+    assert seen[0].gains_priors.order_effects is False and seen[0].gains_priors.gamma_sd == 0.5
+    assert seen[1] is None

@@ -124,11 +124,15 @@ def _spent(campaign: Any) -> np.ndarray:
     return campaign.costs_table()[list(campaign.candidates.resources)].sum().to_numpy(float)
 
 
-def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str, Any], float]
-               ) -> dict[str, Any]:
+def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
     (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
-    true J and the budget spent after the step)."""
+    true J and the budget spent after the step).
+
+    ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains]])``: ``gains`` a
+    mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
+    ``{"order_effects": False}``), or None for the defaults.
+    """
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
 
@@ -139,10 +143,17 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
     settings = replace(settings_from_dict(settings_dict), allocation=policy)
     if policy != "q":
         settings = replace(settings, beta=0.0)
+    fitter = None
+    if len(rest) > 1 and rest[1]:  # another gains prior (benchmarks of the belief itself)
+        from belief.posterior.fitter import BeliefFitter
+        from models.gains import GainsPriors
+
+        fitter = BeliefFitter(world.candidates, settings.fit,
+                              gains_priors=GainsPriors(**dict(rest[1])))
     import time
 
     t0 = time.perf_counter()
-    campaign = Campaign(world, settings)
+    campaign = Campaign(world, settings, fitter=fitter)
     trace: list[dict[str, Any]] = []
 
     def on_step(step: int, decision: xr.Dataset, outcome: Any) -> None:
@@ -185,9 +196,12 @@ def policy_run(args: tuple[int, str, dict[str, Any]] | tuple[int, str, dict[str,
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
                  *, scheduler: str | None = None, workers: int | None = None,
                  threads: bool = False, budget_scale: float = 1.0,
+                 gains: dict[str, Any] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every policy on every world variation (the policy benchmark), in a fixed order
-    (``budget_scale`` multiplies every world's starting budget)."""
-    items = [(v, p, settings_dict, float(budget_scale)) for v in variations for p in policies]
+    (``budget_scale`` multiplies every world's starting budget; ``gains`` overrides fields of
+    the gains model's priors, :class:`models.gains.GainsPriors`, for every campaign)."""
+    items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}))
+             for v in variations for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)
