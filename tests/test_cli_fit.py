@@ -387,16 +387,17 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
     capsys.readouterr()
     table = pd.read_csv(out / "decision.csv").set_index("candidate")
     scored = table[table.feasible]
-    # the rollout needs importance weights: when the one-step estimator used regression for
-    # any candidate (an informative paired evaluation), no candidate gets it (all or none)
+    # every scored candidate gets the rollout of depth 2, by one estimator: importance
+    # weights, or nested regression for all when the one-step estimator used regression for
+    # any (an informative paired evaluation)
     regression = scored["cvu_method"].str.startswith("regression")
-    used = "one_step" if regression.any() else "rollout(d=2)"
-    assert (scored["cvu_continuation"] == used).all()
-    assert scored["cvu_method"].str.endswith("+rollout").all() == (not regression.any())
+    suffix = "+rollout-by-regression" if regression.any() else "+rollout"
+    assert (scored["cvu_continuation"] == "rollout(d=2)").all()
+    assert scored["cvu_method"].str.endswith(suffix).all(), scored["cvu_method"]
     api = load(fitted_file).decide(cvu_outcomes=32, continuation="rollout", rollout_depth=2)
     assert api.attrs["continuation"] == "rollout"
-    assert api.attrs["continuation_used"] == used
-    assert api.attrs["continuation_depth"] == (1 if regression.any() else 2)
+    assert api.attrs["continuation_used"] == "rollout(d=2)"
+    assert api.attrs["continuation_depth"] == 2
     chosen = table.index[table.chosen].tolist()
     assert chosen == [api.attrs["chosen"]]
     np.testing.assert_allclose(scored["cvu"].values,

@@ -218,20 +218,21 @@ def _two_probe_state(informative_b: bool):
     return cs, state, exps
 
 
-def _decide(cs, state, exps, cont):
+def _decide(cs, state, exps, cont, depth=2, inner=8, estimator="auto"):
     st = DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8, stability_resamples=0,
                           cvu=CVUSettings(n_outcomes=128, seed=1, continuation=cont,
-                                          inner_outcomes=8))
+                                          inner_outcomes=inner, rollout_depth=depth,
+                                          estimator=estimator))
     return decide(state, cs, st, experiments=exps)
 
 
-def test_continuation_is_all_or_none_when_one_candidate_needs_regression():
-    """probe_b's one-step CVU uses regression (no likelihood): the look-ahead can be computed
-    for no candidate with the same meaning, so every candidate keeps the one-step CVU — the
-    same numbers as one_step exactly — and the decision says which continuation it used and
-    why (naming probe_b)."""
+def test_deep_rollout_is_all_or_none_when_one_candidate_needs_regression():
+    """probe_b's one-step CVU uses regression (no likelihood): a rollout of depth 3 has no
+    estimator without importance weights, so no candidate gets it and every candidate keeps
+    the one-step CVU — the same numbers as one_step exactly — and the decision says which
+    continuation it used and why (naming probe_b)."""
     cs, state, exps = _two_probe_state(informative_b=True)
-    one, la = _decide(cs, state, exps, "one_step"), _decide(cs, state, exps, "lookahead2")
+    one, la = _decide(cs, state, exps, "one_step"), _decide(cs, state, exps, "rollout", 3)
     assert str(la["cvu_method"].sel(candidate="probe_b").values).startswith("regression")
     assert str(la["cvu_method"].sel(candidate="probe_a").values).startswith("psis")
     np.testing.assert_array_equal(la["cvu"].values, one["cvu"].values)
@@ -239,7 +240,7 @@ def test_continuation_is_all_or_none_when_one_candidate_needs_regression():
     assert la.attrs["g0_null"] == one.attrs["g0_null"]
     assert la.attrs["chosen"] == one.attrs["chosen"]
     assert set(la["cvu_continuation"].values[la["feasible"].values]) == {"one_step"}
-    assert not any(str(m).endswith("+lookahead2") for m in la["cvu_method"].values)
+    assert not any(str(m).endswith("+rollout") for m in la["cvu_method"].values)
     assert la.attrs["continuation_used"] == "one_step"
     assert "probe_b (regression" in la.attrs["continuation_reason"]
     # the fallback is a one-step decision, so CVU's channel split is computed, as for one_step
@@ -264,12 +265,84 @@ def test_continuation_applies_to_every_candidate_when_all_have_weights():
     assert np.isfinite(one["cvu_own"].values[feasible]).all()
 
 
+@pytest.mark.parametrize("cont", ["lookahead2", "rollout"])
+def test_two_step_continuation_by_regression_agrees_with_the_weighted_one(cont):
+    """Both probes have a likelihood: the importance-weighted continuation (``estimator =
+    "psis"``) and the nested-regression one (``"regression"``) estimate the same E_Y[V] of
+    each candidate, within 4 combined outcome errors plus both bias bounds; and the two
+    probes (same prior, same noise) are worth the same by regression, within its errors."""
+    cs, state, exps = _two_probe_state(informative_b=False)
+    w, r = (_decide(cs, state, exps, cont, 2, inner=32, estimator=e) for e in ("psis",
+                                                                              "regression"))
+    assert w.attrs["continuation_used"] == r.attrs["continuation_used"] == f"{cont}(d=2)"
+    assert "nested regression" in r.attrs["continuation_reason"]
+    for k in ("probe_a", "probe_b"):
+        a, b = w.sel(candidate=k), r.sel(candidate=k)
+        assert str(b["cvu_method"].values) == f"regression+{cont}-by-regression"
+        assert str(a["cvu_method"].values).endswith(f"+{cont}")
+        tol = 4 * np.hypot(float(a["cvu_mcse"]), float(b["cvu_mcse"])) + float(
+            a["cvu_bias_bound"]) + float(b["cvu_bias_bound"])
+        assert abs(float(a["cvu"]) - float(b["cvu"])) <= tol, (k, float(a["cvu"]),
+                                                                float(b["cvu"]), tol)
+    a, b = r.sel(candidate="probe_a"), r.sel(candidate="probe_b")
+    tol = 4 * np.hypot(float(a["cvu_mcse"]), float(b["cvu_mcse"])) + float(
+        a["cvu_bias_bound"]) + float(b["cvu_bias_bound"])
+    assert abs(float(a["cvu"]) - float(b["cvu"])) <= tol
+    assert float(b["cvu"]) > 4 * float(b["cvu_mcse"])  # learning b's gain is worth something
+
+
+def test_one_candidate_needing_regression_puts_every_candidate_on_nested_regression():
+    """probe_b has no likelihood (its one-step CVU uses regression): the importance-weighted
+    inner steps could not learn from it, so the two-step look-ahead is estimated by nested
+    regression for every candidate, and the decision says so (naming probe_b).  The two
+    probes are worth the same; by regression probe_a's value is the exact one of the
+    normal–normal problem (0.02107 by quadrature), which the weighted look-ahead, deaf to
+    probe_b's outcome in its inner step, would put at 0.0100."""
+    cs, state, exps = _two_probe_state(informative_b=True)
+    d = _decide(cs, state, exps, "lookahead2", 2, inner=32)
+    assert d.attrs["continuation_used"] == "lookahead2(d=2)"
+    assert "nested regression" in d.attrs["continuation_reason"]
+    assert "probe_b (regression" in d.attrs["continuation_reason"]
+    methods = {str(m) for m, f in zip(d["cvu_method"].values, d["feasible"].values,
+                                      strict=True) if f}
+    assert methods == {"regression+lookahead2-by-regression", "psis+cv+lookahead2-by-regression",
+                       "no outcome+lookahead2-by-regression"}, methods
+    a, b = d.sel(candidate="probe_a"), d.sel(candidate="probe_b")
+    tol = 4 * np.hypot(float(a["cvu_mcse"]), float(b["cvu_mcse"])) + float(
+        a["cvu_bias_bound"]) + float(b["cvu_bias_bound"])
+    assert abs(float(a["cvu"]) - float(b["cvu"])) <= tol
+    assert float(a["cvu"]) > 0.015
+
+
+@pytest.mark.parametrize(("name", "cont"), [("two_pilots_needed", "lookahead2"),
+                                            ("pilot_then_commit", "lookahead2"),
+                                            ("budget_binds", "rollout"),
+                                            ("pilot_then_commit", "rollout")])
+def test_nested_regression_continuation_matches_backward_induction(name, cont):
+    """The two-step continuations by nested regression (``estimator="regression"``: no
+    importance weights at either stage) against the exact values by backward induction / exact
+    greedy enumeration, as the importance-weighted ones above: −4·se ≤ mean − exact ≤ 4·se +
+    b̄ over 8 seeds, b̄ the mean reported bias bound of the maxima over fitted values."""
+    p = _problem(name)
+    exact = (_exact_lookahead2_cvu(p, p.initial) if cont == "lookahead2"
+             else _exact_rollout_cvu(p, p.initial, 2))
+    mean, se, bias = _seeds(p, continuation=cont, rollout_depth=2, inner_outcomes=16,
+                            estimator="regression")
+    ok = p.feasible(p.initial)
+    diff = (mean - exact)[ok]
+    assert (diff >= -4 * se[ok] - 1e-9).all() and (diff <= 4 * se[ok] + bias[ok] + 1e-9).all(), \
+        (name, mean, exact, se, bias)
+
+
 def test_continuation_choice_rule():
     from belief.decision.cvu_lookahead import continuation_choice
 
     ok = {"a": "no outcome", "p": "psis+cv", "q": "psis+cv+refit", "f": "failed"}
     assert continuation_choice(2, "lookahead2", ok) == (
         "lookahead2(d=2)", "lookahead2 of depth 2 for every scored candidate")
+    # two steps: a candidate needing regression gets the nested-regression continuation
+    for kind in ("lookahead2", "rollout"):
+        assert continuation_choice(2, kind, {**ok, "r": "regression"})[0] == f"{kind}(d=2)"
     used, why = continuation_choice(3, "rollout", {**ok, "r": "regression+ls"})
     assert used == "one_step" and "r (regression+ls)" in why and "p (" not in why
     used, why = continuation_choice(1, "rollout", ok, "no decisions left after m")

@@ -197,13 +197,14 @@ def _exact_expected(draws, m, ids, left, kind):
     return sum(pk * v(after, wk, ids, left - 1, 1) for pk, wk in zip(p, post, strict=True))
 
 
-def _engine(draws, cs, kind, strip_then=False, seed=3, outcomes=512, inner=32, depth=2):
+def _engine(draws, cs, kind, strip_then=False, seed=3, outcomes=512, inner=32, depth=2,
+            estimator="auto"):
     exps = experiments_from_belief(draws, cs, trials=TRIALS)
     if strip_then:
         exps = {k: replace(e, then=None) for k, e in exps.items()}
     gain = gains.gain_from_draws(draws).sel(candidate=cs.ids).values
     st = CVUSettings(n_outcomes=outcomes, seed=seed, continuation=kind, inner_outcomes=inner,
-                     rollout_depth=depth, channel_split=False)
+                     rollout_depth=depth, channel_split=False, estimator=estimator)
     return continuation_value(gain, exps, cs.ids, np.full((len(cs.ids), 1), COST),
                               np.array([1.0]), lambda b: np.array([1.0]),
                               parse_functional("mean"), settings=st)
@@ -234,6 +235,28 @@ def test_continuation_after_a_is_exact_with_a_large_order_effect(kind):
     tol = 4 * se + float(new["cvu_bias_bound"].sel(candidate="a")) + 1e-4
     assert abs(value(new) - exact) <= tol, (value(new), exact, se, tol)
     assert abs(value(old) - exact) > 100 * tol, (value(old), exact, tol)
+
+
+@pytest.mark.parametrize("kind", ["lookahead2", "rollout"])
+def test_nested_regression_continuation_uses_the_state_after_m(kind):
+    """The nested-regression continuation (``estimator="regression"``) takes c's outcomes and
+    gains from ``Experiment.then`` as the weighted one does: E_Y[V(s^{a,Y})] equals exact
+    enumeration within 4 outcome errors + its bias bound, and the old shortcut is off by
+    more than 10 times that (0.25 and 0.13 against tolerances below 0.01)."""
+    cs = _candidates(with_probe=False)
+    d = _draws(400, order=True).sel(candidate=cs.ids)
+    exact = _exact_expected(d, "a", cs.ids, 50, kind)
+    new = _engine(d, cs, kind, estimator="regression")
+    old = _engine(d, cs, kind, strip_then=True, estimator="regression")
+
+    def value(ds):
+        return float(ds["cvu"].sel(candidate="a")) + ds.attrs["g0_null"]
+
+    assert str(new["cvu_method"].sel(candidate="a").values).endswith("-by-regression")
+    tol = 4 * float(new["cvu_mcse"].sel(candidate="a")) + float(
+        new["cvu_bias_bound"].sel(candidate="a"))
+    assert abs(value(new) - exact) <= tol, (value(new), exact, tol)
+    assert abs(value(old) - exact) > 10 * tol, (value(old), exact, tol)
 
 
 def test_rollout_of_depth_three_is_exact_with_a_large_order_effect():

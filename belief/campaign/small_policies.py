@@ -215,7 +215,7 @@ def _binom_loglik(y: np.ndarray, n: int, theta: np.ndarray) -> np.ndarray:
 
 def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
                n_outcomes: int = 256, seed: int = 0, continuation: str = "one_step",
-               rollout_depth: int = 2, inner_outcomes: int = 32
+               rollout_depth: int = 2, inner_outcomes: int = 32, estimator: str = "auto"
                ) -> dict[str, np.ndarray | float]:
     """The engine's U0 and CVU at s, from S joint draws of the conjugate posterior.
 
@@ -266,7 +266,8 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
         repeatable=np.array([arm.repeatable for arm in problem.arms]),
         settings=CVUSettings(n_outcomes=n_outcomes, max_refits=0,
                              seed=int(rng.integers(2**31)), continuation=continuation,
-                             rollout_depth=rollout_depth, inner_outcomes=inner_outcomes),
+                             rollout_depth=rollout_depth, inner_outcomes=inner_outcomes,
+                             estimator=estimator),
         steps_after=problem.steps_left(s) - 1)
     out = {"u0": fn(gain_now.T) - problem.c_lambda, "cvu": ds["cvu"].values.astype(float),
            "cvu_mcse": ds["cvu_mcse"].values.astype(float), "g0_null": ds.attrs["g0_null"]}

@@ -84,7 +84,9 @@ from belief.decision.cvu_lookahead import (
     continuation_choice,
     continuation_rows,
     expected_continuation,
+    needs_weights,
 )
+from belief.decision.cvu_lookahead_regression import regression_continuation
 from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
@@ -275,15 +277,18 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
     ``g0_null`` holds V(s^∅); the one-step estimator is computed first for every candidate
-    (it chooses between PSIS and regression).  The continuation is used for all scored
-    candidates or for none (:func:`belief.decision.cvu_lookahead.continuation_choice`): when
-    the one-step estimator used regression for any of them (an informative study: no
-    importance weights to look further ahead from), every candidate keeps the one-step CVU —
-    the dataset is then the one-step one — and the attributes ``continuation_used`` and
-    ``continuation_reason`` say which continuation was used and why.  With the
-    continuation, ``cvu_draws_se`` is NaN (not estimated) and ``cvu_se`` is the outcome error
-    only; ``cvu_bias_bound`` bounds the look-ahead's upward bias from the max over noisy inner
-    estimates.
+    (it chooses between PSIS and regression).  The continuation is importance-weighted
+    (:mod:`belief.decision.cvu_lookahead`) when every scored candidate's one-step estimate
+    used PSIS, and by nested regression (:mod:`belief.decision.cvu_lookahead_regression`;
+    two steps only) for every candidate when any used regression (an informative study: no
+    weights to look further ahead from).  It is used for all scored candidates or for none
+    (:func:`belief.decision.cvu_lookahead.continuation_choice`): a rollout deeper than two
+    steps when any candidate needs regression falls back to the one-step CVU for every
+    candidate — the dataset is then the one-step one — and the attributes
+    ``continuation_used`` and ``continuation_reason`` say which continuation was used and
+    why.  With the continuation, ``cvu_draws_se`` is NaN (not estimated) and ``cvu_se`` is the
+    outcome error only; ``cvu_bias_bound`` bounds the continuation's upward bias from the max
+    over noisy inner estimates (or fitted values).
 
     Returns
     -------
@@ -433,6 +438,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         depth, g0_base = 1, g0_null
         cont[:] = "one_step"
         bias_bound[:] = 0.0
+    # one estimator family for every candidate (continuation_choice): nested regression when
+    # any scored candidate's one-step estimate could not use importance weights
+    by_regression = depth > 1 and any(needs_weights(v[1].method) for v in one_step.values())
     for c, (exp, est, nxt, b_next, avail_next, streams) in one_step.items():
         if settings.channel_split and depth <= 1 and belief_ok:  # the one-step CVU's split
             try:
@@ -447,13 +455,19 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 split[k][c] = v
         if depth > 1 and est.method != "failed":
             try:
-                ce = expected_continuation(
-                    ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
-                    settings.inner_outcomes, idx,
-                    np.random.default_rng([settings.seed, 101, c]),
-                    np.random.default_rng([settings.seed, 104, c]))
+                if by_regression:
+                    ce = regression_continuation(
+                        ctx, exp, nxt.gain, b_next, avail_next, kind, seed=settings.seed,
+                        column=c, replicates=settings.regression_replicates)
+                else:
+                    ce = expected_continuation(
+                        ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
+                        settings.inner_outcomes, idx,
+                        np.random.default_rng([settings.seed, 101, c]),
+                        np.random.default_rng([settings.seed, 104, c]))
                 est = Estimate(ce.value, ce.mcse,
-                               f"{est.method}+{kind}", f"{est.reason}; {kind} (depth "
+                               f"{est.method}+{kind}{'-by-regression' if by_regression else ''}",
+                               f"{est.reason}; {kind} (depth "
                                f"{depth}): the error of the draws is not estimated, "
                                "cvu_se is the outcome error only", n_outcomes=est.n_outcomes,
                                pareto_k=est.pareto_k, bad_share=est.bad_share,

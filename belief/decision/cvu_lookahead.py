@@ -98,7 +98,7 @@ from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
 
 __all__ = ["Context", "ContinuationEstimate", "continuation_choice", "continuation_rows",
-           "expected_continuation"]
+           "expected_continuation", "needs_weights"]
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def continuation_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np
     return _rollout_rows(ctx, w, gains, budget, available, depth, k, rng)
 
 
-def _needs_weights(method: str) -> bool:
+def needs_weights(method: str) -> bool:
     """Whether a one-step estimate by ``method`` leaves the continuation without its weights
     (the regression estimator: no reweighted posterior to look further ahead from)."""
     return method != "failed" and not (method.startswith("psis") or method == "no outcome")
@@ -337,15 +337,20 @@ def _needs_weights(method: str) -> bool:
 
 def continuation_choice(depth: int, kind: str, methods: Mapping[str, str],
                         truncated: str = "") -> tuple[str, str]:
-    """Which continuation one decision uses — for every scored candidate, or for none.
+    """Which continuation one decision uses — for every scored candidate, or for none — and
+    by which estimator.
 
     CVU(m) = E_Y[V(s^{m,Y})] − V(s^∅) ranks candidates only when V is the same function for
-    all of them: a candidate valued by G0 against others valued by V_2 ≥ G0 would be ranked
-    below them for the estimator, not for its value.  The look-ahead and the rollout need the
-    outer importance weights of m's outcomes; where the one-step estimator could not use them
-    (``regression``: the study is too informative for the weights), no candidate gets the
-    continuation and every one keeps the one-step E_Y[G0] (``failed`` candidates are not
-    ranked and do not count).
+    all of them, estimated alike: a candidate valued by G0 against others valued by V_2 ≥ G0
+    would be ranked below them for the estimator, not for its value.  The importance-weighted
+    continuations need the weights of every outcome on the way, and where the one-step
+    estimator could not use them for some candidate (``regression``: the study is too
+    informative for the weights, or it has no likelihood) the inner steps could not learn from
+    that candidate either.  So when any scored candidate needs regression, the two-step
+    continuations (``lookahead2``, ``rollout`` of depth 2) are estimated by nested regression
+    for *every* candidate (:mod:`belief.decision.cvu_lookahead_regression`); a deeper rollout
+    has no such estimator, and then no candidate gets the continuation and every one keeps the
+    one-step E_Y[G0] (``failed`` candidates are not ranked and do not count).
 
     Parameters
     ----------
@@ -359,19 +364,26 @@ def continuation_choice(depth: int, kind: str, methods: Mapping[str, str],
 
     Returns
     -------
-    (used, reason) : ``"one_step"`` or ``"<kind>(d=<depth>)"``, and a sentence saying why.
+    (used, reason) : ``"one_step"`` or ``"<kind>(d=<depth>)"``, and a sentence saying why
+    (and, when the continuation is estimated by nested regression, that it is and for which
+    candidates' sake).
     """
     if kind == "one_step":
         return "one_step", "one_step asked for"
     if depth <= 1:
         return "one_step", f"{kind} truncated to one step ({truncated or 'depth 1'})"
-    blocked = {c: m for c, m in methods.items() if _needs_weights(m)}
+    blocked = {c: m for c, m in methods.items() if needs_weights(m)}
+    names = ", ".join(f"{c} ({m})" for c, m in blocked.items())
+    if blocked and depth > 2:
+        return "one_step", (f"{kind} of depth {depth} not used for any candidate: beyond two "
+                            f"steps it needs the importance weights of the outcomes, and the "
+                            f"one-step estimator could not use them for {names}; every "
+                            "candidate keeps the one-step E_Y[G0] so that Q compares the "
+                            "same quantity")
     if blocked:
-        names = ", ".join(f"{c} ({m})" for c, m in blocked.items())
-        return "one_step", (f"{kind} not used for any candidate: it needs the importance "
-                            f"weights of the outcomes, and the one-step estimator could not "
-                            f"use them for {names}; every candidate keeps the one-step "
-                            "E_Y[G0] so that Q compares the same quantity")
+        return f"{kind}(d={depth})", (f"{kind} of depth {depth} for every scored candidate, "
+                                      f"by nested regression (no importance weights for "
+                                      f"{names})")
     return f"{kind}(d={depth})", f"{kind} of depth {depth} for every scored candidate"
 
 

@@ -42,7 +42,8 @@ from belief.decision.cvu_estimate import Estimate
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
-__all__ = ["natural_spline_basis", "regression_estimate", "spline_design"]
+__all__ = ["conditional_functional", "natural_spline_basis", "regression_estimate",
+           "spline_design"]
 
 _GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}
 
@@ -118,6 +119,31 @@ def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
     return best[1], best[2]
 
 
+def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Functional
+                           ) -> tuple[np.ndarray, np.ndarray, str]:
+    """φ̂_c(T_n) of every column c of ``resp`` (N, C') given the design x (N, p) of the
+    summaries (steps 2–3 of the module docstring): the least-squares fit μ̂_c(T) for the mean;
+    for an LCB or CVaR the location–scale form μ̂_c(T) + σ̂_c(T)·φ(ε̂_c).
+
+    Returns
+    -------
+    (phi, resid, method) : φ̂ (N, C'), the residuals g − μ̂ (N, C') and ``"regression"`` or
+    ``"regression+ls"``.
+    """
+    coef, _ = _lstsq(x, resp)
+    fitted = x @ coef
+    resid = resp - fitted
+    if functional.kind == "mean":
+        return fitted, resid, "regression"
+    lv, _ = _lstsq(x, np.log(resid**2 + 1e-300))
+    sig2 = np.exp(np.clip(x @ lv, -700, 700))
+    sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
+    sig = np.sqrt(sig2)
+    z = np.where(sig > 0, resid / np.where(sig > 0, sig, 1.0), 0.0)
+    k_eps = functional(z.T)  # φ of each column's standardised residuals
+    return fitted + sig * k_eps[None, :], resid, "regression+ls"
+
+
 def regression_estimate(nxt: NextState, functional: Functional,
                         simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray],
                         rng: np.random.Generator, *, replicates: int = 8,
@@ -155,20 +181,7 @@ def regression_estimate(nxt: NextState, functional: Functional,
                         terms=np.zeros((replicates, n_s)))
     resp = gain[idx][:, cols]  # (N, C')
     x, knots = _select_design(t, resp)
-    coef, _ = _lstsq(x, resp)
-    fitted = x @ coef
-    resid = resp - fitted
-    phi_c = fitted
-    method = "regression"
-    if functional.kind != "mean":
-        method = "regression+ls"
-        lv, _ = _lstsq(x, np.log(resid**2 + 1e-300))
-        sig2 = np.exp(np.clip(x @ lv, -700, 700))
-        sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
-        sig = np.sqrt(sig2)
-        z = np.where(sig > 0, resid / np.where(sig > 0, sig, 1.0), 0.0)
-        k_eps = functional(z.T)  # φ of each column's standardised residuals
-        phi_c = fitted + sig * k_eps[None, :]
+    phi_c, resid, method = conditional_functional(x, resp, functional)
     phi = np.full((n, n_c), -np.inf)
     phi[:, cols] = phi_c
     g0_n = nxt.g0(phi, feas)
