@@ -55,7 +55,12 @@ from itertools import combinations
 import numpy as np
 
 from belief.decision.cvu_lookahead import Context, ContinuationEstimate
-from belief.decision.cvu_regression import _GRID, _lstsq, conditional_functional, spline_design
+from belief.decision.cvu_regression import (
+    KNOT_GRID,
+    conditional_functional,
+    least_squares,
+    spline_design,
+)
 from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
 
@@ -115,13 +120,13 @@ def _design(t: np.ndarray, widths: tuple[int, ...], resp: np.ndarray) -> np.ndar
         return np.ones((n, 1))
     scale = resp.var(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    options = [block_design(t, widths, k) for k in _GRID.get(max(widths), (2, 4))]
+    options = [block_design(t, widths, k) for k in KNOT_GRID.get(max(widths), (2, 4))]
     cells = _cells(t)
     if cells is not None:
         options.append(cells)
     best = None
     for x in options:
-        coef, rank = _lstsq(x, resp)
+        coef, rank = least_squares(x, resp)
         if rank >= n - 1:
             continue
         rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
@@ -216,7 +221,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
         if t2 is t1:  # no second outcome: G0'' is already a function of T
             tail[:, j] = inner_g0
             continue
-        coef, _ = _lstsq(x1, inner_g0)
+        coef, _ = least_squares(x1, inner_g0)
         tail[:, j] = x1 @ coef
         tail_var += lev1 * float(((inner_g0 - tail[:, j]) ** 2).mean())
     total = u1 + tail

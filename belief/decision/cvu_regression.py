@@ -42,10 +42,10 @@ from belief.decision.cvu_estimate import Estimate
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
-__all__ = ["conditional_functional", "natural_spline_basis", "regression_estimate",
-           "spline_design"]
+__all__ = ["KNOT_GRID", "conditional_functional", "least_squares", "natural_spline_basis",
+           "regression_estimate", "spline_design"]
 
-_GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}
+KNOT_GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}  # knot counts tried, by summary width
 
 
 def natural_spline_basis(x: np.ndarray, n_knots: int) -> np.ndarray:
@@ -83,7 +83,7 @@ def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
     return np.concatenate(cols, axis=1)
 
 
-def _lstsq(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
     """Least squares by the normal equations on standardised columns (the designs here are
     tall and narrow: N ≫ p), with a pseudo-inverse that drops directions below 1e-10 of the
     largest eigenvalue; returns the coefficients and the rank."""
@@ -105,9 +105,9 @@ def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
     scale = resp.var(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     best = None
-    for k in _GRID.get(t.shape[1], (2, 4)):
+    for k in KNOT_GRID.get(t.shape[1], (2, 4)):
         x = spline_design(t, k)
-        coef, rank = _lstsq(x, resp)
+        coef, rank = least_squares(x, resp)
         if rank >= n - 1:
             continue
         rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
@@ -130,12 +130,12 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
     (phi, resid, method) : φ̂ (N, C'), the residuals g − μ̂ (N, C') and ``"regression"`` or
     ``"regression+ls"``.
     """
-    coef, _ = _lstsq(x, resp)
+    coef, _ = least_squares(x, resp)
     fitted = x @ coef
     resid = resp - fitted
     if functional.kind == "mean":
         return fitted, resid, "regression"
-    lv, _ = _lstsq(x, np.log(resid**2 + 1e-300))
+    lv, _ = least_squares(x, np.log(resid**2 + 1e-300))
     sig2 = np.exp(np.clip(x @ lv, -700, 700))
     sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
     sig = np.sqrt(sig2)
