@@ -57,6 +57,7 @@ import numpy as np
 from belief.decision.cvu_lookahead import Context, ContinuationEstimate
 from belief.decision.cvu_regression import (
     KNOT_GRID,
+    best_by_gcv,
     conditional_functional,
     least_squares,
     spline_design,
@@ -113,29 +114,19 @@ def _cells(t: np.ndarray) -> np.ndarray | None:
 
 def _design(t: np.ndarray, widths: tuple[int, ...], resp: np.ndarray) -> np.ndarray:
     """The design with the smallest generalised cross-validation score
-    Σ_c (RSS_c / Var g_c) / (N (1 − p/N)²) among the block designs of the knot grid and the
-    cell means (module docstring, "Basis")."""
+    (:func:`belief.decision.cvu_regression.best_by_gcv`) among the block designs of the knot
+    grid and the cell means (module docstring, "Basis")."""
     n = t.shape[0]
     if t.shape[1] == 0:
         return np.ones((n, 1))
-    scale = resp.var(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
     options = [block_design(t, widths, k) for k in KNOT_GRID.get(max(widths), (2, 4))]
     cells = _cells(t)
     if cells is not None:
         options.append(cells)
-    best = None
-    for x in options:
-        coef, rank = least_squares(x, resp)
-        if rank >= n - 1:
-            continue
-        rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
-        gcv = rss / (n * (1 - rank / n) ** 2)
-        if best is None or gcv < best[0] - 1e-12 * abs(best[0]):
-            best = (gcv, x)
-    if best is None:
+    i = best_by_gcv(options, resp)
+    if i is None:
         raise ValueError(f"too few simulated outcomes ({n}) for any basis of the summary")
-    return best[1]
+    return options[i]
 
 
 def _leverage(x: np.ndarray) -> np.ndarray:

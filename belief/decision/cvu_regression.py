@@ -42,8 +42,8 @@ from belief.decision.cvu_estimate import Estimate
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
-__all__ = ["KNOT_GRID", "conditional_functional", "least_squares", "natural_spline_basis",
-           "regression_estimate", "spline_design"]
+__all__ = ["KNOT_GRID", "best_by_gcv", "conditional_functional", "least_squares",
+           "natural_spline_basis", "regression_estimate", "spline_design"]
 
 KNOT_GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}  # knot counts tried, by summary width
 
@@ -98,25 +98,36 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
     return coef, int(keep.sum())
 
 
-def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
-    """The design of the grid of knot counts with the smallest generalised cross-validation
-    score Σ_c (RSS_c / Var g_c) / (N (1 − p/N)²)."""
-    n = t.shape[0]
+def best_by_gcv(designs: list[np.ndarray], resp: np.ndarray) -> int | None:
+    """Index of the design with the smallest generalised cross-validation score
+    Σ_c (RSS_c / Var g_c) / (N (1 − p/N)²) for the responses ``resp`` (N, C'), p the rank
+    (designs of rank ≥ N − 1 are skipped; the first of near-equal scores wins); None when
+    every design is skipped."""
+    n = resp.shape[0]
     scale = resp.var(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     best = None
-    for k in KNOT_GRID.get(t.shape[1], (2, 4)):
-        x = spline_design(t, k)
+    for i, x in enumerate(designs):
         coef, rank = least_squares(x, resp)
         if rank >= n - 1:
             continue
         rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
         gcv = rss / (n * (1 - rank / n) ** 2)
         if best is None or gcv < best[0] - 1e-12 * abs(best[0]):
-            best = (gcv, x, k)
-    if best is None:  # ValueError: CVU marks the candidate "failed" with this reason
+            best = (gcv, i)
+    return None if best is None else best[1]
+
+
+def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
+    """The design of the grid of knot counts with the smallest generalised cross-validation
+    score (:func:`best_by_gcv`), and its knot count."""
+    grid = KNOT_GRID.get(t.shape[1], (2, 4))
+    designs = [spline_design(t, k) for k in grid]
+    i = best_by_gcv(designs, resp)
+    if i is None:  # ValueError: CVU marks the candidate "failed" with this reason
+        n = t.shape[0]
         raise ValueError(f"too few simulated outcomes ({n}) for any spline basis of the summary")
-    return best[1], best[2]
+    return designs[i], grid[i]
 
 
 def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Functional
