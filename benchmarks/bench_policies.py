@@ -130,19 +130,27 @@ def main() -> None:
 
 
 def _gains_field(text: str) -> tuple[str, object]:
-    """``FIELD=V`` of ``--gains-arm``: a :class:`models.gains.GainsPriors` field and its value
-    (``true``/``false`` → bool, else a float); an unknown field is refused by name."""
-    from dataclasses import fields
-
+    """``FIELD=V`` of ``--gains-arm``: a :class:`models.gains.GainsPriors` field and its value,
+    of the field's default's type (bool from ``true``/``false``, else a number: a scale-prior
+    field takes a number, read as its documented shorthand); an unknown field or a value that
+    does not parse is refused by name."""
     from models.gains import GainsPriors
 
     key, sep, value = text.partition("=")
-    allowed = {f.name for f in fields(GainsPriors)}
-    if not sep or key not in allowed:
+    defaults = GainsPriors().__dict__
+    if not sep or key not in defaults:
         raise ValueError(f"--gains-arm: {text!r} is not FIELD=V with FIELD one of "
-                         f"{', '.join(sorted(allowed))}")
+                         f"{', '.join(sorted(defaults))}")
     low = value.strip().lower()
-    return key, (low == "true") if low in ("true", "false") else float(value)
+    if isinstance(defaults[key], bool):
+        if low not in ("true", "false"):
+            raise ValueError(f"--gains-arm: {key} takes true or false, not {value!r}")
+        return key, low == "true"
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"--gains-arm: {key} takes a number, not {value!r}") from None
+    return key, int(number) if isinstance(defaults[key], int) else number
 
 
 def _compare(df: pd.DataFrame, col: str, label: str) -> None:

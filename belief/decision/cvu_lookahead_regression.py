@@ -19,17 +19,20 @@ earlier stage's state):
    Y'_n ~ p(Y' | θ_{i_n}) from c's experiment in s' (``Experiment.then``: γ_{m→c} moves it),
    φ̂''_{c'}(T, T') by regression of the gains after m then c on a basis of (T, T'), and the
    realised inner value G0''_n = max(0, max_{c' ∈ M''} φ̂''_{c'}(T_n, T'_n) − C_λ''(c'));
-4. Ĝ_c(T) = the regression of G0''_n on the basis of T: E[G0(s'') | T], the value of the
-   state after c averaged over c's outcome given what m showed (c without an outcome model:
-   G0''_n itself, already a function of T);
+4. Ĝ_c(T) = the regression of G0''_n on a basis of T chosen for it (E[G0(s'') | T] is convex
+   with a kink where c's outcome starts to matter, unlike the gains' nearly linear posterior
+   means): the value of the state after c averaged over c's outcome given what m showed (c
+   without an outcome model: G0''_n itself, already a function of T);
 5. ``lookahead2``: V̂_2(T_n) = max(0, max_{c ∈ M'} Û'_c(T_n) + Ĝ_c(T_n));
    ``rollout`` of depth 2: c_1(T_n) = argmax_c Û'_c(T_n), R̂_2(T_n) = Û'_{c_1} + Ĝ_{c_1}
    if Û'_{c_1} > 0, else 0 (the greedy stops);
 6. E_Y[V(s^{m,Y})] ≈ (1/N) Σ_n V̂(T_n).
 
-Each stage's regression converges to its conditional expectation under the joint draws as N
-grows (the basis flexible enough), so the estimate is consistent for the same quantity the
-importance-weighted continuation estimates.
+Each regression converges to its conditional expectation under the joint draws as N grows
+when its basis is flexible enough, so the estimate targets the same quantity the
+importance-weighted continuation estimates; with the bounded knot grid below this holds
+approximately (a basis too stiff for a conditional expectation biases the estimate, and
+``bias_bound`` does not cover that misspecification).
 
 **Basis.**  The summary of one stage: the natural-spline basis of the one-step estimator
 (:func:`belief.decision.cvu_regression.spline_design`); of two stages, (T, T'): each stage's
@@ -37,7 +40,8 @@ basis (its own tensor products) plus the products of their components (bilinear
 interactions) — :func:`block_design`.  When the summary takes few distinct values
 (discrete outcomes: at most min(N/8, 256) of them), the cell means (one indicator per
 distinct value, the saturated regression) are a further candidate.  The basis size is
-chosen by generalised cross-validation over the grid, as in the one-step estimator.
+chosen by generalised cross-validation over the grid, as in the one-step estimator,
+separately for every regression (the gains after m, the gains after m then c, and each G0'').
 
 **Errors.**  ``mcse``: the outcome Monte Carlo error given the fitted regressions, from the
 spread of V̂ over the R replicates of each draw, Var = Σ_i Σ_r (V̂_ir − V̂̄_i)² / (R−1) / (R·S²)
@@ -45,7 +49,9 @@ spread of V̂ over the R replicates of each draw, Var = Σ_i Σ_r (V̂_ir − V�
 values are biased upward by the fitting noise (as the importance-weighted look-ahead's are by
 the inner noise): per pair, E max_c |ε_c| ≤ √(Σ_c Var ε_c), with Var ε_c(T_n) ≈ s_c² h_n
 (s_c² the residual variance of the regression, h_n the leverage of pair n), summed over the
-stages and averaged over n — an approximate bound, stated as such.
+stages and averaged over n — an approximate bound of the fitting noise only, and loose (on
+the gains model it is of the order of the values themselves).  There are no importance
+weights, so the untrusted-weight shares are NaN.
 """
 
 from __future__ import annotations
@@ -187,12 +193,17 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     x1 = _design(t1, (t1.shape[1],), resp1)
     phi1, resid1, _ = conditional_functional(x1, resp1, fn)
     u1 = phi1 - ctx.c_lambda(budget)[cols1][None, :]  # Û'_c(T_n), (N, C')
-    lev1 = _leverage(x1)
-    noise1 = _fit_noise(resid1, lev1)
+    # m showing nothing: the first stage is the mean of the draws, exactly
+    noise1 = _fit_noise(resid1, _leverage(x1)) if t1.shape[1] else np.zeros(n)
     tail = np.zeros_like(u1)
     tail_var = np.zeros(n)
     noise2 = np.zeros((n, cols1.size))
+    pick = u1.argmax(axis=1)  # the rollout's greedy pick at s' (its only second steps)
+    go = u1[np.arange(n), pick] > 0
+    needed = set(range(cols1.size)) if kind == "lookahead2" else set(np.unique(pick[go]))
     for j, c in enumerate(cols1):
+        if j not in needed:
+            continue
         b2 = budget - ctx.costs[c]
         f2 = inner.feasible(b2, inner.leave(available, int(c)))
         if not f2.any():
@@ -212,19 +223,21 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
         if t2 is t1:  # no second outcome: G0'' is already a function of T
             tail[:, j] = inner_g0
             continue
-        coef, _ = least_squares(x1, inner_g0)
-        tail[:, j] = x1 @ coef
-        tail_var += lev1 * float(((inner_g0 - tail[:, j]) ** 2).mean())
+        # E[G0'' | T] has its own shape (convex, kinked where c's outcome starts to matter):
+        # its basis is chosen for it, not taken from the gains' regression
+        xt = _design(t1, (t1.shape[1],), inner_g0[:, None])
+        coef, _ = least_squares(xt, inner_g0)
+        tail[:, j] = xt @ coef
+        tail_var += _leverage(xt) * float(((inner_g0 - tail[:, j]) ** 2).mean())
     total = u1 + tail
     if kind == "lookahead2":
         values = np.maximum(0.0, total.max(axis=1))
         bias = noise1 + np.sqrt(tail_var) + np.sqrt((noise2**2).sum(axis=1))
     else:  # rollout of depth 2: the U0-greedy pick at s', its value, or stop
-        pick = u1.argmax(axis=1)
-        go = u1[np.arange(n), pick] > 0
         values = np.where(go, total[np.arange(n), pick], 0.0)
         bias = noise1 + np.sqrt(tail_var) + noise2[np.arange(n), pick]
     per = values.reshape(replicates, n_s)
     within = per.var(axis=0, ddof=1)
     mcse = float(np.sqrt(within.sum() / (replicates * n_s**2)))
-    return ContinuationEstimate(float(values.mean()), mcse, float(bias.mean()), 0.0, 0.0)
+    # no importance weights at any stage: the untrusted-weight shares do not apply
+    return ContinuationEstimate(float(values.mean()), mcse, float(bias.mean()), np.nan, np.nan)
