@@ -187,8 +187,8 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     inner = ctx.moved(exp)
     feas1 = ctx.feasible(budget, available)
     cols1 = np.flatnonzero(feas1)
-    if cols1.size == 0:
-        return ContinuationEstimate(0.0, 0.0, 0.0, 0.0, 0.0)
+    if cols1.size == 0:  # nothing feasible after m: V = 0 exactly (no weights: shares NaN)
+        return ContinuationEstimate(0.0, 0.0, 0.0, np.nan, np.nan)
     resp1 = gains[idx][:, cols1]
     x1 = _design(t1, (t1.shape[1],), resp1)
     phi1, resid1, _ = conditional_functional(x1, resp1, fn)
