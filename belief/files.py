@@ -101,7 +101,38 @@ def _dask_array_only_when_loaded() -> None:
             module.is_dask_collection = is_dask_collection
 
 
+def _dask_scheduler_only_when_loaded() -> None:
+    """Stop xarray importing ``dask`` and ``dask.distributed`` (~0.3 s) on every netCDF write
+    to ask "which dask scheduler runs?" (``xarray.backends.locks.get_dask_scheduler``; it
+    decides whether to close the file between chunk writes and which write lock to take).
+    Without dask imported no dask array, client or scheduler exists in the process, and
+    xarray's answer for that case (``None``: no dask scheduler; a threading lock, no
+    autoclose) is returned without the import.  Left as is when the function is not where
+    it was."""
+    import sys
+
+    try:
+        from xarray.backends import locks, writers
+    except ImportError:  # pragma: no cover - xarray moved them
+        return
+    original = getattr(locks, "get_dask_scheduler", None)
+    if original is None or getattr(original, "_belief_quick", False):
+        return
+
+    def get_dask_scheduler(get: Any = None, collection: Any = None) -> str | None:
+        if "dask" not in sys.modules:
+            return None
+        return original(get, collection)
+
+    get_dask_scheduler._belief_quick = True  # type: ignore[attr-defined]
+    get_dask_scheduler.__doc__ = original.__doc__
+    for module in (locks, writers):
+        if getattr(module, "get_dask_scheduler", None) is original:
+            module.get_dask_scheduler = get_dask_scheduler
+
+
 _dask_array_only_when_loaded()
+_dask_scheduler_only_when_loaded()
 
 __all__ = ["UNREADABLE", "OutputSet", "atomic_write", "check_header", "dataset_digest",
            "deferred_interrupt", "hold_folder", "jsonable", "netcdf_ready", "read_file",

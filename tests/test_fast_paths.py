@@ -341,6 +341,32 @@ def test_loading_a_belief_imports_no_dask_and_dask_arrays_still_work(example_bel
     assert out.strip().splitlines()[-1] == "[]"
 
 
+def test_writing_a_belief_imports_no_dask_and_dask_writes_still_work(example_belief_file,
+                                                                   tmp_path):
+    """A save (DataTree and Dataset writes) asks xarray for the dask scheduler without
+    importing dask; the file written is the same; a chunked dask array still writes."""
+    code = (f"import sys\nimport belief\nimport xarray as xr\n"
+            f"b = belief.load({str(example_belief_file)!r})\n"
+            f"b.save({str(tmp_path / 'b.nc')!r})\n"
+            f"xr.Dataset({{'v': ('x', [1.0, 2.0])}}).to_netcdf({str(tmp_path / 'd.nc')!r}, "
+            "engine='h5netcdf')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dask'))\n"
+            "import dask.array as da\n"
+            "x = xr.Dataset({'v': ('x', da.arange(6.0, chunks=2))})\n"
+            f"x.to_netcdf({str(tmp_path / 'c.nc')!r}, engine='h5netcdf')\n"
+            f"back = xr.open_dataset({str(tmp_path / 'c.nc')!r}, engine='h5netcdf').load()\n"
+            "assert back['v'].values.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+    import belief
+
+    a, b = belief.load(example_belief_file), belief.load(tmp_path / "b.nc")
+    xr.testing.assert_identical(a.belief, b.belief)
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "d.nc", engine="h5netcdf").load(),
+                                xr.Dataset({"v": ("x", [1.0, 2.0])}))
+
+
 @pytest.mark.parametrize("q", [0.2, 0.5, 0.01, 0.97, 0.25])
 def test_weighted_columns_lcb_sums_only_until_q_with_the_same_values(q):
     from belief.decision.functionals import _lcb_sorted
