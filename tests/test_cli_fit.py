@@ -291,6 +291,8 @@ def test_decide_refuses_bad_budget_weights_and_options(fitted_file, tmp_path, ca
              "--weights", "['gpu'] that the candidates do not use")
     _refused(capsys, [*base, "--functional", "median"], "unknown functional 'median'")
     _refused(capsys, [*base, "--alpha-exec", "1.5"], "--alpha-exec")
+    _refused(capsys, [*base, "--cvu-estimator", "exact"], "--cvu-estimator",
+             "'auto', 'psis', 'regression'")
     assert not out.exists()
 
 
@@ -402,3 +404,34 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
     assert chosen == [api.attrs["chosen"]]
     np.testing.assert_allclose(scored["cvu"].values,
                                api["cvu"].sel(candidate=list(scored.index)).values, rtol=1e-9)
+
+
+def test_decide_with_a_forced_estimator_from_the_cli_and_the_api(fitted_file, tmp_path,
+                                                                 capsys):
+    """``--cvu-estimator regression --continuation lookahead2`` scores every candidate by
+    regression with the nested-regression look-ahead, records the estimator, and gives the
+    decision of the Python API; ``psis`` forces importance weights for every candidate
+    that has a likelihood."""
+    from belief.workflow.belief_file import load
+
+    fitted = load(fitted_file)
+    for estimator, continuation, prefix, suffix in [
+            ("regression", "lookahead2", "regression", "+lookahead2-by-regression"),
+            ("psis", "one_step", "psis", "")]:
+        out = tmp_path / estimator
+        assert main(["decide", str(fitted_file), "--out", str(out), "--cvu-outcomes", "32",
+                     "--continuation", continuation, "--cvu-estimator", estimator]) == 0
+        capsys.readouterr()
+        table = pd.read_csv(out / "decision.csv").set_index("candidate")
+        scored = table[table.feasible & table["cvu_method"].notna()
+                       & ~table["cvu_method"].str.startswith("no outcome", na=False)]
+        assert len(scored) >= 2, table["cvu_method"]
+        assert scored["cvu_method"].str.startswith(prefix).all(), scored["cvu_method"]
+        assert scored["cvu_method"].str.endswith(suffix).all(), scored["cvu_method"]
+        api = fitted.decide(cvu_outcomes=32, continuation=continuation,
+                            cvu_estimator=estimator)
+        assert api.attrs["cvu_estimator"] == estimator
+        assert table.index[table.chosen].tolist() == [api.attrs["chosen"]]
+        np.testing.assert_allclose(scored["cvu"].values,
+                                   api["cvu"].sel(candidate=list(scored.index)).values,
+                                   rtol=1e-9)

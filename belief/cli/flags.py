@@ -23,6 +23,7 @@ FLAGS: dict[str, str] = {
     "alpha_exec": "--alpha-exec", "eps_budget": "--epsilon-budget",
     "CVUSettings.continuation": "--continuation",
     "CVUSettings.rollout_depth": "--rollout-depth",
+    "CVUSettings.estimator": "--cvu-estimator",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

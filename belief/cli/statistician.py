@@ -71,6 +71,12 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                         "steps); slower than one_step")
     p.add_argument("--rollout-depth", type=int, default=2, metavar="D",
                    help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
+    p.add_argument("--cvu-estimator", default="auto", metavar="E",
+                   help="CVU's estimator: auto (default: PSIS while the weights can be "
+                        "trusted, regression on the simulated outcome for informative studies), "
+                        "psis or regression (forced for every candidate; with --continuation "
+                        "lookahead2 or rollout, regression is the faster nested-regression "
+                        "continuation)")
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
@@ -90,7 +96,8 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
-                        continuation=args.continuation, rollout_depth=args.rollout_depth),
+                        continuation=args.continuation, rollout_depth=args.rollout_depth,
+                        estimator=args.cvu_estimator),
         horizon=args.horizon, eps_budget=args.eps_budget)
 
 

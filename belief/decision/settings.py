@@ -230,13 +230,14 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
                           safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
                           horizon: int | None = None, stability_resamples: int = 200,
                           cvu: CVUSettings | None = None, continuation: str = "one_step",
-                          rollout_depth: int = 2, eps_budget: float = 0.0) -> DecisionSettings:
+                          rollout_depth: int = 2, eps_budget: float = 0.0,
+                          cvu_estimator: str = "auto") -> DecisionSettings:
     """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
-    ``continuation`` and ``rollout_depth`` are those of :class:`CVUSettings` (not used when
-    ``cvu`` is given)."""
+    ``continuation``, ``rollout_depth`` and ``cvu_estimator`` (its ``estimator``) are those
+    of :class:`CVUSettings` (not used when ``cvu`` is given)."""
     if cvu is None:
         cvu = CVUSettings(n_outcomes=cvu_outcomes, continuation=continuation,
-                          rollout_depth=rollout_depth)
+                          rollout_depth=rollout_depth, estimator=cvu_estimator)
     return DecisionSettings(weights=weights, functional=functional, beta=beta,
                             gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
                                             method=safety_method),

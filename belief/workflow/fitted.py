@@ -260,7 +260,7 @@ class FittedBelief:
                delta: float = 0.05, safety_method: str = "clopper_pearson",
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
-               rollout_depth: int = 2) -> xr.Dataset:
+               rollout_depth: int = 2, cvu_estimator: str = "auto") -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         Parameters
@@ -292,6 +292,13 @@ class FittedBelief:
         continuation, rollout_depth
             CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
             ``rollout_depth`` (:class:`belief.decision.settings.CVUSettings`).
+        cvu_estimator : {"auto", "psis", "regression"}
+            CVU's estimator: ``auto`` (PSIS while the weights can be trusted, regression for
+            informative studies), or one forced for every candidate
+            (:class:`belief.decision.settings.CVUSettings` ``estimator``).  With a look-ahead or
+            rollout, ``regression`` gives the nested-regression continuation
+            (:mod:`belief.decision.cvu_lookahead_regression`), several times faster than the
+            weighted one.
 
         Returns
         -------
@@ -310,7 +317,8 @@ class FittedBelief:
                 weights=rule, functional=functional, beta=beta, alpha_exec=alpha_exec,
                 delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
                 horizon=horizon, stability_resamples=stability_resamples,
-                continuation=continuation, rollout_depth=rollout_depth)
+                continuation=continuation, rollout_depth=rollout_depth,
+                cvu_estimator=cvu_estimator)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -347,7 +355,8 @@ class FittedBelief:
             "belief_file": str(self.path or ""), "belief_version": _pkg.__version__,
             "cvu_outcomes": settings.cvu.n_outcomes if estimated else 0, "seed": int(seed),
             "cvu_continuation": settings.cvu.continuation if estimated else "none",
-            "cvu_rollout_depth": settings.cvu.rollout_depth})
+            "cvu_rollout_depth": settings.cvu.rollout_depth,
+            "cvu_estimator": settings.cvu.estimator if estimated else "none"})
         return decision
 
     def _fitter(self):
