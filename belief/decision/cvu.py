@@ -169,6 +169,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         max_refits=settings.max_refits, chunk=settings.chunk,
         max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
         control_variates=settings.control_variates, forced=settings.estimator == "psis",
+        noise_correction=settings.noise_correction,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
     if est is not None:
         return est
@@ -381,7 +382,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
-                                             "cvu_cv_gain")}
+                                             "cvu_cv_gain", "cvu_noise_bias")}
     ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
     split = {k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS}
     method = np.array(["not computed"] * n_c, dtype=object)
@@ -494,6 +495,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                 else out["cvu_mcse"][c])
         out["pareto_k"][c], out["pareto_k_bad"][c] = est.pareto_k, est.bad_share
         out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
+        out["cvu_noise_bias"][c] = est.extra.get("noise_bias", np.nan)
         ints["n_refits"][c], ints["cvu_outcomes"][c] = est.n_refits, est.n_outcomes
         method[c], reason[c] = est.method, est.reason
     if depth > 1:

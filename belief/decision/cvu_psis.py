@@ -10,7 +10,9 @@ of its next-gain draws, G0_j = max(0, max_{c ∈ M'} φ_jc − C_λ'(c)), and
 the cross-fitted control-variate estimator with the martingale controls Z_j of
 :mod:`belief.decision.preposterior` (exactly mean-zero under the raw weights; β̂ from a
 least-squares fit on the other folds of outcomes); its standard error is that of the
-adjusted values.  Without controls it is the plain mean.
+adjusted values.  Without controls it is the plain mean.  G0_j is taken net of b_j, the
+upward bias that the noise of the weighted functionals gives a maximum
+(:mod:`belief.decision.cvu_noise`; ``noise_correction=False`` keeps the plug-in G0_j).
 
 An outcome's weights are *untrusted* when its log-likelihood row has NaN or +∞ (or no finite
 value), when the smoothed weights are not finite, or when k̂ is above the threshold or NaN
@@ -29,6 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
+from belief.decision.cvu_noise import noise_bias
 from belief.decision.functionals import (
     Functional,
     ReweightedColumns,
@@ -88,6 +91,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         k_threshold: float = 0.7, max_refits: int = 16, chunk: int = 64,
                         max_bad_share: float = 0.05, min_ess: float = 100.0,
                         control_variates: bool = True, forced: bool = False,
+                        noise_correction: bool = True,
                         bootstrap: Callable[[np.ndarray], float] | None = None,
                         replicates: int = 64, blocks: int = 32,
                         rng: np.random.Generator | None = None
@@ -106,6 +110,9 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     forced : bool
         Return an estimate even when the weights are untrusted (only outcomes with
         non-finite weights that were not refit make it fail).
+    noise_correction : bool
+        Subtract from each G0_j its noise bias b_j (:func:`belief.decision.cvu_noise.
+        noise_bias`); the mean of the b_j subtracted is ``extra["noise_bias"]``.
     bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
@@ -173,6 +180,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     feas = np.broadcast_to(nxt.mask_for(y), phi.shape)
     g0_j = nxt.g0(phi, feas)
     won = winners(phi, nxt.c_lambda, feas)
+    bias = np.zeros(n_j)
+    if noise_correction:  # its own stream: the draws bootstrap's stream is left as it was
+        bias = noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth,
+                          (rng or np.random.default_rng(0)).spawn(1)[0])
     refit_done = np.zeros(n_j, bool)
     for j in order[:n_refit_max]:
         exact = np.asarray(refit(y[j]), float)
@@ -182,6 +193,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         g0_j[j] = float(nxt.g0(phi_j[None, :], feas[j][None, :])[0])
         won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
         refit_done[j] = True
+        bias[j] = 0.0
     n_refits = int(refit_done.sum())
     broken = nonfinite & ~refit_done
     if broken.any():
@@ -203,8 +215,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         z = omega @ funcs - funcs.mean(axis=0)
     else:
         z = np.zeros((n_j, 0))
-    terms = control_variate_terms(g0_j, z)  # pairs estimates on these outcomes
-    value, mcse, gain_cv = control_variate_summary(g0_j, terms)
+    terms = control_variate_terms(g0_j - bias, z)  # pairs estimates on these outcomes
+    value, mcse, gain_cv = control_variate_summary(g0_j - bias, terms)
 
     if_draws, if_noise = _draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
     method = "psis+cv" if z.shape[1] else "psis"
@@ -224,6 +236,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
                    n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv,
                    terms=np.array(terms, float), **diag)
+    est.extra["noise_bias"] = float(bias.mean()) if noise_correction else np.nan
     if bootstrap is not None and not nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,

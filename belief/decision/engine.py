@@ -212,7 +212,9 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     variables ``phi_gain``, ``c_lambda``, ``u0``, ``mv``, ``cvu``, ``q``, ``value_vs_stop``,
     the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
     error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
-    ``cvu_draws_se``, ``cvu_method`` (the estimator) and ``cvu_reason`` when known (with a
+    ``cvu_draws_se``, ``cvu_method`` (the estimator), ``cvu_noise_bias`` (the mean noise bias
+    of G0 that the PSIS estimator removed, :mod:`belief.decision.cvu_noise`; NaN for other
+    estimators) and ``cvu_reason`` when known (with a
     non-myopic ``settings.cvu.continuation`` also ``cvu_continuation``, ``cvu_bias_bound``
     and ``cvu_inner_bad_share``, and the attributes ``continuation`` and
     ``continuation_depth``; ``g0_null`` is then V(s^∅));
@@ -343,7 +345,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
                                            "the error of the finite posterior draws")
         for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
-                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "n_refits", "cvu_outcomes",
+                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "cvu_noise_bias", "n_refits",
+                      "cvu_outcomes",
                       "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety",
                       *CHANNEL_COLUMNS):
             if extra in cvu:

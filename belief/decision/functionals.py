@@ -35,6 +35,7 @@ __all__ = [
     "mean",
     "parse_functional",
     "resampled",
+    "weighted_column_quantiles",
     "weighted_columns",
 ]
 
@@ -208,20 +209,35 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
     are sorted once and each weight row is gathered into each column's order, so LCB and CVaR
     cost O(J·C·S) after one sort — what the continuation value needs for J simulated outcomes.
     """
+    if functional.kind == "lcb":
+        return weighted_column_quantiles(draws, weights, (functional.param,))[0]
     w = weights / weights.sum(axis=-1, keepdims=True)
     if functional.kind == "mean":
         return w @ draws
     order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    if functional.kind == "lcb":
-        # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not;
-        # a running sum is sequential in either layout, so the values are the same), summed
-        # only until q is reached
-        ws = np.take(w, order.T, axis=1)
-        idx = _first_reaching(ws, functional.param * (1 - 1e-12))
-        return np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None], -1)[..., 0]
     # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
     return _cvar_sorted(xs[None], w[:, order.T], functional.param)
+
+
+def weighted_column_quantiles(draws: np.ndarray, weights: np.ndarray,
+                              levels: tuple[float, ...]) -> list[np.ndarray]:
+    """VaR_q (the LCB(q) of :func:`lcb`) of every column of ``draws`` (S, C) under each row of
+    ``weights`` (J, S), one (J, C) array per level q, the columns sorted and the weights
+    gathered once for all levels."""
+    w = weights / weights.sum(axis=-1, keepdims=True)
+    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
+    xs = np.take_along_axis(draws, order, 0).T  # (C, S)
+    # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not; a
+    # running sum is sequential in either layout, so the values are the same), summed only
+    # until q is reached
+    ws = np.take(w, order.T, axis=1)
+    out = []
+    for q in levels:
+        idx = _first_reaching(ws, q * (1 - 1e-12))
+        out.append(np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None],
+                                      -1)[..., 0])
+    return out
 
 
 class SortedColumns:

@@ -54,6 +54,10 @@ class CVUSettings:
         :func:`belief.decision.cvu.continuation_value`); the others force one.
     control_variates : bool
         Use the martingale control variates in the PSIS estimator (False: the plain mean).
+    noise_correction : bool
+        Remove from the PSIS estimator the upward bias that the noise of the weighted
+        functionals gives the maximum in G0 (:mod:`belief.decision.cvu_noise`; False: the
+        plug-in G0, biased upward for informative studies facing near-tied candidates).
     max_bad_share : float
         Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
         PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
@@ -98,6 +102,7 @@ class CVUSettings:
     seed: int = 0
     estimator: str = "auto"
     control_variates: bool = True
+    noise_correction: bool = True
     max_bad_share: float = 0.05
     min_ess: float = 100.0
     regression_replicates: int = 8
@@ -116,7 +121,7 @@ class CVUSettings:
         integer(self.seed, "CVUSettings.seed", minimum=0)
         real(self.k_threshold, "CVUSettings.k_threshold")
         choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
-        for name in ("control_variates", "channel_split"):
+        for name in ("control_variates", "channel_split", "noise_correction"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"CVUSettings.{name}",
                                  f"must be true or false, got {getattr(self, name)!r}")
