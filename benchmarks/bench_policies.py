@@ -20,12 +20,14 @@ negative (their number is printed).  ``--continuations`` adds Q with a non-myopi
 continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation``, with
 ``--inner`` inner outcomes) as further rows; ``--gains-arm NAME:FIELD=V`` adds Q with other
 gains-model priors (``q_NAME``; e.g. ``no_order:order_effects=false``, the belief without
-order effects: a belief change before/after on the same worlds in one run); the old one-step
+order effects: a belief change before/after on the same worlds in one run); ``--cvu-arm
+NAME:FIELD=V`` adds Q with other CVU settings (e.g. ``plugin:noise_correction=false``, CVU
+without the noise-bias correction of :mod:`belief.decision.cvu_noise`); the old one-step
 oracle stays as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
         [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
-        [--gains-arm no_order:order_effects=false]
+        [--gains-arm no_order:order_effects=false] [--cvu-arm plugin:noise_correction=false]
 
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
@@ -46,6 +48,7 @@ from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
 from belief.decision.allocation import POLICIES
 from belief.decision.settings import CVUSettings
+from belief.errors import InputError
 from belief.posterior.fitter import FitSettings
 
 
@@ -74,6 +77,9 @@ def main() -> None:
                         help="Q with other gains-model priors as a further row q_NAME, e.g. "
                              "no_order:order_effects=false or g014:gamma_sd=0.14 (repeatable; "
                              "the before/after of a belief change in one run)")
+    parser.add_argument("--cvu-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
+                        help="Q with other CVU settings as a further row q_NAME, e.g. "
+                             "plugin:noise_correction=false (repeatable)")
     parser.add_argument("--inner", type=int, default=8,
                         help="inner outcomes of the non-myopic continuations")
     parser.add_argument("--out", default="benchmarks/results/policies.json")
@@ -84,6 +90,8 @@ def main() -> None:
     try:
         gains_arms = [(name, dict(_gains_field(f) for f in fields))
                       for name, *fields in (a.split(":") for a in args.gains_arm)]
+        cvu_arms = [(name, dict(_cvu_field(f) for f in fields))
+                    for name, *fields in (a.split(":") for a in args.cvu_arm)]
     except ValueError as e:
         parser.error(str(e))
     weights = {r: v * args.weights_scale
@@ -109,6 +117,11 @@ def main() -> None:
                       inner_outcomes=args.inner, estimator=estimator or "auto")
         arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"], None))
     arms += [(f"q_{name}", settings, ["q"], gains) for name, gains in gains_arms]
+    try:
+        arms += [(f"q_{name}", replace(settings, cvu=replace(settings.cvu, **fields)), ["q"],
+                  None) for name, fields in cvu_arms]
+    except InputError as e:
+        parser.error(f"--cvu-arm: {e}")
     worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
         range(args.worlds))
     rows: list[dict] = []
@@ -130,26 +143,39 @@ def main() -> None:
 
 
 def _gains_field(text: str) -> tuple[str, object]:
-    """``FIELD=V`` of ``--gains-arm``: a :class:`models.gains.GainsPriors` field and its value,
-    of the field's default's type (bool from ``true``/``false``, else a number: a scale-prior
-    field takes a number, read as its documented shorthand); an unknown field or a value that
-    does not parse is refused by name."""
+    """``FIELD=V`` of ``--gains-arm``: a :class:`models.gains.GainsPriors` field and its value
+    (:func:`_arm_field`; a scale-prior field takes a number, read as its documented
+    shorthand)."""
     from models.gains import GainsPriors
 
+    return _arm_field(text, GainsPriors().__dict__, "--gains-arm")
+
+
+def _cvu_field(text: str) -> tuple[str, object]:
+    """``FIELD=V`` of ``--cvu-arm``: a :class:`belief.decision.settings.CVUSettings` field and
+    its value (:func:`_arm_field`; validated when the settings are built)."""
+    return _arm_field(text, CVUSettings().__dict__, "--cvu-arm")
+
+
+def _arm_field(text: str, defaults: dict, flag: str) -> tuple[str, object]:
+    """``FIELD=V``: a field of ``defaults`` and its value, of the field's default's type (bool
+    from ``true``/``false``, a string as given, else a number); an unknown field or a value
+    that does not parse is refused by name."""
     key, sep, value = text.partition("=")
-    defaults = GainsPriors().__dict__
     if not sep or key not in defaults:
-        raise ValueError(f"--gains-arm: {text!r} is not FIELD=V with FIELD one of "
+        raise ValueError(f"{flag}: {text!r} is not FIELD=V with FIELD one of "
                          f"{', '.join(sorted(defaults))}")
     low = value.strip().lower()
     if isinstance(defaults[key], bool):
         if low not in ("true", "false"):
-            raise ValueError(f"--gains-arm: {key} takes true or false, not {value!r}")
+            raise ValueError(f"{flag}: {key} takes true or false, not {value!r}")
         return key, low == "true"
+    if isinstance(defaults[key], str):
+        return key, value.strip()
     try:
         number = float(value)
     except ValueError:
-        raise ValueError(f"--gains-arm: {key} takes a number, not {value!r}") from None
+        raise ValueError(f"{flag}: {key} takes a number, not {value!r}") from None
     return key, int(number) if isinstance(defaults[key], int) else number
 
 
