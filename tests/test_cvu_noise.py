@@ -9,7 +9,7 @@ import pytest
 from scipy import integrate, stats
 
 from belief.decision.cvu import continuation_value
-from belief.decision.cvu_noise import noise_bias, noise_covariance
+from belief.decision.cvu_noise import noise_bias, noise_covariance, noise_draws
 from belief.decision.functionals import Functional, weighted_columns
 from belief.decision.preposterior import influence
 from belief.decision.settings import CVUSettings
@@ -47,37 +47,42 @@ def test_other_functionals_use_their_influence_function(functional):
 
 @pytest.mark.parametrize("k, sigma", [(1, 0.05), (5, 0.05), (3, 0.2)])
 def test_bias_of_tied_noisy_maxima_matches_integration(k, sigma):
-    """k columns tied at 0 with independent noise of sd σ (a diagonal V built from the
-    weights): b = E[max(0, max_c σ Z_c)] = ∫_0^∞ 1 − Φ(t/σ)^k dt.  Tolerance: 4 standard
-    errors of the mean over the antithetic pairs (each pair's mean has sd ≤ sd(max))."""
+    """k columns tied at 0 with independent noise of sd σ (equal weights; a reference without
+    noise): b = E[max(0, max_c σ Z_c)] = ∫_0^∞ 1 − Φ(t/σ)^k dt.  Tolerance: 4 standard errors
+    of the mean over the antithetic pairs (each pair's mean has sd ≤ sd(max))."""
     n_s = 10_000
     rng = np.random.default_rng(3)
-    # uniform weights over n_s draws: V = var(g)/n_s; scale g so that the sd is σ
     gain = rng.standard_normal((n_s, k))
-    gain = (gain - gain.mean(0)) / gain.std(0) * sigma * np.sqrt(n_s)
+    gain = (gain - gain.mean(0)) / gain.std(0) * sigma * np.sqrt(n_s)  # V = σ² I
     w = np.full((1, n_s), 1.0 / n_s)
     draws = 4096
-    b = noise_bias(Functional("mean"), gain, np.zeros((1, k)), np.zeros(k),
-                   np.ones(k, bool), w, np.random.default_rng(4), draws=draws)
+    b = noise_bias(Functional("mean"), gain, np.zeros((1, k)), np.zeros(k), np.ones(k, bool),
+                   w, noise_draws(4, k, draws), reference=np.zeros((10, k))).b
     exact = integrate.quad(lambda t: 1 - stats.norm.cdf(t / sigma) ** k, 0, 20 * sigma)[0]
     z = np.random.default_rng(5).standard_normal((100_000, k))
     sd = np.maximum(sigma * z.max(axis=1), 0).std()
     assert abs(b[0] - exact) < 4 * sd / np.sqrt(draws / 2), (b[0], exact)
 
 
-def test_bias_is_zero_without_competition_and_for_a_clear_winner():
+def test_bias_is_the_excess_over_equal_weights():
+    """No feasible column: 0; a clear winner: 0; equal weights (the noise every other G0 of a
+    decision carries): 0 up to rounding; concentrated weights: > 0."""
     rng = np.random.default_rng(6)
     gain = rng.normal(size=(2000, 3)) * 0.1
     w = _weights(rng, 4, 2000)
     phi = w @ gain
     fn = Functional("mean")
-    gen = np.random.default_rng(7)
-    none = noise_bias(fn, gain, phi, np.zeros(3), np.zeros(3, bool), w, gen)
+    z = noise_draws(7, 3)
+    none = noise_bias(fn, gain, phi, np.zeros(3), np.zeros(3, bool), w, z).b
     assert np.array_equal(none, np.zeros(4))
     far = phi + np.array([5.0, 0.0, 0.0])  # column 0 wins by ~100 noise sd's
-    assert np.abs(noise_bias(fn, gain, far, np.zeros(3), np.ones(3, bool), w, gen)).max() \
+    assert np.abs(noise_bias(fn, gain, far, np.zeros(3), np.ones(3, bool), w, z).b).max() \
         < 1e-12
-    assert (noise_bias(fn, gain, phi, np.zeros(3), np.ones(3, bool), w, gen) >= -1e-12).all()
+    flat = np.full((4, 2000), 1 / 2000)
+    assert np.abs(noise_bias(fn, gain, flat @ gain, np.zeros(3), np.ones(3, bool), flat,
+                             z).b).max() < 1e-12
+    tied = np.zeros((4, 3))
+    assert (noise_bias(fn, gain, tied, np.zeros(3), np.ones(3, bool), w, z).b > 0).all()
 
 
 def _normal_draws(mu0, sd0, n, seed):
@@ -85,38 +90,61 @@ def _normal_draws(mu0, sd0, n, seed):
     return mu0 + sd0 * np.random.default_rng(seed).permutation(q)
 
 
-def _observe_with_competitors(draw_set, n, competitors, **settings):
+def _observe_with_competitors(draw_set, n, competitors, informative=True, iid=False,
+                              **settings):
     """CVU of a normal study of Δ ~ N(0, 1) (n observations, σ = 1) beside "act on Δ" and
     ``competitors`` candidates the study does not inform (their gains N(0, 1), prior mean
     exactly 0): E_Y[G0] = E[max(0, μ'(Y))] = the EVSI closed form."""
     s = 4000
     se = 1 / np.sqrt(n)
-    delta = _normal_draws(0.0, 1.0, s, 1000 + draw_set)
-    others = np.stack([_normal_draws(0.0, 1.0, s, 2000 + 100 * draw_set + k)
-                       for k in range(competitors)], -1)
+    if iid:
+        rng = np.random.default_rng(7000 + draw_set)
+        delta, others = rng.normal(size=s), rng.normal(size=(s, competitors))
+    else:
+        delta = _normal_draws(0.0, 1.0, s, 1000 + draw_set)
+        others = np.stack([_normal_draws(0.0, 1.0, s, 2000 + 100 * draw_set + k)
+                           for k in range(competitors)], -1)
     gain = np.column_stack([delta, others, np.zeros(s)])
     ids = ["act", *[f"o{k}" for k in range(competitors)], "observe"]
     exp = Experiment(next_gain=gain,
                      simulate=lambda rng, idx: delta[idx] + se * rng.standard_normal(len(idx)),
-                     loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
+                     loglik=(lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
+                     if informative else (lambda y: np.zeros((len(y), s))))
     out = continuation_value(gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
                              lambda b: np.zeros(1), Functional("mean"),
                              settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings))
     return out.sel(candidate="observe")
 
 
-def test_correction_removes_part_of_the_bias_and_never_overshoots():
-    """Over 8 draw sets (the bias is a property of the finite draws, so the mean error over
-    draw sets is what is tested; its standard error from their spread): the plug-in PSIS
-    estimate is biased upward by more than 4 s.e.; the corrected one is lower by more than
-    4 s.e. of the paired difference, and not below the truth by more than 3 s.e."""
+def _own_prior_value(draw_set, n, competitors):
+    """The closed form under the iid draws' own prior (means δ̄ and ō_k, sd of δ): the
+    posterior mean of Δ is N(δ̄, s²) over outcomes, s² = sd⁴/(sd² + 1/n), the others keep
+    their means: E[max(a, μ')] − max(0, δ̄, a), a = max(0, max_k ō_k)."""
+    rng = np.random.default_rng(7000 + draw_set)
+    delta, others = rng.normal(size=4000), rng.normal(size=(4000, competitors))
+    m, sd = delta.mean(), delta.std()
+    s = np.sqrt(sd**4 / (sd**2 + 1 / n))
+    a = max(0.0, others.mean(axis=0).max())
+    d = (m - a) / s
+    return a + s * (stats.norm.pdf(d) + d * stats.norm.cdf(d)) - max(0.0, m, a)
+
+
+@pytest.mark.parametrize("iid, sets", [(False, 8), (True, 16)])
+def test_correction_removes_part_of_the_bias_and_never_overshoots(iid, sets):
+    """Over 8 draw sets (stratified: the draws' own prior has exactly the prior's means, so
+    the closed form is the truth for every set; the bias is a property of the finite draws,
+    so the mean error over draw sets is what is tested, its standard error from their
+    spread): the plug-in PSIS estimate is biased upward by more than 4 s.e.; the corrected
+    one is lower by more than 4 s.e. of the paired difference, and not below the truth by
+    more than 3 s.e.  Independent draws (16 sets): the same against the closed form under
+    each set's own prior."""
     n = 30
     s = np.sqrt(1 / (1 + 1 / n))
-    exact = s / np.sqrt(2 * np.pi)  # EVSI at prior mean 0
     plug, corr = [], []
-    for r in range(8):
-        a = _observe_with_competitors(r, n, 5, noise_correction=False)
-        b = _observe_with_competitors(r, n, 5)
+    for r in range(sets):
+        exact = _own_prior_value(r, n, 5) if iid else s / np.sqrt(2 * np.pi)  # EVSI at 0
+        a = _observe_with_competitors(r, n, 5, iid=iid, noise_correction=False)
+        b = _observe_with_competitors(r, n, 5, iid=iid)
         assert a["cvu_method"].item() == b["cvu_method"].item() == "psis+cv"
         assert np.isnan(float(a["cvu_noise_bias"])) and float(b["cvu_noise_bias"]) > 0
         plug.append(float(a["cvu"]) - exact)
@@ -129,6 +157,16 @@ def test_correction_removes_part_of_the_bias_and_never_overshoots():
     assert plug.mean() > 4 * se(plug), plug
     assert (plug - corr).mean() > 4 * se(plug - corr), (plug, corr)
     assert corr.mean() > -3 * se(corr), corr
+
+
+def test_a_study_that_teaches_nothing_is_worth_nothing():
+    """Equal weights for every outcome: the corrected CVU is 0 like the plug-in (the
+    correction is an excess over the equal-weight noise that G0(s^∅) carries too)."""
+    for correction in (True, False):
+        res = _observe_with_competitors(0, 30, 5, informative=False,
+                                        noise_correction=correction)
+        assert res["cvu_method"].item().startswith("psis"), res["cvu_method"].item()
+        assert abs(float(res["cvu"])) < 1e-12, float(res["cvu"])
 
 
 def test_without_control_variates_the_shift_is_the_reported_bias():

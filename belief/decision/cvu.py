@@ -87,6 +87,7 @@ from belief.decision.cvu_lookahead import (
     needs_weights,
 )
 from belief.decision.cvu_lookahead_regression import regression_continuation
+from belief.decision.cvu_noise import noise_draws
 from belief.decision.cvu_psis import importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
@@ -143,9 +144,11 @@ def _near_tie(functional: Functional, gain: np.ndarray, phi: np.ndarray,
 
 def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.ndarray,
               rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
-              bootstrap: Callable[[np.ndarray], float] | None = None) -> Estimate:
+              bootstrap: Callable[[np.ndarray], float] | None = None,
+              noise_z: np.ndarray | None = None) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
-    for (module docstring)."""
+    for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction
+    (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -169,9 +172,13 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         max_refits=settings.max_refits, chunk=settings.chunk,
         max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
         control_variates=settings.control_variates, forced=settings.estimator == "psis",
-        noise_correction=settings.noise_correction,
+        noise_z=noise_z,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
     if est is not None:
+        if "noise_pairs" in est.extra:  # the correction's own error, over antithetic pairs
+            p = est.extra["noise_pairs"]
+            est.mcse = float(np.hypot(est.mcse, p.std(ddof=1) / np.sqrt(p.size)
+                                      if p.size > 1 else 0.0))
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
                               **regression)
@@ -375,6 +382,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                    if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
                   functional, budget, available, settings.k_threshold, tuple(candidate_ids))
     g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
+    # one-step only: the continuations' G0s (and V(s^∅) from the one-step estimates) stay
+    # plug-in, so that a decision compares like with like
+    noise_z = (noise_draws(settings.seed, n_c)
+               if settings.noise_correction and settings.depth <= 1 else None)
     eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
     cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)
     bias_bound = np.full(n_c, 0.0 if depth <= 1 else np.nan)
@@ -422,7 +433,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         else:
             try:
                 est = _estimate(exp, nxt, functional, idx, rngs, settings,
-                                bootstrap=g0_null_weighted if tie else None)
+                                bootstrap=g0_null_weighted if tie else None, noise_z=noise_z)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
@@ -448,7 +459,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 parts = channel_split(
                     exp, nxt, est, g0_base,
                     lambda e, n, s, streams=streams: _estimate(e, n, functional, idx,
-                                                               streams(), s),
+                                                               streams(), s, noise_z=noise_z),
                     settings, avail_next & safe & affordable(costs, b_next))
             except _ESTIMATOR_ERRORS:
                 parts = {}

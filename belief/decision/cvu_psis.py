@@ -12,7 +12,9 @@ the cross-fitted control-variate estimator with the martingale controls Z_j of
 least-squares fit on the other folds of outcomes); its standard error is that of the
 adjusted values.  Without controls it is the plain mean.  G0_j is taken net of b_j, the
 upward bias that the noise of the weighted functionals gives a maximum
-(:mod:`belief.decision.cvu_noise`; ``noise_correction=False`` keeps the plug-in G0_j).
+beyond the bias that equally weighted draws give every other G0 of the decision
+(:mod:`belief.decision.cvu_noise`; without ``noise_z`` the plug-in G0_j); an exact refit's
+G0_j likewise, for its own draws.
 
 An outcome's weights are *untrusted* when its log-likelihood row has NaN or +∞ (or no finite
 value), when the smoothed weights are not finite, or when k̂ is above the threshold or NaN
@@ -91,7 +93,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         k_threshold: float = 0.7, max_refits: int = 16, chunk: int = 64,
                         max_bad_share: float = 0.05, min_ess: float = 100.0,
                         control_variates: bool = True, forced: bool = False,
-                        noise_correction: bool = True,
+                        noise_z: np.ndarray | None = None,
                         bootstrap: Callable[[np.ndarray], float] | None = None,
                         replicates: int = 64, blocks: int = 32,
                         rng: np.random.Generator | None = None
@@ -110,9 +112,11 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     forced : bool
         Return an estimate even when the weights are untrusted (only outcomes with
         non-finite weights that were not refit make it fail).
-    noise_correction : bool
-        Subtract from each G0_j its noise bias b_j (:func:`belief.decision.cvu_noise.
-        noise_bias`); the mean of the b_j subtracted is ``extra["noise_bias"]``.
+    noise_z : ndarray (K/2, C), optional
+        :func:`belief.decision.cvu_noise.noise_draws`: subtract from each G0_j its excess
+        noise bias b_j (:func:`belief.decision.cvu_noise.noise_bias`); the mean of the b_j is
+        ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
+        (K/2,).  None: the plug-in G0_j.
     bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
@@ -180,10 +184,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     feas = np.broadcast_to(nxt.mask_for(y), phi.shape)
     g0_j = nxt.g0(phi, feas)
     won = winners(phi, nxt.c_lambda, feas)
-    bias = np.zeros(n_j)
-    if noise_correction:  # its own stream: the draws bootstrap's stream is left as it was
-        bias = noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth,
-                          (rng or np.random.default_rng(0)).spawn(1)[0])
+    pairs = (noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth, noise_z).pairs
+             if noise_z is not None else np.zeros((n_j, 1)))
     refit_done = np.zeros(n_j, bool)
     for j in order[:n_refit_max]:
         exact = np.asarray(refit(y[j]), float)
@@ -193,7 +195,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         g0_j[j] = float(nxt.g0(phi_j[None, :], feas[j][None, :])[0])
         won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
         refit_done[j] = True
-        bias[j] = 0.0
+        if noise_z is not None:  # the refit's own draws, equally weighted
+            pairs[j] = noise_bias(functional, exact, phi_j[None, :], nxt.c_lambda, feas[j],
+                                  np.full((1, exact.shape[0]), 1.0 / exact.shape[0]),
+                                  noise_z, reference=gain).pairs[0]
     n_refits = int(refit_done.sum())
     broken = nonfinite & ~refit_done
     if broken.any():
@@ -215,6 +220,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         z = omega @ funcs - funcs.mean(axis=0)
     else:
         z = np.zeros((n_j, 0))
+    bias = pairs.mean(axis=1)
     terms = control_variate_terms(g0_j - bias, z)  # pairs estimates on these outcomes
     value, mcse, gain_cv = control_variate_summary(g0_j - bias, terms)
 
@@ -236,7 +242,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
                    n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv,
                    terms=np.array(terms, float), **diag)
-    est.extra["noise_bias"] = float(bias.mean()) if noise_correction else np.nan
+    if noise_z is not None:
+        est.extra["noise_bias"], est.extra["noise_pairs"] = float(bias.mean()), pairs.mean(0)
     if bootstrap is not None and not nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
