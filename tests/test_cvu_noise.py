@@ -187,3 +187,14 @@ def test_quantiles_of_several_levels_equal_one_level_at_a_time():
         direct = np.stack([lcbs(gain[:, c][None].repeat(4, 0), (q,), w)[0]
                            for c in range(3)], -1)
         np.testing.assert_array_equal(got, direct)
+
+
+def test_look_ahead_decisions_stay_plug_in():
+    """A two-step look-ahead is not corrected, nor is V(s^∅) built from the one-step
+    estimates: the same CVU with the correction on or off (it was raised by the one-step
+    correction entering V(s^∅) only)."""
+    on = _observe_with_competitors(0, 30, 3, continuation="lookahead2", inner_outcomes=8)
+    off = _observe_with_competitors(0, 30, 3, continuation="lookahead2", inner_outcomes=8,
+                                    noise_correction=False)
+    assert on["cvu_method"].item().endswith("+lookahead2"), on["cvu_method"].item()
+    assert float(on["cvu"]) == float(off["cvu"])

@@ -382,10 +382,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                    if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
                   functional, budget, available, settings.k_threshold, tuple(candidate_ids))
     g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
-    # one-step only: the continuations' G0s (and V(s^∅) from the one-step estimates) stay
-    # plug-in, so that a decision compares like with like
-    noise_z = (noise_draws(settings.seed, n_c)
-               if settings.noise_correction and settings.depth <= 1 else None)
+    # the one-step estimates are corrected; the continuations' G0s stay plug-in, and so does
+    # V(s^∅) built from the one-step estimates (``eg_one``), so that a continuation compares
+    # like with like
+    noise_z = noise_draws(settings.seed, n_c) if settings.noise_correction else None
     eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
     cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)
     bias_bound = np.full(n_c, 0.0 if depth <= 1 else np.nan)
@@ -437,7 +437,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
-            eg_one[c], se_one[c] = est.expected_g0, est.mcse
+            eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
         one_step[c] = (exp, est, nxt, b_next, avail_next, streams)
 
     # all or none: the continuation replaces G0 for every scored candidate or for none, so

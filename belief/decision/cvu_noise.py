@@ -25,8 +25,9 @@ with K antithetic normal vectors z common to every outcome and every candidate o
 exactly.  The PSIS estimator averages G0(φ̂_j) − b_j
 (:func:`belief.decision.cvu_psis.importance_estimate`), an exact refit's outcome likewise with
 its own equally weighted draws, and the MCSE includes the error of b over the antithetic
-pairs.  The look-ahead and rollout continuations are not corrected (nor, then, the one-step
-estimates of that decision).
+pairs.  The look-ahead and rollout continuations are not corrected: their G0s, and V(s^∅)
+built from the one-step estimates, stay plug-in (a decision whose continuation falls back to
+one step is corrected like a one-step decision).
 
 How much it removes (``tests/test_cvu_noise.py``; a normal study of Δ ~ N(0, 1) with five
 uninformed competitors, 4000 draws, n observations of sd 1; mean error over draw sets

@@ -116,7 +116,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         :func:`belief.decision.cvu_noise.noise_draws`: subtract from each G0_j its excess
         noise bias b_j (:func:`belief.decision.cvu_noise.noise_bias`); the mean of the b_j is
         ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
-        (K/2,).  None: the plug-in G0_j.
+        (K/2,), the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the plug-in
+        G0_j.
     bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
@@ -244,6 +245,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                    terms=np.array(terms, float), **diag)
     if noise_z is not None:
         est.extra["noise_bias"], est.extra["noise_pairs"] = float(bias.mean()), pairs.mean(0)
+        plain = control_variate_summary(g0_j, control_variate_terms(g0_j, z))
+        est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
     if bootstrap is not None and not nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,

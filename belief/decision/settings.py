@@ -56,9 +56,9 @@ class CVUSettings:
         Use the martingale control variates in the PSIS estimator (False: the plain mean).
     noise_correction : bool
         Remove from the PSIS estimator the excess upward bias that the noise of the weighted
-        functionals gives the maximum in G0 (:mod:`belief.decision.cvu_noise`; one-step
-        continuation only; False: the plug-in G0, biased upward for informative studies
-        facing near-tied candidates).
+        functionals gives the maximum in G0 (:mod:`belief.decision.cvu_noise`; the one-step
+        estimates only, not the look-ahead or rollout continuations; False: the plug-in G0,
+        biased upward for informative studies facing near-tied candidates).
     max_bad_share : float
         Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
         PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
