@@ -36,7 +36,7 @@ against the closed form under the draws' own prior): stratified draws, 8 sets, n
 16 sets, n = 30 +0.020 → +0.011, n = 3 +0.007 → +0.003 (regression: +0.015, +0.007); without
 competitors it changes nothing.  The first-order estimate is evaluated at the noisy φ̂, whose
 near-ties are already spread by the noise, so at a tie of k noisy maxima it recovers only
-about √2 − 1 of the bias; it removed 30–55 % above and never over-corrected.  A second
+about √2 − 1 of the bias; it removed 33–51 % above and never over-corrected.  A second
 bootstrap level (2b − E*[b*]) removed more at up to 30 % more variance; a SIMEX extrapolation
 in the noise scale over-corrected by up to 2 s.e. and inflated the spread by 50–90 % —
 neither is used.
