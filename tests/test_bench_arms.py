@@ -16,6 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_policies.py
     ("x:noise_correction=maybe", "noise_correction takes true or false"),
     ("x:n_outcomes=1", "CVUSettings.n_outcomes: must be an integer >= 2"),
     ("x:estimator=exact", "CVUSettings.estimator"),
+    ("x:n_outcomes=48.5", "n_outcomes takes an integer"),
 ])
 def test_cvu_arm_refuses_bad_settings(arm, needle, tmp_path):
     out = tmp_path / "rows.json"
@@ -25,4 +26,17 @@ def test_cvu_arm_refuses_bad_settings(arm, needle, tmp_path):
     assert res.returncode == 2, res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert "--cvu-arm" in last and needle in last, last
+    assert not out.exists()
+
+
+def test_arms_of_one_name_are_refused(tmp_path):
+    """An arm named like a --continuations row would pool two settings under one name."""
+    out = tmp_path / "rows.json"
+    res = subprocess.run([sys.executable, str(SCRIPT), "--continuations", "lookahead2",
+                          "--cvu-arm", "lookahead2:noise_correction=false", "--policies", "",
+                          "--world-list", "0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert "two rows named q_lookahead2" in last, last
     assert not out.exists()

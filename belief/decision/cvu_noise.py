@@ -1,4 +1,4 @@
-"""The upward bias of G0 under importance weights, estimated and removed.
+"""The upward bias of G0 under importance weights or a regression, estimated and removed.
 
 Under the weights of outcome Y_j every candidate's φ is estimated from the same S draws with
 an effective sample size ESS_j ≪ S, so φ̂_j = φ_j + ε_j with ε_j ≈ N(0, V_j) and
@@ -13,10 +13,10 @@ functionals of candidates that the study barely informs is read as information, 
 informative the study (the smaller ESS_j), the larger the bias — an informative diagnosis
 facing several near-tied actions is over-valued.
 
-Every other G0 of a decision — G0(s^∅), a candidate whose outcome nobody predicts, the
-regression estimator's fitted values around the draws' means — carries the smaller bias of
-equally weighted draws (noise V_0 = Σ_i ψ_i ψ_iᵀ/S²), common to all candidates.  What is
-removed is the excess, estimated to first order (a parametric bootstrap at φ̂_j):
+Every other G0 of a decision — G0(s^∅), a candidate whose outcome nobody predicts — carries
+the smaller bias of equally weighted draws (noise V_0 = Σ_i ψ_i ψ_iᵀ/S²), common to all
+candidates.  What is removed is the excess, estimated to first order (a parametric bootstrap
+at φ̂_j):
 
     b_j = E_z[G0(φ̂_j + L_j z)] − E_z[G0(φ̂_j + L_0 z)],   L_j L_jᵀ = V_j,  L_0 L_0ᵀ = V_0,
 
@@ -40,6 +40,16 @@ about √2 − 1 of the bias; it removed 33–51 % above and never over-correcte
 bootstrap level (2b − E*[b*]) removed more at up to 30 % more variance; a SIMEX extrapolation
 in the noise scale over-corrected by up to 2 s.e. and inflated the spread by 50–90 % —
 neither is used.
+
+The regression estimator (:mod:`belief.decision.cvu_regression`) has the same bias from the
+fitting noise of its fitted values μ̂_c(T_n) = x_nᵀβ̂_c: its V_n is the cluster-robust
+covariance of the fitted values (:func:`fitted_covariance`; the R replicates of a draw share
+its gains, so the draws are the clusters), its V_0 the noise of the draws' means (the
+intercept-only fit's), and :func:`fitted_noise_bias` removes the same excess, averaged over at
+most 512 of the outcomes within reach (that subset's error joins the MCSE).  For an LCB or
+CVaR only the location's noise is counted.  Same closed form, 16 independent draw sets:
+n = 30 +0.015 → +0.008, n = 3 +0.007 → +0.003; an outcome unrelated to every gain,
++0.0007 ± 0.0003 (the fitting noise read as information) → +0.0000 ± 0.0002.
 """
 
 from __future__ import annotations
@@ -51,7 +61,8 @@ import numpy as np
 from belief.decision.functionals import Functional, weighted_column_quantiles
 from belief.decision.preposterior import influence
 
-__all__ = ["NoiseBias", "noise_bias", "noise_covariance", "noise_draws"]
+__all__ = ["FittedNoiseBias", "NoiseBias", "fitted_covariance", "fitted_noise_bias",
+           "noise_bias", "noise_covariance", "noise_draws"]
 
 
 @dataclass(frozen=True)
@@ -165,15 +176,19 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     zc = z[:, cols]
     pairs = zero.pairs.copy()
     pairs[rows] = (_pairs(u, mask, v, zc)
-                   - _pairs(u, mask, np.broadcast_to(v_0, v.shape), zc))
+                   - _pairs(u, mask, v_0[0], zc))
     return NoiseBias(pairs)
 
 
 def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """(G0(u_j + L_j z_k) + G0(u_j − L_j z_k))/2 − G0(u_j) (J, K/2), L_j L_jᵀ = v_j."""
+    """(G0(u_j + L_j z_k) + G0(u_j − L_j z_k))/2 − G0(u_j) (J, K/2), L_j L_jᵀ = v_j; a single
+    (C', C') ``v`` is one covariance for every outcome (factored once)."""
     lam, vec = np.linalg.eigh(v)
-    root = vec * np.sqrt(np.clip(lam, 0.0, None))[:, None, :]  # (J, C', C'): L_j
-    eps = np.einsum("jcd,kd->jkc", root, z)  # (J, K/2, C')
+    root = vec * np.sqrt(np.clip(lam, 0.0, None))[..., None, :]  # L_j, or one L
+    if v.ndim == 2:
+        eps = (z @ root.T)[None, :, :]  # (1, K/2, C')
+    else:
+        eps = z[None] @ root.transpose(0, 2, 1)  # (J, K/2, C')
     m = mask[:, None, :]
 
     def g0(x: np.ndarray) -> np.ndarray:
@@ -182,33 +197,152 @@ def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray) -> np.
     x = u[:, None, :]
     return 0.5 * (g0(x + eps) + g0(x - eps)) - g0(x)
 
+def _kappa(functional: Functional) -> float:
+    """A generous ratio of a functional's noise sd to that of the weighted mean: the
+    normal-theory √(q(1 − q))/pdf(z_q) for a quantile, 2/√α for CVaR_α, 1 for the mean."""
+    from statistics import NormalDist
+
+    if functional.kind == "lcb":
+        q = float(functional.param)
+        return max(1.0, np.sqrt(q * (1 - q)) / NormalDist().pdf(NormalDist().inv_cdf(q)))
+    if functional.kind == "cvar":
+        return 2.0 / np.sqrt(float(functional.param))
+    return 1.0
+
+
+def _reach(u: np.ndarray, feas: np.ndarray, sd: np.ndarray, k: float = 8.0
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(columns, outcomes) within reach of the bootstrap, from the utilities u (J, C), the
+    feasibility (J, C) and generous noise sd's (J, C): column c is within reach of outcome j's
+    G0 when u_jc ≥ max(0, max_d u_jd) − k·(sd_jc + max_d sd_jd); stopping (0) is within reach
+    when |max_d u_jd| ≤ k·max_d sd_jd.  A column further below is ≥ k noise sd's from ever
+    winning; an outcome with one option within reach has G0 linear in the noise (its
+    antithetic pairs give 0) — leaving them out changes nothing."""
+    u = np.where(feas, u, -np.inf)
+    top = np.maximum(u.max(axis=1), 0.0)
+    s_top = np.where(feas, sd, 0.0).max(axis=1)
+    near = feas & (u >= top[:, None] - k * (sd + s_top[:, None]))
+    stop_near = np.abs(u.max(axis=1)) <= k * s_top
+    return near.any(axis=0), near.sum(axis=1) + stop_near >= 2
+
+
 def _within_reach(functional: Functional, gain: np.ndarray, phi: np.ndarray,
                   c_lambda: np.ndarray, feas: np.ndarray, smooth: np.ndarray,
                   k: float = 8.0) -> tuple[np.ndarray, np.ndarray]:
-    """(columns, outcomes) that the bootstrap needs.  Column c is within reach of outcome j's
-    G0 when u_jc ≥ max(0, max_d u_jd) − k·κ·(s_jc + max_d s_jd), with s the noise sd of a
-    weighted mean, √(Σ_i w̃_ij² (g_ic − m_jc)²), and κ a generous factor for other
-    functionals (the normal-theory ratio √(q(1 − q))/pdf(z_q) for a quantile, 2/√α for
-    CVaR_α); stopping (0) is within reach when |max_d u_jd| ≤ k·κ·max_d s_jd.  A column
-    further below is ≥ k noise sd's from ever winning; an outcome with one option within reach
-    has G0 linear in the noise (its antithetic pairs give 0) — leaving them out changes
-    nothing."""
-    from statistics import NormalDist
-
+    """:func:`_reach` with s the noise sd of a weighted mean, √(Σ_i w̃_ij² (g_ic − m_jc)²),
+    times :func:`_kappa` for other functionals."""
     w2 = smooth**2
     m = smooth @ gain
     var = w2 @ gain**2 - 2 * m * (w2 @ gain) + m**2 * w2.sum(axis=1)[:, None]
-    sd = np.sqrt(np.clip(var, 0.0, None))
-    if functional.kind == "lcb":
-        q = float(functional.param)
-        kappa = max(1.0, np.sqrt(q * (1 - q)) / NormalDist().pdf(NormalDist().inv_cdf(q)))
-    elif functional.kind == "cvar":
-        kappa = 2.0 / np.sqrt(float(functional.param))
-    else:
-        kappa = 1.0
-    u = np.where(feas, phi - c_lambda, -np.inf)
-    top = np.maximum(u.max(axis=1), 0.0)
-    s_top = np.where(feas, sd, 0.0).max(axis=1)
-    near = feas & (u >= top[:, None] - k * kappa * (sd + s_top[:, None]))
-    stop_near = np.abs(u.max(axis=1)) <= k * kappa * s_top
-    return near.any(axis=0), near.sum(axis=1) + stop_near >= 2
+    sd = np.sqrt(np.clip(var, 0.0, None)) * _kappa(functional)
+    return _reach(phi - c_lambda, feas, sd, k)
+
+
+@dataclass(frozen=True)
+class FittedNoiseBias:
+    """The regression estimator's excess noise bias, averaged over its N outcomes.
+
+    Attributes
+    ----------
+    b : float
+        (1/N) Σ_n b_n, estimated on at most ``cap`` of the outcomes within reach.
+    pairs : ndarray (K/2,)
+        The same mean for each antithetic pair.
+    se_rows : float
+        The standard error from evaluating b_n on a subset of the outcomes (0 when all).
+    """
+
+    b: float
+    pairs: np.ndarray
+    se_rows: float
+
+    @property
+    def mcse(self) -> float:
+        """Its Monte Carlo error: the pairs' and the subset's, in quadrature."""
+        p = self.pairs
+        se_pairs = p.std(ddof=1) / np.sqrt(p.size) if p.size > 1 else 0.0
+        return float(np.hypot(se_pairs, self.se_rows))
+
+
+def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.ndarray:
+    """B (p, C', p, C') with V_n = (x_n ⊗ I)ᵀ B (x_n ⊗ I) the covariance of the least-squares
+    fitted values x_nᵀβ̂_c at design row x_n, the draws as clusters (the R replicates of a
+    draw share its gains, so their residuals are correlated):
+
+        Cov(β̂_c, β̂_d) = M⁻¹ [Σ_i u_ic u_idᵀ] M⁻¹ / N²,   u_ic = Σ_r x_ir e_irc,  M = XᵀX/N
+
+    (the cluster-robust sandwich; rows ordered replicate-major, n = r·S + i)."""
+    n, p = x.shape
+    n_s = n // replicates
+    m = x.T @ x / n
+    m_inv = np.linalg.pinv(m, rcond=1e-10, hermitian=True)
+    u = (x.reshape(replicates, n_s, p).transpose(1, 2, 0)
+         @ resid.reshape(replicates, n_s, -1).transpose(1, 0, 2))  # (S, p, C'): u_i
+    w = (m_inv @ u).reshape(n_s, -1)  # M⁻¹u_i
+    n_c = resid.shape[1]
+    return ((w.T @ w) / float(n) ** 2).reshape(p, n_c, p, n_c)
+
+
+def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.ndarray,
+                      feasible: np.ndarray, z: np.ndarray, replicates: int,
+                      cap: int = 512) -> FittedNoiseBias:
+    """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
+    fitting noise of its fitted values (:mod:`belief.decision.cvu_regression`):
+    b_n = E_z[G0(u_n + L_n z)] − E_z[G0(u_n + L_0 z)], L_n L_nᵀ = V_n the cluster-robust
+    covariance of the fitted values at x_n (:func:`fitted_covariance`), L_0 L_0ᵀ = V_0 =
+    Σ_i (g_i − ḡ)(g_i − ḡ)ᵀ/S² the noise of the draws' means that every other G0 of the
+    decision carries (the intercept-only fit's V_n).  For the location–scale form of an LCB
+    or CVaR only the location's noise is counted.
+
+    Parameters
+    ----------
+    x : ndarray (N, p)
+        The design, N = R·S rows ordered replicate-major.
+    resid : ndarray (N, C')
+        Residuals of the location fit.
+    gain : ndarray (S, C')
+        The draws of the same columns.
+    u : ndarray (N, C')
+        φ̂_n − C_λ' of those columns.
+    feasible : bool ndarray (C',) or (N, C')
+    z : ndarray (K/2, C')
+        :func:`noise_draws`, the columns of these candidates.
+    replicates : int
+        R.
+    cap : int
+        At most this many outcomes within reach are bootstrapped, evenly spaced; their mean
+        b_n, scaled by the share within reach, estimates the mean, and the subset's error is
+        reported.
+    """
+    n = x.shape[0]
+    feas = np.broadcast_to(np.asarray(feasible, bool), u.shape)
+    zero = FittedNoiseBias(0.0, np.zeros(z.shape[0]), 0.0)
+    gain = np.asarray(gain, float)
+    n_s = gain.shape[0]
+    dev = gain - gain.mean(axis=0)
+    v_0 = dev.T @ dev / float(n_s) ** 2
+    big = fitted_covariance(x, resid, replicates)
+    diag = np.stack([((x @ big[:, c, :, c]) * x).sum(axis=1) for c in range(u.shape[1])],
+                    -1)
+    sd = np.sqrt(np.clip(np.maximum(diag, np.diag(v_0)[None, :]), 0.0, None))
+    keep, rows = _reach(u, feas, sd)
+    cols, rows = np.flatnonzero(keep), np.flatnonzero(rows)
+    if cols.size == 0 or rows.size == 0:
+        return zero
+    n_reach = rows.size
+    sub = rows if n_reach <= cap else rows[np.linspace(0, n_reach - 1, cap).astype(int)]
+    bc = big[:, cols][:, :, :, cols]
+    p, k = bc.shape[0], cols.size
+    half = (x[sub] @ bc.reshape(p, -1)).reshape(sub.size, k, p, k)  # (x_nᵀ B)[c, q, d]
+    v = (x[sub][:, None, None, :] @ half)[:, :, 0, :]  # V_n[c, d] = Σ_q (x_nᵀB)[c,q,d] x_nq
+    uc, mask = u[np.ix_(sub, cols)], feas[np.ix_(sub, cols)]
+    zc = z[:, cols]
+    per = (_pairs(uc, mask, v, zc)
+           - _pairs(uc, mask, v_0[np.ix_(cols, cols)], zc))
+    share = n_reach / n
+    b_rows = per.mean(axis=1)
+    se_rows = 0.0
+    if sub.size < n_reach and sub.size > 1:
+        se_rows = float(share * b_rows.std(ddof=1) / np.sqrt(sub.size)
+                        * np.sqrt(1 - sub.size / n_reach))
+    return FittedNoiseBias(float(share * b_rows.mean()), share * per.mean(axis=0), se_rows)

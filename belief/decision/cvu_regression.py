@@ -17,7 +17,10 @@ outcome's summary:
    (σ̂_c² from a regression of log e² on the same basis, rescaled so that mean σ̂² = mean e²),
    so φ̂_c(T) = μ̂_c(T) + σ̂_c(T)·φ(ε̂_c) (exact for normal–normal models, an approximation
    otherwise: the method is then named ``regression+ls``);
-4. E_Y[G0] ≈ (1/N) Σ_n max(0, max_{c ∈ M'} φ̂_c(T_n) − C_λ'(c)).
+4. E_Y[G0] ≈ (1/N) Σ_n max(0, max_{c ∈ M'} φ̂_c(T_n) − C_λ'(c)), less the excess upward
+   bias that the fitting noise of μ̂ gives the maximum (with ``noise_z``:
+   :func:`belief.decision.cvu_noise.fitted_noise_bias`, the cluster-robust covariance of the
+   fitted values, the draws as clusters).
 
 Least squares with an intercept keeps (1/N) Σ_n μ̂_c(T_n) = ḡ_c exactly — the preposterior
 martingale E_Y[E(g_c | Y)] = E(g_c) holds in the sample, so the linear part of G0 carries no
@@ -39,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
+from belief.decision.cvu_noise import fitted_noise_bias
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
@@ -158,7 +162,7 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
 def regression_estimate(nxt: NextState, functional: Functional,
                         simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray],
                         rng: np.random.Generator, *, replicates: int = 8,
-                        reason: str = "") -> Estimate:
+                        reason: str = "", noise_z: np.ndarray | None = None) -> Estimate:
     """E_Y[G0(s^{m,Y})] by regression on the simulated outcomes (module docstring).
 
     Parameters
@@ -172,6 +176,11 @@ def regression_estimate(nxt: NextState, functional: Functional,
         R ≥ 2 outcomes per joint draw.
     reason : str
         Why the regression estimator is used (kept in the estimate).
+    noise_z : ndarray (K/2, C), optional
+        :func:`belief.decision.cvu_noise.noise_draws`: subtract the excess noise bias of the
+        fitted values (:func:`belief.decision.cvu_noise.fitted_noise_bias`); its mean is
+        ``extra["noise_bias"]``, its Monte Carlo error is added to the MCSE, and the plug-in
+        value and MCSE are ``extra["plugin_g0"]``.
     """
     gain = nxt.gain
     n_s, n_c = gain.shape
@@ -206,7 +215,13 @@ def regression_estimate(nxt: NextState, functional: Functional,
     per = infl.reshape(replicates, n_s)
     within = per.var(axis=0, ddof=1)  # σ_i², the outcome noise of draw i
     mcse = float(np.sqrt(within.sum() / (replicates * n_s**2)))
+    extra = {"knots": knots, "basis": x.shape[1]}
+    if noise_z is not None:
+        u = phi_c - nxt.c_lambda[cols]
+        fb = fitted_noise_bias(x, resid, gain[:, cols], u,
+                               feas[..., cols], noise_z[:, cols], replicates)
+        extra.update(plugin_g0=(value, mcse), noise_bias=fb.b)
+        value, mcse = value - fb.b, float(np.hypot(mcse, fb.mcse))
     return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
-                    if_noise=within / replicates, n_outcomes=n, terms=per,
-                    extra={"knots": knots, "basis": x.shape[1]})
+                    if_noise=within / replicates, n_outcomes=n, terms=per, extra=extra)
 

@@ -213,8 +213,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
     error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
     ``cvu_draws_se``, ``cvu_method`` (the estimator), ``cvu_noise_bias`` (the mean noise bias
-    of G0 that the PSIS estimator removed, :mod:`belief.decision.cvu_noise`; NaN for other
-    estimators) and ``cvu_reason`` when known (with a
+    of G0 that the PSIS or regression estimator removed, :mod:`belief.decision.cvu_noise`;
+    NaN for other estimators) and ``cvu_reason`` when known (with a
     non-myopic ``settings.cvu.continuation`` also ``cvu_continuation``, ``cvu_bias_bound``
     and ``cvu_inner_bad_share``, and the attributes ``continuation`` and
     ``continuation_depth``; ``g0_null`` is then V(s^∅));

@@ -55,8 +55,9 @@ class CVUSettings:
     control_variates : bool
         Use the martingale control variates in the PSIS estimator (False: the plain mean).
     noise_correction : bool
-        Remove from the PSIS estimator the excess upward bias that the noise of the weighted
-        functionals gives the maximum in G0 (:mod:`belief.decision.cvu_noise`; the one-step
+        Remove from the PSIS and regression estimators the excess upward bias that the noise
+        of the weighted functionals, or of the fitted values, gives the maximum in G0
+        (:mod:`belief.decision.cvu_noise`; the one-step
         estimates only, not the look-ahead or rollout continuations; False: the plug-in G0,
         biased upward for informative studies facing near-tied candidates).
     max_bad_share : float
