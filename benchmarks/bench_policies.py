@@ -122,6 +122,11 @@ def main() -> None:
                   None) for name, fields in cvu_arms]
     except InputError as e:
         parser.error(f"--cvu-arm: {e}")
+    names = [name for name, *_ in arms]
+    clash = sorted({n for n in names if names.count(n) > 1 and n})
+    if clash:  # rows are told apart by name: two arms of one name would be pooled
+        parser.error(f"--cvu-arm/--gains-arm/--continuations: two rows named "
+                     f"{', '.join(clash)}; give the arms different names")
     worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
         range(args.worlds))
     rows: list[dict] = []
@@ -176,6 +181,8 @@ def _arm_field(text: str, defaults: dict, flag: str) -> tuple[str, object]:
         number = float(value)
     except ValueError:
         raise ValueError(f"{flag}: {key} takes a number, not {value!r}") from None
+    if isinstance(defaults[key], int) and not number.is_integer():
+        raise ValueError(f"{flag}: {key} takes an integer, not {value!r}")
     return key, int(number) if isinstance(defaults[key], int) else number
 
 
