@@ -21,7 +21,8 @@ The engine's non-myopic continuations (issue 18, phase 2; ``CVUSettings.continua
 through the same :func:`~belief.decision.cvu.continuation_value` as ``q_engine``):
 ``q_engine_la2`` (two-step look-ahead), ``q_engine_roll1`` / ``_roll2`` / ``_roll3`` (greedy
 rollout of depth d; d = 1 is one_step by definition, kept as a check), with ``--inner`` inner
-outcomes.  For each: the fraction of V_Bayes captured (mean over problems of the per-problem
+outcomes; and ``q_engine_plugin``, one step without the CVU noise-bias correction
+(``CVUSettings.noise_correction=False``, :mod:`belief.decision.cvu_noise`).  For each: the fraction of V_Bayes captured (mean over problems of the per-problem
 mean over seeds) with a 90 % percentile bootstrap interval over problems (2000 resamples), and
 the wall time per decision (engine calls at states with ≥ 2 steps left) against one_step's in
 the same run.
@@ -55,7 +56,8 @@ SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "lookahea
 VARIANTS = {"q_engine_la2": {"continuation": "lookahead2"},
             "q_engine_roll1": {"continuation": "rollout", "rollout_depth": 1},
             "q_engine_roll2": {"continuation": "rollout", "rollout_depth": 2},
-            "q_engine_roll3": {"continuation": "rollout", "rollout_depth": 3}}
+            "q_engine_roll3": {"continuation": "rollout", "rollout_depth": 3},
+            "q_engine_plugin": {"noise_correction": False}}
 
 
 def bootstrap_mean(x: np.ndarray, reps: int = 2000, level: float = 0.9,

@@ -215,8 +215,8 @@ def _binom_loglik(y: np.ndarray, n: int, theta: np.ndarray) -> np.ndarray:
 
 def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
                n_outcomes: int = 256, seed: int = 0, continuation: str = "one_step",
-               rollout_depth: int = 2, inner_outcomes: int = 32, estimator: str = "auto"
-               ) -> dict[str, np.ndarray | float]:
+               rollout_depth: int = 2, inner_outcomes: int = 32, estimator: str = "auto",
+               noise_correction: bool = True) -> dict[str, np.ndarray | float]:
     """The engine's U0 and CVU at s, from S joint draws of the conjugate posterior.
 
     The one adapter between the small problems and :func:`belief.decision.cvu.
@@ -225,8 +225,9 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
     each candidate's Experiment simulates Y ~ Binomial(n_m, θ) and scores log p(Y | θ_i);
     its next gains are the current ones with m's own gain × d_m (its next repeat), and so from
     any state (``Experiment.after``: column m × d_m, exact).  U0 is φ = mean of the gain draws
-    − λᵀΔC, as in the engine.  ``continuation``, ``rollout_depth`` and ``inner_outcomes`` are
-    those of :class:`~belief.decision.settings.CVUSettings`; the steps left after m are the
+    − λᵀΔC, as in the engine.  ``continuation``, ``rollout_depth``, ``inner_outcomes``,
+    ``estimator`` and ``noise_correction`` are those of
+    :class:`~belief.decision.settings.CVUSettings`; the steps left after m are the
     problem's (T − executions − 1).
 
     Returns
@@ -267,7 +268,7 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
         settings=CVUSettings(n_outcomes=n_outcomes, max_refits=0,
                              seed=int(rng.integers(2**31)), continuation=continuation,
                              rollout_depth=rollout_depth, inner_outcomes=inner_outcomes,
-                             estimator=estimator),
+                             estimator=estimator, noise_correction=noise_correction),
         steps_after=problem.steps_left(s) - 1)
     out = {"u0": fn(gain_now.T) - problem.c_lambda, "cvu": ds["cvu"].values.astype(float),
            "cvu_mcse": ds["cvu_mcse"].values.astype(float), "g0_null": ds.attrs["g0_null"]}
@@ -285,8 +286,9 @@ class EngineQ:
     stop).  At the last step Q = U0 (from the draws).  ``cache`` (shared between instances)
     keeps every engine call's result by (problem, s, draws, outcomes, seed, continuation), so
     the two stop rules reuse one computation; ``calls`` counts the engine calls this instance
-    made.  ``continuation``, ``rollout_depth``, ``inner_outcomes``: CVU's continuation
-    (:class:`~belief.decision.settings.CVUSettings`); with a non-myopic one the DESIGN stop
+    made.  ``continuation``, ``rollout_depth``, ``inner_outcomes``: CVU's continuation, and
+    ``noise_correction`` (:class:`~belief.decision.settings.CVUSettings`); with a non-myopic
+    one the DESIGN stop
     compares U0 + E_Y[V(s^{m,Y})] with stopping.
     """
 
@@ -299,6 +301,7 @@ class EngineQ:
     continuation: str = "one_step"
     rollout_depth: int = 2
     inner_outcomes: int = 32
+    noise_correction: bool = True
 
     def __post_init__(self) -> None:
         if self.stop not in ("design", "q>0"):
@@ -314,14 +317,15 @@ class EngineQ:
             return _pick((theta[:, lat] * problem.gain_scale(s)).mean(0) - problem.c_lambda,
                          feasible)
         key = (problem, s, self.draws, self.n_outcomes, self.seed, self.continuation,
-               self.rollout_depth, self.inner_outcomes)
+               self.rollout_depth, self.inner_outcomes, self.noise_correction)
         if key not in self.cache:
             self.calls += 1
             self.cache[key] = engine_cvu(problem, s, draws=self.draws,
                                          n_outcomes=self.n_outcomes, seed=self.seed,
                                          continuation=self.continuation,
                                          rollout_depth=self.rollout_depth,
-                                         inner_outcomes=self.inner_outcomes)
+                                         inner_outcomes=self.inner_outcomes,
+                                         noise_correction=self.noise_correction)
         e = self.cache[key]
         q = np.where(feasible, e["u0"] + e["cvu"], -np.inf)
         return _pick(q, feasible, q + e["g0_null"] if self.stop == "design" else q)
