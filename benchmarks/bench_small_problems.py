@@ -23,8 +23,8 @@ through the same :func:`~belief.decision.cvu.continuation_value` as ``q_engine``
 rollout of depth d; d = 1 is one_step by definition, kept as a check), with ``--inner`` inner
 outcomes; and ``q_engine_plugin``, one step without the CVU noise-bias correction
 (``CVUSettings.noise_correction=False``, :mod:`belief.decision.cvu_noise`). For each: the
-fraction of V_Bayes captured (mean over problems of the per-problem mean over seeds) with a 90
-% percentile bootstrap interval over problems (2000 resamples), and the wall time per decision
+fraction of V_Bayes captured (mean over problems of the per-problem mean over seeds) with a
+90 % percentile bootstrap interval over problems (2000 resamples), and the wall time per decision
 (engine calls at states with ≥ 2 steps left) against one_step's in the same run.
 
     uv run python benchmarks/bench_small_problems.py [--seeds 10] [--draws 1000]
