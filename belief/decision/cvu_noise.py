@@ -46,10 +46,10 @@ fitting noise of its fitted values μ̂_c(T_n) = x_nᵀβ̂_c: its V_n is the cl
 covariance of the fitted values (:func:`fitted_covariance`; the R replicates of a draw share
 its gains, so the draws are the clusters), its V_0 the noise of the draws' means (the
 intercept-only fit's), and :func:`fitted_noise_bias` removes the same excess, averaged over at
-most 512 of the outcomes within reach (that subset's error joins the MCSE).  For an LCB or
+most 256 of the outcomes within reach (that subset's error joins the MCSE).  For an LCB or
 CVaR only the location's noise is counted.  Same closed form, 16 independent draw sets:
 n = 30 +0.015 → +0.008, n = 3 +0.007 → +0.003; an outcome unrelated to every gain,
-+0.0007 ± 0.0003 (the fitting noise read as information) → +0.0000 ± 0.0002.
++0.0007 ± 0.0003 (the fitting noise read as information) → −0.0000 ± 0.0002.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.n
 
 def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.ndarray,
                       feasible: np.ndarray, z: np.ndarray, replicates: int,
-                      cap: int = 512) -> FittedNoiseBias:
+                      cap: int = 256) -> FittedNoiseBias:
     """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
     fitting noise of its fitted values (:mod:`belief.decision.cvu_regression`):
     b_n = E_z[G0(u_n + L_n z)] − E_z[G0(u_n + L_0 z)], L_n L_nᵀ = V_n the cluster-robust
