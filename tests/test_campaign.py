@@ -138,6 +138,31 @@ def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_
         Campaign.resume(broken, fitter=fitter)
 
 
+def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
+        full_run, fitter, tmp_path):
+    """A header without ``cvu.noise_correction`` (and without ``allocation``) was written
+    before those fields existed: resumed without settings it runs the old behaviour (no
+    correction), resumed with today's default settings it is refused as different, and with
+    the correction off it is accepted; the restart check agrees."""
+    from belief.campaign.loop import same_campaign
+
+    out, _ = full_run
+    recs = log_records(out)
+    assert recs[0]["settings"]["cvu"]["noise_correction"] is SETTINGS.cvu.noise_correction
+    del recs[0]["settings"]["cvu"]["noise_correction"]
+    del recs[0]["settings"]["allocation"]
+    old = _write(tmp_path / "old", recs)
+    resumed = Campaign.resume(old, fitter=fitter)
+    assert resumed.settings.cvu.noise_correction is False
+    assert resumed.history == Campaign.resume(out, fitter=fitter).history != []
+    with pytest.raises(InputError, match="settings differ"):
+        Campaign.resume(old, settings=SETTINGS, fitter=fitter)
+    off = replace(SETTINGS, cvu=replace(SETTINGS.cvu, noise_correction=False))
+    assert Campaign.resume(old, settings=off, fitter=fitter).settings.cvu == off.cvu
+    world = SyntheticWorld(seed=4)
+    assert same_campaign(old, world, off) and not same_campaign(old, world, SETTINGS)
+
+
 def _write(path: Path, recs: list[dict], tail: str = "") -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + tail)

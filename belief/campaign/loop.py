@@ -82,9 +82,9 @@ from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
 from models.costs import CostPriors
 
-__all__ = ["OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings", "campaign_fitter",
-           "folder_state",
-           "header_settings", "outputs_complete", "run_campaign", "same_campaign",
+__all__ = ["LEGACY_SETTINGS", "OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings",
+           "campaign_fitter", "folder_state", "header_settings", "logged_settings",
+           "outputs_complete", "run_campaign", "same_campaign",
            "settings_from_dict", "settings_to_dict"]
 
 OUTPUTS_OWNER = "campaign"  # manifest .belief-campaign.json of the final outputs
@@ -204,6 +204,28 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     return out
 
 
+LEGACY_SETTINGS: dict[str, dict[str, Any]] = {"cvu": {"noise_correction": False}}
+"""Fields added after campaign logs were written whose default changes what a campaign does:
+a log without such a field ran the behaviour from before it, given here (CVU's noise-bias
+correction, December 2026).  Any other field a log lacks takes its default, the behaviour
+from before that field."""
+
+
+def logged_settings(d: Any) -> Any:
+    """A log header's settings as :func:`settings_to_dict` writes them today: the fields a
+    log written before they existed lacks are filled with :data:`LEGACY_SETTINGS` or their
+    defaults, so that such a log can be resumed and compared (a field the log holds is kept
+    as it is, and a field this version does not know is left for the reader to refuse; what
+    is not a mapping is returned as it is)."""
+    if not isinstance(d, Mapping):
+        return d
+    out: dict[str, Any] = {"allocation": "q", "act_on_unreliable": False, **d}
+    for key, cls in (("gate", SafetyGate), ("fit", FitSettings), ("cvu", CVUSettings)):
+        if isinstance(out.get(key), Mapping):
+            out[key] = {**asdict(cls()), **LEGACY_SETTINGS.get(key, {}), **out[key]}
+    return out
+
+
 def header_settings(header: Mapping[str, Any], path: str | Path, *,
                     custom_weights: bool = False) -> CampaignSettings:
     """The settings of a log's header, or an InputError naming record 1 and the rule (a
@@ -224,7 +246,9 @@ def header_settings(header: Mapping[str, Any], path: str | Path, *,
 
 
 def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
-    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored)."""
+    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored); the
+    fields a log written by an earlier version lacks are read by :func:`logged_settings`."""
+    d = logged_settings(d)
     w = d.get("weights")
     weights: Any = None
     if w is not None:
@@ -646,7 +670,7 @@ class Campaign:
         if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
             raise InputError(str(log.path), "the world's candidates differ from the log's")
         c = cls(world, settings, out, fitter, _fresh=False)
-        if settings_to_dict(c.settings) != h["settings"]:
+        if settings_to_dict(c.settings) != logged_settings(h["settings"]):
             raise InputError(str(log.path), "settings differ from the logged campaign's; "
                                             "resume with the logged settings")
         logged_initial = {k: pd.DataFrame(v) for k, v in h["initial_evidence"].items() if v}
@@ -710,7 +734,8 @@ def same_campaign(out: str | Path, world: World, settings: CampaignSettings) -> 
     if settings.weights is None and world.weight_values is not None:
         settings = replace(settings, weights=FixedWeights(world.weight_values))
     return (header.get("world") == world.describe()
-            and header.get("settings") == settings_to_dict(settings)
+            and isinstance(header.get("settings"), Mapping)
+            and logged_settings(header["settings"]) == settings_to_dict(settings)
             and header.get("candidates") == candidates_to_dict(world.candidates))
 
 
