@@ -264,6 +264,16 @@ class FittedNoiseBias:
         return float(np.hypot(se_pairs, self.se_rows))
 
 
+def _cluster_scores(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.ndarray:
+    """(S, p, C'): M⁻¹u_ic / N for every draw i (:func:`fitted_covariance`)."""
+    n, p = x.shape
+    n_s = n // replicates
+    m_inv = np.linalg.pinv(x.T @ x / n, rcond=1e-10, hermitian=True)
+    u = (x.reshape(replicates, n_s, p).transpose(1, 2, 0)
+         @ resid.reshape(replicates, n_s, -1).transpose(1, 0, 2))  # (S, p, C'): u_i
+    return (m_inv @ u) / float(n)
+
+
 def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.ndarray:
     """B (p, C', p, C') with V_n = (x_n ⊗ I)ᵀ B (x_n ⊗ I) the covariance of the least-squares
     fitted values x_nᵀβ̂_c at design row x_n, the draws as clusters (the R replicates of a
@@ -272,15 +282,10 @@ def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.n
         Cov(β̂_c, β̂_d) = M⁻¹ [Σ_i u_ic u_idᵀ] M⁻¹ / N²,   u_ic = Σ_r x_ir e_irc,  M = XᵀX/N
 
     (the cluster-robust sandwich; rows ordered replicate-major, n = r·S + i)."""
-    n, p = x.shape
-    n_s = n // replicates
-    m = x.T @ x / n
-    m_inv = np.linalg.pinv(m, rcond=1e-10, hermitian=True)
-    u = (x.reshape(replicates, n_s, p).transpose(1, 2, 0)
-         @ resid.reshape(replicates, n_s, -1).transpose(1, 0, 2))  # (S, p, C'): u_i
-    w = (m_inv @ u).reshape(n_s, -1)  # M⁻¹u_i
-    n_c = resid.shape[1]
-    return ((w.T @ w) / float(n) ** 2).reshape(p, n_c, p, n_c)
+    w = _cluster_scores(x, resid, replicates)
+    n_s, p, n_c = w.shape
+    flat = w.reshape(n_s, -1)
+    return (flat.T @ flat).reshape(p, n_c, p, n_c)
 
 
 def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.ndarray,
@@ -293,6 +298,11 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     Σ_i (g_i − ḡ)(g_i − ḡ)ᵀ/S² the noise of the draws' means that every other G0 of the
     decision carries (the intercept-only fit's V_n).  For the location–scale form of an LCB
     or CVaR only the location's noise is counted.
+
+    The mean (1/N) Σ_n b_n is estimated on a subsample: 4·``cap`` evenly spaced outcomes (all
+    when N is smaller) are screened (:func:`_reach`; b_n = 0 out of reach), and at most
+    ``cap`` of those within reach, evenly spaced, are bootstrapped; ``se_rows`` is the
+    error of both stages (with finite-population corrections).
 
     Parameters
     ----------
@@ -310,9 +320,7 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     replicates : int
         R.
     cap : int
-        At most this many outcomes within reach are bootstrapped, evenly spaced; their mean
-        b_n, scaled by the share within reach, estimates the mean, and the subset's error is
-        reported.
+        Outcomes bootstrapped at most.
     """
     n = x.shape[0]
     feas = np.broadcast_to(np.asarray(feasible, bool), u.shape)
@@ -321,28 +329,34 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     n_s = gain.shape[0]
     dev = gain - gain.mean(axis=0)
     v_0 = dev.T @ dev / float(n_s) ** 2
-    big = fitted_covariance(x, resid, replicates)
-    diag = np.stack([((x @ big[:, c, :, c]) * x).sum(axis=1) for c in range(u.shape[1])],
-                    -1)
+    w = _cluster_scores(x, resid, replicates)  # (S, p, C')
+    pick = np.arange(n) if n <= 4 * cap else np.linspace(0, n - 1, 4 * cap).astype(int)
+    xp, up, fp = x[pick], u[pick], feas[pick]
+    diag = np.stack([((xp @ (w[:, :, c].T @ w[:, :, c])) * xp).sum(axis=1)
+                     for c in range(u.shape[1])], -1)  # V_n[c, c]
     sd = np.sqrt(np.clip(np.maximum(diag, np.diag(v_0)[None, :]), 0.0, None))
-    keep, rows = _reach(u, feas, sd)
+    keep, rows = _reach(up, fp, sd)
     cols, rows = np.flatnonzero(keep), np.flatnonzero(rows)
     if cols.size == 0 or rows.size == 0:
         return zero
     n_reach = rows.size
     sub = rows if n_reach <= cap else rows[np.linspace(0, n_reach - 1, cap).astype(int)]
-    bc = big[:, cols][:, :, :, cols]
-    p, k = bc.shape[0], cols.size
-    half = (x[sub] @ bc.reshape(p, -1)).reshape(sub.size, k, p, k)  # (x_nᵀ B)[c, q, d]
-    v = (x[sub][:, None, None, :] @ half)[:, :, 0, :]  # V_n[c, d] = Σ_q (x_nᵀB)[c,q,d] x_nq
-    uc, mask = u[np.ix_(sub, cols)], feas[np.ix_(sub, cols)]
+    p, k = x.shape[1], cols.size
+    wc = w[:, :, cols].reshape(n_s, -1)
+    bc = (wc.T @ wc).reshape(p, k, p, k)  # B of the columns within reach
+    half = (xp[sub] @ bc.reshape(p, -1)).reshape(sub.size, k, p, k)  # (x_nᵀ B)[c, q, d]
+    v = (xp[sub][:, None, None, :] @ half)[:, :, 0, :]  # V_n[c, d] = Σ_q (x_nᵀB)[c,q,d] x_nq
+    uc, mask = up[np.ix_(sub, cols)], fp[np.ix_(sub, cols)]
     zc = z[:, cols]
     per = (_pairs(uc, mask, v, zc)
            - _pairs(uc, mask, v_0[np.ix_(cols, cols)], zc))
-    share = n_reach / n
+    share = n_reach / pick.size
     b_rows = per.mean(axis=1)
-    se_rows = 0.0
-    if sub.size < n_reach and sub.size > 1:
-        se_rows = float(share * b_rows.std(ddof=1) / np.sqrt(sub.size)
-                        * np.sqrt(1 - sub.size / n_reach))
-    return FittedNoiseBias(float(share * b_rows.mean()), share * per.mean(axis=0), se_rows)
+    b = share * float(b_rows.mean())
+    var = 0.0
+    if pick.size < n:  # the screened outcomes are a sample of the N
+        spread = max(share * float((b_rows**2).mean()) - b * b, 0.0)
+        var += spread / pick.size * (1 - pick.size / n)
+    if sub.size < n_reach and sub.size > 1:  # the bootstrapped ones, of those within reach
+        var += share**2 * float(b_rows.var(ddof=1)) / sub.size * (1 - sub.size / n_reach)
+    return FittedNoiseBias(b, share * per.mean(axis=0), float(np.sqrt(var)))

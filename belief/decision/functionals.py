@@ -264,23 +264,26 @@ class SortedColumns:
 
 def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """φ of every column of ``draws`` (S, C) over bootstrap resamples ``idx`` (B, n) of its
-    rows → (B, C): ``functional(np.moveaxis(draws[idx], 1, -1))`` bit for bit, without
-    sorting each resample.
+    rows → (B, C): ``functional(np.moveaxis(draws[idx], 1, -1))`` (bit for bit for ``lcb``
+    and ``cvar``; to rounding for ``mean``), without building or sorting each resample.
 
     Under uniform weights the sorted resample of a column is its sorted draws, each repeated
     as often as it was drawn, with the same weights 1/n at every position; so for ``lcb``
     the quantile's position k (the same in every resample) is found once and its value is
     the sorted draw whose cumulative count first exceeds k, and for ``cvar`` the sorted
-    resample is built by repetition.  ``mean`` sums in the resample's order, as before.
+    resample is built by repetition.  ``mean`` is (counts @ draws)/n, the resample counts of
+    each draw times its value.
     """
     x = np.asarray(draws, dtype=float)
     idx = np.asarray(idx)
-    if functional.kind == "mean" or idx.ndim != 2 or idx.size == 0:
+    if idx.ndim != 2 or idx.size == 0:
         return functional(np.moveaxis(x[idx], 1, -1))
     n_b, n = idx.shape
     n_s = x.shape[0]
     counts = np.bincount((idx + n_s * np.arange(n_b)[:, None]).ravel(),
                          minlength=n_b * n_s).reshape(n_b, n_s)
+    if functional.kind == "mean":
+        return (counts @ x) / n
     order = np.argsort(x, axis=0, kind="stable")  # (S, C)
     xs = np.take_along_axis(x, order, 0)
     w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
