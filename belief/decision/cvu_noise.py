@@ -62,7 +62,7 @@ from belief.decision.functionals import Functional, weighted_column_quantiles
 from belief.decision.preposterior import influence
 
 __all__ = ["FittedNoiseBias", "NoiseBias", "fitted_covariance", "fitted_noise_bias",
-           "noise_bias", "noise_covariance", "noise_draws"]
+           "gram_pinv", "noise_bias", "noise_covariance", "noise_draws"]
 
 
 @dataclass(frozen=True)
@@ -264,11 +264,30 @@ class FittedNoiseBias:
         return float(np.hypot(se_pairs, self.se_rows))
 
 
+def gram_pinv(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """The pseudo-inverse of M = XᵀX/N taken on standardised columns, and its rank.
+
+    With D = diag(√(mean x_j²)) and X_s = X D⁻¹, the eigen-directions of X_sᵀX_s below 1e-10 of
+    the largest eigenvalue are dropped: M⁺ = N D⁻¹ (X_sᵀX_s)⁺ D⁻¹.  Least squares
+    (β̂ = M⁺ Xᵀy / N, :func:`belief.decision.cvu_regression.least_squares`) and the covariance
+    of its fitted values (:func:`fitted_covariance`) use this one inverse, so they keep the
+    same directions (raw spline columns differ in scale by orders of magnitude: a cut-off on
+    the raw M drops directions the fit keeps)."""
+    n = x.shape[0]
+    scale = np.sqrt((x**2).mean(axis=0))
+    scale = np.where(scale > 0, scale, 1.0)
+    xs = x / scale
+    vals, vecs = np.linalg.eigh(xs.T @ xs)
+    keep = vals > vals.max() * 1e-10
+    inv = (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T
+    return inv * (float(n) / np.outer(scale, scale)), int(keep.sum())
+
+
 def _cluster_scores(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.ndarray:
-    """(S, p, C'): M⁻¹u_ic / N for every draw i (:func:`fitted_covariance`)."""
+    """(S, p, C'): M⁺u_ic / N for every draw i (:func:`fitted_covariance`)."""
     n, p = x.shape
     n_s = n // replicates
-    m_inv = np.linalg.pinv(x.T @ x / n, rcond=1e-10, hermitian=True)
+    m_inv = gram_pinv(x)[0]
     u = (x.reshape(replicates, n_s, p).transpose(1, 2, 0)
          @ resid.reshape(replicates, n_s, -1).transpose(1, 0, 2))  # (S, p, C'): u_i
     return (m_inv @ u) / float(n)
@@ -279,9 +298,10 @@ def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.n
     fitted values x_nᵀβ̂_c at design row x_n, the draws as clusters (the R replicates of a
     draw share its gains, so their residuals are correlated):
 
-        Cov(β̂_c, β̂_d) = M⁻¹ [Σ_i u_ic u_idᵀ] M⁻¹ / N²,   u_ic = Σ_r x_ir e_irc,  M = XᵀX/N
+        Cov(β̂_c, β̂_d) = M⁺ [Σ_i u_ic u_idᵀ] M⁺ / N²,   u_ic = Σ_r x_ir e_irc,  M = XᵀX/N
 
-    (the cluster-robust sandwich; rows ordered replicate-major, n = r·S + i)."""
+    (the cluster-robust sandwich; rows ordered replicate-major, n = r·S + i; M⁺ from
+    :func:`gram_pinv`, the inverse the least-squares fit uses)."""
     w = _cluster_scores(x, resid, replicates)
     n_s, p, n_c = w.shape
     flat = w.reshape(n_s, -1)

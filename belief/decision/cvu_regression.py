@@ -42,7 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_noise import fitted_noise_bias
+from belief.decision.cvu_noise import fitted_noise_bias, gram_pinv
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
@@ -88,18 +88,11 @@ def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
 
 
 def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
-    """Least squares by the normal equations on standardised columns (the designs here are
-    tall and narrow: N ≫ p), with a pseudo-inverse that drops directions below 1e-10 of the
-    largest eigenvalue; returns the coefficients and the rank."""
-    scale = np.sqrt((x**2).mean(axis=0))
-    scale = np.where(scale > 0, scale, 1.0)
-    xs = x / scale
-    gram = xs.T @ xs
-    vals, vecs = np.linalg.eigh(gram)
-    keep = vals > vals.max() * 1e-10
-    inv = (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T
-    coef = (inv @ (xs.T @ y)) / (scale[:, None] if y.ndim == 2 else scale)
-    return coef, int(keep.sum())
+    """Least squares by the normal equations, β̂ = M⁺ Xᵀy / N with M⁺ the pseudo-inverse of
+    M = XᵀX/N on standardised columns (:func:`belief.decision.cvu_noise.gram_pinv`: the
+    designs here are tall and narrow, N ≫ p); returns the coefficients and the rank."""
+    m_inv, rank = gram_pinv(x)
+    return m_inv @ (x.T @ y) / float(x.shape[0]), rank
 
 
 def best_by_gcv(designs: list[np.ndarray], resp: np.ndarray) -> int | None:
@@ -208,9 +201,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     value = float(g0_n.mean())
 
     won = winners(phi, nxt.c_lambda, feas)
-    m = x.T @ x / n
     a = np.stack([(x * (won == c)[:, None]).mean(axis=0) for c in cols], 0)  # (C', p)
-    v = np.linalg.lstsq(m, a.T, rcond=None)[0].T  # a_c M⁻¹, (C', p)
+    v = a @ gram_pinv(x)[0]  # a_c M⁺, (C', p): the inverse of the fit
     infl = g0_n - value + ((x @ v.T) * resid).sum(axis=1)
     per = infl.reshape(replicates, n_s)
     within = per.var(axis=0, ddof=1)  # σ_i², the outcome noise of draw i
