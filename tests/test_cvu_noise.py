@@ -285,7 +285,7 @@ def test_fitted_covariance_of_a_spline_design_depends_only_on_its_column_space()
     assert x.shape[1] == 36 and np.linalg.cond(x) > 1e6
     coef, rank = least_squares(x, g)
     assert rank == 36
-    u, sv, _ = np.linalg.svd(x / np.sqrt((x**2).mean(axis=0)), full_matrices=False)
+    u, _, _ = np.linalg.svd(x / np.sqrt((x**2).mean(axis=0)), full_matrices=False)
     q = u * np.sqrt(x.shape[0])
     np.testing.assert_allclose(x @ coef, q @ (q.T @ g) / x.shape[0], atol=1e-6)
     resid = g - x @ coef
