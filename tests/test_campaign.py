@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,27 +141,59 @@ def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_
 
 def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
         full_run, fitter, tmp_path):
-    """A header without ``cvu.noise_correction`` (and without ``allocation``) was written
-    before those fields existed: resumed without settings it runs the old behaviour (no
-    correction), resumed with today's default settings it is refused as different, and with
-    the correction off it is accepted; the restart check agrees."""
+    """A header without the noise-correction fields (and without ``cvu.blas_threads``, a
+    result-neutral field) was written before they existed: resumed without settings it runs
+    the old behaviour (no correction), resumed with today's default settings it is refused
+    as different, and with the correction off it is accepted; the restart check agrees.  A
+    header with the PSIS correction but without the regression one (written between the
+    two) resumes with the PSIS correction only."""
     from belief.campaign.loop import same_campaign
 
     out, _ = full_run
     recs = log_records(out)
-    assert recs[0]["settings"]["cvu"]["noise_correction"] is SETTINGS.cvu.noise_correction
-    del recs[0]["settings"]["cvu"]["noise_correction"]
-    del recs[0]["settings"]["allocation"]
+    cvu = recs[0]["settings"]["cvu"]
+    assert cvu["noise_correction"] is SETTINGS.cvu.noise_correction is True
+    assert cvu["regression_noise_correction"] is True
+    del cvu["regression_noise_correction"]
+    del cvu["blas_threads"]
+    between = Campaign.resume(_write(tmp_path / "between", recs), fitter=fitter).settings.cvu
+    assert between.noise_correction is True and between.regression_noise_correction is False
+    del cvu["noise_correction"]
     old = _write(tmp_path / "old", recs)
     resumed = Campaign.resume(old, fitter=fitter)
     assert resumed.settings.cvu.noise_correction is False
+    assert resumed.settings.cvu.blas_threads == SETTINGS.cvu.blas_threads
     assert resumed.history == Campaign.resume(out, fitter=fitter).history != []
     with pytest.raises(InputError, match="settings differ"):
         Campaign.resume(old, settings=SETTINGS, fitter=fitter)
-    off = replace(SETTINGS, cvu=replace(SETTINGS.cvu, noise_correction=False))
+    off = replace(SETTINGS, cvu=replace(SETTINGS.cvu, noise_correction=False,
+                                        regression_noise_correction=False))
     assert Campaign.resume(old, settings=off, fitter=fitter).settings.cvu == off.cvu
     world = SyntheticWorld(seed=4)
     assert same_campaign(old, world, off) and not same_campaign(old, world, SETTINGS)
+
+
+@pytest.mark.parametrize("section, field", [("cvu", "estimator"), ("cvu", "min_ess"),
+                                            ("fit", "max_escalations"), (None, "allocation")])
+def test_a_log_without_a_field_whose_old_behaviour_is_unknown_is_refused(
+        full_run, fitter, tmp_path, section, field):
+    """A field whose default changed what a campaign does when it was added (and whose old
+    behaviour this version cannot run) is not filled: resume with or without settings, and
+    replay, refuse the log naming the field; the restart check says it is another campaign."""
+    from belief.campaign.loop import same_campaign
+    from belief.campaign.replay import replay
+
+    out, _ = full_run
+    recs = log_records(out)
+    del (recs[0]["settings"][section] if section else recs[0]["settings"])[field]
+    old = _write(tmp_path / "old", recs)
+    name = f"{section}.{field}" if section else field
+    for settings in (None, SETTINGS):
+        with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} "):
+            Campaign.resume(old, settings=settings, fitter=fitter)
+    with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} "):
+        replay(old)
+    assert not same_campaign(old, SyntheticWorld(seed=4), SETTINGS)
 
 
 def _write(path: Path, recs: list[dict], tail: str = "") -> Path:

@@ -82,10 +82,10 @@ from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
 from models.costs import CostPriors
 
-__all__ = ["LEGACY_SETTINGS", "OUTPUTS_OWNER", "Campaign", "CampaignResult", "CampaignSettings",
-           "campaign_fitter", "folder_state", "header_settings", "logged_settings",
-           "outputs_complete", "run_campaign", "same_campaign",
-           "settings_from_dict", "settings_to_dict"]
+__all__ = ["LEGACY_SETTINGS", "NEUTRAL_FIELDS", "OUTPUTS_OWNER", "Campaign", "CampaignResult",
+           "CampaignSettings", "campaign_fitter", "folder_state", "header_settings",
+           "logged_settings", "outputs_complete", "run_campaign", "same_campaign",
+           "settings_from_dict", "settings_to_dict", "unreproducible_fields"]
 
 OUTPUTS_OWNER = "campaign"  # manifest .belief-campaign.json of the final outputs
 _STEP_FILE = re.compile(r"step_\d{3,}\.csv")
@@ -204,26 +204,68 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     return out
 
 
-LEGACY_SETTINGS: dict[str, dict[str, Any]] = {"cvu": {"noise_correction": False}}
-"""Fields added after campaign logs were written whose default changes what a campaign does:
-a log without such a field ran the behaviour from before it, given here (CVU's noise-bias
-correction, December 2026).  Any other field a log lacks takes its default, the behaviour
-from before that field."""
+LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
+    "cvu": {"noise_correction": False, "regression_noise_correction": False}}
+"""Fields added after campaign logs were written whose default changes what a campaign does,
+with the value that reproduces the behaviour from before them: a log without such a field
+ran that way (CVU's noise-bias correction of the PSIS estimator, then of the regression
+estimator, December 2026)."""
+
+NEUTRAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "cvu": ("blas_threads", "continuation", "rollout_depth", "inner_outcomes",
+            "channel_split"),
+    "fit": ("costs",)}
+"""Fields added after campaign logs were written whose default is the behaviour from before
+them (one BLAS thread: rounding only; the one-step continuation, which ignores the depth and
+inner outcomes; the channel split, reported beside CVU without moving it; the candidate
+file's known costs): a log without them takes their defaults.  A log that lacks any other
+field was written by a version whose choices this one cannot reproduce and is refused
+(:func:`unreproducible_fields`)."""
+
+_SECTIONS = (("gate", SafetyGate), ("fit", FitSettings), ("cvu", CVUSettings))
 
 
 def logged_settings(d: Any) -> Any:
-    """A log header's settings as :func:`settings_to_dict` writes them today: the fields a
-    log written before they existed lacks are filled with :data:`LEGACY_SETTINGS` or their
-    defaults, so that such a log can be resumed and compared (a field the log holds is kept
-    as it is, and a field this version does not know is left for the reader to refuse; what
-    is not a mapping is returned as it is)."""
+    """A log header's settings as :func:`settings_to_dict` writes them today, as far as they
+    can be known: the fields of :data:`LEGACY_SETTINGS` and :data:`NEUTRAL_FIELDS` that a
+    log written before they existed lacks are filled (with the old behaviour and with their
+    defaults); any other missing field stays missing, so that such a log compares unequal to
+    every settings of this version (a field the log holds is kept as it is, and a field this
+    version does not know is left for the reader to refuse; what is not a mapping is
+    returned as it is)."""
     if not isinstance(d, Mapping):
         return d
-    out: dict[str, Any] = {"allocation": "q", "act_on_unreliable": False, **d}
-    for key, cls in (("gate", SafetyGate), ("fit", FitSettings), ("cvu", CVUSettings)):
+    out: dict[str, Any] = dict(d)
+    for key, cls in _SECTIONS:
         if isinstance(out.get(key), Mapping):
-            out[key] = {**asdict(cls()), **LEGACY_SETTINGS.get(key, {}), **out[key]}
+            defaults = asdict(cls())
+            fill = {k: defaults[k] for k in NEUTRAL_FIELDS.get(key, ())}
+            out[key] = {**fill, **LEGACY_SETTINGS.get(key, {}), **out[key]}
     return out
+
+
+def unreproducible_fields(d: Any) -> list[str]:
+    """The settings fields (``"cvu.estimator"``, …) that a log header lacks even after
+    :func:`logged_settings`: it was written before they existed, and this version cannot
+    run what it ran."""
+    if not isinstance(d, Mapping):
+        return []
+    d = logged_settings(d)
+    top = ["horizon", "functional", "weights", "beta", "gate", "fit", "seed",
+           "stability_resamples", "cvu", "alpha_deploy", "allocation", "act_on_unreliable"]
+    missing = [k for k in top if k not in d]
+    for key, cls in _SECTIONS:
+        if isinstance(d.get(key), Mapping):
+            missing += [f"{key}.{k}" for k in asdict(cls()) if k not in d[key]]
+    return missing
+
+
+def _refuse_unreproducible(d: Any, path: str | Path) -> None:
+    missing = unreproducible_fields(d)
+    if missing:
+        raise InputError(str(path), f"record 1 (header): the settings lack {', '.join(missing)}"
+                                    " (written by a version before they existed, whose "
+                                    "choices this one cannot reproduce)")
 
 
 def header_settings(header: Mapping[str, Any], path: str | Path, *,
@@ -234,6 +276,8 @@ def header_settings(header: Mapping[str, Any], path: str | Path, *,
     instead of an error."""
     try:
         d = header["settings"]
+        _refuse_unreproducible(d, path)
+        d = logged_settings(d)
         w = d.get("weights") if isinstance(d, Mapping) else None
         if custom_weights and isinstance(w, Mapping) and w.get("kind") == "custom":
             d = {**d, "weights": None}
@@ -246,9 +290,9 @@ def header_settings(header: Mapping[str, Any], path: str | Path, *,
 
 
 def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
-    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored); the
-    fields a log written by an earlier version lacks are read by :func:`logged_settings`."""
-    d = logged_settings(d)
+    """Inverse of :func:`settings_to_dict` (a custom weight callable cannot be restored; a log
+    header is read by :func:`header_settings`, which fills and checks what an earlier version
+    did not write)."""
     w = d.get("weights")
     weights: Any = None
     if w is not None:
@@ -670,6 +714,7 @@ class Campaign:
         if candidates_to_dict(logged) != candidates_to_dict(world.candidates):
             raise InputError(str(log.path), "the world's candidates differ from the log's")
         c = cls(world, settings, out, fitter, _fresh=False)
+        _refuse_unreproducible(h.get("settings"), log.path)
         if settings_to_dict(c.settings) != logged_settings(h["settings"]):
             raise InputError(str(log.path), "settings differ from the logged campaign's; "
                                             "resume with the logged settings")

@@ -66,6 +66,7 @@ from belief.campaign.loop import (
     campaign_fitter,
     header_settings,
     step_seed,
+    unreproducible_fields,
 )
 from belief.campaign.overrun import TOL
 from belief.campaign.world import model_update_row
@@ -154,14 +155,20 @@ def _from_json_log(path: Path) -> LoggedCampaign:
               "policy_after": r["policy_after"], "cost": dict(r["realised_cost"]),
               "outcome": _frames(r.get("outcome", {})), "overrun": r.get("overrun")}
              for r in log.steps]
-    settings = header_settings(h, log.path, custom_weights=True)
+    extra: dict[str, Any] = {}
+    try:
+        settings = header_settings(h, log.path, custom_weights=True)
+    except InputError as err:
+        if not unreproducible_fields(h.get("settings")):
+            raise
+        settings, extra["settings_problem"] = None, str(err)  # replayable with settings
     # a stop record written after a budget overrun is not a decision to stop (the campaign was
     # stopped by the overrun, belief.campaign.loop): there is no logged choice to replay
     stop = (None if log.stop is None or "overrun" in log.stop
             else {"step": log.stop["step"]})
     return LoggedCampaign(cands, budget, h["initial_policy"],
                           _frames(h.get("initial_evidence", {})), steps, stop, settings,
-                          log.problem, str(log.path))
+                          log.problem, str(log.path), extra)
 
 
 def _from_csv_layout(folder: Path) -> LoggedCampaign:
@@ -286,6 +293,9 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     any problem that stopped the replay early.
     """
     camp = source if isinstance(source, LoggedCampaign) else load_campaign(source)
+    if settings is None and camp.extra.get("settings_problem"):
+        raise InputError("settings", f"{camp.extra['settings_problem']}: replay it with "
+                                     "explicit settings")
     s = settings or camp.settings or CampaignSettings()
     changes: dict[str, Any] = {}
     if functional is not None:

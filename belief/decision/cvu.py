@@ -147,9 +147,9 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
               bootstrap: Callable[[np.ndarray], float] | None = None,
               noise_z: np.ndarray | None = None) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
-    for (module docstring); ``noise_z``: the PSIS and regression estimates' noise-bias
-    correction (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the
-    MCSE)."""
+    for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
+    regression estimate's with ``settings.regression_noise_correction``
+    (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -159,12 +159,13 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
                         "update's order effects enter through next_gain; no safety gate "
                         "can change: belief.decision.cvu_safety)",
                         if_draws=infl, if_noise=np.zeros_like(infl))
-    regression = {"replicates": settings.regression_replicates}
+    regression = {"replicates": settings.regression_replicates,
+                  "noise_z": noise_z if settings.regression_noise_correction else None}
     if settings.estimator == "regression" or exp.loglik is None:
         why = ("regression forced by the settings" if settings.estimator == "regression"
                else "the experiment has no likelihood to reweight by")
         return regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=why,
-                                   noise_z=noise_z, **regression)
+                                   **regression)
     y = np.asarray(exp.simulate(rngs[0], idx))
     if y.dtype.kind in "fc" and not np.isfinite(y).all():
         return Estimate.failed("the simulated outcomes are not finite")
@@ -182,7 +183,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
                                       if p.size > 1 else 0.0))
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
-                              noise_z=noise_z, **regression)
+                              **regression)
     est.pareto_k, est.bad_share, est.ess = diag["pareto_k"], diag["bad_share"], diag["ess"]
     return est
 

@@ -55,11 +55,18 @@ class CVUSettings:
     control_variates : bool
         Use the martingale control variates in the PSIS estimator (False: the plain mean).
     noise_correction : bool
-        Remove from the PSIS and regression estimators the excess upward bias that the noise
-        of the weighted functionals, or of the fitted values, gives the maximum in G0
+        Remove from the PSIS estimator (and from the regression estimator, with
+        ``regression_noise_correction``) the excess upward bias that the noise of the
+        weighted functionals, or of the fitted values, gives the maximum in G0
         (:mod:`belief.decision.cvu_noise`; the one-step
         estimates only, not the look-ahead or rollout continuations; False: the plug-in G0,
         biased upward for informative studies facing near-tied candidates).
+    regression_noise_correction : bool
+        With ``noise_correction``, correct the regression estimator too (the cluster-robust
+        covariance of its fitted values, :func:`belief.decision.cvu_noise.fitted_noise_bias`);
+        False corrects the PSIS estimator only (as CVU did before December 2026: campaign
+        logs without this field ran that way and resume so).  Without ``noise_correction``
+        neither is corrected.
     max_bad_share : float
         Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
         PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
@@ -105,6 +112,7 @@ class CVUSettings:
     estimator: str = "auto"
     control_variates: bool = True
     noise_correction: bool = True
+    regression_noise_correction: bool = True
     max_bad_share: float = 0.05
     min_ess: float = 100.0
     regression_replicates: int = 8
@@ -123,7 +131,8 @@ class CVUSettings:
         integer(self.seed, "CVUSettings.seed", minimum=0)
         real(self.k_threshold, "CVUSettings.k_threshold")
         choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
-        for name in ("control_variates", "channel_split", "noise_correction"):
+        for name in ("control_variates", "channel_split", "noise_correction",
+                     "regression_noise_correction"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"CVUSettings.{name}",
                                  f"must be true or false, got {getattr(self, name)!r}")
