@@ -514,3 +514,6 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
     per_draw = (ra - rb).var(axis=0, ddof=1)
     assert er.mcse_of_difference(e2) == pytest.approx(np.sqrt(per_draw.mean() / (8 * 50)))
     assert er.mcse_of_difference(ea) == pytest.approx(np.hypot(er.mcse, ea.mcse))  # shapes
+    er.extra["correction_mcse"], e2.extra["correction_mcse"] = 0.003, 0.004  # not in terms
+    assert er.mcse_of_difference(e2) == pytest.approx(
+        np.sqrt(per_draw.mean() / (8 * 50) + 0.003**2 + 0.004**2))

@@ -53,17 +53,21 @@ class Estimate:
         """Monte Carlo error of ``self.expected_g0 − other.expected_g0`` when both were
         computed on the same simulated outcomes (common random numbers) by the same
         estimator: the error formula of the estimator applied to the difference of the
-        per-outcome terms.  Without paired terms (different estimators or shapes), the
-        unpaired √(mcse_a² + mcse_b²), which overstates it for positively correlated
-        estimates."""
+        per-outcome terms, and the errors of both noise-bias corrections (``extra
+        ["correction_mcse"]``, not in the terms) in quadrature.  Without paired terms
+        (different estimators or shapes), the unpaired √(mcse_a² + mcse_b²), which
+        overstates it for positively correlated estimates."""
         a, b = self.terms, other.terms
         if a is None or b is None or a.shape != b.shape:
             return float(np.hypot(self.mcse, other.mcse))
         d = np.asarray(a, float) - np.asarray(b, float)
         if d.ndim == 1:
-            return float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else np.nan
-        r, n_s = d.shape
-        return float(np.sqrt(d.var(axis=0, ddof=1).sum() / (r * n_s**2)))
+            paired = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else np.nan
+        else:
+            r, n_s = d.shape
+            paired = float(np.sqrt(d.var(axis=0, ddof=1).sum() / (r * n_s**2)))
+        corr = [float(e.extra.get("correction_mcse", 0.0)) for e in (self, other)]
+        return float(np.sqrt(paired**2 + corr[0] ** 2 + corr[1] ** 2))
 
     @classmethod
     def failed(cls, reason: str, **diagnostics) -> Estimate:

@@ -172,7 +172,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     noise_z : ndarray (K/2, C), optional
         :func:`belief.decision.cvu_noise.noise_draws`: subtract the excess noise bias of the
         fitted values (:func:`belief.decision.cvu_noise.fitted_noise_bias`); its mean is
-        ``extra["noise_bias"]``, its Monte Carlo error is added to the MCSE, and the plug-in
+        ``extra["noise_bias"]``, its Monte Carlo error ``extra["correction_mcse"]`` is added
+        to the MCSE (the per-outcome ``terms`` stay uncorrected), and the plug-in
         value and MCSE are ``extra["plugin_g0"]``.
     """
     gain = nxt.gain
@@ -212,7 +213,7 @@ def regression_estimate(nxt: NextState, functional: Functional,
         u = phi_c - nxt.c_lambda[cols]
         fb = fitted_noise_bias(x, resid, gain[:, cols], u,
                                feas[..., cols], noise_z[:, cols], replicates)
-        extra.update(plugin_g0=(value, mcse), noise_bias=fb.b)
+        extra.update(plugin_g0=(value, mcse), noise_bias=fb.b, correction_mcse=fb.mcse)
         value, mcse = value - fb.b, float(np.hypot(mcse, fb.mcse))
     return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
                     if_noise=within / replicates, n_outcomes=n, terms=per, extra=extra)
