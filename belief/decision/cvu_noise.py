@@ -364,8 +364,13 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     p, k = x.shape[1], cols.size
     wc = w[:, :, cols].reshape(n_s, -1)
     bc = (wc.T @ wc).reshape(p, k, p, k)  # B of the columns within reach
-    half = (xp[sub] @ bc.reshape(p, -1)).reshape(sub.size, k, p, k)  # (x_nᵀ B)[c, q, d]
-    v = (xp[sub][:, None, None, :] @ half)[:, :, 0, :]  # V_n[c, d] = Σ_q (x_nᵀB)[c,q,d] x_nq
+    v = np.empty((sub.size, k, k))
+    bflat = bc.reshape(p, -1)
+    step = max(1, int(2**22 // max(k * p * k, 1)))  # rows at a time: ≤ 32 MB of x_nᵀB
+    for lo in range(0, sub.size, step):
+        xs = xp[sub[lo:lo + step]]
+        half = (xs @ bflat).reshape(xs.shape[0], k, p, k)  # (x_nᵀ B)[c, q, d]
+        v[lo:lo + step] = (xs[:, None, None, :] @ half)[:, :, 0, :]  # Σ_q (x_nᵀB)[c,q,d] x_nq
     uc, mask = up[np.ix_(sub, cols)], fp[np.ix_(sub, cols)]
     zc = z[:, cols]
     per = (_pairs(uc, mask, v, zc)
