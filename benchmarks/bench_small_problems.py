@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=16,
                         help="inner outcomes K of the non-myopic continuations")
     parser.add_argument("--no-continuations", action="store_true",
-                        help="skip the engine's look-ahead and rollout rows")
+                        help="skip the engine's look-ahead, rollout and plug-in rows")
     parser.add_argument("--out", default="benchmarks/results/small_problems.json")
     args = parser.parse_args()
 

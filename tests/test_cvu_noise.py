@@ -295,6 +295,39 @@ def test_fitted_covariance_of_a_spline_design_depends_only_on_its_column_space()
     np.testing.assert_allclose(v_x, v_q, rtol=1e-6, atol=1e-12 * np.abs(v_q).max())
 
 
+def test_the_subsampled_regression_noise_bias_and_its_error_are_calibrated():
+    """The regression noise bias on 40 problems (2-D summary, 4 knots, N = 2400 outcomes),
+    estimated on a subsample (cap = 64: 256 screened, 64 bootstrapped) against all N: the
+    subsample's errors average to 0 within 3 s.e., and their root mean square matches the
+    reported ``se_rows``: Σd²/Σse² within the 99.9 % interval of χ²₄₀/40 (the errors of
+    skewed b_n are not normal, so only the scale is tested, not each z)."""
+    from scipy import stats
+
+    from belief.decision.cvu_noise import fitted_noise_bias
+    from belief.decision.cvu_regression import least_squares, spline_design
+
+    d, se = [], []
+    for r in range(40):
+        rng = np.random.default_rng(500 + r)
+        n_s, reps, n_c = 300, 8, 4
+        gain = rng.normal(size=(n_s, n_c)) * 0.1 + np.linspace(0, 0.01, n_c)
+        g = np.tile(gain, (reps, 1))  # replicate-major
+        x = spline_design(g[:, :2] + 0.1 * rng.normal(size=(g.shape[0], 2)), 4)
+        fitted = x @ least_squares(x, g)[0]
+        z = noise_draws(r, n_c)
+        args = (x, g - fitted, gain, fitted, np.ones(n_c, bool), z, reps)
+        full = fitted_noise_bias(*args, cap=10**6)
+        sub = fitted_noise_bias(*args, cap=64)
+        assert full.se_rows == 0 and sub.se_rows > 0 and full.b > 0
+        d.append(sub.b - full.b)
+        se.append(sub.se_rows)
+    d, se = np.array(d), np.array(se)
+    assert abs(d.mean()) < 3 * d.std(ddof=1) / np.sqrt(d.size), d
+    ratio = (d**2).sum() / (se**2).sum()
+    lo, hi = stats.chi2.ppf([0.0005, 0.9995], d.size) / d.size
+    assert lo < ratio < hi, (ratio, lo, hi)
+
+
 def test_regression_correction_removes_part_of_the_bias_and_never_overshoots():
     """The regression estimator (forced) on 16 independent draw sets, n = 30: its fitted
     values' noise biases the plug-in upward by more than 4 s.e.; the corrected estimate is
