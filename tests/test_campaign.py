@@ -145,9 +145,11 @@ def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
     result-neutral field) was written before they existed: resumed without settings it runs
     the old behaviour (no correction), resumed with today's default settings it is refused
     as different, and with the correction off it is accepted; the restart check agrees.  A
-    header with the PSIS correction but without the regression one (written between the
-    two) resumes with the PSIS correction only."""
+    header with the correction on but without the regression field cannot say whether the
+    regression estimator was corrected: it is refused, naming the field, by resume and by
+    replay."""
     from belief.campaign.loop import same_campaign
+    from belief.campaign.replay import replay
 
     out, _ = full_run
     recs = log_records(out)
@@ -156,8 +158,12 @@ def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
     assert cvu["regression_noise_correction"] is True
     del cvu["regression_noise_correction"]
     del cvu["blas_threads"]
-    between = Campaign.resume(_write(tmp_path / "between", recs), fitter=fitter).settings.cvu
-    assert between.noise_correction is True and between.regression_noise_correction is False
+    between = _write(tmp_path / "between", recs)
+    lacks = r"record 1 \(header\): the settings lack cvu.regression_noise_correction \("
+    with pytest.raises(InputError, match=lacks):
+        Campaign.resume(between, fitter=fitter)
+    with pytest.raises(InputError, match=lacks + ".*replay it with explicit settings"):
+        replay(between)
     del cvu["noise_correction"]
     old = _write(tmp_path / "old", recs)
     resumed = Campaign.resume(old, fitter=fitter)
@@ -176,12 +182,15 @@ def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
 @pytest.mark.parametrize("section, field", [("cvu", "estimator"), ("cvu", "min_ess"),
                                             ("fit", "max_escalations"), (None, "allocation")])
 def test_a_log_without_a_field_whose_old_behaviour_is_unknown_is_refused(
-        full_run, fitter, tmp_path, section, field):
+        full_run, fitter, tmp_path, capsys, section, field):
     """A field whose default changed what a campaign does when it was added (and whose old
     behaviour this version cannot run) is not filled: resume with or without settings, and
-    replay, refuse the log naming the field; the restart check says it is another campaign."""
+    replay (the API without settings, the CLI even with flags: exit 2, one line, nothing
+    written), refuse the log naming the field once; the restart check says it is another
+    campaign."""
     from belief.campaign.loop import same_campaign
     from belief.campaign.replay import replay
+    from belief.cli.main import main
 
     out, _ = full_run
     recs = log_records(out)
@@ -189,10 +198,18 @@ def test_a_log_without_a_field_whose_old_behaviour_is_unknown_is_refused(
     old = _write(tmp_path / "old", recs)
     name = f"{section}.{field}" if section else field
     for settings in (None, SETTINGS):
-        with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} "):
+        with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} ") as err:
             Campaign.resume(old, settings=settings, fitter=fitter)
-    with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} "):
+        assert str(err.value).count("record 1") == 1, err.value
+    with pytest.raises(InputError, match=rf"settings lack {re.escape(name)} ") as err:
         replay(old)
+    assert str(err.value).count("record 1") == 1, err.value
+    capsys.readouterr()
+    assert main(["replay", str(old), "--weights", "real_h=0.01,compute=0.0002,eng_h=0.004",
+                 "--out", str(tmp_path / "replayed")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"settings lack {name} " in lines[0], lines
+    assert not (tmp_path / "replayed").exists()
     assert not same_campaign(old, SyntheticWorld(seed=4), SETTINGS)
 
 

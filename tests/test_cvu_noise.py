@@ -383,3 +383,30 @@ def test_regression_on_an_outcome_unrelated_to_the_gains_is_worth_nothing_on_ave
 
     assert abs(corr.mean()) < 3 * se(corr), corr
     assert (plug - corr).mean() > 4 * se(plug - corr), (plug, corr)
+
+
+def test_the_regression_correction_has_its_own_switch_and_error():
+    """``regression_noise_correction=False`` (or ``noise_correction=False``) leaves the
+    regression estimate at its plug-in value, bit for bit; with both on it is lower by the
+    reported ``cvu_noise_bias`` and its MCSE is the plug-in's and the correction's in
+    quadrature, so strictly larger."""
+    def run(**flags):
+        s = 4000
+        rng = np.random.default_rng(7000)
+        gain = np.column_stack([rng.normal(size=(s, 6)), np.zeros(s)])
+        ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
+        exp = Experiment(next_gain=gain, loglik=None,
+                         simulate=lambda rng, idx: rng.standard_normal(len(idx)))
+        out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
+                                 lambda b: np.zeros(1), Functional("mean"),
+                                 settings=CVUSettings(n_outcomes=256, seed=0, **flags))
+        res = out.sel(candidate="observe")
+        assert res["cvu_method"].item() == "regression"
+        return float(res["cvu"]), float(res["cvu_mcse"]), float(res["cvu_noise_bias"])
+
+    on = run()
+    off = run(regression_noise_correction=False)
+    none = run(noise_correction=False)
+    assert off[:2] == none[:2]
+    assert on[2] > 0 and on[0] == pytest.approx(off[0] - on[2], rel=1e-9)
+    assert on[1] > off[1]

@@ -85,7 +85,8 @@ from models.costs import CostPriors
 __all__ = ["LEGACY_SETTINGS", "NEUTRAL_FIELDS", "OUTPUTS_OWNER", "Campaign", "CampaignResult",
            "CampaignSettings", "campaign_fitter", "folder_state", "header_settings",
            "logged_settings", "outputs_complete", "run_campaign", "same_campaign",
-           "settings_from_dict", "settings_to_dict", "unreproducible_fields"]
+           "settings_from_dict", "settings_to_dict", "unreproducible_fields",
+           "unreproducible_rule"]
 
 OUTPUTS_OWNER = "campaign"  # manifest .belief-campaign.json of the final outputs
 _STEP_FILE = re.compile(r"step_\d{3,}\.csv")
@@ -208,8 +209,10 @@ LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
     "cvu": {"noise_correction": False, "regression_noise_correction": False}}
 """Fields added after campaign logs were written whose default changes what a campaign does,
 with the value that reproduces the behaviour from before them: a log without such a field
-ran that way (CVU's noise-bias correction of the PSIS estimator, then of the regression
-estimator, December 2026)."""
+ran that way (CVU's noise-bias correction, added on 2026-12-03).  ``regression_noise_
+correction`` is filled only where it cannot matter (no ``noise_correction``, or it is off):
+logs that hold ``noise_correction: true`` without it were written both before the regression
+estimator was corrected and after (with the same version number), so they are refused."""
 
 NEUTRAL_FIELDS: dict[str, tuple[str, ...]] = {
     "cvu": ("blas_threads", "continuation", "rollout_depth", "inner_outcomes",
@@ -240,7 +243,10 @@ def logged_settings(d: Any) -> Any:
         if isinstance(out.get(key), Mapping):
             defaults = asdict(cls())
             fill = {k: defaults[k] for k in NEUTRAL_FIELDS.get(key, ())}
-            out[key] = {**fill, **LEGACY_SETTINGS.get(key, {}), **out[key]}
+            legacy = dict(LEGACY_SETTINGS.get(key, {}))
+            if key == "cvu" and out[key].get("noise_correction", False) is not False:
+                legacy.pop("regression_noise_correction")  # ambiguous (LEGACY_SETTINGS)
+            out[key] = {**fill, **legacy, **out[key]}
     return out
 
 
@@ -260,12 +266,17 @@ def unreproducible_fields(d: Any) -> list[str]:
     return missing
 
 
-def _refuse_unreproducible(d: Any, path: str | Path) -> None:
+def unreproducible_rule(d: Any) -> str:
+    """The refusal of a header that lacks :func:`unreproducible_fields` ("" when none)."""
     missing = unreproducible_fields(d)
-    if missing:
-        raise InputError(str(path), f"record 1 (header): the settings lack {', '.join(missing)}"
-                                    " (written by a version before they existed, whose "
-                                    "choices this one cannot reproduce)")
+    return (f"record 1 (header): the settings lack {', '.join(missing)} (written by a version "
+            "before they existed, whose choices this one cannot reproduce)" if missing else "")
+
+
+def _refuse_unreproducible(d: Any, path: str | Path) -> None:
+    rule = unreproducible_rule(d)
+    if rule:
+        raise InputError(str(path), rule)
 
 
 def header_settings(header: Mapping[str, Any], path: str | Path, *,
@@ -274,10 +285,10 @@ def header_settings(header: Mapping[str, Any], path: str | Path, *,
     header written by hand or by another tool may hold anything).  ``custom_weights``: a λ
     rule that was a user callable (it cannot be restored) gives settings without weights
     instead of an error."""
+    _refuse_unreproducible(header.get("settings") if isinstance(header, Mapping) else None,
+                           path)
     try:
-        d = header["settings"]
-        _refuse_unreproducible(d, path)
-        d = logged_settings(d)
+        d = logged_settings(header["settings"])
         w = d.get("weights") if isinstance(d, Mapping) else None
         if custom_weights and isinstance(w, Mapping) and w.get("kind") == "custom":
             d = {**d, "weights": None}

@@ -66,7 +66,7 @@ from belief.campaign.loop import (
     campaign_fitter,
     header_settings,
     step_seed,
-    unreproducible_fields,
+    unreproducible_rule,
 )
 from belief.campaign.overrun import TOL
 from belief.campaign.world import model_update_row
@@ -156,12 +156,11 @@ def _from_json_log(path: Path) -> LoggedCampaign:
               "outcome": _frames(r.get("outcome", {})), "overrun": r.get("overrun")}
              for r in log.steps]
     extra: dict[str, Any] = {}
-    try:
+    problem = unreproducible_rule(h.get("settings"))
+    if problem:  # replayable with explicit settings only
+        settings, extra["settings_problem"] = None, problem
+    else:
         settings = header_settings(h, log.path, custom_weights=True)
-    except InputError as err:
-        if not unreproducible_fields(h.get("settings")):
-            raise
-        settings, extra["settings_problem"] = None, str(err)  # replayable with settings
     # a stop record written after a budget overrun is not a decision to stop (the campaign was
     # stopped by the overrun, belief.campaign.loop): there is no logged choice to replay
     stop = (None if log.stop is None or "overrun" in log.stop
@@ -294,8 +293,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     """
     camp = source if isinstance(source, LoggedCampaign) else load_campaign(source)
     if settings is None and camp.extra.get("settings_problem"):
-        raise InputError("settings", f"{camp.extra['settings_problem']}: replay it with "
-                                     "explicit settings")
+        raise InputError(camp.source, f"{camp.extra['settings_problem']}: replay it with "
+                                      "explicit settings")
     s = settings or camp.settings or CampaignSettings()
     changes: dict[str, Any] = {}
     if functional is not None:

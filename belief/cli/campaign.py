@@ -101,6 +101,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(f"wrote {done} of {len(trees)} replays to {escape(out)}/")
         return 2 if any(t.attrs["problem"] for t in trees.values()) else 0
     camp = load_campaign(source)
+    if camp.extra.get("settings_problem"):  # the flags override single fields only
+        raise InputError(camp.source, f"{camp.extra['settings_problem']}: replay it from "
+                                      "Python with replay(log, settings=...)")
     settings = _replay_settings(args, camp.settings)
     if settings.weights is not None:  # λ matched to the campaign's resources before any fit
         settings.weights.bind(camp.candidates.resources)

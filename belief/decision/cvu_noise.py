@@ -265,7 +265,9 @@ class FittedNoiseBias:
 
 
 def gram_pinv(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """The pseudo-inverse of M = XᵀX/N taken on standardised columns, and its rank.
+    """A generalised inverse M⁺ of M = XᵀX/N taken on standardised columns, and its rank
+    (M⁻¹ at full rank; otherwise M M⁺ M = M, and fitted values x_nᵀM⁺Xᵀy/N are those of
+    least squares, though M⁺ is not the Moore–Penrose inverse of M).
 
     With D = diag(√(mean x_j²)) and X_s = X D⁻¹, the eigen-directions of X_sᵀX_s below 1e-10 of
     the largest eigenvalue are dropped: M⁺ = N D⁻¹ (X_sᵀX_s)⁺ D⁻¹.  Least squares

@@ -88,7 +88,7 @@ def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
 
 
 def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
-    """Least squares by the normal equations, β̂ = M⁺ Xᵀy / N with M⁺ the pseudo-inverse of
+    """Least squares by the normal equations, β̂ = M⁺ Xᵀy / N with M⁺ the generalised inverse of
     M = XᵀX/N on standardised columns (:func:`belief.decision.cvu_noise.gram_pinv`: the
     designs here are tall and narrow, N ≫ p); returns the coefficients and the rank."""
     m_inv, rank = gram_pinv(x)

@@ -64,9 +64,10 @@ class CVUSettings:
     regression_noise_correction : bool
         With ``noise_correction``, correct the regression estimator too (the cluster-robust
         covariance of its fitted values, :func:`belief.decision.cvu_noise.fitted_noise_bias`);
-        False corrects the PSIS estimator only (as CVU did before December 2026: campaign
-        logs without this field ran that way and resume so).  Without ``noise_correction``
-        neither is corrected.
+        False corrects the PSIS estimator only.  Without ``noise_correction`` neither is
+        corrected.  (Both corrections were added on 2026-12-03, the regression's a few hours
+        after the PSIS one: a campaign log with ``noise_correction`` on but without this
+        field cannot say which ran, and is refused by resume and replay.)
     max_bad_share : float
         Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
         PSIS tolerates before ``auto`` switches to regression (0 ≤ share < 1).
