@@ -165,6 +165,19 @@ def _own_prior_value(draw_set, n, competitors):
     return a + s * (stats.norm.pdf(d) + d * stats.norm.cdf(d)) - max(0.0, m, a)
 
 
+def _se(x: np.ndarray) -> float:
+    return float(x.std(ddof=1) / np.sqrt(x.size))
+
+
+def _assert_biased_and_corrected(plug: np.ndarray, corr: np.ndarray) -> None:
+    """Errors against the truth over independent draw sets: the plug-in is biased upward by
+    more than 4 s.e., the correction lowers it by more than 4 s.e. of the paired difference,
+    and the corrected value is not below the truth by more than 3 s.e."""
+    assert plug.mean() > 4 * _se(plug), plug
+    assert (plug - corr).mean() > 4 * _se(plug - corr), (plug, corr)
+    assert corr.mean() > -3 * _se(corr), corr
+
+
 @pytest.mark.parametrize("iid, sets", [(False, 8), (True, 16)])
 def test_correction_removes_part_of_the_bias_and_never_overshoots(iid, sets):
     """Over 8 draw sets (stratified: the draws' own prior has exactly the prior's means, so
@@ -185,14 +198,7 @@ def test_correction_removes_part_of_the_bias_and_never_overshoots(iid, sets):
         assert np.isnan(float(a["cvu_noise_bias"])) and float(b["cvu_noise_bias"]) > 0
         plug.append(float(a["cvu"]) - exact)
         corr.append(float(b["cvu"]) - exact)
-    plug, corr = np.array(plug), np.array(corr)
-
-    def se(x):
-        return x.std(ddof=1) / np.sqrt(x.size)
-
-    assert plug.mean() > 4 * se(plug), plug
-    assert (plug - corr).mean() > 4 * se(plug - corr), (plug, corr)
-    assert corr.mean() > -3 * se(corr), corr
+    _assert_biased_and_corrected(np.array(plug), np.array(corr))
 
 
 def test_a_study_that_teaches_nothing_is_worth_nothing():
@@ -345,14 +351,24 @@ def test_regression_correction_removes_part_of_the_bias_and_never_overshoots():
         assert float(b["cvu_noise_bias"]) > 0
         np.testing.assert_allclose(float(a["cvu"]) - float(b["cvu"]),
                                    float(b["cvu_noise_bias"]), rtol=1e-9)
-    plug, corr = np.array(plug), np.array(corr)
+    _assert_biased_and_corrected(np.array(plug), np.array(corr))
 
-    def se(x):
-        return x.std(ddof=1) / np.sqrt(x.size)
 
-    assert plug.mean() > 4 * se(plug), plug
-    assert (plug - corr).mean() > 4 * se(plug - corr), (plug, corr)
-    assert corr.mean() > -3 * se(corr), corr
+def _unrelated(r: int, **flags) -> tuple[float, float, float]:
+    """CVU, its MCSE and the noise bias of observing an outcome independent of every gain
+    (6 near-tied candidates, 4000 draws; regression, as the study has no likelihood)."""
+    s = 4000
+    rng = np.random.default_rng(7000 + r)
+    gain = np.column_stack([rng.normal(size=(s, 6)), np.zeros(s)])
+    ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
+    exp = Experiment(next_gain=gain, loglik=None,
+                     simulate=lambda rng, idx: rng.standard_normal(len(idx)))
+    out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
+                             lambda b: np.zeros(1), Functional("mean"),
+                             settings=CVUSettings(n_outcomes=256, seed=r, **flags))
+    res = out.sel(candidate="observe")
+    assert res["cvu_method"].item() == "regression"
+    return float(res["cvu"]), float(res["cvu_mcse"]), float(res["cvu_noise_bias"])
 
 
 def test_regression_on_an_outcome_unrelated_to_the_gains_is_worth_nothing_on_average():
@@ -360,29 +376,10 @@ def test_regression_on_an_outcome_unrelated_to_the_gains_is_worth_nothing_on_ave
     noise, which the plug-in reads as information (CVU > 0 on average); the corrected mean
     over 16 draw sets is within 3 s.e. of 0, and the correction is more than 4 s.e. of the
     paired difference."""
-    def run(r, correction):
-        s = 4000
-        rng = np.random.default_rng(7000 + r)
-        gain = np.column_stack([rng.normal(size=(s, 6)), np.zeros(s)])
-        ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
-        exp = Experiment(next_gain=gain, loglik=None,
-                         simulate=lambda rng, idx: rng.standard_normal(len(idx)))
-        out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
-                                 lambda b: np.zeros(1), Functional("mean"),
-                                 settings=CVUSettings(n_outcomes=256, seed=r,
-                                                      noise_correction=correction))
-        res = out.sel(candidate="observe")
-        assert res["cvu_method"].item() == "regression"
-        return float(res["cvu"])
-
-    plug = np.array([run(r, False) for r in range(16)])
-    corr = np.array([run(r, True) for r in range(16)])
-
-    def se(x):
-        return x.std(ddof=1) / np.sqrt(x.size)
-
-    assert abs(corr.mean()) < 3 * se(corr), corr
-    assert (plug - corr).mean() > 4 * se(plug - corr), (plug, corr)
+    plug = np.array([_unrelated(r, noise_correction=False)[0] for r in range(16)])
+    corr = np.array([_unrelated(r)[0] for r in range(16)])
+    assert abs(corr.mean()) < 3 * _se(corr), corr
+    assert (plug - corr).mean() > 4 * _se(plug - corr), (plug, corr)
 
 
 def test_the_regression_correction_has_its_own_switch_and_error():
@@ -390,23 +387,9 @@ def test_the_regression_correction_has_its_own_switch_and_error():
     regression estimate at its plug-in value, bit for bit; with both on it is lower by the
     reported ``cvu_noise_bias`` and its MCSE is the plug-in's and the correction's in
     quadrature, so strictly larger."""
-    def run(**flags):
-        s = 4000
-        rng = np.random.default_rng(7000)
-        gain = np.column_stack([rng.normal(size=(s, 6)), np.zeros(s)])
-        ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
-        exp = Experiment(next_gain=gain, loglik=None,
-                         simulate=lambda rng, idx: rng.standard_normal(len(idx)))
-        out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
-                                 lambda b: np.zeros(1), Functional("mean"),
-                                 settings=CVUSettings(n_outcomes=256, seed=0, **flags))
-        res = out.sel(candidate="observe")
-        assert res["cvu_method"].item() == "regression"
-        return float(res["cvu"]), float(res["cvu_mcse"]), float(res["cvu_noise_bias"])
-
-    on = run()
-    off = run(regression_noise_correction=False)
-    none = run(noise_correction=False)
+    on = _unrelated(0)
+    off = _unrelated(0, regression_noise_correction=False)
+    none = _unrelated(0, noise_correction=False)
     assert off[:2] == none[:2]
     assert on[2] > 0 and on[0] == pytest.approx(off[0] - on[2], rel=1e-9)
     assert on[1] > off[1]
