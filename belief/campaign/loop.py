@@ -257,12 +257,11 @@ def unreproducible_fields(d: Any) -> list[str]:
     if not isinstance(d, Mapping):
         return []
     d = logged_settings(d)
-    top = ["horizon", "functional", "weights", "beta", "gate", "fit", "seed",
-           "stability_resamples", "cvu", "alpha_deploy", "allocation", "act_on_unreliable"]
-    missing = [k for k in top if k not in d]
-    for key, cls in _SECTIONS:
-        if isinstance(d.get(key), Mapping):
-            missing += [f"{key}.{k}" for k in asdict(cls()) if k not in d[key]]
+    today = settings_to_dict(CampaignSettings())  # every field this version writes
+    missing = [k for k in today if k not in d]
+    for key, fields in today.items():
+        if isinstance(fields, Mapping) and isinstance(d.get(key), Mapping):
+            missing += [f"{key}.{k}" for k in fields if k not in d[key]]
     return missing
 
 

@@ -177,11 +177,6 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         noise_z=noise_z,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
     if est is not None:
-        if "noise_pairs" in est.extra:  # the correction's own error, over antithetic pairs
-            p = est.extra["noise_pairs"]
-            est.extra["correction_mcse"] = (float(p.std(ddof=1) / np.sqrt(p.size))
-                                            if p.size > 1 else 0.0)
-            est.mcse = float(np.hypot(est.mcse, est.extra["correction_mcse"]))
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
                               **regression)

@@ -116,8 +116,9 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         :func:`belief.decision.cvu_noise.noise_draws`: subtract from each G0_j its excess
         noise bias b_j (:func:`belief.decision.cvu_noise.noise_bias`); the mean of the b_j is
         ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
-        (K/2,), the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the plug-in
-        G0_j.
+        (K/2,), whose standard error ``extra["correction_mcse"]`` is added to the MCSE in
+        quadrature, the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the
+        plug-in G0_j.
     bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
@@ -244,7 +245,11 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                    n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv,
                    terms=np.array(terms, float), **diag)
     if noise_z is not None:
-        est.extra["noise_bias"], est.extra["noise_pairs"] = float(bias.mean()), pairs.mean(0)
+        p = pairs.mean(0)  # the correction's own error, over the antithetic pairs
+        corr_mcse = float(p.std(ddof=1) / np.sqrt(p.size)) if p.size > 1 else 0.0
+        est.extra.update(noise_bias=float(bias.mean()), noise_pairs=p,
+                         correction_mcse=corr_mcse)
+        est.mcse = float(np.hypot(est.mcse, corr_mcse))
         plain = control_variate_summary(g0_j, control_variate_terms(g0_j, z))
         est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
     if bootstrap is not None and not nonfinite.any():
