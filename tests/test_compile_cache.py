@@ -114,6 +114,29 @@ def test_prior_change_recompiles_and_another_models_entry_is_never_used(cache):
     assert compile_cache.stats == {"miss": 3, "invalid": 1}
 
 
+def test_transforms_potentials_and_observations_are_in_the_key(cache, monkeypatch):
+    """The key is the generative graph, not the derived log density: everything the density
+    adds beyond it (a transform, a potential, which variable is observed) must be keyed."""
+
+    def model(transform=True, potential=0.0, observe=True):
+        with pm.Model() as m:
+            y = pm.Data("y", np.array([0.1, 0.2]))
+            mu = pm.Normal("mu", 0.0, 1.0)
+            kw = {} if transform else {"default_transform": None}
+            tau = pm.HalfNormal("tau", 1.0, **kw)
+            if potential:
+                pm.Potential("extra", potential * mu**2)
+            pm.Normal("obs", mu, tau, observed=y if observe else None, shape=2)
+        return m
+
+    monkeypatch.setattr(pm.Model, "logp", lambda *a, **k: pytest.fail("logp was derived"))
+    keys = [compile_cache.model_key(m) for m in
+            (model(), model(transform=False), model(potential=1.0), model(potential=2.0),
+             model(observe=False))]
+    assert len(set(keys)) == len(keys)
+    assert compile_cache.model_key(model(potential=2.0)) == keys[3]  # and deterministic
+
+
 @pytest.mark.parametrize("library", ["pymc", "pytensor", "nutpie", "numba", "numpy"])
 def test_library_version_change_recompiles(cache, monkeypatch, library):
     module = __import__(library)
