@@ -24,27 +24,36 @@ def is_number(value: Any) -> bool:
     return not isinstance(value, bool | np.bool_) and isinstance(value, int | float | np.number)
 
 
+def _finite(value: Any) -> bool:
+    """A number with a finite float value (an int too large for a float is not)."""
+    try:
+        return is_number(value) and math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def integer(value: Any, name: str, *, minimum: int | None = None,
             maximum: int | None = None) -> int:
-    """An integer (a float with an integral value is accepted) within [minimum, maximum]."""
-    ok = is_number(value) and math.isfinite(float(value)) and float(value).is_integer()
+    """An integer (a float with an integral value is accepted) within [minimum, maximum] and
+    within a float's range (|value| < 1.8e308: every setting is used in float arithmetic)."""
+    ok = _finite(value) and float(value).is_integer()
     if ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
         return int(value)
     bounds = _bounds(minimum, maximum, "<=", "<=")
-    raise InputError(name, f"must be an integer{bounds}, got {value!r}")
+    raise InputError(name, f"must be an integer{bounds}, got {_shown(value)}")
 
 
 def real(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
          open_min: bool = False, open_max: bool = False) -> float:
     """A finite real number within the bounds (closed unless ``open_min``/``open_max``)."""
-    if is_number(value) and math.isfinite(float(value)):
+    if _finite(value):
         v = float(value)
         low = minimum is None or (v > minimum if open_min else v >= minimum)
         high = maximum is None or (v < maximum if open_max else v <= maximum)
         if low and high:
             return v
     bounds = _bounds(minimum, maximum, "<" if open_min else "<=", "<" if open_max else "<=")
-    raise InputError(name, f"must be a finite number{bounds}, got {value!r}")
+    raise InputError(name, f"must be a finite number{bounds}, got {_shown(value)}")
 
 
 def fraction(value: Any, name: str, *, closed_low: bool = False,
@@ -59,7 +68,13 @@ def choice(value: Any, name: str, allowed: Iterable[str]) -> str:
     allowed = list(allowed)
     if isinstance(value, str) and value in allowed:
         return value
-    raise InputError(name, f"must be one of {allowed}, got {value!r}")
+    raise InputError(name, f"must be one of {allowed}, got {_shown(value)}")
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    """``repr(value)``, cut to ``width`` characters (a 400-digit number stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 1]}… ({len(text)} characters)"
 
 
 def _bounds(minimum: float | None, maximum: float | None, lo_op: str, hi_op: str) -> str:
