@@ -41,3 +41,31 @@ def test_a_converged_fit_passes():
     conv = check_convergence(_fit(shift=0.0, divergent=2), ess_min=100, max_divergences=2)
     assert conv.reliable and conv.reason == "converged" and conv.rhat_max < 1.01
     assert not check_convergence(_fit(shift=0.0, divergent=0), ess_min=5000).reliable
+
+
+def test_the_table_of_the_same_draws_is_computed_once(monkeypatch):
+    """A fit's check and its saved belief need the same table: the second is not recomputed,
+    but any change of the draws, their labels or the divergences is."""
+    import arviz_stats
+
+    from belief.posterior import diagnostics
+
+    idata = _fit(shift=3.0, divergent=2)
+    first = diagnostics.diagnostics_table(idata)
+    copy = xr.DataTree.from_dict({k: idata[k].to_dataset().copy(deep=True)
+                                  for k in ("posterior", "sample_stats")})
+    real_rhat = arviz_stats.rhat
+    calls = []
+    monkeypatch.setattr(arviz_stats, "rhat", lambda *a, **k: calls.append(1) or real_rhat(*a, **k))
+    again = diagnostics.diagnostics_table(copy)  # equal content, another object
+    assert not calls
+    assert again.equals(first)
+    again.loc["x", "rhat"] = -1.0  # the caller's copy: the stored table is untouched
+    assert diagnostics.diagnostics_table(copy).equals(first)
+    changed = [_fit(shift=2.0, divergent=2), _fit(shift=3.0, divergent=1)]
+    relabelled = _fit(shift=3.0, divergent=2)
+    relabelled["posterior"] = relabelled["posterior"].to_dataset().assign_coords(k=["a", "z", "c"])
+    for other in (*changed, relabelled):
+        diagnostics.diagnostics_table(other)
+    assert len(calls) == 3
+    assert diagnostics.diagnostics_table(relabelled).loc["y", "rhat_at"] == "y[z]"

@@ -145,10 +145,50 @@ def diagnostics_table(idata: xr.DataTree, var_names: list[str] | None = None) ->
         ``rhat_at`` (the element), ``ess_bulk`` / ``ess_tail`` (min) and where,
         ``divergences`` (of the whole fit).
     """
-    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
-
     post = idata["posterior"].to_dataset()
     names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
+    div = _divergences(idata)
+    key = _content_key(post, names, div)
+    if key in _TABLES:  # the same draws again (a fit's check, then its belief file): no rework
+        return _TABLES[key].copy()
+    table = _diagnostics_table(idata, post, names, div)
+    _TABLES[key] = table.copy()
+    while len(_TABLES) > _TABLES_KEPT:
+        _TABLES.pop(next(iter(_TABLES)))
+    return table
+
+
+_TABLES: dict[str, pd.DataFrame] = {}
+"""The last tables computed, by :func:`_content_key`: a table is a function of the checked
+draws, their coordinates and the divergence count only, so equal content gives an equal table
+(the fit computes it for its check and the saved belief's diagnostics need it again)."""
+_TABLES_KEPT = 16
+
+
+def _content_key(post: xr.Dataset, names: list[str], divergences: int) -> str:
+    """SHA-256 of the checked variables (name, dims, dtype, shape, values, and every coordinate
+    on them: the names of the worst elements and the exact-draw mask come from these)."""
+    import hashlib
+
+    h = hashlib.sha256(repr((names, int(divergences))).encode())
+    for name in names:
+        da = post[name]
+        values = np.ascontiguousarray(da.values)
+        h.update(repr((name, da.dims, values.dtype.str, values.shape)).encode())
+        h.update(values.tobytes())
+        for c in sorted(da.coords):
+            coord = np.asarray(da.coords[c].values)
+            if coord.dtype.kind in "OUS":  # labels: as they are printed (str or object alike)
+                h.update(repr((c, da.coords[c].dims, [str(x) for x in coord.ravel()])).encode())
+            else:
+                h.update(repr((c, da.coords[c].dims, coord.dtype.str, coord.shape)).encode())
+                h.update(np.ascontiguousarray(coord).tobytes())
+    return h.hexdigest()
+
+
+def _diagnostics_table(idata: xr.DataTree, post: xr.Dataset, names: list[str],
+                       div: int) -> pd.DataFrame:
+    import arviz_stats as az  # imported here: reading a belief needs none of ArviZ's stats
 
     def as_ds(obj) -> xr.Dataset:
         return obj.to_dataset() if isinstance(obj, xr.DataTree) else obj
@@ -156,7 +196,6 @@ def diagnostics_table(idata: xr.DataTree, var_names: list[str] | None = None) ->
     rhat = as_ds(az.rhat(idata, var_names=names))
     ess_b = as_ds(az.ess(idata, var_names=names, method="bulk"))
     ess_t = as_ds(az.ess(idata, var_names=names, method="tail"))
-    div = _divergences(idata)
     rows = []
     for name in names:
         r, r_at = _worst(_sampled(rhat[name], post[name]).rename(name), np.nanargmax)
