@@ -40,3 +40,27 @@ def test_arms_of_one_name_are_refused(tmp_path):
     last = res.stderr.strip().splitlines()[-1]
     assert "two rows named q_lookahead2" in last, last
     assert not out.exists()
+
+
+CLAIRVOYANT = SCRIPT.parent / "bench_clairvoyant.py"
+
+
+def test_clairvoyant_without_candidates_reports_a_fraction_of_v_star():
+    """Removing options never raises the optimum; removing one no optimal plan uses keeps it."""
+    res = subprocess.run([sys.executable, str(CLAIRVOYANT), "--world-list", "8", "--runs", "0",
+                          "--without", "latency_probe", "--without", "sim_refresh",
+                          "--without", "sim_refresh,cotrain,si_friction,ft_real_100"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    fractions = [float(line.split(":")[1].split()[0]) for line in res.stdout.splitlines()
+                 if "without" in line]
+    assert len(fractions) == 3
+    assert fractions[0] == 1.0  # world 8's optimal plan runs no latency probe
+    assert 1.0 > fractions[1] >= fractions[2] > 0.0  # its plan starts with sim_refresh
+
+
+def test_clairvoyant_without_an_unknown_candidate_is_refused():
+    res = subprocess.run([sys.executable, str(CLAIRVOYANT), "--world-list", "8", "--runs", "0",
+                          "--without", "nope"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "--without nope: candidates must be among" in res.stderr.strip().splitlines()[-1]
