@@ -159,10 +159,14 @@ def _fingerprint(model: Any) -> tuple[str, dict[str, Any]]:
     outputs = [*rvs, *model.potentials, *model.deterministics,
                *(model.rvs_to_values[rv] for rv in model.observed_RVs),
                *model.unobserved_value_vars, *jacobians]
+    opaque = _opaque_density(outputs)
+    if opaque is not None:  # the density is not a function of this graph: key the density too
+        outputs.append(model.logp())
     data_vars = {id(v) for v in model.data_vars}
     h = hashlib.sha256()
     _feed(h, ("versions", tuple(sorted(library_versions().items()))))
-    _feed(h, ("variables", tuple(records), len(model.potentials), len(model.deterministics)))
+    _feed(h, ("variables", tuple(records), len(model.potentials), len(model.deterministics),
+              opaque is not None))
     shared = _feed_graph(h, outputs, data_vars)
     _feed(h, ("free", tuple(model.rvs_to_values[rv].name for rv in model.free_RVs)))
     _feed(h, ("coords", tuple((k, tuple(map(repr, v)) if v is not None else None)
@@ -170,6 +174,55 @@ def _fingerprint(model: Any) -> tuple[str, dict[str, Any]]:
     _feed(h, ("dims", tuple(sorted((k, tuple(v)) for k, v in model.named_vars_to_dims.items()))))
     _feed(h, ("check_bounds", bool(model.check_bounds)))
     return h.hexdigest(), shared
+
+
+def _opaque_density(outputs: list[Any]) -> str | None:
+    """The first Op of the graph (inner graphs included) whose log density is not determined by
+    its class, props and inputs — a class made on the fly (``pm.CustomDist``: its ``logp`` is
+    attached to a class that cannot be imported by name) or a density registered by a closure
+    or outside PyMC and PyTensor — or None.  For such a model the key includes the derived
+    ``model.logp()`` as well (what the key was before FORMAT 2)."""
+    from pymc.logprob.abstract import _logcdf, _logprob
+    from pytensor.graph.op import HasInnerGraph
+    from pytensor.graph.traversal import graph_inputs, io_toposort
+
+    seen: set[type] = set()
+    stack = [outputs]
+    while stack:
+        outs = stack.pop()
+        for node in io_toposort(list(graph_inputs(outs)), outs):
+            op = node.op
+            if isinstance(op, HasInnerGraph):
+                stack.append(list(op.inner_outputs))
+            cls = type(op)
+            if cls in seen:
+                continue
+            seen.add(cls)
+            target: Any = sys.modules.get(cls.__module__)
+            for part in cls.__qualname__.split("."):
+                target = getattr(target, part, None)
+            if target is not cls:
+                return f"{cls.__module__}.{cls.__qualname__}"
+            if not all(_from_libraries(d.dispatch(cls)) for d in (_logprob, _logcdf)):
+                return f"{cls.__module__}.{cls.__qualname__}"
+    return None
+
+
+def _from_libraries(obj: Any, depth: int = 3) -> bool:
+    """Whether ``obj`` (a registered density) is PyMC's or PyTensor's own code, and so are the
+    functions and classes its closure captures (PyMC registers every distribution's density as a
+    closure over the distribution's ``logp``; a ``CustomDist`` as one over the user's)."""
+    module = getattr(obj, "__module__", None) or ""
+    if not (module in ("pymc", "pytensor") or module.startswith(("pymc.", "pytensor."))):
+        return False
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(value) and (depth == 0 or not _from_libraries(value, depth - 1)):
+            return False
+    return True
 
 
 def _feed(h: Any, record: Any) -> None:

@@ -118,11 +118,15 @@ def test_transforms_potentials_and_observations_are_in_the_key(cache, monkeypatc
     """The key is the generative graph, not the derived log density: everything the density
     adds beyond it (a transform, a potential, which variable is observed) must be keyed."""
 
-    def model(transform=True, potential=0.0, observe=True):
+    from pymc.distributions.transforms import Interval
+
+    def model(transform=True, potential=0.0, observe=True, upper=None):
         with pm.Model() as m:
             y = pm.Data("y", np.array([0.1, 0.2]))
             mu = pm.Normal("mu", 0.0, 1.0)
             kw = {} if transform else {"default_transform": None}
+            if upper is not None:  # the same variable, only its transform's bound differs
+                kw = {"default_transform": Interval(0.0, upper)}
             tau = pm.HalfNormal("tau", 1.0, **kw)
             if potential:
                 pm.Potential("extra", potential * mu**2)
@@ -132,9 +136,35 @@ def test_transforms_potentials_and_observations_are_in_the_key(cache, monkeypatc
     monkeypatch.setattr(pm.Model, "logp", lambda *a, **k: pytest.fail("logp was derived"))
     keys = [compile_cache.model_key(m) for m in
             (model(), model(transform=False), model(potential=1.0), model(potential=2.0),
-             model(observe=False))]
+             model(observe=False), model(upper=5.0), model(upper=6.0))]
     assert len(set(keys)) == len(keys)
     assert compile_cache.model_key(model(potential=2.0)) == keys[3]  # and deterministic
+
+
+def test_a_density_attached_outside_the_graph_is_keyed(cache):
+    """pm.CustomDist attaches its logp to a class made on the fly: two such models have the
+    same generative graph, so the key must include their derived density (else the second
+    would load the first's compiled code)."""
+    import pytensor.tensor as pt
+
+    def model(k):
+        with pm.Model() as m:
+            mu = pm.Normal("mu")
+            lp = (lambda v, mu: -0.5 * (v - mu) ** 2) if k == 0 else (lambda v, mu: -pt.abs(v - mu))
+            pm.CustomDist("x", mu, logp=lp, observed=np.array([1.0, 4.0]))
+        return m
+
+    assert compile_cache.model_key(model(0)) != compile_cache.model_key(model(1))
+    assert compile_cache.model_key(model(0)) == compile_cache.model_key(model(0))
+
+
+def test_a_hit_never_derives_the_log_density(cache, monkeypatch):
+    compile_model(tiny())
+    monkeypatch.setattr(pm.Model, "logp", lambda *a, **k: pytest.fail("logp was derived"))
+    monkeypatch.setattr(pm.Model, "dlogp", lambda *a, **k: pytest.fail("dlogp was derived"))
+    compiled = compile_model(tiny())
+    assert compile_cache.stats == {"miss": 1, "hit": 1}
+    assert draws(compiled)["mu"].shape == (2, 50)
 
 
 @pytest.mark.parametrize("library", ["pymc", "pytensor", "nutpie", "numba", "numpy"])
