@@ -1,8 +1,9 @@
 """The clairvoyant planner: the best plan on the synthetic world's *truth*, found exactly.
 
 Knowing every number of a :class:`~belief.campaign.synthetic.SyntheticWorld` (true logit gains
-g_m, interaction multipliers I[a → m], diminishing-returns factors d_m, the run-to-run noise
-s.d. σ, costs, true P_exec, budgets b_0 and weights λ), the planner finds the plan — a sequence
+g_m, each with the world's direction effects on the directions m targets, interaction
+multipliers I[a → m], diminishing-returns factors d_m, the run-to-run noise s.d. σ, costs,
+true P_exec, budgets b_0 and weights λ), the planner finds the plan — a sequence
 of candidates (m_1, …, m_n), n ≤ T, possibly empty (the option to stop at any time) — that
 maximises the expected net value
 
@@ -237,7 +238,9 @@ def _truth(world: SyntheticWorld, horizon: int, alpha_exec: float,
     return _Truth(
         world, int(horizon), ids, costs, np.array([lam[r] for r in RESOURCES], float),
         np.array([b[r] for r in RESOURCES], float), cap, adapt,
-        np.where(adapt, [t.logit_gain for t in truth], 0.0), np.array([t.decay for t in truth]),
+        np.where(adapt, [t.logit_gain + sum(world.direction_effects.get(k, 0.0)  # as
+                                            for k in t.candidate.targets)  # mean_logit_gain
+                         for t in truth], 0.0), np.array([t.decay for t in truth]),
         inter, np.array([np.log(world.deploy_odds.get(m, 1.0)) if adapt[i] else 0.0
                          for i, m in enumerate(ids)]), excluded)
 
