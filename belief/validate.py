@@ -73,7 +73,10 @@ def choice(value: Any, name: str, allowed: Iterable[str]) -> str:
 
 def _shown(value: Any, width: int = 40) -> str:
     """``repr(value)``, cut to ``width`` characters (a 400-digit number stays one short line)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more than sys.get_int_max_str_digits() digits
+        return f"an integer of {int(value).bit_length()} bits"
     return text if len(text) <= width else f"{text[:width - 1]}… ({len(text)} characters)"
 
 

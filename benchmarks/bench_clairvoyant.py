@@ -57,8 +57,10 @@ def main() -> None:
                         help="comma-separated candidates removed (repeatable)")
     args = parser.parse_args()
     if args.world_list:
-        worlds = [(f"varied {int(v)}", SyntheticWorld.varied(int(v)))
-                  for v in args.world_list.split(",")]
+        items = [v.strip() for v in args.world_list.split(",")]
+        if not all(v.isdigit() for v in items):
+            parser.error(f"--world-list {args.world_list}: comma-separated integers >= 0")
+        worlds = [(f"varied {int(v)}", SyntheticWorld.varied(int(v))) for v in items]
     else:
         worlds = [("default", SyntheticWorld())] + [
             (f"varied {v}", SyntheticWorld.varied(v)) for v in range(args.worlds)]
@@ -93,7 +95,8 @@ def main() -> None:
               flush=True)
         for ids in removed:
             q = clairvoyant_plan(without(w, ids), args.horizon).plan
-            print(f"{'':10s}   without {','.join(sorted(ids))}: {q.value / p.value:.3f} of V*  "
+            share = f"{q.value / p.value:.3f} of V*" if p.value > 1e-9 else f"V {q.value:.4f}"
+            print(f"{'':10s}   without {','.join(sorted(ids))}: {share}  "
                   + " → ".join(SHORT.get(m, m) for m in q.sequence), flush=True)
         vs.append(p.value)
     v = np.array(vs if args.world_list else vs[1:])

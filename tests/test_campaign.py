@@ -600,6 +600,7 @@ def test_campaign_settings_are_parsed_once_and_refuse_bad_values():
                        ({"seed": 1.5}, r"^seed: must be an integer"),
                        ({"seed": 10**400}, r"^seed: must be an integer"),  # not OverflowError
                        ({"beta": 10**400}, r"^beta: must be a finite number"),
+                       ({"horizon": 10**5000}, r"^horizon: must be an integer.*16610 bits"),
                        ({"allocation": "greedy"}, r"^allocation: unknown allocation policy"),
                        ({"alpha_deploy": 1.0}, r"^alpha_deploy: must be a finite number with 0")]:
         with pytest.raises(InputError, match=match):

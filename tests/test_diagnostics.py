@@ -50,6 +50,7 @@ def test_the_table_of_the_same_draws_is_computed_once(monkeypatch):
 
     from belief.posterior import diagnostics
 
+    monkeypatch.setattr(diagnostics, "_TABLES", {})
     idata = _fit(shift=3.0, divergent=2)
     first = diagnostics.diagnostics_table(idata)
     copy = xr.DataTree.from_dict({k: idata[k].to_dataset().copy(deep=True)

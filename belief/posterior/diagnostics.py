@@ -149,12 +149,13 @@ def diagnostics_table(idata: xr.DataTree, var_names: list[str] | None = None) ->
     names = [v for v in (var_names or list(post.data_vars)) if v in post.data_vars]
     div = _divergences(idata)
     key = _content_key(post, names, div)
-    if key in _TABLES:  # the same draws again (a fit's check, then its belief file): no rework
-        return _TABLES[key].copy()
+    known = _TABLES.get(key)
+    if known is not None:  # the same draws again (a fit's check, then its belief file)
+        return known.copy()
     table = _diagnostics_table(idata, post, names, div)
     _TABLES[key] = table.copy()
-    while len(_TABLES) > _TABLES_KEPT:
-        _TABLES.pop(next(iter(_TABLES)))
+    for old in list(_TABLES)[:-_TABLES_KEPT]:  # the oldest first
+        _TABLES.pop(old, None)
     return table
 
 
