@@ -238,9 +238,8 @@ def _truth(world: SyntheticWorld, horizon: int, alpha_exec: float,
     return _Truth(
         world, int(horizon), ids, costs, np.array([lam[r] for r in RESOURCES], float),
         np.array([b[r] for r in RESOURCES], float), cap, adapt,
-        np.where(adapt, [t.logit_gain + sum(world.direction_effects.get(k, 0.0)  # as
-                                            for k in t.candidate.targets)  # mean_logit_gain
-                         for t in truth], 0.0), np.array([t.decay for t in truth]),
+        np.array([world.mean_logit_gain(m, history=[]) for m in ids]),  # g_m: the world's own
+        np.array([t.decay for t in truth]),
         inter, np.array([np.log(world.deploy_odds.get(m, 1.0)) if adapt[i] else 0.0
                          for i, m in enumerate(ids)]), excluded)
 
