@@ -283,3 +283,69 @@ def test_refits_are_reused_by_the_split():
     b = once(np.array([1.0, 2.0]))
     c = once(np.array([2.0, 2.0]))
     assert len(calls) == 2 and a is b and c[0, 0] == 4.0
+
+
+def _learning_experiments(state: State, calls: list[int]
+                          ) -> tuple[dict[str, Experiment], np.ndarray]:
+    """alt's run measures alt's gain (y = g_alt + N(0, 0.02²), 20 replicates averaged) and
+    raises ft's gain by 0.01 (an order effect): importance weights, an order channel and,
+    with the gate of s_t held, no safety channel; ``calls`` counts loglik's outcome rows."""
+    rng = np.random.default_rng(3)
+    g = state.belief["gain"].values.copy()
+    g[:, 2] = GAIN_ALT + 0.03 * rng.standard_normal(S)  # alt's gain is uncertain
+    sd = 0.02 / np.sqrt(20)
+
+    def simulate(r: np.random.Generator, idx: np.ndarray) -> np.ndarray:
+        return g[idx, 2] + sd * r.standard_normal(idx.size)
+
+    def loglik(y: np.ndarray) -> np.ndarray:
+        calls.append(len(y))
+        return stats.norm.logpdf(np.asarray(y)[:, None], g[None, :, 2], sd)
+
+    shifted = g.copy()
+    shifted[:, 0] += 0.01
+    return {"ft": Experiment(next_gain=g), "bench": Experiment(next_gain=g),
+            "alt": Experiment(next_gain=shifted, simulate=simulate, loglik=loglik,
+                              next_gain_no_order=g)}, g
+
+
+def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch):
+    """The split's estimates share the CVU's PSIS weights (cvu_psis.OutcomeWeights): the
+    outcomes' log-likelihood is evaluated once per outcome with or without the split, and
+    the split is bit for bit the one computed with fresh weights for every estimate."""
+    import belief.decision.cvu_psis as cvu_psis
+
+    cands = _candidates()
+    state = _state(cands, 2000, 0)  # ft safe: every gate fixed
+    s = _settings(outcomes=300)
+    runs = {}
+    for split in (True, False):
+        calls: list[int] = []
+        exps, _ = _learning_experiments(state, calls)
+        s_k = DecisionSettings(weights=LAMBDA, beta=1.0, gate=s.gate,
+                               cvu=CVUSettings(n_outcomes=300, seed=7, channel_split=split))
+        runs[split] = cvu_for_state(state, cands, s_k, experiments=exps)
+        assert sum(calls) == 300, (split, calls)
+    on, off = runs[True], runs[False]
+    a = on.sel(candidate="alt")
+    assert a["cvu_method"].item().startswith("psis")
+    np.testing.assert_array_equal(on["cvu"].values, off["cvu"].values)
+    _check_sum(on)
+    assert float(a["cvu_order"]) > 0.005 and float(a["cvu_safety_value"]) == 0.0
+
+    class Fresh(cvu_psis.OutcomeWeights):  # no memory: every estimate recomputes
+        def weights(self, y):
+            self._weights.clear()
+            return super().weights(y)
+
+        def columns(self, functional, gain, smooth, y):
+            self._columns.clear()
+            return super().columns(functional, gain, smooth, y)
+
+    monkeypatch.setattr("belief.decision.cvu.OutcomeWeights", Fresh)
+    calls = []
+    exps, _ = _learning_experiments(state, calls)
+    fresh = cvu_for_state(state, cands, s, experiments=exps)
+    assert sum(calls) > 300  # the split re-evaluated the outcomes
+    for col in ("cvu", "cvu_own", "cvu_own_mcse", "cvu_order", "cvu_order_mcse"):
+        np.testing.assert_array_equal(fresh[col].values, on[col].values, err_msg=col)

@@ -88,7 +88,7 @@ from belief.decision.cvu_lookahead import (
 )
 from belief.decision.cvu_lookahead_regression import regression_continuation
 from belief.decision.cvu_noise import noise_draws
-from belief.decision.cvu_psis import importance_estimate
+from belief.decision.cvu_psis import OutcomeWeights, importance_estimate
 from belief.decision.cvu_regression import regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
 from belief.decision.feasibility import Feasibility, affordable, feasibility
@@ -145,11 +145,14 @@ def _near_tie(functional: Functional, gain: np.ndarray, phi: np.ndarray,
 def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.ndarray,
               rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
               bootstrap: Callable[[np.ndarray], float] | None = None,
-              noise_z: np.ndarray | None = None) -> Estimate:
+              noise_z: np.ndarray | None = None, memo: OutcomeWeights | None = None,
+              draws_influence: bool = True) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
     regression estimate's with ``settings.regression_noise_correction``
-    (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE)."""
+    (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE); ``memo``:
+    the PSIS weights of this experiment's outcomes shared with other estimates on them;
+    ``draws_influence`` False: no error of the draws (the channel split's estimates)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -175,7 +178,8 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
         control_variates=settings.control_variates, forced=settings.estimator == "psis",
         noise_z=noise_z,
-        bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2])
+        bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2], memo=memo,
+        draws_influence=draws_influence)
     if est is not None:
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
@@ -401,10 +405,30 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
     one_step: dict[int, tuple[Experiment, Estimate, NextState, np.ndarray, np.ndarray,
                              Callable[[], tuple[np.random.Generator, ...]]]] = {}
+    def split_of(c: int, exp: Experiment, est: Estimate, nxt: NextState, b_next: np.ndarray,
+                 avail_next: np.ndarray, streams: Callable[[], tuple],
+                 memo: OutcomeWeights | None) -> None:
+        """The one-step CVU's split by channel (module cvu_channels) into ``split``, on the
+        CVU's outcomes and, through ``memo``, their weights; no error of the draws."""
+        try:
+            parts = channel_split(
+                exp, nxt, est, g0_null,
+                lambda e, n, s: _estimate(e, n, functional, idx, streams(), s,
+                                          noise_z=noise_z, memo=memo, draws_influence=False),
+                settings, avail_next & safe & affordable(costs, b_next))
+        except _ESTIMATOR_ERRORS:
+            parts = {}
+        for k, v in parts.items():
+            split[k][c] = v
+
+    # a one-step CVU is split while its outcomes' weights are at hand (one candidate's at a
+    # time: J·S floats each); a continuation that falls back to one step is split below
+    split_now = settings.channel_split and depth <= 1 and belief_ok
     for c, cid in enumerate(candidate_ids):
         exp = experiments.get(cid)
         if exp is None:
             continue
+        memo = OutcomeWeights(exp.loglik) if exp.loglik is not None else None
         if exp.refit is not None:  # one refit per distinct outcome, with or without the split
             exp = replace(exp, refit=_memoised(exp.refit))  # (so the split cannot move CVU)
         b_next = budget - costs[c]
@@ -431,12 +455,16 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         else:
             try:
                 est = _estimate(exp, nxt, functional, idx, rngs, settings,
-                                bootstrap=g0_null_weighted if tie else None, noise_z=noise_z)
+                                bootstrap=g0_null_weighted if tie else None, noise_z=noise_z,
+                                memo=memo)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
             eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
         one_step[c] = (exp, est, nxt, b_next, avail_next, streams)
+        if split_now:
+            split_of(c, exp, est, nxt, b_next, avail_next, streams, memo)
+        del memo
 
     # all or none: the continuation replaces G0 for every scored candidate or for none, so
     # that Q compares like with like
@@ -452,17 +480,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     # any scored candidate's one-step estimate could not use importance weights
     by_regression = depth > 1 and any(needs_weights(v[1].method) for v in one_step.values())
     for c, (exp, est, nxt, b_next, avail_next, streams) in one_step.items():
-        if settings.channel_split and depth <= 1 and belief_ok:  # the one-step CVU's split
-            try:
-                parts = channel_split(
-                    exp, nxt, est, g0_base,
-                    lambda e, n, s, streams=streams: _estimate(e, n, functional, idx,
-                                                               streams(), s, noise_z=noise_z),
-                    settings, avail_next & safe & affordable(costs, b_next))
-            except _ESTIMATOR_ERRORS:
-                parts = {}
-            for k, v in parts.items():
-                split[k][c] = v
+        if settings.channel_split and depth <= 1 and belief_ok and not split_now:
+            split_of(c, exp, est, nxt, b_next, avail_next, streams,
+                     OutcomeWeights(exp.loglik) if exp.loglik is not None else None)
         if depth > 1 and est.method != "failed":
             try:
                 if by_regression:

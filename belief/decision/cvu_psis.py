@@ -50,7 +50,55 @@ from belief.decision.preposterior import (
     winners,
 )
 
-__all__ = ["draws_bootstrap", "importance_estimate"]
+__all__ = ["OutcomeWeights", "draws_bootstrap", "importance_estimate"]
+
+
+class OutcomeWeights:
+    """The PSIS weights of one experiment's simulated outcomes, and the weighted functionals
+    of next-gain draws under them, computed once per block of outcomes and shared by every
+    estimate on the same outcomes (the CVU and its channel split,
+    :mod:`belief.decision.cvu_channels`): the weights depend on the outcomes and the draws
+    only, not on the next state.
+
+    ``weights(y)`` is :func:`belief.decision.importance.psis_weights` of ``loglik(y)``;
+    ``columns(functional, gain, smooth, y)`` is
+    :func:`belief.decision.functionals.weighted_columns`, remembered for the same ``gain``
+    array (the object, held here so that its identity cannot be reused), functional and
+    outcomes.
+    """
+
+    def __init__(self, loglik: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.loglik = loglik
+        self._weights: dict[bytes, tuple[np.ndarray, ...]] = {}
+        self._columns: dict[tuple, np.ndarray] = {}
+        self._gains: list[np.ndarray] = []
+
+    @staticmethod
+    def _key(y: np.ndarray) -> bytes:
+        y = np.ascontiguousarray(y)
+        return repr((y.shape, y.dtype.str)).encode() + y.tobytes()
+
+    def weights(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(smoothed, raw, k̂, ok) of the outcomes ``y`` (read-only arrays)."""
+        key = self._key(y)
+        if key not in self._weights:
+            out = psis_weights(np.asarray(self.loglik(y), float))
+            for a in out:
+                a.flags.writeable = False
+            self._weights[key] = out
+        return self._weights[key]
+
+    def columns(self, functional: Functional, gain: np.ndarray, smooth: np.ndarray,
+                y: np.ndarray) -> np.ndarray:
+        """φ (J, C) of the columns of ``gain`` under ``smooth``, the weights of ``y``."""
+        if not any(g is gain for g in self._gains):
+            self._gains.append(gain)
+        key = (id(gain), str(functional), self._key(y))
+        if key not in self._columns:
+            phi = weighted_columns(functional, gain, smooth)
+            phi.flags.writeable = False
+            self._columns[key] = phi
+        return self._columns[key]
 
 
 def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
@@ -96,7 +144,9 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         noise_z: np.ndarray | None = None,
                         bootstrap: Callable[[np.ndarray], float] | None = None,
                         replicates: int = 64, blocks: int = 32,
-                        rng: np.random.Generator | None = None
+                        rng: np.random.Generator | None = None,
+                        memo: OutcomeWeights | None = None,
+                        draws_influence: bool = True
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -124,6 +174,13 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
         in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
         influence-function error misses the kink of the max.
+    memo : OutcomeWeights, optional
+        The weights (and weighted functionals) of these outcomes, shared with other
+        estimates on them; by default computed here from ``loglik``.  Its ``loglik`` is used
+        instead of ``loglik``.
+    draws_influence : bool
+        Compute the influence of each draw (``if_draws``, ``if_noise``: the error of the
+        draws); False leaves them None (an estimate whose draws error is not reported).
 
     Returns
     -------
@@ -139,11 +196,12 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     khat = np.full(n_j, np.nan)
     nonfinite = np.zeros(n_j, bool)
     phi = np.empty((n_j, gain.shape[1]))
+    memo = memo or OutcomeWeights(loglik)
     for start in range(0, n_j, chunk):
         sl = slice(start, min(start + chunk, n_j))
-        smooth[sl], omega[sl], khat[sl], ok = psis_weights(np.asarray(loglik(y[sl]), float))
+        smooth[sl], omega[sl], khat[sl], ok = memo.weights(y[sl])
         nonfinite[sl] = ~ok
-        phi[sl] = weighted_columns(functional, gain, smooth[sl])
+        phi[sl] = memo.columns(functional, gain, smooth[sl], y[sl])
         if start == 0 and not forced and n_j > chunk:
             # the first chunk is a pilot: stop early when it already shows, by more than
             # two standard errors, more untrusted outcomes than refits and the tolerated
@@ -226,7 +284,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     terms = control_variate_terms(g0_j - bias, z)  # pairs estimates on these outcomes
     value, mcse, gain_cv = control_variate_summary(g0_j - bias, terms)
 
-    if_draws, if_noise = _draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
+    if_draws, if_noise = (_draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
+                          if draws_influence else (None, None))
     method = "psis+cv" if z.shape[1] else "psis"
     if n_refits:
         method += "+refit"

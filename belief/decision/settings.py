@@ -99,8 +99,9 @@ class CVUSettings:
     channel_split : bool
         Split the one-step CVU by channel (own/siblings learning, order effects, execution
         safety; :mod:`belief.decision.cvu_channels`).  It costs up to two more estimates per
-        candidate, only where m creates order effects or can move a gate; False leaves the
-        split columns NaN.
+        candidate, only where m creates order effects or can move a gate, on the CVU's own
+        outcomes, weights and refits (no log-likelihood or refit is computed again, no error
+        of the draws); False leaves the split columns NaN.
     """
 
     n_outcomes: int = 256
