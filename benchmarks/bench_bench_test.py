@@ -9,6 +9,14 @@ default CVU settings of a campaign (256 outcomes, ≤ 4 exact refits), order eff
 unless ``--order-effects`` (the library default is on since issue 16), fits with ``--draws``
 draws and tuning steps per chain (4 chains), seeds 0 … ``--seeds``−1.
 
+The horizon matters: the test is worth running only if fine-tuning can follow it and its
+opening outweighs the steps it takes.  At 2026-12-05 (order effects off, ``--ft-gain 1.0
+--pilot 1.0``, 20 seeds): with ``--horizon 3`` Q ran the test in 9/20 and test-then-FT in 6/20
+(at step 1 its own belief saw a near tie, two-step values 0.167 for dr_1e7 then DR against
+0.147 for the test then FT, while the truth — DR before FT ×1.5, which a model without order
+effects cannot see — gives 0.329 against 0.165); with ``--horizon 5`` it ran the test in 19/20
+and test-then-FT in 13/20.
+
 ``--ft-gain G --pilot E`` runs a variant in which fine-tuning is worth opening: ft_real_100's
 true logit gain is G (default world: 0.35) and the evidence holds an earlier fine-tuning pilot's
 gain estimate E ± 0.2 (logit scale) of ft_real_100 (the world of
@@ -111,14 +119,19 @@ def main() -> None:
         if "ft_bench" in chosen:
             k = chosen.index("ft_bench")
             d = res.decisions[k].sel(candidate="ft_bench")
-            row.update(step=k, ft_after="ft_real_100" in chosen[k + 1:],
+            # whether the test's outcome opened ft_real_100's gate (the next decision's M^safe;
+            # unknown when the test was the last step)
+            opened = (bool(res.decisions[k + 1]["safe"].sel(candidate="ft_real_100"))
+                      if k + 1 < len(res.decisions) else None)
+            row.update(step=k, ft_after="ft_real_100" in chosen[k + 1:], opened=opened,
                        **{v: float(d[v]) for v in ("cvu", "cvu_se", "cvu_own", "cvu_order",
                                                   "cvu_safety_value", "cvu_safety_value_mcse",
                                                   "cvu_mcse")})
         rows.append(row)
         extra = (f"  [ft_bench at step {row['step']}: CVU {row['cvu']:.4f} ± {row['cvu_se']:.4f},"
                  f" safety part {row['cvu_safety_value']:.4f} ± "
-                 f"{row['cvu_safety_value_mcse']:.4f}]" if "step" in row else "")
+                 f"{row['cvu_safety_value_mcse']:.4f}; gate opened: {row['opened']}]"
+                 if "step" in row else "")
         print(f"seed {seed}: {' → '.join(chosen) or '(stopped)'}  ({row['seconds']:.0f} s)"
               f"{extra}\n    {step0}", flush=True)
     n = len(rows)
@@ -132,6 +145,10 @@ def main() -> None:
           f"{time.perf_counter() - t_all:.0f} s")
     print(f"ft_bench then ft_real_100: {both}/{n}, 95 % CP [{lo:.2f}, {hi:.2f}]")
     print(f"ft_bench run at all:       {len(ran)}/{n}, 95 % CP [{lo_b:.2f}, {hi_b:.2f}]")
+    opened = [r for r in ran if r["opened"]]
+    print(f"the test opened ft_real_100's gate in {len(opened)} of the {len(ran)} campaigns that "
+          f"ran it ({sum(r['opened'] is None for r in ran)} ran it last); ft_real_100 ran after "
+          f"an opening in {sum(r['ft_after'] for r in opened)}/{len(opened)}")
     if ran:
         for name, se in (("cvu", "cvu_se"), ("cvu_safety_value", "cvu_safety_value_mcse"),
                          ("cvu_own", None), ("cvu_order", None)):
