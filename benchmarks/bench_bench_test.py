@@ -15,7 +15,9 @@ opening outweighs the steps it takes.  At 2026-12-05 (order effects off, ``--ft-
 (at step 1 its own belief saw a near tie, two-step values 0.167 for dr_1e7 then DR against
 0.147 for the test then FT, while the truth — DR before FT ×1.5, which a model without order
 effects cannot see — gives 0.329 against 0.165); with ``--horizon 5`` it ran the test in 19/20
-and test-then-FT in 13/20.
+and test-then-FT in 13/20; with ``--horizon 3 --order-effects --stated 0.5`` (the belief can
+express DR before FT) in 20/20 and 13/20.  In both, FT followed every opening of the gate
+(13/13): the other campaigns are tests whose unsafe count kept the gate closed.
 
 ``--ft-gain G --pilot E`` runs a variant in which fine-tuning is worth opening: ft_real_100's
 true logit gain is G (default world: 0.35) and the evidence holds an earlier fine-tuning pilot's
