@@ -349,3 +349,31 @@ def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch):
     assert sum(calls) > 300  # the split re-evaluated the outcomes
     for col in ("cvu", "cvu_own", "cvu_own_mcse", "cvu_order", "cvu_order_mcse"):
         np.testing.assert_array_equal(fresh[col].values, on[col].values, err_msg=col)
+
+
+def test_split_after_a_fallback_to_one_step_is_the_one_step_split():
+    """A depth-3 rollout falls back to one step when a candidate needs the regression
+    estimator (ft: an outcome without a likelihood); its split is then computed after the
+    fallback, with a fresh memo, and equals the one-step decision's split bit for bit."""
+    cands = _candidates()
+    state = _state(cands, 2000, 0)
+    s = _settings(outcomes=300)
+    runs = {}
+    for cont in ("one_step", "rollout"):
+        calls: list[int] = []
+        exps, g = _learning_experiments(state, calls)
+        exps["ft"] = Experiment(
+            next_gain=g, simulate=lambda r, idx, g=g: g[idx, 2] + 0.01 * r.standard_normal(
+                idx.size))
+        s_k = DecisionSettings(weights=LAMBDA, beta=1.0, gate=s.gate,
+                               cvu=CVUSettings(n_outcomes=300, seed=7, continuation=cont,
+                                               rollout_depth=3))
+        runs[cont] = (cvu_for_state(state, cands, s_k, experiments=exps), sum(calls))
+    (one, n_one), (roll, n_roll) = runs["one_step"], runs["rollout"]
+    assert roll.attrs["continuation_used"] == "one_step"
+    assert one.sel(candidate="ft")["cvu_method"].item().startswith("regression")
+    assert float(one.sel(candidate="alt")["cvu_order"]) > 0.005
+    assert n_one == 300 and n_roll == 600  # the fallback's split evaluates the outcomes again
+    for col in ("cvu", "cvu_own", "cvu_own_mcse", "cvu_order", "cvu_order_mcse",
+                "cvu_safety_value"):
+        np.testing.assert_array_equal(roll[col].values, one[col].values, err_msg=col)

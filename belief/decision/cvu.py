@@ -421,8 +421,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         for k, v in parts.items():
             split[k][c] = v
 
-    # a one-step CVU is split while its outcomes' weights are at hand (one candidate's at a
-    # time: J·S floats each); a continuation that falls back to one step is split below
+    # a one-step CVU is split while its outcomes' weights are at hand (one candidate's memo
+    # at a time: its smoothed and raw weights, 2·J·S floats); a continuation that falls back to
+    # one step is split below, with a fresh memo (the log-likelihood is evaluated once more)
     split_now = settings.channel_split and depth <= 1 and belief_ok
     for c, cid in enumerate(candidate_ids):
         exp = experiments.get(cid)

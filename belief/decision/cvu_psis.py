@@ -176,8 +176,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         influence-function error misses the kink of the max.
     memo : OutcomeWeights, optional
         The weights (and weighted functionals) of these outcomes, shared with other
-        estimates on them; by default computed here from ``loglik``.  Its ``loglik`` is used
-        instead of ``loglik``.
+        estimates on them; by default computed here from ``loglik``.  It must have been built
+        from this ``loglik`` (ValueError otherwise).
     draws_influence : bool
         Compute the influence of each draw (``if_draws``, ``if_noise``: the error of the
         draws); False leaves them None (an estimate whose draws error is not reported).
@@ -196,6 +196,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     khat = np.full(n_j, np.nan)
     nonfinite = np.zeros(n_j, bool)
     phi = np.empty((n_j, gain.shape[1]))
+    if memo is not None and memo.loglik is not loglik:
+        raise ValueError("importance_estimate: memo holds the weights of another loglik")
     memo = memo or OutcomeWeights(loglik)
     for start in range(0, n_j, chunk):
         sl = slice(start, min(start + chunk, n_j))

@@ -100,8 +100,9 @@ class CVUSettings:
         Split the one-step CVU by channel (own/siblings learning, order effects, execution
         safety; :mod:`belief.decision.cvu_channels`).  It costs up to two more estimates per
         candidate, only where m creates order effects or can move a gate, on the CVU's own
-        outcomes, weights and refits (no log-likelihood or refit is computed again, no error
-        of the draws); False leaves the split columns NaN.
+        outcomes, weights and refits (no refit is computed again, nor the error of the draws;
+        the log-likelihood of the outcomes is evaluated again only when a non-myopic
+        continuation fell back to one step); False leaves the split columns NaN.
     """
 
     n_outcomes: int = 256
