@@ -97,9 +97,11 @@ def step_means(idata, model) -> tuple[np.ndarray, list[int]]:
 
 CONFIGS = {"order effects": {"order_effects": True},
            "order effects (scale 0.14)": {"order_effects": True, "gamma_sd": 0.14},
-           "no order effects": {"order_effects": False}}
+           "no order effects": {"order_effects": False},
+           "laplace": {"order_effects": True, "gamma_prior": "laplace"}}
 """The gains models compared: the default (σ_e = 0.25), the scale 0.14 it replaced (the
-default before December 2026) and the model without order effects."""
+default before December 2026), the model without order effects, and the sparse option
+(``gamma_prior = "laplace"``, the same s.d.)."""
 
 
 def covered(draws: np.ndarray, truth: float, level: float = 0.9) -> bool:

@@ -36,6 +36,10 @@ approximation of the likelihood is fair — which only affects efficiency, never
 P and x̂ are data (``pm.Data``, set at every fit) and may depend on other parameters (then the
 change of variables is triangular, still with Jacobian f).
 
+:func:`whitened_density` is the same change of variables for x = μ + e with e of another fixed
+law (whitened with e's s.d.), optionally after a map T that makes z standard normal a priori;
+:func:`whitened_laplace` uses it with T the Laplace quantile of Φ(z).
+
 :func:`partially_centred` is the simpler fixed-weight interpolation (Gorinova, Moore & Hoffman
 2020): x̃ ~ Normal(w μ, σ^w), x = μ + σ^{1−w}(x̃ − w μ), w ∈ [0, 1] (1 centred, 0 non-centred).
 """
@@ -51,7 +55,9 @@ import numpy as np
 from belief.errors import InputError
 
 __all__ = ["SCALE_FAMILIES", "ScalePrior", "centring_weight", "check_priors",
-           "partially_centred", "priors_as_dict", "priors_from_dict", "scale_prior",
+           "laplace_quantile_of_normal", "normal_quantile_of_laplace", "partially_centred",
+           "priors_as_dict",
+           "priors_from_dict", "scale_prior", "whitened_density", "whitened_laplace",
            "whitened_normal"]
 
 SCALE_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -318,6 +324,113 @@ def whitened_normal(name: str, mu: Any, sigma: Any, prec: Any, prec_x: Any, dims
     r = (x - mu) / sigma
     pm.Potential(f"{name}_prior", (-0.5 * r**2 - 0.5 * pt.log(denom)).sum())
     return x
+
+
+def whitened_density(name: str, mu: Any, ref_sd: float, log_density: Any, prec: Any,
+                     prec_x: Any, shape: Any = None, transform: Any = None):
+    """x = μ + e with e of a fixed, zero-centred law, sampled by data-informed non-centring:
+    :func:`whitened_normal`'s change of variables with the reference s.d. σ_ref (e's s.d.) in
+    place of σ, through an optional standardising map T (increasing, T(0) = 0)::
+
+        x = μ + f T(z + c),   c = T⁻¹((m − μ)/f),
+        m = (σ_ref² P x̂ + μ) / (σ_ref² P + 1),   f = σ_ref / √(σ_ref² P + 1)
+
+    so that z = 0 gives x = m, and z = −c gives x = μ.  The ``pm.Potential`` ``<name>_prior``
+    carries log p_e(x − μ) + log f + log T'(z + c): the posterior is the model's for any P ≥ 0
+    and x̂ (c may depend on other parameters through x̂: the map is triangular); only the
+    geometry depends on σ_ref and T.  With T the identity it is x = m + f z
+    (:func:`whitened_normal`'s map).  With T = F₁⁻¹ ∘ Φ, the quantile map of e's law
+    standardised to s.d. 1, z + c is exactly Normal(0, 1) a priori (P = 0), and a kink of p_e
+    at 0 and T's kink at 0 fall on the same z (both at x = μ), where they cancel up to a
+    factor 1 − f/σ_ref.
+
+    Parameters
+    ----------
+    name : str
+        The free variable is ``z_<name>``.
+    mu : tensor
+        The location μ (may be a parameter).
+    ref_sd : float
+        σ_ref > 0.
+    log_density : callable
+        r ↦ log p_e(r), elementwise on a tensor.
+    prec, prec_x : tensors
+        P and P·x̂ of the normal approximation of x's likelihood (0 and 0 without data).
+    shape : optional
+        Shape of z.
+    transform : (callable, callable, callable), optional
+        (T, log T', T⁻¹) elementwise; the identity when omitted.
+
+    Returns
+    -------
+    tensor
+        x = μ + f T(z + c).
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    z = pm.Flat(f"z_{name}", shape=shape)
+    denom = ref_sd**2 * prec + 1.0
+    f = ref_sd / pt.sqrt(denom)
+    m = (ref_sd**2 * prec_x + mu) / denom
+    if transform is None:
+        x, log_dt = m + f * z, 0.0
+    else:
+        fwd, log_deriv, inverse = transform
+        w = z + inverse((m - mu) / f)
+        x, log_dt = mu + f * fwd(w), log_deriv(w)
+    pm.Potential(f"{name}_prior", (log_density(x - mu) + np.log(ref_sd)
+                                   - 0.5 * pt.log(denom) + log_dt).sum())
+    return x
+
+
+def laplace_quantile_of_normal(z: Any) -> Any:
+    """T(z) = F₁⁻¹(Φ(z)) for the Laplace law of s.d. 1 (scale b₁ = 1/√2).
+
+    T(z) = −sign(z) b₁ log erfc(a) = sign(z) b₁ (a² − log erfcx(a)), a = |z|/√2 (the erfcx
+    form stays finite in the tails).  Increasing and C¹ (its second derivative jumps at 0).
+    """
+    import pytensor.tensor as pt
+
+    a = pt.abs(z) / np.sqrt(2.0)
+    return pt.sign(z) * (a**2 - pt.log(pt.erfcx(a))) / np.sqrt(2.0)
+
+
+def normal_quantile_of_laplace(u: Any) -> Any:
+    """T⁻¹(u) = Φ⁻¹(F₁(u)) for the Laplace law of s.d. 1 (the inverse of
+    :func:`laplace_quantile_of_normal`): sign(u) √2 erfcinv(exp(−√2 |u|)), with |u| capped at
+    300 (exp stays a normal float; T⁻¹(300) ≈ 29)."""
+    import pytensor.tensor as pt
+
+    a = pt.minimum(pt.abs(u), 300.0)
+    return pt.sign(u) * np.sqrt(2.0) * pt.erfcinv(pt.exp(-np.sqrt(2.0) * a))
+
+
+def whitened_laplace(name: str, mu: Any, sd: float, prec: Any, prec_x: Any,
+                     shape: Any = None):
+    """x ~ Laplace(μ, b), b = sd/√2 (s.d. ``sd``), by :func:`whitened_density` with
+    σ_ref = sd and T = :func:`laplace_quantile_of_normal` (T⁻¹ =
+    :func:`normal_quantile_of_laplace`).
+
+    log p_e(r) = −|r|/b − log 2b, and log T'(w) = log φ(w) − log p₁(T(w))
+    = −w²/2 − ½ log π + √2 |T(w)| (p₁ the Laplace density of s.d. 1).  Without data the
+    potential is exactly log φ(z); with data the Laplace's kink (at x = μ) and T's fall on the
+    same z and leave a jump of the gradient √2 T'(0)·2(1 − f/sd), small for the weak data an
+    order effect usually has.  The Laplace is log-concave, peaked at μ, with exponential tails:
+    the Bayesian lasso's prior.
+    """
+    import pytensor.tensor as pt
+
+    b = sd / np.sqrt(2.0)
+
+    def log_dt(z):
+        return (-0.5 * z**2 - 0.5 * np.log(np.pi)
+                + np.sqrt(2.0) * pt.abs(laplace_quantile_of_normal(z)))
+
+    return whitened_density(name, mu, sd, lambda r: -pt.abs(r) / b - np.log(2.0 * b), prec,
+                            prec_x, shape=shape,
+                            transform=(laplace_quantile_of_normal, log_dt,
+                                       normal_quantile_of_laplace))
 
 
 def partially_centred(name: str, mu: Any, sigma: Any, w: Any, dims: Any = None):

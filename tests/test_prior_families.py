@@ -126,6 +126,7 @@ tau_method = { family = "exponential", lam = 4.0 }
 tau_candidate = { family = "half_student_t", nu = 5, sigma = 0.3 }
 tau_exec = { family = "half_normal", sigma = 0.1 }
 effect_mu_sigma = 0.3
+gamma_prior = "laplace"
 
 [priors.exec_risk]
 sigma_group = { family = "half_student_t", nu = 3, sigma = 1.0 }
@@ -142,6 +143,7 @@ S_tau = { family = "exponential", lam = 1.0 }
     assert g.tau_method.describe() == "Exponential(lam=4)"
     assert (g.tau_candidate.nu, g.tau_candidate.sigma) == (5.0, 0.3)
     assert g.tau_exec == ScalePrior("half_normal", sigma=0.1) and g.effect_mu_sigma == 0.3
+    assert g.gamma_prior == "laplace" and GainsPriors().gamma_prior == "normal"
     assert pri["exec_risk"].sigma_group.family == "half_student_t"
     assert pri["exec_risk"].sigma_candidate == ExecRiskPriors().sigma_candidate  # default kept
     assert pri["transfer"].shift_tau == ScalePrior("half_normal", sigma=0.5)  # number: default
@@ -171,6 +173,8 @@ S_tau = { family = "exponential", lam = 1.0 }
     ("[priors.gains]\nlens_sigma = 0.5", r"\[priors\.gains\]: unknown prior\(s\) "
                                          r"\['lens_sigma'\]; allowed: \['baseline_mu'"),
     ("[priors.gains]\neffect_mu_sigma = -1", r"\[priors\.gains\]: effect_mu_sigma must be > 0"),
+    ('[priors.gains]\ngamma_prior = "horseshoe"',
+     r"\[priors\.gains\]: gamma_prior must be one of \['normal', 'laplace'\], got 'horseshoe'"),
 ])
 def test_bad_priors_name_the_key_and_the_allowed_values(text, rule):
     with pytest.raises(InputError, match=rule):

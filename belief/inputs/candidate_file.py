@@ -12,6 +12,7 @@ names of their parameters, a scale parameter as ``{family = ..., <parameters>}``
     tau_candidate = { family = "exponential", lam = 2.0 }
     tau_exec = { family = "half_normal", sigma = 0.2 }
     effect_mu_sigma = 0.4                      # a location or fixed scale: a number
+    gamma_prior = "laplace"                    # the sparse order-effect prior (a choice)
 
     [priors.exec_risk]
     sigma_group = { family = "half_normal", sigma = 1.0 }
