@@ -91,14 +91,14 @@ T = F⁻¹ ∘ Φ that makes the Laplace a standard normal, placed so that the L
 T's fall on the same point (without that alignment the sampler's steps were 4× shorter).
 ``bench_order_effects.py`` (30 varied worlds, same run, 2026-12-05): γ of interacting pairs
 covered 0.906 [0.853, 0.944] against the normal's 0.911 [0.860, 0.948], with 90 % intervals
-4.5 % narrower (0.742 against 0.777); step gains after an interacting one 0.969 against
-0.985; 30/30 fits converged against 29/30; SBC of the gains model with it passes (100
-replications, Bonferroni-adjusted p 0.20, no divergent fit).  It costs ≈ 2.2× per gradient
-(770 graph nodes against 563; median fit 7.8 s against 3.6 s), and the demo and every
-campaign refit the gains model at each step, so the normal stays the default.  A continuous
-spike and slab (e ~ 0.7 N(0, 0.05²) + 0.3 N(0, 0.4²), whitened with the mixture's s.d.) was
-tried and dropped: 15/30 fits converged (R-hat 1.010–1.014 at informed γ, the chains
-crossing between spike and slab), and γ of interacting pairs covered 0.861.
+5 % narrower (0.739 against 0.777); step gains after an interacting one 0.969 against 0.985;
+30/30 fits converged against 29/30; SBC of the gains model with it passes (100 replications,
+Bonferroni-adjusted p 0.50, no divergent fit).  It costs ≈ 1.6× per gradient (705 graph
+nodes against 563, op overhead) and 2.3× in median fit time (6.0 s against 2.6 s), and the
+demo and every campaign refit the gains model at each step, so the normal stays the default.
+A continuous spike and slab (e ~ 0.7 N(0, 0.05²) + 0.3 N(0, 0.4²), whitened with the
+mixture's s.d.) was tried and dropped: 15/30 fits converged (R-hat 1.010–1.014 at informed
+γ, the chains crossing between spike and slab), and γ of interacting pairs covered 0.861.
 
 Every scale is fixed, so γ adds no funnel.  A heavy-tailed (Student-t, ν = 3) e was tried
 first and failed the convergence standard: when m runs after several actors only the sum
@@ -818,6 +818,9 @@ class GainsModel:
             if not lap.any():
                 x = whitened_normal(f"gamma_{i}", mu[idx], sd[idx], prec, prec_x,
                                     shape=len(idx))
+            elif lap.all():
+                x = whitened_laplace(f"gamma_lap_{i}", mu[idx], pr.gamma_sd, prec, prec_x,
+                                     shape=len(idx))
             else:  # stated pairs stay normal; the others are Laplace
                 x = pt.zeros(len(idx))
                 k = np.flatnonzero(~lap)

@@ -408,29 +408,37 @@ def normal_quantile_of_laplace(u: Any) -> Any:
 
 def whitened_laplace(name: str, mu: Any, sd: float, prec: Any, prec_x: Any,
                      shape: Any = None):
-    """x ~ Laplace(μ, b), b = sd/√2 (s.d. ``sd``), by :func:`whitened_density` with
-    σ_ref = sd and T = :func:`laplace_quantile_of_normal` (T⁻¹ =
-    :func:`normal_quantile_of_laplace`).
+    """x ~ Laplace(μ, b), b = sd/√2 (s.d. ``sd``): :func:`whitened_density`'s change of
+    variables with σ_ref = sd and T = :func:`laplace_quantile_of_normal` (T⁻¹ =
+    :func:`normal_quantile_of_laplace`), written out.
 
-    log p_e(r) = −|r|/b − log 2b, and log T'(w) = log φ(w) − log p₁(T(w))
-    = −w²/2 − ½ log π + √2 |T(w)| (p₁ the Laplace density of s.d. 1).  Without data the
-    potential is exactly log φ(z); with data the Laplace's kink (at x = μ) and T's fall on the
-    same z and leave a jump of the gradient √2 T'(0)·2(1 − f/sd), small for the weak data an
-    order effect usually has.  The Laplace is log-concave, peaked at μ, with exponential tails:
+    With w = z + c and L(w) = a² − log erfcx(a), a = |w|/√2 (so T(w) = sign(w) L/√2 and
+    |x − μ| = f L/√2): log p_e(x − μ) = −f L/sd − log 2b and log T'(w) = log φ(w) −
+    log p₁(T(w)) = −w²/2 − ½ log π + L (p₁ the Laplace density of s.d. 1), so the potential is
+
+        log p_e(x − μ) + log f + log T'(w) = −w²/2 + (1 − f/sd) L(w) + log f − log 2b − ½ log π.
+
+    Without data (f = sd) it is exactly log φ(z); with data the Laplace's kink (at x = μ) and
+    T's fall on the same z and leave a kink of size 2√2 T'(0)(1 − f/sd) in the gradient,
+    small for the weak data an order effect usually has (placing them apart made the sampler's
+    steps ≈ 4× shorter).  The Laplace is log-concave, peaked at μ, with exponential tails:
     the Bayesian lasso's prior.
     """
+    import pymc as pm
     import pytensor.tensor as pt
 
-    b = sd / np.sqrt(2.0)
-
-    def log_dt(z):
-        return (-0.5 * z**2 - 0.5 * np.log(np.pi)
-                + np.sqrt(2.0) * pt.abs(laplace_quantile_of_normal(z)))
-
-    return whitened_density(name, mu, sd, lambda r: -pt.abs(r) / b - np.log(2.0 * b), prec,
-                            prec_x, shape=shape,
-                            transform=(laplace_quantile_of_normal, log_dt,
-                                       normal_quantile_of_laplace))
+    z = pm.Flat(f"z_{name}", shape=shape)
+    denom = sd**2 * prec + 1.0
+    f = sd / pt.sqrt(denom)
+    # (m − μ)/f with m = (sd² P x̂ + μ)/(sd² P + 1)
+    w = z + normal_quantile_of_laplace(sd * (prec_x - prec * mu) / pt.sqrt(denom))
+    a = pt.abs(w) / np.sqrt(2.0)
+    big_l = a**2 - pt.log(pt.erfcx(a))
+    x = mu + f * pt.sign(w) * big_l / np.sqrt(2.0)
+    const = -np.log(2.0 * sd / np.sqrt(2.0)) - 0.5 * np.log(np.pi)
+    pm.Potential(f"{name}_prior",
+                 (-0.5 * w**2 + (1.0 - f / sd) * big_l + pt.log(f) + const).sum())
+    return x
 
 
 def partially_centred(name: str, mu: Any, sigma: Any, w: Any, dims: Any = None):
