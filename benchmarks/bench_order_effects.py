@@ -7,9 +7,9 @@ multiplier of the default world raised to a power U(0, 2)).  Each world runs one
 sequence (three sequences, by v mod 3, each with SI before DR, a simulator refresh before DR,
 DR before FT and DA before co-training or the reverse), one paired evaluation (100 trials per
 arm) per adaptation, the model update recorded in ``model_updates``.  The gains models of
-:data:`CONFIGS` (order effects at the default scale, at the scale 0.14 it replaced, and
-without order effects) are fitted to the final evidence at the fit defaults
-(4 chains, seed v).
+:data:`CONFIGS` (order effects at the default scale, at the scale 0.14 it replaced, without
+order effects, and the sparse Laplace option; all four by default, ``--configs`` picks) are
+fitted to the final evidence at the fit defaults (4 chains, seed v).
 
 Quantities, per evaluated step k (π_k ← parent via m, history h of actors before it):
 

@@ -85,7 +85,7 @@ the strong pairs stayed under-covered (0.83) and the fits failed the convergence
 
 *The sparse option* (``gamma_prior = "laplace"``): e ~ Laplace(0, σ_e/√2), the same s.d. as
 the normal, peaked at "no interaction" with exponential tails (the Bayesian lasso's prior;
-log-concave, so it keeps the geometry HMC likes).  It is sampled by
+log-concave in γ).  It is sampled by
 :func:`models.priors.whitened_laplace`: the same data-informed non-centring, through the map
 T = F⁻¹ ∘ Φ that makes the Laplace a standard normal, placed so that the Laplace's kink and
 T's fall on the same point (without that alignment the sampler's steps were 4× shorter).
@@ -93,7 +93,9 @@ T's fall on the same point (without that alignment the sampler's steps were 4× 
 covered 0.906 [0.853, 0.944] against the normal's 0.911 [0.860, 0.948], with 90 % intervals
 5 % narrower (0.739 against 0.777); step gains after an interacting one 0.969 against 0.985;
 30/30 fits converged against 29/30; SBC of the gains model with it passes (100 replications,
-Bonferroni-adjusted p 0.50, no divergent fit).  It costs ≈ 1.6× per gradient (705 graph
+Bonferroni-adjusted p 0.50, no divergent fit; weak evidence for the Laplace itself — a normal
+fit to Laplace-generated data passes too, p 0.10 — whose potential tests/test_gamma_sparse.py
+checks exactly).  It costs ≈ 1.6× per gradient (705 graph
 nodes against 563, op overhead) and 2.3× in median fit time (6.0 s against 2.6 s), and the
 demo and every campaign refit the gains model at each step, so the normal stays the default.
 A continuous spike and slab (e ~ 0.7 N(0, 0.05²) + 0.3 N(0, 0.4²), whitened with the
@@ -110,19 +112,17 @@ predictive gain of m after a is wider by γ's prior.  They are **on by default**
 (``GainsPriors(order_effects=False)``, or ``[priors.gains] order_effects = false`` in the
 candidate file, turns them off).
 
-*Exact prior draws.*  Most pairs have no evidence: no policy step of m and no estimate of m
-had a in its history (:meth:`GainsModel.informed_pairs`).  Such a γ_{a→m} enters the joint
-density only through its own prior term, so a posteriori it is independent of every other
-variable given its method-pair term g: γ | rest ~ Normal(σ_g g, σ_e²) (σ_g g + the Laplace
-with the sparse option, or the stated Normal(mean, sd²)).  After sampling, its MCMC draws
-are replaced by exact draws of that law (and g too when no pair of its group is informed),
-and the convergence checks skip it (a
-coordinate ``exact_prior_draw`` = 1 on ``pair``): independent draws of the exact posterior
-have no Markov-chain error to diagnose.  The pairs left to MCMC are the ones a step or an
-estimate informs.  Before this (and before γ was whitened), short fits failed the R-hat
-check at γ without data too often, which kept order effects opt-in: a 2 × 300 test fit
-showed R-hat 1.0114 at a γ without data, and 8-step campaigns at 4 × 500 passed 19/30
-against 25/30 without order effects.
+*Exact prior draws.*  Most pairs have no evidence: no policy step of m and no estimate of m had a in
+its history (:meth:`GainsModel.informed_pairs`).  Such a γ_{a→m} enters the joint density only
+through its own prior term, so a posteriori it is independent of every other variable given its
+method-pair term g: γ | rest ~ Normal(σ_g g, σ_e²) (σ_g g + the Laplace with the sparse option, or
+the stated Normal(mean, sd²)).  After sampling, its MCMC draws are replaced by exact draws of that
+law (and g too when no pair of its group is informed), and the convergence checks skip it (a
+coordinate ``exact_prior_draw`` = 1 on ``pair``): independent draws of the exact posterior have no
+Markov-chain error to diagnose.  The pairs left to MCMC are the ones a step or an estimate
+informs.  Before this (and before γ was whitened), short fits failed the R-hat check at γ without
+data too often, which kept order effects opt-in: a 2 × 300 test fit showed R-hat 1.0114 at a γ
+without data, and 8-step campaigns at 4 × 500 passed 19/30 against 25/30 without order effects.
 :func:`belief.posterior.order_effects.order_effects_table` summarises γ
 (complements and substitutes) from q_t.
 
@@ -295,7 +295,8 @@ class GainsPriors:
     gamma_prior : {"normal", "laplace"}
         The law of e: Normal(0, gamma_sd) (default) or the sparse ``"laplace"``,
         e ~ Laplace(0, gamma_sd/√2) — the same s.d., peaked at "no interaction", exponential
-        tails (module docstring, "The sparse option").
+        tails (module docstring, "The sparse option").  Stated pairs keep their stated
+        normal; ignored when ``order_effects`` is false.
     direction_sd : float
         Prior sd of a direction effect ξ_k ~ Normal(0, direction_sd) (module docstring,
         "Direction effects"; only directions a diagnosis measures have one).
@@ -780,11 +781,12 @@ class GainsModel:
         by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
 
         Actor by actor (candidate order), γ_{a→·} is :func:`models.priors.whitened_normal`
-        with the normal approximation of its likelihood: each evaluated step k via m with a in
-        its history is ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual x̂_k − θ_m ρ^{k_m} −
-        Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
-        variables to γ is triangular, so the posterior is unchanged; it removes the ridge
-        θ_m + Σ γ = const that a step informs when m ran after several actors.
+        (:func:`models.priors.whitened_laplace` for the pairs without a stated prior when
+        ``gamma_prior = "laplace"``) with the normal approximation of its likelihood: each evaluated
+        step k via m with a in its history is ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual x̂_k −
+        θ_m ρ^{k_m} − Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
+        variables to γ is triangular, so the posterior is unchanged; it removes the ridge θ_m + Σ γ
+        = const that a step informs when m ran after several actors.
         ``extra_var`` (per policy slot) widens the approximation: τ_campaign² on the steps of
         past campaigns, whose offset is not yet sampled (module docstring, "Past campaigns").
         """
@@ -824,10 +826,8 @@ class GainsModel:
             else:  # stated pairs stay normal; the others are Laplace
                 x = pt.zeros(len(idx))
                 k = np.flatnonzero(~lap)
-                if len(k):
-                    x = pt.set_subtensor(x[k], whitened_normal(
-                        f"gamma_{i}", mu[idx[k]], sd[idx[k]], prec[k], prec_x[k],
-                        shape=len(k)))
+                x = pt.set_subtensor(x[k], whitened_normal(
+                    f"gamma_{i}", mu[idx[k]], sd[idx[k]], prec[k], prec_x[k], shape=len(k)))
                 k = np.flatnonzero(lap)
                 x = pt.set_subtensor(x[k], whitened_laplace(
                     f"gamma_lap_{i}", mu[idx[k]], pr.gamma_sd, prec[k], prec_x[k],

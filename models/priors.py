@@ -36,9 +36,9 @@ approximation of the likelihood is fair — which only affects efficiency, never
 P and x̂ are data (``pm.Data``, set at every fit) and may depend on other parameters (then the
 change of variables is triangular, still with Jacobian f).
 
-:func:`whitened_density` is the same change of variables for x = μ + e with e of another fixed
-law (whitened with e's s.d.), optionally after a map T that makes z standard normal a priori;
-:func:`whitened_laplace` uses it with T the Laplace quantile of Φ(z).
+:func:`whitened_laplace` is the same change of variables for x ~ Laplace(μ, b) (whitened with
+its s.d.), composed with the map T = F⁻¹ ∘ Φ that makes a Laplace standard normal, so that its
+kink and T's coincide (its docstring).
 
 :func:`partially_centred` is the simpler fixed-weight interpolation (Gorinova, Moore & Hoffman
 2020): x̃ ~ Normal(w μ, σ^w), x = μ + σ^{1−w}(x̃ − w μ), w ∈ [0, 1] (1 centred, 0 non-centred).
@@ -56,8 +56,7 @@ from belief.errors import InputError
 
 __all__ = ["SCALE_FAMILIES", "ScalePrior", "centring_weight", "check_priors",
            "laplace_quantile_of_normal", "normal_quantile_of_laplace", "partially_centred",
-           "priors_as_dict",
-           "priors_from_dict", "scale_prior", "whitened_density", "whitened_laplace",
+           "priors_as_dict", "priors_from_dict", "scale_prior", "whitened_laplace",
            "whitened_normal"]
 
 SCALE_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -326,64 +325,6 @@ def whitened_normal(name: str, mu: Any, sigma: Any, prec: Any, prec_x: Any, dims
     return x
 
 
-def whitened_density(name: str, mu: Any, ref_sd: float, log_density: Any, prec: Any,
-                     prec_x: Any, shape: Any = None, transform: Any = None):
-    """x = μ + e with e of a fixed, zero-centred law, sampled by data-informed non-centring:
-    :func:`whitened_normal`'s change of variables with the reference s.d. σ_ref (e's s.d.) in
-    place of σ, through an optional standardising map T (increasing, T(0) = 0)::
-
-        x = μ + f T(z + c),   c = T⁻¹((m − μ)/f),
-        m = (σ_ref² P x̂ + μ) / (σ_ref² P + 1),   f = σ_ref / √(σ_ref² P + 1)
-
-    so that z = 0 gives x = m, and z = −c gives x = μ.  The ``pm.Potential`` ``<name>_prior``
-    carries log p_e(x − μ) + log f + log T'(z + c): the posterior is the model's for any P ≥ 0
-    and x̂ (c may depend on other parameters through x̂: the map is triangular); only the
-    geometry depends on σ_ref and T.  With T the identity it is x = m + f z
-    (:func:`whitened_normal`'s map).  With T = F₁⁻¹ ∘ Φ, the quantile map of e's law
-    standardised to s.d. 1, z + c is exactly Normal(0, 1) a priori (P = 0), and a kink of p_e
-    at 0 and T's kink at 0 fall on the same z (both at x = μ), where they cancel up to a
-    factor 1 − f/σ_ref.
-
-    Parameters
-    ----------
-    name : str
-        The free variable is ``z_<name>``.
-    mu : tensor
-        The location μ (may be a parameter).
-    ref_sd : float
-        σ_ref > 0.
-    log_density : callable
-        r ↦ log p_e(r), elementwise on a tensor.
-    prec, prec_x : tensors
-        P and P·x̂ of the normal approximation of x's likelihood (0 and 0 without data).
-    shape : optional
-        Shape of z.
-    transform : (callable, callable, callable), optional
-        (T, log T', T⁻¹) elementwise; the identity when omitted.
-
-    Returns
-    -------
-    tensor
-        x = μ + f T(z + c).
-    """
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    z = pm.Flat(f"z_{name}", shape=shape)
-    denom = ref_sd**2 * prec + 1.0
-    f = ref_sd / pt.sqrt(denom)
-    m = (ref_sd**2 * prec_x + mu) / denom
-    if transform is None:
-        x, log_dt = m + f * z, 0.0
-    else:
-        fwd, log_deriv, inverse = transform
-        w = z + inverse((m - mu) / f)
-        x, log_dt = mu + f * fwd(w), log_deriv(w)
-    pm.Potential(f"{name}_prior", (log_density(x - mu) + np.log(ref_sd)
-                                   - 0.5 * pt.log(denom) + log_dt).sum())
-    return x
-
-
 def laplace_quantile_of_normal(z: Any) -> Any:
     """T(z) = F₁⁻¹(Φ(z)) for the Laplace law of s.d. 1 (scale b₁ = 1/√2).
 
@@ -408,9 +349,16 @@ def normal_quantile_of_laplace(u: Any) -> Any:
 
 def whitened_laplace(name: str, mu: Any, sd: float, prec: Any, prec_x: Any,
                      shape: Any = None):
-    """x ~ Laplace(μ, b), b = sd/√2 (s.d. ``sd``): :func:`whitened_density`'s change of
-    variables with σ_ref = sd and T = :func:`laplace_quantile_of_normal` (T⁻¹ =
-    :func:`normal_quantile_of_laplace`), written out.
+    """x ~ Laplace(μ, b), b = sd/√2 (s.d. ``sd``), sampled by data-informed non-centring
+    through T = :func:`laplace_quantile_of_normal` (T⁻¹ = :func:`normal_quantile_of_laplace`)::
+
+        x = μ + f T(z + c),   c = T⁻¹((m − μ)/f),
+        m = (sd² P x̂ + μ) / (sd² P + 1),   f = sd / √(sd² P + 1)
+
+    (:func:`whitened_normal`'s m and f with σ = sd): z = 0 gives x = m and z = −c gives x = μ;
+    c may depend on other parameters through x̂ (a triangular map), so the posterior is the
+    model's for any P ≥ 0 and x̂.  The ``pm.Potential`` ``<name>_prior`` carries
+    log p_e(x − μ) + log f + log T'(z + c).
 
     With w = z + c and L(w) = a² − log erfcx(a), a = |w|/√2 (so T(w) = sign(w) L/√2 and
     |x − μ| = f L/√2): log p_e(x − μ) = −f L/sd − log 2b and log T'(w) = log φ(w) −
@@ -419,10 +367,12 @@ def whitened_laplace(name: str, mu: Any, sd: float, prec: Any, prec_x: Any,
         log p_e(x − μ) + log f + log T'(w) = −w²/2 + (1 − f/sd) L(w) + log f − log 2b − ½ log π.
 
     Without data (f = sd) it is exactly log φ(z); with data the Laplace's kink (at x = μ) and
-    T's fall on the same z and leave a kink of size 2√2 T'(0)(1 − f/sd) in the gradient,
-    small for the weak data an order effect usually has (placing them apart made the sampler's
-    steps ≈ 4× shorter).  The Laplace is log-concave, peaked at μ, with exponential tails:
-    the Bayesian lasso's prior.
+    T's fall on the same z and leave a kink of size 2√2 T'(0)(1 − f/sd) = 2√(2/π)(1 − f/sd)
+    in the gradient, small for the weak data an order effect usually has (placing them apart
+    made the sampler's steps ≈ 4× shorter).  The Laplace is log-concave in x, peaked at μ,
+    with exponential tails (the Bayesian lasso's prior); in z a shallow dip (< 0.5 nats)
+    remains at x = μ when the data centre x near μ.  With data far from μ the posterior s.d.
+    of z is ≈ 1/T'(c) rather than 1 (a geometry cost, never a bias).
     """
     import pymc as pm
     import pytensor.tensor as pt
@@ -434,6 +384,7 @@ def whitened_laplace(name: str, mu: Any, sd: float, prec: Any, prec_x: Any,
     w = z + normal_quantile_of_laplace(sd * (prec_x - prec * mu) / pt.sqrt(denom))
     a = pt.abs(w) / np.sqrt(2.0)
     big_l = a**2 - pt.log(pt.erfcx(a))
+    # sign(w) L(|w|): autodiff gives dx/dz = 0 at exactly w = 0 (true value f/√π); a null set
     x = mu + f * pt.sign(w) * big_l / np.sqrt(2.0)
     const = -np.log(2.0 * sd / np.sqrt(2.0)) - 0.5 * np.log(np.pi)
     pm.Potential(f"{name}_prior",

@@ -116,10 +116,13 @@ def test_sbc_calibrated_and_misspecified_variant_detected(model):
 
 @pytest.mark.slow
 def test_sbc_of_the_gains_model_with_the_sparse_laplace_prior():
-    """The sparse option (γ's own deviation Laplace, sampled through the kink-aligned quantile
-    map of :func:`models.priors.whitened_laplace`) is exact: SBC of the gains model with it,
-    including γ[dr_1e6→ft_real_100], at the same N and level (2026-12-05: adjusted p 0.50,
-    no divergent fit)."""
+    """The gains model with the sparse option (γ's own deviation Laplace, sampled through the
+    kink-aligned quantile map of :func:`models.priors.whitened_laplace`) passes SBC, including
+    γ[dr_1e6→ft_real_100], at the same N and level (2026-12-05: adjusted p 0.50, no divergent
+    fit).  A weak check of the Laplace itself: at this N a normal fit to Laplace-generated data
+    passes too (adjusted p 0.10), one weakly informed γ does not tell the two laws apart.  The
+    exactness of the potential is tested directly in tests/test_gamma_sparse.py; this checks
+    the whole model around it (the triangular map, the exact draws' neighbours, convergence)."""
     from models.gains import GainsPriors
     from models.sbc import gains_case
 
