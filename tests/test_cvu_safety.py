@@ -342,6 +342,10 @@ def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch):
             self._columns.clear()
             return super().columns(functional, gain, smooth, y)
 
+        def quantiles(self, gain, smooth, y, levels):
+            self._quantiles.clear()
+            return super().quantiles(gain, smooth, y, levels)
+
     monkeypatch.setattr("belief.decision.cvu.OutcomeWeights", Fresh)
     calls = []
     exps, _ = _learning_experiments(state, calls)

@@ -388,3 +388,54 @@ def test_weighted_columns_lcb_sums_only_until_q_with_the_same_values(q):
         full = _lcb_sorted(np.take_along_axis(draws, order, 0).T,
                            (w / w.sum(axis=-1, keepdims=True))[:, order.T], q)  # every sum
         assert np.array_equal(weighted_columns(Functional("lcb", q), draws, w), full)
+
+
+def test_column_quantiles_at_several_levels_and_on_subsets_equal_one_level_at_a_time():
+    """``weighted_column_quantiles`` takes every level from one pass of running sums, and row
+    j, column c depends on that row and column only: the PSIS estimator's memo
+    (``cvu_psis.OutcomeWeights``) computes the LCB with its influence levels once and the
+    noise bias and the draws' influence read subsets of them — the same values as
+    ``column_lcbs`` and per-level calls on the subsets, bit for bit."""
+    from belief.decision.functionals import column_lcbs, column_order, weighted_column_quantiles
+
+    rng = np.random.default_rng(9)
+    for n_s, n_c, n_j in [(1000, 5, 40), (300, 3, 7)]:
+        draws = rng.normal(size=(n_s, n_c))
+        draws[:, 0] = np.round(draws[:, 0], 1)
+        w = rng.exponential(size=(n_j, n_s)) ** 3
+        w[0] = 1.0
+        w[1, :-2] = 0.0
+        levels = (0.2, 0.1, 0.3, 0.97)
+        together = weighted_column_quantiles(draws, w, levels, column_order(draws))
+        rows, cols = np.array([1, 4, 5]), np.array([0, 2])
+        for q, got in zip(levels, together, strict=True):
+            assert np.array_equal(got, weighted_column_quantiles(draws, w, (q,))[0])
+            sub = weighted_column_quantiles(draws[:, cols], w[rows], (q,))[0]
+            assert np.array_equal(got[np.ix_(rows, cols)], sub)
+            col = rng.integers(0, n_c, n_j)
+            assert np.array_equal(got[np.arange(n_j), col],
+                                  column_lcbs(draws, col, (q,), w)[0])
+
+
+@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3)],
+                         ids=str)
+def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
+    from belief.decision.cvu_noise import noise_bias, noise_draws
+    from belief.decision.functionals import weighted_column_quantiles
+
+    rng = np.random.default_rng(10)
+    gain = rng.normal(size=(800, 4)) * [1.0, 1.0, 0.5, 2.0]
+    w = rng.exponential(size=(30, 800)) ** 3
+    w /= w.sum(axis=1, keepdims=True)
+    phi = weighted_columns(functional, gain, w)
+    z = noise_draws(0, 4)
+    args = (functional, gain, phi, np.zeros(4), np.ones(4, bool), w, z)
+    asked = []
+
+    def given(levels):
+        asked.append(levels)
+        return weighted_column_quantiles(gain, w, levels)
+
+    got = noise_bias(*args, quantiles=given).pairs
+    assert asked and np.array_equal(got, noise_bias(*args).pairs)
+

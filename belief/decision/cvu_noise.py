@@ -54,12 +54,16 @@ n = 30 +0.015 → +0.008, n = 3 +0.007 → +0.003; an outcome unrelated to every
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from belief.decision.functionals import Functional, weighted_column_quantiles
 from belief.decision.preposterior import influence
+
+Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
+"""levels → one array of weighted column quantiles per level."""
 
 __all__ = ["FittedNoiseBias", "NoiseBias", "fitted_covariance", "fitted_noise_bias",
            "gram_pinv", "noise_bias", "noise_covariance", "noise_draws"]
@@ -93,9 +97,14 @@ def noise_draws(seed: int, n_columns: int, draws: int = 256) -> np.ndarray:
 
 
 def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
-                     smooth: np.ndarray, chunk: int = 64) -> np.ndarray:
+                     smooth: np.ndarray, chunk: int = 64,
+                     quantiles: Quantiles | None = None) -> np.ndarray:
     """V_j (J, C, C): the covariance of the weighted functionals of the columns of ``gain``
-    (S, C) under the normalised weights ``smooth`` (J, S), at their values ``phi`` (J, C)."""
+    (S, C) under the normalised weights ``smooth`` (J, S), at their values ``phi`` (J, C).
+
+    ``quantiles``: levels → the (J, C) weighted quantiles of the columns at those levels
+    (:func:`belief.decision.functionals.weighted_column_quantiles` of ``gain`` and
+    ``smooth``), when the caller has them; computed here otherwise."""
     gain = np.asarray(gain, float)
     n_j, n_s = smooth.shape
     n_c = gain.shape[1]
@@ -114,24 +123,26 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
         rows = sl.stop - sl.start
         done: dict[tuple, list[np.ndarray]] = {}  # this chunk's quantiles, every column at once
 
-        def quantiles(c: int, sl: slice = sl, done: dict = done):
+        def of_column(c: int, sl: slice = sl, done: dict = done):
             def of(levels: tuple[float, ...]) -> list[np.ndarray]:
                 if levels not in done:
-                    done[levels] = weighted_column_quantiles(gain, smooth[sl], levels)
+                    done[levels] = ([v[sl] for v in quantiles(levels)] if quantiles is not None
+                                    else weighted_column_quantiles(gain, smooth[sl], levels))
                 return [v[:, c] for v in done[levels]]
             return of
 
         psi = np.empty((rows, n_s, n_c))
         for c in range(n_c):
             x = np.broadcast_to(gain[:, c], (rows, n_s))
-            psi[:, :, c] = influence(functional, x, phi[sl, c], x, smooth[sl], quantiles(c))
+            psi[:, :, c] = influence(functional, x, phi[sl, c], x, smooth[sl], of_column(c))
         out[sl] = (psi * w2[sl, :, None]).transpose(0, 2, 1) @ psi  # Σ_i w̃² ψ ψᵀ
     return out
 
 
 def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
                c_lambda: np.ndarray, feasible: np.ndarray, smooth: np.ndarray,
-               z: np.ndarray, reference: np.ndarray | None = None) -> NoiseBias:
+               z: np.ndarray, reference: np.ndarray | None = None,
+               quantiles: Quantiles | None = None) -> NoiseBias:
     """The excess bias of G0(φ̂_j) = max(0, max_{c feasible} φ̂_jc − C_λ'(c)) from the noise of
     the weighted functionals (module docstring), per outcome and antithetic pair:
     b_j = E_z[G0(φ̂_j + L_j z)] − E_z[G0(φ̂_j + L_0 z)], L_0 L_0ᵀ = V_0 the noise of the
@@ -153,6 +164,10 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     reference : ndarray (S0, C), optional
         The draws whose equally weighted noise every other G0 of the decision carries
         (default ``gain``).
+    quantiles : callable levels → list of ndarray (J, C), optional
+        The weighted quantiles of the columns of ``gain`` under ``smooth`` at those levels
+        (:func:`belief.decision.functionals.weighted_column_quantiles`), when the caller has
+        them (the same values; computed here otherwise).
     """
     n_j = phi.shape[0]
     gain = np.asarray(gain, float)
@@ -167,7 +182,10 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     cols, rows = cols[keep], np.flatnonzero(rows)
     if cols.size == 0 or rows.size == 0:
         return zero
-    v = noise_covariance(functional, gain[:, cols], phi[np.ix_(rows, cols)], smooth[rows])
+    sub = None if quantiles is None else (
+        lambda levels: [q[np.ix_(rows, cols)] for q in quantiles(levels)])
+    v = noise_covariance(functional, gain[:, cols], phi[np.ix_(rows, cols)], smooth[rows],
+                         quantiles=sub)
     n_0 = ref.shape[0]
     phi_0 = functional(ref[:, cols].T)[None, :]
     v_0 = noise_covariance(functional, ref[:, cols], phi_0, np.full((1, n_0), 1.0 / n_0))

@@ -33,11 +33,12 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_noise import noise_bias
+from belief.decision.cvu_noise import Quantiles, noise_bias
 from belief.decision.functionals import (
     Functional,
     ReweightedColumns,
-    column_lcbs,
+    column_order,
+    weighted_column_quantiles,
     weighted_columns,
 )
 from belief.decision.importance import psis_weights
@@ -47,6 +48,7 @@ from belief.decision.preposterior import (
     control_variate_summary,
     control_variate_terms,
     influence,
+    influence_levels,
     winners,
 )
 
@@ -64,14 +66,18 @@ class OutcomeWeights:
     ``columns(functional, gain, smooth, y)`` is
     :func:`belief.decision.functionals.weighted_columns`, remembered for the same ``gain``
     array (the object, held here so that its identity cannot be reused), functional and
-    outcomes.
+    outcomes; ``quantiles(gain, smooth, y, levels)`` the weighted quantiles of the columns
+    (:func:`belief.decision.functionals.weighted_column_quantiles`) likewise.  The columns of
+    each ``gain`` are sorted once; for an LCB, ``columns`` takes the quantiles its influence
+    function needs (:func:`belief.decision.preposterior.influence_levels`) in the same pass.
     """
 
     def __init__(self, loglik: Callable[[np.ndarray], np.ndarray]) -> None:
         self.loglik = loglik
         self._weights: dict[bytes, tuple[np.ndarray, ...]] = {}
         self._columns: dict[tuple, np.ndarray] = {}
-        self._gains: list[np.ndarray] = []
+        self._quantiles: dict[tuple, np.ndarray] = {}
+        self._gains: list[tuple[np.ndarray, np.ndarray]] = []  # (gain, its column order)
 
     @staticmethod
     def _key(y: np.ndarray) -> bytes:
@@ -88,25 +94,59 @@ class OutcomeWeights:
             self._weights[key] = out
         return self._weights[key]
 
+    def _order(self, gain: np.ndarray) -> np.ndarray:
+        """:func:`belief.decision.functionals.column_order` of ``gain``, sorted once."""
+        for g, order in self._gains:
+            if g is gain:
+                return order
+        order = column_order(gain)
+        order.flags.writeable = False
+        self._gains.append((gain, order))
+        return order
+
     def columns(self, functional: Functional, gain: np.ndarray, smooth: np.ndarray,
                 y: np.ndarray) -> np.ndarray:
         """φ (J, C) of the columns of ``gain`` under ``smooth``, the weights of ``y``."""
-        if not any(g is gain for g in self._gains):
-            self._gains.append(gain)
+        order = self._order(gain)
         key = (id(gain), str(functional), self._key(y))
         if key not in self._columns:
-            phi = weighted_columns(functional, gain, smooth)
+            if functional.kind == "lcb":
+                levels = (functional.param, *influence_levels(functional))
+                values = weighted_column_quantiles(gain, smooth, levels, order)
+                for level, v in zip(levels[1:], values[1:], strict=True):
+                    v.flags.writeable = False
+                    self._quantiles[(id(gain), level, key[2])] = v
+                phi = values[0]
+            else:
+                phi = weighted_columns(functional, gain, smooth, order)
             phi.flags.writeable = False
             self._columns[key] = phi
         return self._columns[key]
 
+    def quantiles(self, gain: np.ndarray, smooth: np.ndarray, y: np.ndarray,
+                  levels: tuple[float, ...]) -> list[np.ndarray]:
+        """The weighted quantiles (J, C) of the columns of ``gain`` under ``smooth``, the
+        weights of ``y``, one array per level."""
+        order = self._order(gain)
+        ykey = self._key(y)
+        missing = tuple(q for q in levels if (id(gain), q, ykey) not in self._quantiles)
+        if missing:
+            for q, v in zip(missing, weighted_column_quantiles(gain, smooth, missing, order),
+                            strict=True):
+                v.flags.writeable = False
+                self._quantiles[(id(gain), q, ykey)] = v
+        return [self._quantiles[(id(gain), q, ykey)] for q in levels]
+
 
 def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
                     smooth: np.ndarray, omega: np.ndarray, phi: np.ndarray,
-                    g0_j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    g0_j: np.ndarray, quantiles: Quantiles
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """IF_i of E_Y[G0] and the variance of its Monte Carlo noise (module preposterior):
     IF_i = mean_j a_ij − mean_j G0_j, a_ij = S·ω_ij·(ψ_j(g_{i c*_j}) + G0_j), noise_i =
-    var_j(a_ij)/J.  For the mean, ψ_j(x) = x − φ_j and both sums are matrix products."""
+    var_j(a_ij)/J.  For the mean, ψ_j(x) = x − φ_j and both sums are matrix products.
+    ``quantiles``: levels → the weighted quantiles (J, C) of every column of ``nxt.gain``
+    under ``smooth`` (those of each outcome's winning column are read from them)."""
     n_j, n_s = omega.shape
     stop = won < 0
     col = np.where(stop, 0, won)
@@ -129,7 +169,7 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
         x = nxt.gain[:, col].T  # (J, S): the draws of each outcome's winning column
         psi = np.where(stop[:, None], 0.0,
                        influence(functional, x, phi_won, x, smooth,
-                                 lambda qs: column_lcbs(nxt.gain, col, qs, smooth)))
+                                 lambda qs: [v[np.arange(n_j), col] for v in quantiles(qs)]))
         a = n_s * omega * (psi + g0_j[:, None])
         mean_a, var_a = a.mean(axis=0), a.var(axis=0, ddof=1)
     return mean_a - g0_j.mean(), np.maximum(var_a, 0.0) / n_j
@@ -199,8 +239,18 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     if memo is not None and memo.loglik is not loglik:
         raise ValueError("importance_estimate: memo holds the weights of another loglik")
     memo = memo or OutcomeWeights(loglik)
-    for start in range(0, n_j, chunk):
-        sl = slice(start, min(start + chunk, n_j))
+    blocks_j = [slice(start, min(start + chunk, n_j)) for start in range(0, n_j, chunk)]
+    got: dict[tuple[float, ...], list[np.ndarray]] = {}
+
+    def quantiles(levels: tuple[float, ...]) -> list[np.ndarray]:
+        """The weighted quantiles (J, C) of the columns of ``gain``, from the memo's blocks."""
+        if levels not in got:
+            parts = [memo.quantiles(gain, smooth[sl], y[sl], levels) for sl in blocks_j]
+            got[levels] = [np.concatenate([p[k] for p in parts]) for k in range(len(levels))]
+        return got[levels]
+
+    for sl in blocks_j:
+        start = sl.start
         smooth[sl], omega[sl], khat[sl], ok = memo.weights(y[sl])
         nonfinite[sl] = ~ok
         phi[sl] = memo.columns(functional, gain, smooth[sl], y[sl])
@@ -246,7 +296,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     feas = np.broadcast_to(nxt.mask_for(y), phi.shape)
     g0_j = nxt.g0(phi, feas)
     won = winners(phi, nxt.c_lambda, feas)
-    pairs = (noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth, noise_z).pairs
+    pairs = (noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth, noise_z,
+                        quantiles=quantiles).pairs
              if noise_z is not None else np.zeros((n_j, 1)))
     refit_done = np.zeros(n_j, bool)
     for j in order[:n_refit_max]:
@@ -286,7 +337,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     terms = control_variate_terms(g0_j - bias, z)  # pairs estimates on these outcomes
     value, mcse, gain_cv = control_variate_summary(g0_j - bias, terms)
 
-    if_draws, if_noise = (_draw_influence(functional, nxt, won, smooth, omega, phi, g0_j)
+    if_draws, if_noise = (_draw_influence(functional, nxt, won, smooth, omega, phi, g0_j,
+                                          quantiles)
                           if draws_influence else (None, None))
     method = "psis+cv" if z.shape[1] else "psis"
     if n_refits:

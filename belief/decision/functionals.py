@@ -29,6 +29,7 @@ __all__ = [
     "SortedColumns",
     "apply_functional",
     "column_lcbs",
+    "column_order",
     "cvar",
     "lcb",
     "lcbs",
@@ -122,9 +123,19 @@ def _first_reaching(ws: np.ndarray, q: float, chunk: int = 256) -> np.ndarray:
     """``np.minimum((np.cumsum(ws, -1) < q).sum(-1), S − 1)`` (the index :func:`_lcb_sorted`
     takes), summing left to right in chunks — the same running sums — and only until each row
     has reached q (a running sum of weights ≥ 0 does not come back below it)."""
+    return _first_reaching_levels(ws, (q,), chunk)[0]
+
+
+def _first_reaching_levels(ws: np.ndarray, qs: tuple[float, ...], chunk: int = 256
+                           ) -> list[np.ndarray]:
+    """:func:`_first_reaching` at every threshold of ``qs`` from one pass of running sums,
+    each row summed until it has reached the largest (the same running sums, so the same
+    indices as one pass per threshold)."""
     shape, n_s = ws.shape[:-1], ws.shape[-1]
     flat = ws.reshape(-1, n_s)
-    idx = np.full(flat.shape[0], n_s - 1)
+    n_q = len(qs)
+    idx = np.full((n_q, flat.shape[0]), n_s - 1)
+    found = np.zeros((n_q, flat.shape[0]), bool)
     active = np.arange(flat.shape[0])
     carry = np.zeros(flat.shape[0])
     start = 0
@@ -133,13 +144,18 @@ def _first_reaching(ws: np.ndarray, q: float, chunk: int = 256) -> np.ndarray:
         part = flat[active, start:stop]
         part[:, 0] += carry[active]  # continue the running sum exactly where it stopped
         cw = np.cumsum(part, axis=-1)
-        below = (cw < q).sum(axis=-1)
-        done = below < stop - start
-        idx[active[done]] = np.minimum(start + below[done], n_s - 1)
+        all_done = np.ones(active.size, bool)
+        for k, q in enumerate(qs):
+            below = (cw < q).sum(axis=-1)
+            done = below < stop - start
+            new = done & ~found[k, active]
+            idx[k, active[new]] = np.minimum(start + below[new], n_s - 1)
+            found[k, active[new]] = True
+            all_done &= found[k, active]
         carry[active] = cw[:, -1]
-        active = active[~done]
+        active = active[~all_done]
         start = stop
-    return idx.reshape(shape)
+    return [i.reshape(shape) for i in idx]
 
 
 def _cvar_sorted(xs: np.ndarray, ws: np.ndarray, alpha: float) -> np.ndarray:
@@ -201,43 +217,54 @@ def apply_functional(functional: Functional, draws: np.ndarray,
     return cvar(draws, functional.param, weights)
 
 
+def column_order(draws: np.ndarray) -> np.ndarray:
+    """The stable ascending order of every column of ``draws`` (S, C), the ``order`` that
+    :func:`weighted_columns` and :func:`weighted_column_quantiles` accept (a subset of its
+    columns is the order of the same columns of ``draws``)."""
+    return np.argsort(draws, axis=0, kind="stable")
+
+
 def weighted_columns(functional: Functional, draws: np.ndarray,
-                     weights: np.ndarray) -> np.ndarray:
+                     weights: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """φ of every column of ``draws`` (S, C) under each row of ``weights`` (J, S) → (J, C).
 
     The same definitions as :func:`apply_functional` (same sorted-array kernels); the columns
     are sorted once and each weight row is gathered into each column's order, so LCB and CVaR
     cost O(J·C·S) after one sort — what the continuation value needs for J simulated outcomes.
+    ``order``: :func:`column_order` of ``draws``, when the caller has it (the same values).
     """
     if functional.kind == "lcb":
-        return weighted_column_quantiles(draws, weights, (functional.param,))[0]
+        return weighted_column_quantiles(draws, weights, (functional.param,), order)[0]
     w = weights / weights.sum(axis=-1, keepdims=True)
     if functional.kind == "mean":
         return w @ draws
-    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
+    if order is None:
+        order = column_order(draws)  # (S, C)
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
     # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
     return _cvar_sorted(xs[None], w[:, order.T], functional.param)
 
 
 def weighted_column_quantiles(draws: np.ndarray, weights: np.ndarray,
-                              levels: tuple[float, ...]) -> list[np.ndarray]:
+                              levels: tuple[float, ...],
+                              order: np.ndarray | None = None) -> list[np.ndarray]:
     """VaR_q (the LCB(q) of :func:`lcb`) of every column of ``draws`` (S, C) under each row of
     ``weights`` (J, S), one (J, C) array per level q, the columns sorted and the weights
-    gathered once for all levels."""
+    gathered once for all levels, and their running sums taken once, up to the largest level
+    (``order``: :func:`column_order` of ``draws``, when the caller has it).  Row j, column c
+    depends on that row and column only: a subset of the rows or columns gives the same values
+    there."""
     w = weights / weights.sum(axis=-1, keepdims=True)
-    order = np.argsort(draws, axis=0, kind="stable")  # (S, C)
+    if order is None:
+        order = column_order(draws)  # (S, C)
     xs = np.take_along_axis(draws, order, 0).T  # (C, S)
     # (J, C, S) C-ordered, where the running sum is faster (``w[:, order.T]`` is not; a
     # running sum is sequential in either layout, so the values are the same), summed only
     # until q is reached
     ws = np.take(w, order.T, axis=1)
-    out = []
-    for q in levels:
-        idx = _first_reaching(ws, q * (1 - 1e-12))
-        out.append(np.take_along_axis(np.broadcast_to(xs, ws.shape), idx[..., None],
-                                      -1)[..., 0])
-    return out
+    idx = _first_reaching_levels(ws, tuple(q * (1 - 1e-12) for q in levels))
+    return [np.take_along_axis(np.broadcast_to(xs, ws.shape), i[..., None], -1)[..., 0]
+            for i in idx]
 
 
 class SortedColumns:

@@ -49,7 +49,7 @@ from belief.decision.scores import g0
 
 __all__ = ["NextState", "control_functions", "control_variate_mean", "control_variate_summary",
            "control_variate_terms", "draws_variance",
-           "influence", "winners"]
+           "influence", "influence_levels", "winners"]
 
 STOP = -1
 
@@ -270,14 +270,26 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
         return x - phi
     if functional.kind == "cvar":
         alpha = functional.param
-        var = quantiles((alpha,))[0][:, None]
+        var = quantiles(influence_levels(functional))[0][:, None]
         return var - np.maximum(var - x, 0.0) / alpha - phi
     q = functional.param
     h = 0.5 * min(q, 1 - q)
-    lo, hi = quantiles((q - h, q + h))
+    lo, hi = quantiles(influence_levels(functional))
     with np.errstate(divide="ignore", invalid="ignore"):
         dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
     return np.where(np.isfinite(dens), (q - (x <= phi)) / dens, 0.0)
+
+
+def influence_levels(functional: Functional) -> tuple[float, ...]:
+    """The quantile levels :func:`influence` asks its ``quantiles`` for: (α,) for CVaR_α,
+    (q − h, q + h) with h = min(q, 1 − q)/2 for the q-quantile, none for the mean."""
+    if functional.kind == "cvar":
+        return (functional.param,)
+    if functional.kind == "lcb":
+        q = functional.param
+        h = 0.5 * min(q, 1 - q)
+        return (q - h, q + h)
+    return ()
 
 
 def draws_variance(if_values: np.ndarray, noise: np.ndarray | None = None,
