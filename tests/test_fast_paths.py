@@ -10,7 +10,9 @@
   :func:`belief.decision.functionals.weighted_columns`, bit for bit;
 - the safety bounds through ``scipy.special.betaincinv`` against ``scipy.stats.beta.ppf``;
 - δ_J's interval through numpy's linear quantiles against ArviZ's ``eti``;
-- CVU's BLAS thread limit, and a decision that imports neither scipy.stats nor ArviZ's stats.
+- CVU's BLAS thread limit, and a decision that imports neither scipy.stats nor ArviZ's stats;
+- the PSIS memo's weighted quantiles (several levels in one pass, read on subsets) and the
+  regression memo of the channel split (``cvu_regression.RegressionMemo``), bit for bit.
 """
 
 from __future__ import annotations
@@ -439,3 +441,34 @@ def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
     got = noise_bias(*args, quantiles=given).pairs
     assert asked and np.array_equal(got, noise_bias(*args).pairs)
 
+
+def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
+    """The channel split's regression estimates reuse the CVU's simulated outcomes (by the
+    state of the outcome stream) and fits (by summaries and responses) through
+    ``cvu_regression.RegressionMemo``: the same estimate as without it, bit for bit."""
+    from belief.decision.cvu_noise import noise_draws
+    from belief.decision.cvu_regression import RegressionMemo, regression_estimate
+    from belief.decision.preposterior import NextState
+
+    rng = np.random.default_rng(11)
+    gain = rng.normal(size=(500, 3))
+    calls = []
+
+    def simulate(r, idx):
+        calls.append(idx.size)
+        return gain[idx, 0] + 0.3 * r.standard_normal(idx.size)
+
+    nxt = NextState(gain, np.zeros(3), np.ones(3, bool))
+    memo = RegressionMemo()
+    for functional in (Functional("lcb", 0.2), Functional("mean")):
+        kw = {"replicates": 4, "noise_z": noise_draws(0, 3)}
+        plain = regression_estimate(nxt, functional, simulate, np.random.default_rng(5), **kw)
+        n_plain = len(calls)
+        for _ in range(2):
+            got = regression_estimate(nxt, functional, simulate, np.random.default_rng(5),
+                                      memo=memo, **kw)
+            assert got.expected_g0 == plain.expected_g0 and got.mcse == plain.mcse
+            assert np.array_equal(got.terms, plain.terms)
+            assert np.array_equal(got.if_draws, plain.if_draws)
+            assert got.extra == plain.extra
+        assert len(calls) == n_plain + (1 if functional.kind == "lcb" else 0)  # simulated once

@@ -89,7 +89,7 @@ from belief.decision.cvu_lookahead import (
 from belief.decision.cvu_lookahead_regression import regression_continuation
 from belief.decision.cvu_noise import noise_draws
 from belief.decision.cvu_psis import OutcomeWeights, importance_estimate
-from belief.decision.cvu_regression import regression_estimate
+from belief.decision.cvu_regression import RegressionMemo, regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
 from belief.decision.feasibility import Feasibility, affordable, feasibility
 from belief.decision.functionals import Functional, SortedColumns
@@ -146,13 +146,14 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
               rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
               bootstrap: Callable[[np.ndarray], float] | None = None,
               noise_z: np.ndarray | None = None, memo: OutcomeWeights | None = None,
-              draws_influence: bool = True) -> Estimate:
+              draws_influence: bool = True, fits: RegressionMemo | None = None) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
     regression estimate's with ``settings.regression_noise_correction``
     (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE); ``memo``:
-    the PSIS weights of this experiment's outcomes shared with other estimates on them;
-    ``draws_influence`` False: no error of the draws (the channel split's estimates)."""
+    the PSIS weights of this experiment's outcomes shared with other estimates on them, and
+    ``fits`` its regression outcomes and fits likewise; ``draws_influence`` False: no error of
+    the draws (the channel split's estimates)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -163,7 +164,8 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
                         "can change: belief.decision.cvu_safety)",
                         if_draws=infl, if_noise=np.zeros_like(infl))
     regression = {"replicates": settings.regression_replicates,
-                  "noise_z": noise_z if settings.regression_noise_correction else None}
+                  "noise_z": noise_z if settings.regression_noise_correction else None,
+                  "memo": fits}
     if settings.estimator == "regression" or exp.loglik is None:
         why = ("regression forced by the settings" if settings.estimator == "regression"
                else "the experiment has no likelihood to reweight by")
@@ -407,14 +409,16 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                              Callable[[], tuple[np.random.Generator, ...]]]] = {}
     def split_of(c: int, exp: Experiment, est: Estimate, nxt: NextState, b_next: np.ndarray,
                  avail_next: np.ndarray, streams: Callable[[], tuple],
-                 memo: OutcomeWeights | None) -> None:
+                 memo: OutcomeWeights | None, fits: RegressionMemo) -> None:
         """The one-step CVU's split by channel (module cvu_channels) into ``split``, on the
-        CVU's outcomes and, through ``memo``, their weights; no error of the draws."""
+        CVU's outcomes and, through ``memo`` and ``fits``, their weights or regression fits;
+        no error of the draws."""
         try:
             parts = channel_split(
                 exp, nxt, est, g0_null,
                 lambda e, n, s: _estimate(e, n, functional, idx, streams(), s,
-                                          noise_z=noise_z, memo=memo, draws_influence=False),
+                                          noise_z=noise_z, memo=memo, draws_influence=False,
+                                          fits=fits),
                 settings, avail_next & safe & affordable(costs, b_next))
         except _ESTIMATOR_ERRORS:
             parts = {}
@@ -422,14 +426,16 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             split[k][c] = v
 
     # a one-step CVU is split while its outcomes' weights are at hand (one candidate's memo
-    # at a time: its smoothed and raw weights, 2·J·S floats); a continuation that falls back to
-    # one step is split below, with a fresh memo (the log-likelihood is evaluated once more)
+    # at a time: its smoothed and raw weights, 2·J·S floats, or its regression outcomes and
+    # fits); a continuation that falls back to one step is split below, with fresh memos (the
+    # log-likelihood is evaluated once more)
     split_now = settings.channel_split and depth <= 1 and belief_ok
     for c, cid in enumerate(candidate_ids):
         exp = experiments.get(cid)
         if exp is None:
             continue
         memo = OutcomeWeights(exp.loglik) if exp.loglik is not None else None
+        fits = RegressionMemo()  # its regression outcomes and fits, likewise
         if exp.refit is not None:  # one refit per distinct outcome, with or without the split
             exp = replace(exp, refit=_memoised(exp.refit))  # (so the split cannot move CVU)
         b_next = budget - costs[c]
@@ -457,15 +463,15 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             try:
                 est = _estimate(exp, nxt, functional, idx, rngs, settings,
                                 bootstrap=g0_null_weighted if tie else None, noise_z=noise_z,
-                                memo=memo)
+                                memo=memo, fits=fits)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if est.method != "failed":
             eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
         one_step[c] = (exp, est, nxt, b_next, avail_next, streams)
         if split_now:
-            split_of(c, exp, est, nxt, b_next, avail_next, streams, memo)
-        del memo
+            split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
+        del memo, fits
 
     # all or none: the continuation replaces G0 for every scored candidate or for none, so
     # that Q compares like with like
@@ -483,7 +489,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     for c, (exp, est, nxt, b_next, avail_next, streams) in one_step.items():
         if settings.channel_split and depth <= 1 and belief_ok and not split_now:
             split_of(c, exp, est, nxt, b_next, avail_next, streams,
-                     OutcomeWeights(exp.loglik) if exp.loglik is not None else None)
+                     OutcomeWeights(exp.loglik) if exp.loglik is not None else None,
+                     RegressionMemo())
         if depth > 1 and est.method != "failed":
             try:
                 if by_regression:

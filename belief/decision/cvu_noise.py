@@ -303,11 +303,13 @@ def gram_pinv(x: np.ndarray) -> tuple[np.ndarray, int]:
     return inv * (float(n) / np.outer(scale, scale)), int(keep.sum())
 
 
-def _cluster_scores(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.ndarray:
-    """(S, p, C'): M⁺u_ic / N for every draw i (:func:`fitted_covariance`)."""
+def _cluster_scores(x: np.ndarray, resid: np.ndarray, replicates: int,
+                    m_inv: np.ndarray | None = None) -> np.ndarray:
+    """(S, p, C'): M⁺u_ic / N for every draw i (:func:`fitted_covariance`; ``m_inv``:
+    ``gram_pinv(x)[0]`` when the caller has it)."""
     n, p = x.shape
     n_s = n // replicates
-    m_inv = gram_pinv(x)[0]
+    m_inv = gram_pinv(x)[0] if m_inv is None else m_inv
     u = (x.reshape(replicates, n_s, p).transpose(1, 2, 0)
          @ resid.reshape(replicates, n_s, -1).transpose(1, 0, 2))  # (S, p, C'): u_i
     return (m_inv @ u) / float(n)
@@ -330,7 +332,7 @@ def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.n
 
 def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.ndarray,
                       feasible: np.ndarray, z: np.ndarray, replicates: int,
-                      cap: int = 256) -> FittedNoiseBias:
+                      cap: int = 256, m_inv: np.ndarray | None = None) -> FittedNoiseBias:
     """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
     fitting noise of its fitted values (:mod:`belief.decision.cvu_regression`):
     b_n = E_z[G0(u_n + L_n z)] − E_z[G0(u_n + L_0 z)], L_n L_nᵀ = V_n the cluster-robust
@@ -361,6 +363,8 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
         R.
     cap : int
         Outcomes bootstrapped at most.
+    m_inv : ndarray (p, p), optional
+        ``gram_pinv(x)[0]``, the fit's inverse, when the caller has it.
     """
     n = x.shape[0]
     feas = np.broadcast_to(np.asarray(feasible, bool), u.shape)
@@ -369,7 +373,7 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     n_s = gain.shape[0]
     dev = gain - gain.mean(axis=0)
     v_0 = dev.T @ dev / float(n_s) ** 2
-    w = _cluster_scores(x, resid, replicates)  # (S, p, C')
+    w = _cluster_scores(x, resid, replicates, m_inv)  # (S, p, C')
     pick = np.arange(n) if n <= 4 * cap else np.linspace(0, n - 1, 4 * cap).astype(int)
     xp, up, fp = x[pick], u[pick], feas[pick]
     diag = np.stack([((xp @ (w[:, :, c].T @ w[:, :, c])) * xp).sum(axis=1)

@@ -46,8 +46,8 @@ from belief.decision.cvu_noise import fitted_noise_bias, gram_pinv
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import NextState, winners
 
-__all__ = ["KNOT_GRID", "best_by_gcv", "conditional_functional", "least_squares",
-           "natural_spline_basis", "regression_estimate", "spline_design"]
+__all__ = ["KNOT_GRID", "RegressionMemo", "best_by_gcv", "conditional_functional",
+           "least_squares", "natural_spline_basis", "regression_estimate", "spline_design"]
 
 KNOT_GRID = {1: (2, 5, 9), 2: (2, 4, 6), 3: (2, 4, 6)}  # knot counts tried, by summary width
 
@@ -87,25 +87,29 @@ def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
     return np.concatenate(cols, axis=1)
 
 
-def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int]:
+def least_squares(x: np.ndarray, y: np.ndarray, pinv: tuple[np.ndarray, int] | None = None
+                  ) -> tuple[np.ndarray, int]:
     """Least squares by the normal equations, β̂ = M⁺ Xᵀy / N with M⁺ the generalised inverse of
     M = XᵀX/N on standardised columns (:func:`belief.decision.cvu_noise.gram_pinv`: the
-    designs here are tall and narrow, N ≫ p); returns the coefficients and the rank."""
-    m_inv, rank = gram_pinv(x)
+    designs here are tall and narrow, N ≫ p); returns the coefficients and the rank.
+    ``pinv``: ``gram_pinv(x)`` when the caller has it."""
+    m_inv, rank = gram_pinv(x) if pinv is None else pinv
     return m_inv @ (x.T @ y) / float(x.shape[0]), rank
 
 
-def best_by_gcv(designs: list[np.ndarray], resp: np.ndarray) -> int | None:
+def best_by_gcv(designs: list[np.ndarray], resp: np.ndarray,
+                pinvs: list[tuple[np.ndarray, int]] | None = None) -> int | None:
     """Index of the design with the smallest generalised cross-validation score
     Σ_c (RSS_c / Var g_c) / (N (1 − p/N)²) for the responses ``resp`` (N, C'), p the rank
     (designs of rank ≥ N − 1 are skipped; the first of near-equal scores wins); None when
-    every design is skipped."""
+    every design is skipped.  ``pinvs``: ``gram_pinv`` of each design, when the caller has
+    them."""
     n = resp.shape[0]
     scale = resp.var(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     best = None
     for i, x in enumerate(designs):
-        coef, rank = least_squares(x, resp)
+        coef, rank = least_squares(x, resp, None if pinvs is None else pinvs[i])
         if rank >= n - 1:
             continue
         rss = (((resp - x @ coef) ** 2).sum(axis=0) / scale).sum()
@@ -115,35 +119,40 @@ def best_by_gcv(designs: list[np.ndarray], resp: np.ndarray) -> int | None:
     return None if best is None else best[1]
 
 
-def _select_design(t: np.ndarray, resp: np.ndarray) -> tuple[np.ndarray, int]:
+def _select_design(t: np.ndarray, resp: np.ndarray
+                   ) -> tuple[np.ndarray, int, tuple[np.ndarray, int]]:
     """The design of the grid of knot counts with the smallest generalised cross-validation
-    score (:func:`best_by_gcv`), and its knot count."""
+    score (:func:`best_by_gcv`), its knot count and its ``gram_pinv``."""
     grid = KNOT_GRID.get(t.shape[1], (2, 4))
     designs = [spline_design(t, k) for k in grid]
-    i = best_by_gcv(designs, resp)
+    pinvs = [gram_pinv(x) for x in designs]
+    i = best_by_gcv(designs, resp, pinvs)
     if i is None:  # ValueError: CVU marks the candidate "failed" with this reason
         n = t.shape[0]
         raise ValueError(f"too few simulated outcomes ({n}) for any spline basis of the summary")
-    return designs[i], grid[i]
+    return designs[i], grid[i], pinvs[i]
 
 
-def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Functional
+def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Functional,
+                           pinv: tuple[np.ndarray, int] | None = None
                            ) -> tuple[np.ndarray, np.ndarray, str]:
     """φ̂_c(T_n) of every column c of ``resp`` (N, C') given the design x (N, p) of the
     summaries (steps 2–3 of the module docstring): the least-squares fit μ̂_c(T) for the mean;
-    for an LCB or CVaR the location–scale form μ̂_c(T) + σ̂_c(T)·φ(ε̂_c).
+    for an LCB or CVaR the location–scale form μ̂_c(T) + σ̂_c(T)·φ(ε̂_c).  ``pinv``:
+    ``gram_pinv(x)`` when the caller has it (both fits use it).
 
     Returns
     -------
     (phi, resid, method) : φ̂ (N, C'), the residuals g − μ̂ (N, C') and ``"regression"`` or
     ``"regression+ls"``.
     """
-    coef, _ = least_squares(x, resp)
+    pinv = gram_pinv(x) if pinv is None else pinv
+    coef, _ = least_squares(x, resp, pinv)
     fitted = x @ coef
     resid = resp - fitted
     if functional.kind == "mean":
         return fitted, resid, "regression"
-    lv, _ = least_squares(x, np.log(resid**2 + 1e-300))
+    lv, _ = least_squares(x, np.log(resid**2 + 1e-300), pinv)
     sig2 = np.exp(np.clip(x @ lv, -700, 700))
     sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
     sig = np.sqrt(sig2)
@@ -152,10 +161,62 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
     return fitted + sig * k_eps[None, :], resid, "regression+ls"
 
 
+class RegressionMemo:
+    """What :func:`regression_estimate` computes from its outcomes and responses alone,
+    remembered across estimates on the same outcomes (the CVU and its channel split,
+    :mod:`belief.decision.cvu_channels`, which estimate on fresh copies of the candidate's
+    outcome stream): the simulated outcomes, by the state of the stream and the draw
+    indices; and the chosen design, its inverse and the conditional functional, by the
+    summaries and the responses (their bytes).  Holds one experiment's outcomes: build one
+    per experiment (its ``simulate``)."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[tuple[str, bytes], np.ndarray] = {}
+        self._fits: dict[tuple[bytes, bytes, str], tuple] = {}
+
+    def outcomes(self, simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray],
+                 rng: np.random.Generator, idx: np.ndarray) -> np.ndarray:
+        """``simulate(rng, idx)`` as floats (read-only), once per state of ``rng`` (a stream
+        in the same state gives the same outcomes; the stream is not advanced when they are
+        remembered, and the estimator does not draw from it again)."""
+        key = (repr(rng.bit_generator.state), np.ascontiguousarray(idx).tobytes())
+        if key not in self._outcomes:
+            y = np.asarray(simulate(rng, idx), dtype=float)
+            y.flags.writeable = False
+            self._outcomes[key] = y
+        return self._outcomes[key]
+
+    def fit(self, t: np.ndarray, resp: np.ndarray, functional: Functional
+            ) -> tuple[np.ndarray, int, tuple[np.ndarray, int], np.ndarray, np.ndarray, str]:
+        """(design, knots, its ``gram_pinv``, φ̂, residuals, method) of the summaries ``t``
+        and the responses ``resp``: :func:`_select_design` and
+        :func:`conditional_functional`, once per (t, resp, φ)."""
+        key = (_bytes(t), _bytes(resp), str(functional))
+        if key not in self._fits:
+            self._fits[key] = _fit(t, resp, functional)
+        return self._fits[key]
+
+
+def _bytes(a: np.ndarray) -> bytes:
+    a = np.ascontiguousarray(a)
+    return repr((a.shape, a.dtype.str)).encode() + a.tobytes()
+
+
+def _fit(t: np.ndarray, resp: np.ndarray, functional: Functional
+         ) -> tuple[np.ndarray, int, tuple[np.ndarray, int], np.ndarray, np.ndarray, str]:
+    """:func:`_select_design` then :func:`conditional_functional` (read-only results)."""
+    x, knots, pinv = _select_design(t, resp)
+    phi_c, resid, method = conditional_functional(x, resp, functional, pinv)
+    for a in (x, pinv[0], phi_c, resid):
+        a.flags.writeable = False
+    return x, knots, pinv, phi_c, resid, method
+
+
 def regression_estimate(nxt: NextState, functional: Functional,
                         simulate: Callable[[np.random.Generator, np.ndarray], np.ndarray],
                         rng: np.random.Generator, *, replicates: int = 8,
-                        reason: str = "", noise_z: np.ndarray | None = None) -> Estimate:
+                        reason: str = "", noise_z: np.ndarray | None = None,
+                        memo: RegressionMemo | None = None) -> Estimate:
     """E_Y[G0(s^{m,Y})] by regression on the simulated outcomes (module docstring).
 
     Parameters
@@ -175,11 +236,15 @@ def regression_estimate(nxt: NextState, functional: Functional,
         ``extra["noise_bias"]``, its Monte Carlo error ``extra["correction_mcse"]`` is added
         to the MCSE (the per-outcome ``terms`` stay uncorrected), and the plug-in
         value and MCSE are ``extra["plugin_g0"]``.
+    memo : RegressionMemo, optional
+        The outcomes and fits of this experiment shared with other estimates on them (the
+        same values as computed here).
     """
     gain = nxt.gain
     n_s, n_c = gain.shape
     idx = np.tile(np.arange(n_s), replicates)
-    y = np.asarray(simulate(rng, idx), dtype=float)
+    y = (np.asarray(simulate(rng, idx), dtype=float) if memo is None
+         else memo.outcomes(simulate, rng, idx))
     n = idx.size
     t = y.reshape(n, -1)
     if not np.isfinite(t).all():
@@ -194,8 +259,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
                         if_draws=np.zeros(n_s), if_noise=np.zeros(n_s), n_outcomes=n,
                         terms=np.zeros((replicates, n_s)))
     resp = gain[idx][:, cols]  # (N, C')
-    x, knots = _select_design(t, resp)
-    phi_c, resid, method = conditional_functional(x, resp, functional)
+    x, knots, pinv, phi_c, resid, method = (_fit if memo is None else memo.fit)(
+        t, resp, functional)
     phi = np.full((n, n_c), -np.inf)
     phi[:, cols] = phi_c
     g0_n = nxt.g0(phi, feas)
@@ -203,7 +268,7 @@ def regression_estimate(nxt: NextState, functional: Functional,
 
     won = winners(phi, nxt.c_lambda, feas)
     a = np.stack([(x * (won == c)[:, None]).mean(axis=0) for c in cols], 0)  # (C', p)
-    v = a @ gram_pinv(x)[0]  # a_c M⁺, (C', p): the inverse of the fit
+    v = a @ pinv[0]  # a_c M⁺, (C', p): the inverse of the fit
     infl = g0_n - value + ((x @ v.T) * resid).sum(axis=1)
     per = infl.reshape(replicates, n_s)
     within = per.var(axis=0, ddof=1)  # σ_i², the outcome noise of draw i
@@ -212,7 +277,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     if noise_z is not None:
         u = phi_c - nxt.c_lambda[cols]
         fb = fitted_noise_bias(x, resid, gain[:, cols], u,
-                               feas[..., cols], noise_z[:, cols], replicates)
+                               feas[..., cols], noise_z[:, cols], replicates,
+                               m_inv=pinv[0])
         extra.update(plugin_g0=(value, mcse), noise_bias=fb.b, correction_mcse=fb.mcse)
         value, mcse = value - fb.b, float(np.hypot(mcse, fb.mcse))
     return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
