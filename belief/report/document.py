@@ -58,24 +58,24 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
     ax = plot_gains(fitted.belief, decision=decision)
     ax.set_title(f"posterior-predictive gain of the next execution from {fitted.policy} "
                  f"(step {fitted.step})", fontsize=9)
-    ax.figure.tight_layout()
+    _tight(ax.figure)
     figs["gains"] = ax.figure
     if "gains_gamma" in fitted.belief:
         ax = plot_order_effects(fitted.belief)
         ax.set_title("order effects: what ran earlier does to a later candidate's gain",
                      fontsize=9)
-        ax.figure.tight_layout()
+        _tight(ax.figure)
         figs["order_effects"] = ax.figure
     if decision is not None:
         ax = plot_q_decomposition(decision)
-        ax.figure.tight_layout()
+        _tight(ax.figure)
         figs["q_decomposition"] = ax.figure
         ax = plot_safety_bounds(decision)
-        ax.figure.tight_layout()
+        _tight(ax.figure)
         figs["safety"] = ax.figure
     for policy, rep in fitted.sensitivity_reports().items():
         ax = plot_sensitivity(rep)
-        ax.figure.tight_layout()
+        _tight(ax.figure)
         figs[f"sensitivity_{_slug(policy)}"] = ax.figure
     figs.update(_cost_figures(fitted, decision))
     return figs
@@ -97,13 +97,21 @@ def _cost_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
     realised = (costs.melt(id_vars=["candidate"], value_vars=resources, var_name="resource")
                 .rename(columns={"candidate": "label"}) if len(costs) else None)
     axes = plot_cost_predictions(cost_intervals(fitted.belief["cost"]), realised)
-    axes[0].figure.tight_layout()
+    _tight(axes[0].figure)
     figs["costs"] = axes[0].figure
     if decision is not None and any(str(v).startswith("overrun_") for v in decision.data_vars):
         ax = plot_overrun_probability(decision)
-        ax.figure.tight_layout()
+        _tight(ax.figure)
         figs["overrun"] = ax.figure
     return figs
+
+
+def _tight(fig: Any) -> None:
+    """``fig.tight_layout()``, leaving the figure without a layout engine: tight_layout leaves
+    a placeholder engine, and with any engine ``savefig`` draws the whole figure once more
+    before rendering it (the layout is already done; the PNG is the same)."""
+    fig.tight_layout()
+    fig.set_layout_engine(None)
 
 
 def _slug(text: str) -> str:
