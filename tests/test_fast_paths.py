@@ -472,3 +472,29 @@ def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
             assert np.array_equal(got.if_draws, plain.if_draws)
             assert got.extra == plain.extra
         assert len(calls) == n_plain + (1 if functional.kind == "lcb" else 0)  # simulated once
+
+
+def test_uniform_lcb_by_selection_equals_the_sorted_one_bit_for_bit():
+    """``lcb`` without weights selects the k-th smallest value instead of sorting (the
+    location–scale regression's φ of its residuals): the same bits as the sorted kernel,
+    with ties, signed zeros, NaN and infinities, in 1-D and 2-D."""
+    from belief.decision.functionals import _lcb_sorted, _normalised, _sorted, lcb
+
+    rng = np.random.default_rng(12)
+    for trial in range(400):
+        n, rows = int(rng.integers(1, 200)), int(rng.integers(1, 4))
+        x = rng.normal(size=(rows, n))
+        if trial % 3 == 0:
+            x = np.round(x, 1)
+        if trial % 5 == 0:
+            x[0, : n // 2] = 0.0
+            x[0, ::3] = -0.0
+        if trial % 7 == 0:
+            x[-1, 0] = np.nan
+        if trial % 11 == 0:
+            x[0, -1] = -np.inf
+        q = float(rng.choice([0.2, 0.5, 0.05, 0.95, rng.uniform(0.001, 0.999)]))
+        want = _lcb_sorted(*_sorted(*_normalised(x, None)), q)
+        assert lcb(x, q).tobytes() == want.tobytes()
+        one, want_one = lcb(x[0], q), _lcb_sorted(*_sorted(*_normalised(x[0], None)), q)
+        assert type(one) is type(want_one) and one.tobytes() == want_one.tobytes()

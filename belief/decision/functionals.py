@@ -173,7 +173,28 @@ def mean(draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
 
 def lcb(draws: np.ndarray, q: float, weights: np.ndarray | None = None) -> np.ndarray:
     """Weighted q-quantile along the last axis (inverted-CDF definition)."""
+    if weights is None:
+        value = _uniform_lcb(np.asarray(draws, dtype=float), q)
+        if value is not None:
+            return value
     return _lcb_sorted(*_sorted(*_normalised(draws, weights)), q)
+
+
+def _uniform_lcb(x: np.ndarray, q: float) -> np.ndarray | None:
+    """:func:`lcb` with uniform weights by selection instead of a sort: the position k whose
+    running sum of the weights 1/n first reaches q is the same in every row (the same sums
+    :func:`_lcb_sorted` takes), and the k-th smallest value is what the stable sort puts
+    there.  None (the caller sorts) where the selected value is 0 or NaN, whose bits the
+    order of equal values could change (−0.0 and 0.0, NaN payloads)."""
+    n = x.shape[-1] if x.ndim else 0
+    if n == 0:
+        return None
+    w = np.full(n, 1.0 / n)  # the weights _normalised gives every row
+    k = int(np.minimum((np.cumsum(w) < q * (1 - 1e-12)).sum(), n - 1))
+    value = np.partition(x, k, axis=-1)[..., k]
+    if np.isnan(value).any() or (value == 0).any():
+        return None
+    return value
 
 
 def lcbs(draws: np.ndarray, qs: tuple[float, ...],
