@@ -498,3 +498,25 @@ def test_uniform_lcb_by_selection_equals_the_sorted_one_bit_for_bit():
         assert lcb(x, q).tobytes() == want.tobytes()
         one, want_one = lcb(x[0], q), _lcb_sorted(*_sorted(*_normalised(x[0], None)), q)
         assert type(one) is type(want_one) and one.tobytes() == want_one.tobytes()
+
+
+def test_quantile_influence_selected_per_row_equals_the_formula_bit_for_bit():
+    """The q-quantile's ψ is computed as two values per row, selected by x ≤ VaR: the same
+    bits as (q − 1[x ≤ VaR]) / f, including rows with no finite density (ψ = 0)."""
+    from belief.decision.functionals import lcbs
+    from belief.decision.preposterior import influence, influence_levels
+
+    rng = np.random.default_rng(13)
+    for n_s in (3, 50, 400):
+        x = rng.normal(size=(4, n_s))
+        x[1] = 0.5  # a constant row: no finite density
+        w = rng.exponential(size=(4, n_s))
+        for q in (0.03, 0.2, 0.5, 0.9):
+            f = Functional("lcb", q)
+            phi = f(x, w)
+            lo, hi = lcbs(x, influence_levels(f), w)
+            h = 0.5 * min(q, 1 - q)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
+                want = np.where(np.isfinite(dens), (q - (x <= phi[:, None])) / dens, 0.0)
+            assert influence(f, x, phi, x, w).tobytes() == want.tobytes()

@@ -277,7 +277,11 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
     lo, hi = quantiles(influence_levels(functional))
     with np.errstate(divide="ignore", invalid="ignore"):
         dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
-    return np.where(np.isfinite(dens), (q - (x <= phi)) / dens, 0.0)
+        # ψ takes two values per row, (q − 1)/f below VaR and q/f above (0 where f is not
+        # finite): computed per row and selected, the same numbers as (q − 1[x ≤ VaR])/f
+        below = np.where(np.isfinite(dens), (q - 1.0) / dens, 0.0)
+        above = np.where(np.isfinite(dens), q / dens, 0.0)
+    return np.where(x <= phi, below, above)
 
 
 def influence_levels(functional: Functional) -> tuple[float, ...]:
