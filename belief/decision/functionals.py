@@ -184,16 +184,18 @@ def _uniform_lcb(x: np.ndarray, q: float) -> np.ndarray | None:
     """:func:`lcb` with uniform weights by selection instead of a sort: the position k whose
     running sum of the weights 1/n first reaches q is the same in every row (the same sums
     :func:`_lcb_sorted` takes), and the k-th smallest value is what the stable sort puts
-    there.  None (the caller sorts) where the selected value is 0 or NaN, whose bits the
-    order of equal values could change (−0.0 and 0.0, NaN payloads)."""
+    there.  Rows whose selected value is 0 or NaN, whose bits the order of equal values could
+    change (−0.0 and 0.0, NaN payloads), are sorted as :func:`lcb` sorts them; None (the
+    caller sorts) for a single row or no draws."""
     n = x.shape[-1] if x.ndim else 0
-    if n == 0:
+    if n == 0 or x.ndim < 2:
         return None
     w = np.full(n, 1.0 / n)  # the weights _normalised gives every row
     k = int(np.minimum((np.cumsum(w) < q * (1 - 1e-12)).sum(), n - 1))
     value = np.partition(x, k, axis=-1)[..., k]
-    if np.isnan(value).any() or (value == 0).any():
-        return None
+    redo = np.isnan(value) | (value == 0)
+    if redo.any():
+        value[redo] = _lcb_sorted(*_sorted(*_normalised(x[redo], None)), q)
     return value
 
 
