@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from belief.inputs.tables import validate_paired
-from models import gains as gains_module
 from models.gains import GainsPriors, encode_policies
+from models.gains import model as gains_model_module
 
 
 def test_encoding_ancestry_repeats_and_counts(world_candidates):
@@ -53,7 +53,7 @@ def _chain(cands, n):
 def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
     ev, _world = campaign_evidence
     idata, belief = fitted
-    n_compiled = len(gains_module._COMPILED)
+    n_compiled = len(gains_model_module._COMPILED)
     post = idata["gains"]["posterior"]
     assert list(post["policy"].values) == ["pi0", "pi1", "pi2", "pi3", "pi4"]
     # the policy logits follow the observed success rates
@@ -65,7 +65,7 @@ def test_fit_refit_without_recompiling(fitter, campaign_evidence, fitted):
     assert (abs(p.mean(("chain", "draw")) - obs) <= 3 * p.std(("chain", "draw"))).all()
     # re-fit with less evidence: same compiled model, different posterior
     _, belief2 = fitter.fit(ev.until(2), "pi2", step=2, seed=1)
-    assert len(gains_module._COMPILED) == n_compiled
+    assert len(gains_model_module._COMPILED) == n_compiled
     assert belief2.attrs["policy"] == "pi2"
     assert not np.allclose(belief2["gain"].mean("sample"), belief["gain"].mean("sample"))
 

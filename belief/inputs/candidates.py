@@ -45,7 +45,7 @@ for a whole campaign.  Candidates are loaded from a TOML file::
     cost = { real_h = 0.5, compute = 0, eng_h = 1 }
     targets = ["latency"]                     # with measurement_se: one direction_estimates
     measurement_se = 0.1                      # row per direction, y ~ N(ξ_latency, se²)
-                                              # (models/gains.py, "Direction effects")
+                                              # (models/gains/__init__.py, "Direction effects")
 
     [[interaction]]                           # optional: a stated prior of an order effect
     from = "sim_refresh"                      # γ_{a→m} (format: belief/inputs/interactions.py)
