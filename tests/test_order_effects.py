@@ -16,6 +16,7 @@ from belief.inputs.interactions import stated_pair_priors
 from belief.inputs.tables import validate_paired
 from models import gains as gains_module
 from models.gains import GainsModel, GainsPriors, next_gain
+from models.gains.encoding import history_matrix
 
 EVAL = "pick_place_v1"
 ON = GainsPriors(order_effects=True)
@@ -388,3 +389,52 @@ def test_uninformed_gamma_are_exact_prior_draws_and_skip_the_checks(world_candid
     informed[:] = False
     clean = model._gamma_from_prior(idata, informed, np.random.default_rng(1))
     assert np.isnan(diagnostics_table(clean, ["gamma"]).loc["gamma", "rhat"])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_sampled_gamma_is_the_actor_by_actor_whitening(world_candidates, lineage):
+    """γ of the sampled model (:meth:`GainsModel.build`) at a random point is the documented
+    triangular map, recomputed here in numpy: actor a by actor (candidate order), over its
+    pairs a→m, P = Σ_k [via_k = m] h_ka w_k, P x̂ = Σ_k [via_k = m] h_ka w_k r_k and
+    γ = (σ² P x̂ + μ)/(σ² P + 1) + σ z/√(σ² P + 1), with w_k = both_k/(v_k + τ_exec²) and the
+    residual r_k = x̂_k − θ_{via_k} ρ^{k} − Σ_{a' before a} h_ka' γ_{a'→via_k}."""
+
+    paired, updates = lineage
+    model = GainsModel(world_candidates, ON, max_policies=5)
+    enc = model.encode(paired, model_updates=updates)
+    est = gains_module.encode_estimates(None, enc, model.gain_ids, model.max_estimates,
+                                        model.actors)
+    built = model.build(enc, est)
+    rng = np.random.default_rng(7)
+    point = {v.name: rng.normal(0.0, 0.7, built.initial_point()[v.name].shape)
+             for v in built.value_vars}
+    outs = built.replace_rvs_by_values([built[n] for n in ("gamma", "effect", "rho", "tau_exec")])
+    fn = built.compile_fn(outs, inputs=built.value_vars, on_unused_input="ignore",
+                          point_fn=False)
+    gamma, effect, rho, tau = fn(**point)
+    g = point["z_gamma_group"]
+    approx = gains_module.likelihood_approximation(enc, est, len(model.gain_ids), ON)
+    hist = history_matrix(enc.history, model.max_policies, len(model.actors))
+    via = approx["via_onehot"]
+    w = approx["step_both"] / (approx["step_var"] + tau**2)
+    resid = approx["step_hat"] - via @ effect * rho ** enc.data()["repeats"]
+    grouped = (~model.pair_stated) & (model.pair_group >= 0)
+    mu = (np.where(model.pair_stated, model.pair_mean, 0.0)
+          + np.where(grouped, ON.gamma_group_sd, 0.0) * g[np.maximum(model.pair_group, 0)])
+    sd = np.where(model.pair_stated, model.pair_sd, ON.gamma_sd)
+    want = np.zeros(len(model.pairs))
+    several = 0
+    for i in range(len(model.actors)):
+        idx = np.flatnonzero(model.pair_actor == i)
+        v = via[:, model.pair_target[idx]] * (hist[:, i] * w)[:, None]
+        prec, prec_x = v.sum(axis=0), v.T @ resid
+        denom = sd[idx] ** 2 * prec + 1.0
+        want[idx] = ((sd[idx] ** 2 * prec_x + mu[idx]) / denom
+                     + sd[idx] / np.sqrt(denom) * point[f"z_gamma_{i}"])
+        row = np.zeros(len(model.gain_ids))
+        row[model.pair_target[idx]] = want[idx]
+        resid = resid - hist[:, i] * (via @ row)
+        several += int(np.count_nonzero(prec))
+    assert several >= 2  # pairs informed by data ...
+    assert ((approx["step_both"] > 0) & ((hist > 0).sum(axis=1) >= 2)).any()  # ... after 2 actors
+    np.testing.assert_allclose(gamma, want, rtol=1e-12, atol=1e-12)
