@@ -520,3 +520,37 @@ def test_quantile_influence_selected_per_row_equals_the_formula_bit_for_bit():
                 dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
                 want = np.where(np.isfinite(dens), (q - (x <= phi[:, None])) / dens, 0.0)
             assert influence(f, x, phi, x, w).tobytes() == want.tobytes()
+
+
+def test_hardening_of_the_fast_paths_found_in_review():
+    """Review findings (helper-22): a level per row is refused by the selection path (the
+    sorted kernel broadcasts it); the memo's outcomes are read-only without locking the array
+    ``simulate`` returned; a figure's layout engine stays cleared under a user's rcParams
+    that would install one again."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from belief.decision.cvu_regression import RegressionMemo
+    from belief.decision.functionals import _lcb_sorted, _normalised, _sorted, lcb
+    from belief.report.document import _tight
+
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=(3, 101))
+    q = np.array([[0.1], [0.5], [0.9]])
+    want = _lcb_sorted(*_sorted(*_normalised(x, None)), q)
+    assert lcb(x, q).tobytes() == want.tobytes()
+    assert len(set(np.round(lcb(x, q), 12))) == 3  # three levels, three different values
+
+    stored = np.arange(4.0)
+    y = RegressionMemo().outcomes(lambda r, idx: stored, np.random.default_rng(0),
+                                  np.arange(4))
+    assert not y.flags.writeable and stored.flags.writeable
+    assert np.array_equal(y, stored)
+
+    for rc in ({"figure.constrained_layout.use": True}, {"figure.autolayout": True}):
+        with matplotlib.rc_context(rc):
+            fig, ax = plt.subplots()
+            ax.plot([0, 1])
+            _tight(fig)
+            assert fig.get_layout_engine() is None, rc
+            plt.close(fig)

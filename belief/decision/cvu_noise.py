@@ -65,7 +65,7 @@ from belief.decision.preposterior import influence
 Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
 
-__all__ = ["FittedNoiseBias", "NoiseBias", "fitted_covariance", "fitted_noise_bias",
+__all__ = ["FittedNoiseBias", "NoiseBias", "Quantiles", "fitted_covariance", "fitted_noise_bias",
            "gram_pinv", "noise_bias", "noise_covariance", "noise_draws"]
 
 

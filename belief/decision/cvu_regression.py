@@ -167,8 +167,8 @@ class RegressionMemo:
     :mod:`belief.decision.cvu_channels`, which estimate on fresh copies of the candidate's
     outcome stream): the simulated outcomes, by the state of the stream and the draw
     indices; and the chosen design, its inverse and the conditional functional, by the
-    summaries and the responses (their bytes).  Holds one experiment's outcomes: build one
-    per experiment (its ``simulate``)."""
+    summaries, the responses (their bytes) and the functional.  Holds one experiment's
+    outcomes (the key does not name ``simulate``): build one per experiment."""
 
     def __init__(self) -> None:
         self._outcomes: dict[tuple[str, bytes], np.ndarray] = {}
@@ -179,10 +179,10 @@ class RegressionMemo:
         """``simulate(rng, idx)`` as floats (read-only), once per state of ``rng`` (a stream
         in the same state gives the same outcomes; the stream is not advanced when they are
         remembered, and the estimator does not draw from it again)."""
-        key = (repr(rng.bit_generator.state), np.ascontiguousarray(idx).tobytes())
+        key = (repr(rng.bit_generator.state), _bytes(np.asarray(idx)))
         if key not in self._outcomes:
-            y = np.asarray(simulate(rng, idx), dtype=float)
-            y.flags.writeable = False
+            y = np.asarray(simulate(rng, idx), dtype=float).view()  # a view: the caller's
+            y.flags.writeable = False  # own array (when simulate returns one) stays writeable
             self._outcomes[key] = y
         return self._outcomes[key]
 

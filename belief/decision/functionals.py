@@ -186,13 +186,13 @@ def _uniform_lcb(x: np.ndarray, q: float) -> np.ndarray | None:
     :func:`_lcb_sorted` takes), and the k-th smallest value is what the stable sort puts
     there.  Rows whose selected value is 0 or NaN, whose bits the order of equal values could
     change (−0.0 and 0.0, NaN payloads), are sorted as :func:`lcb` sorts them; None (the
-    caller sorts) for a single row or no draws."""
+    caller sorts) for 1-D draws, no draws or a level per row (``q`` an array)."""
     n = x.shape[-1] if x.ndim else 0
-    if n == 0 or x.ndim < 2:
+    if n == 0 or x.ndim < 2 or np.ndim(q):
         return None
     w = np.full(n, 1.0 / n)  # the weights _normalised gives every row
     k = int(np.minimum((np.cumsum(w) < q * (1 - 1e-12)).sum(), n - 1))
-    value = np.partition(x, k, axis=-1)[..., k]
+    value = np.partition(x, k, axis=-1)[..., k].copy()  # not a view of the whole copy
     redo = np.isnan(value) | (value == 0)
     if redo.any():
         value[redo] = _lcb_sorted(*_sorted(*_normalised(x[redo], None)), q)

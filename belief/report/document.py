@@ -109,9 +109,15 @@ def _cost_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
 def _tight(fig: Any) -> None:
     """``fig.tight_layout()``, leaving the figure without a layout engine: tight_layout leaves
     a placeholder engine, and with any engine ``savefig`` draws the whole figure once more
-    before rendering it (the layout is already done; the PNG is the same)."""
+    before rendering it (the layout is already done; the PNG is the same).  The engine is
+    cleared with ``figure.autolayout`` and ``figure.constrained_layout.use`` off: with either on
+    in a user's rcParams, ``set_layout_engine(None)`` would install that engine again."""
+    import matplotlib
+
     fig.tight_layout()
-    fig.set_layout_engine(None)
+    with matplotlib.rc_context({"figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
 
 
 def _slug(text: str) -> str:
