@@ -472,6 +472,22 @@ def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
             assert np.array_equal(got.if_draws, plain.if_draws)
             assert got.extra == plain.extra
         assert len(calls) == n_plain + (1 if functional.kind == "lcb" else 0)  # simulated once
+    # the same memo (same outcome stream) with other next-gain draws: the remembered
+    # outcomes are reused, the fits are not (they depend on the responses)
+    gain2 = gain + rng.normal(0.0, 0.5, size=gain.shape)
+    nxt2 = NextState(gain2, np.zeros(3), np.ones(3, bool))
+    for functional in (Functional("lcb", 0.2), Functional("mean")):
+        kw = {"replicates": 4, "noise_z": noise_draws(0, 3)}
+        plain = regression_estimate(nxt2, functional, simulate, np.random.default_rng(5), **kw)
+        n_before = len(calls)
+        got = regression_estimate(nxt2, functional, simulate, np.random.default_rng(5),
+                                  memo=memo, **kw)
+        assert len(calls) == n_before  # outcomes from the memo
+        assert got.expected_g0 == plain.expected_g0 and got.mcse == plain.mcse
+        assert np.array_equal(got.terms, plain.terms)
+        assert np.array_equal(got.if_draws, plain.if_draws)
+        old = regression_estimate(nxt, functional, simulate, np.random.default_rng(5), **kw)
+        assert got.expected_g0 != old.expected_g0  # the other gain does change the estimate
 
 
 def test_uniform_lcb_by_selection_equals_the_sorted_one_bit_for_bit():
