@@ -309,20 +309,23 @@ def _learning_experiments(state: State, calls: list[int]
                               next_gain_no_order=g)}, g
 
 
-def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch):
+@pytest.mark.parametrize("functional", ["mean", "lcb:0.2"])
+def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
     """The split's estimates share the CVU's PSIS weights (cvu_psis.OutcomeWeights): the
     outcomes' log-likelihood is evaluated once per outcome with or without the split, and
-    the split is bit for bit the one computed with fresh weights for every estimate."""
+    the split is bit for bit the one computed with fresh weights for every estimate (the
+    weighted quantiles the LCB shares are remembered too)."""
     import belief.decision.cvu_psis as cvu_psis
 
     cands = _candidates()
     state = _state(cands, 2000, 0)  # ft safe: every gate fixed
-    s = _settings(outcomes=300)
+    s = DecisionSettings(weights=LAMBDA, beta=1.0, functional=functional,
+                         gate=_settings().gate, cvu=CVUSettings(n_outcomes=300, seed=7))
     runs = {}
     for split in (True, False):
         calls: list[int] = []
         exps, _ = _learning_experiments(state, calls)
-        s_k = DecisionSettings(weights=LAMBDA, beta=1.0, gate=s.gate,
+        s_k = DecisionSettings(weights=LAMBDA, beta=1.0, functional=functional, gate=s.gate,
                                cvu=CVUSettings(n_outcomes=300, seed=7, channel_split=split))
         runs[split] = cvu_for_state(state, cands, s_k, experiments=exps)
         assert sum(calls) == 300, (split, calls)
