@@ -7,9 +7,12 @@ Binomial with a logit link::
 
 since log p = η − log(1 + e^η) and log(1 − p) = −log(1 + e^η).  ``pm.Binomial`` evaluates
 the same value but recomputes log C(n, k) (three log-gamma functions) and its support checks
-at every call, and goes through p: a third of the gains model's log-density work (measured,
-session 16).  Here log C(n, k) is data, computed by :func:`log_binomial_coefficient` when the
-counts are set.
+at every call, and goes through p: a third of the gains model's log-density work (measured
+with a PyTensor/numba log-density and gradient of the gains model: ≈ 29 of ≈ 88 µs per call).
+Here log C(n, k) is data, computed by :func:`log_binomial_coefficient` when the counts are
+set — a model using it must refresh that container whenever it swaps the counts (a stale one
+shifts the log density by a constant: the posterior is unchanged, a reported log density is
+not).
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ def log_binomial_coefficient(trials: np.ndarray, successes: np.ndarray) -> np.nd
     Raises
     ------
     InputError
-        When a count is negative or successes exceed trials.
+        When a count is not a finite whole number, is negative, or successes exceed trials.
     """
     from scipy.special import gammaln
 
     n = np.asarray(trials, dtype=np.float64)
     k = np.asarray(successes, dtype=np.float64)
+    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(k))
+            and np.all(n == np.round(n)) and np.all(k == np.round(k))):
+        raise InputError("binomial counts", "trials and successes must be whole numbers")
     if np.any(k < 0) or np.any(k > n):
         raise InputError("binomial counts", "successes must lie in [0, trials]")
     return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)

@@ -18,9 +18,12 @@ def test_log_binomial_coefficient_matches_exact_combinations():
     np.testing.assert_allclose(log_binomial_coefficient(n, k), want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize(("n", "k"), [([3], [4]), ([3], [-1])])
-def test_log_binomial_coefficient_refuses_impossible_counts(n, k):
-    with pytest.raises(InputError, match=r"successes must lie in \[0, trials\]"):
+@pytest.mark.parametrize(("n", "k", "rule"), [
+    ([3], [4], r"successes must lie in \[0, trials\]"),
+    ([3], [-1], r"successes must lie in \[0, trials\]"),
+    ([3.5], [1], "whole numbers"), ([3], [np.nan], "whole numbers")])
+def test_log_binomial_coefficient_refuses_impossible_counts(n, k, rule):
+    with pytest.raises(InputError, match=rule):
         log_binomial_coefficient(np.array(n), np.array(k))
 
 
@@ -84,3 +87,7 @@ def test_sampled_gains_model_log_density_is_the_binomial_one(world_candidates,
     assert "log_binom" in model.data(enc, est)
     np.testing.assert_allclose(model.data(enc, est)["log_binom"],
                                log_binomial_coefficient(enc.trials, enc.successes))
+    # every container of the compiled model is refreshed by a re-fit (GainsModel.data is what
+    # fit hands to nutpie's with_data, which keeps the old value of a container not passed)
+    containers = {v.name for v in m.data_vars}
+    assert set(model.data(enc, est)) == containers
