@@ -17,10 +17,12 @@ Key.  An entry is found by the SHA-256 of
   value, each transform's backward map and log-Jacobian, and every traced variable
   (``model.unobserved_value_vars``), walked in topological order (random generators by type
   only: their state never enters the density), each node recorded by its
-  Op's class and ``__props__`` (or, for an Op without props, its pickle), the positions of its
-  inputs and its output types, with constants by value, data containers by name, type, dtype
-  and shape (their values are replaced at sampling time), and other shared variables (dimension
-  lengths) by value — so the structure and every prior parameter are in it;
+  Op's class and ``__props__`` (an Op without props that has an inner graph, such as PyMC's
+  symbolic random variables, by its public attributes and its inner graph keyed the same way;
+  any other Op without props by its pickle), the positions of its inputs and its output
+  types, with constants by value, data containers by name, type, dtype and shape (their
+  values are replaced at sampling time), and other shared variables (dimension lengths) by
+  value — so the structure and every prior parameter are in it;
 - the model's free-variable order, coordinates, dims and ``check_bounds``;
 - the library versions (python, pymc, pytensor, nutpie, numba, llvmlite, numpy), the host CPU
   numba compiles for, PyTensor's ``floatX`` and numba fastmath flag, and the source of this
@@ -276,16 +278,35 @@ def _op_key(op: Any) -> tuple:
 
     cls = (type(op).__module__, type(op).__qualname__)
     props = getattr(op, "__props__", None)
-    if props is not None:
-        body: Any = tuple((p, _value_key(getattr(op, p))) for p in props)
-    else:
-        body = ("pickle", _pickle_digest(op))
     inner: Any = None
     if isinstance(op, HasInnerGraph):
         h = hashlib.sha256()
         _feed_graph(h, list(op.inner_outputs))
         inner = h.hexdigest()
+    if props is not None:
+        body: Any = tuple((p, _value_key(getattr(op, p))) for p in props)
+    elif inner is not None:
+        body = ("attributes", _graph_op_attributes(op))
+    else:
+        body = ("pickle", _pickle_digest(op))
     return (*cls, body, inner)
+
+
+def _graph_op_attributes(op: Any) -> tuple:
+    """The record of an Op with an inner graph and no ``__props__`` (an ``OpFromGraph``, e.g.
+    PyMC's symbolic random variables such as ``HalfStudentTRV``): its public attributes but
+    the inner graph, each by :func:`_value_key`.
+
+    Its pickle is no key: the pickled inner graph carries each variable's auto-generated name,
+    a process-wide counter, so the same model built a second time in a process pickled
+    differently and missed the cache.  The inner graph is keyed canonically beside this
+    record; the private attributes are caches of derived gradient Ops and patterns computed
+    from the graph (and filled lazily, so keying them would make the key depend on what the
+    process did before)."""
+    from pytensor.graph.fg import FunctionGraph
+
+    return tuple((name, _value_key(value)) for name, value in sorted(vars(op).items())
+                 if not name.startswith("_") and not isinstance(value, FunctionGraph))
 
 
 def _value_key(v: Any) -> Any:
