@@ -82,6 +82,40 @@ def test_append_validates_and_keeps_original(world_candidates):
     assert len(ev2.paired) == 1
 
 
+def test_append_validates_the_joined_table_and_leaves_the_others(world_candidates, monkeypatch):
+    """An appended row is checked against the old rows (a duplicate, a second producer of a
+    treated policy), the result equals an Evidence built from the joined tables, and the
+    tables that did not change are not validated again."""
+    import belief.inputs.evidence as evidence_module
+
+    safety = pd.DataFrame([{"step": 0, "candidate": "ft_real_100", "executions": 10,
+                            "unsafe": 1}])
+    ev = Evidence(world_candidates, paired=pd.DataFrame([row()]), safety=safety)
+    with pytest.raises(InputError, match=r"paired_evaluations, row 1: exact duplicate of row 0"):
+        ev.append(paired=pd.DataFrame([row()]))
+    with pytest.raises(InputError, match="paired_evaluations"):  # pi0+dr_1e6 made twice
+        ev.append(paired=pd.DataFrame([row(candidate="dr_1e7", treated_policy="pi0+dr_1e6",
+                                           step=1)]))
+    new = pd.DataFrame([row(step=1, policy="pi0+dr_1e6", candidate="si_friction")])
+    calls: list[str] = []
+
+    def counted(validate):
+        def run(df, candidates, table):
+            calls.append(table)
+            return validate(df, candidates, table)
+        return run
+
+    tables = {name: (attr, counted(v)) for name, (attr, v) in evidence_module.TABLES.items()}
+    monkeypatch.setattr(evidence_module, "TABLES", tables)
+    got = ev.append(paired=new)
+    assert calls == ["paired_evaluations (new rows)", "paired_evaluations"]
+    monkeypatch.undo()
+    built = Evidence(world_candidates, paired=pd.DataFrame([row(), *new.to_dict("records")]),
+                     safety=safety)
+    for name, table in built.tables().items():
+        pd.testing.assert_frame_equal(got.tables()[name], table, check_dtype=False)
+
+
 def test_safety_rules(world_candidates):
     ok = pd.DataFrame([{"step": 0, "candidate": "ft_real_100", "executions": 10, "unsafe": 1}])
     assert validate_safety(ok, world_candidates)["unsafe"].tolist() == [1]
