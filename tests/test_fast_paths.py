@@ -570,3 +570,32 @@ def test_hardening_of_the_fast_paths_found_in_review():
             _tight(fig)
             assert fig.get_layout_engine() is None, rc
             plt.close(fig)
+
+
+def test_outcome_weights_remember_quantiles_per_block_of_outcomes():
+    """``cvu_psis.OutcomeWeights`` remembers the weighted quantiles of a ``gain`` per block of
+    outcomes: two blocks of outcomes on the same ``gain`` (the CVU's outcome chunks) each get
+    their own quantiles — those ``columns`` stored for the LCB's influence levels and a level
+    asked later — equal to a fresh computation under that block's weights.  A memo keyed
+    without the outcomes would hand the second block the first block's values."""
+    from belief.decision.cvu_psis import OutcomeWeights
+    from belief.decision.functionals import weighted_column_quantiles
+    from belief.decision.preposterior import influence_levels
+
+    rng = np.random.default_rng(12)
+    gain = rng.normal(size=(600, 3))
+
+    def loglik(y: np.ndarray) -> np.ndarray:  # outcome y_j informs column 0
+        return -0.5 * ((gain[:, 0][None, :] - y[:, None]) / 0.7) ** 2
+
+    memo = OutcomeWeights(loglik)
+    f = Functional("lcb", 0.2)
+    levels = (*influence_levels(f), 0.5)
+    for y in (np.array([-1.0, 0.0, 0.4]), np.array([1.2, 2.0, -0.3])):
+        y.flags.writeable = False
+        smooth = memo.weights(y)[0]
+        phi = memo.columns(f, gain, smooth, y)
+        assert np.array_equal(phi, weighted_column_quantiles(gain, smooth, (0.2,))[0])
+        fresh = weighted_column_quantiles(gain, smooth, levels)
+        for got, want in zip(memo.quantiles(gain, smooth, y, levels), fresh, strict=True):
+            assert np.array_equal(got, want)
