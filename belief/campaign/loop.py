@@ -519,7 +519,7 @@ class Campaign:
         if s.allocation != "q":
             pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
                           history=tuple(self.history),
-                          rng=np.random.default_rng([seed, 7]))
+                          rng=np.random.default_rng([seed, 7]), candidates=self.candidates)
             ids = list(decision["candidate"].values)
             decision = decision.assign(chosen=("candidate", np.array(ids) == pick.candidate))
             decision.attrs.update({"q_choice": decision.attrs["chosen"],

@@ -15,6 +15,9 @@ thompson       one joint posterior draw s: argmax ΔJ_s(m) − C_λ(m); stop whe
 round_robin    cycle through the candidates in file order, taking the next feasible one;
                stop only when nothing is feasible (spends the budget)
 oracle         knows the world's truth: argmax E[ΔJ(m) | world] − C_λ(m); stop when none > 0
+plan           the first candidate of the certainty-equivalent best plan on the belief over the
+               steps left (:mod:`belief.decision.planner`, re-planned every step); stop when
+               the empty plan is best
 =============  ===============================================================================
 """
 
@@ -31,7 +34,7 @@ from belief.errors import InputError
 
 __all__ = ["POLICIES", "Choice", "choose"]
 
-POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle")
+POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle", "plan")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def _argmax(values: np.ndarray, ok: np.ndarray, ids: list[str], threshold: float
 
 def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
            world: Any = None, history: tuple[str, ...] = (),
-           rng: np.random.Generator | None = None) -> Choice:
+           rng: np.random.Generator | None = None, candidates: Any = None) -> Choice:
     """The pick of allocation policy ``name`` at this decision.
 
     Parameters
@@ -82,6 +85,10 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
         Candidates executed so far (``round_robin`` continues after the last one).
     rng : Generator
         For ``thompson``.
+    candidates : CandidateSet
+        For ``plan`` (which candidates change the policy, which may repeat); the plan also
+        reads the decision's ``cost_<r>``, ``budget_<r>``, ``lambda_<r>``, ``step`` and
+        ``horizon``.
     """
     check_policy(name)
     ids = list(decision["candidate"].values)
@@ -106,6 +113,8 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
             i = (start + k) % len(ids)
             if feasible[i]:
                 return Choice(ids[i], "next feasible in turn")
+    if name == "plan":
+        return _plan(decision, belief, candidates, ids, feasible)
     # oracle
     truth = [None if world is None else world.expected_gain(c) for c in ids]
     if any(g is None for g in truth):
@@ -113,3 +122,27 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
                                        "(expected_gain)")
     true_gain = np.array(truth, dtype=float)
     return _argmax(true_gain - decision["c_lambda"].values, feasible, ids, 0.0, "true U0")
+
+
+def _plan(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any, ids: list[str],
+          feasible: np.ndarray) -> Choice:
+    from belief.decision.planner import plan_on_belief
+
+    if belief is None or candidates is None:
+        raise InputError("allocation", "plan needs the belief and the candidate set")
+    a = decision.attrs
+    horizon = int(a.get("horizon", -1))
+    if horizon < 0:
+        raise InputError("allocation", "plan needs a horizon (the steps left to plan over)")
+    res = list(candidates.resources)
+    plan = plan_on_belief(
+        belief, ids, costs=np.stack([decision[f"cost_{r}"].values for r in res], -1),
+        budget=np.array([a[f"budget_{r}"] for r in res], float),
+        weights=np.array([a[f"lambda_{r}"] for r in res], float), feasible=feasible,
+        adapts=np.array([candidates[m].changes_policy for m in ids]),
+        repeatable=np.array([candidates[m].repeatable for m in ids]),
+        steps=max(horizon - int(a["step"]), 0))
+    if plan.first is None:
+        return Choice(STOP, f"stop: the best plan on the belief is to stop (V {plan.value:.4g})")
+    return Choice(plan.first, f"first of the best plan {' → '.join(plan.sequence)} "
+                              f"(V {plan.value:.4g})")

@@ -1,0 +1,215 @@
+"""A certainty-equivalent planner on the belief: the best plan under the posterior means of the
+gains, re-planned at every step (model-predictive control).
+
+The one-step Q = U0 + β·CVU looks one execution ahead; the framework's claim is that the value
+of an intervention depends on what runs before and after it.  This planner looks at whole
+plans.  At state s_t it takes the gains model's decision draws of q_t (:mod:`models.gains`,
+"Decision draws") and replaces every unknown of the *logit increments* by its posterior mean:
+the next execution of adaptation m after a plan prefix with execution counts c adds
+
+    μ_m(c) = E[θ_m ρ^{k_m + c_m}] + E[Σ_{a ∈ h} γ_{a→m}] + Σ_{a ∉ h : c_a > 0} E[γ_{a→m}]
+
+to the policy's logit (k_m the repeats of m so far, h the actors already in the history, an
+actor joining it once: :func:`models.gains.draws.state_after`); a model update adds nothing
+itself and joins the history; a diagnosis adds nothing.  The expected net value of a plan with
+counts c and summed increments S is
+
+    V(c, S) = E_q[logistic(η + S + τ √n_a(c) Z)] − E_q[logistic(η)] − λᵀ ΔC(c),
+
+with η, τ the belief's draws of the current logit and the run-to-run noise s.d., n_a(c) the
+number of adaptations in c and Z ~ N(0, 1) (Gauss–Hermite).  V is increasing in S for fixed
+c, and μ_m(c) depends on the prefix only through c, so the best order of a count vector is
+found by the dynamic programme of :mod:`belief.campaign.clairvoyant`,
+
+    S*(c) = max_{m : c_m > 0} S*(c − e_m) + μ_m(c − e_m),   S*(0) = 0,
+
+over every count vector within the budget b_t (nominal costs ΔC), the steps left and each
+candidate's repeat cap, on the candidates feasible at s_t (the safety gate and the budget of
+the decision; a candidate closed now stays closed in the plan).  The planner executes the first
+candidate of the best plan and stops when the empty plan is best (V ≤ 0 for every other).
+
+What it is and is not.  It is exact for its objective (the open-loop optimum under the
+posterior means of θ ρ^k and γ); it is *certainty-equivalent*: it never pays to learn (a
+diagnosis or an uncertain order effect is worth only its mean, not the decisions it could
+change — that is CVU's job), and it is re-planned after every outcome, so the executed
+sequence adapts.  It is the non-myopic counterpart of U0-greedy (which it equals at one step
+left), measured against the clairvoyant planner in ``benchmarks/bench_policies.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+from scipy.special import expit
+
+from belief.errors import InputError
+
+__all__ = ["BeliefPlan", "plan_on_belief"]
+
+_NODES = 16  # Gauss–Hermite nodes of E[logistic(x + sd Z)]: error < 1e-6 for sd ≤ 2
+_DRAWS = 256  # draws of (η, τ) for the value; the increments use every draw
+
+
+@dataclass(frozen=True)
+class BeliefPlan:
+    """The planner's best plan at a state.
+
+    Attributes
+    ----------
+    sequence : tuple of str
+        Candidates in execution order (empty: stop now).
+    value : float
+        V of the plan (module docstring).
+    logit_gain : float
+        S, the summed posterior-mean logit increments.
+    n_states : int
+        Count vectors visited by the dynamic programme.
+    """
+
+    sequence: tuple[str, ...]
+    value: float
+    logit_gain: float
+    n_states: int
+
+    @property
+    def first(self) -> str | None:
+        """The candidate to execute now, or None (stop)."""
+        return self.sequence[0] if self.sequence else None
+
+
+def _expected_success(eta: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """E[logistic(η + sd Z)] averaged over the draws: (…, D) arrays → (…,)."""
+    x, w = np.polynomial.hermite_e.hermegauss(_NODES)
+    w = w / w.sum()
+    return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1).mean(-1)
+
+
+def _increments(belief: xr.Dataset, ids: list[str], adapt: np.ndarray, cap: np.ndarray
+                ) -> tuple[list[np.ndarray], np.ndarray]:
+    """(base, gamma): ``base[m][k]`` = E[θ_m ρ^{k_m + k}] + E[offset_m] for the
+    k-th further execution of m (k < cap_m; zeros for non-adaptations), ``gamma`` (C, C) the
+    posterior mean E[γ_{a→m}] of an actor a that is not yet in the history (0 otherwise), by
+    candidate index."""
+    n_c = len(ids)
+    gain_ids = [str(c) for c in belief["gains_theta"]["candidate"].values]
+    theta = np.asarray(belief["gains_theta"].values, float)  # (S, G)
+    rho = np.asarray(belief["gains_rho"].values, float)  # (S,)
+    reps = np.asarray(belief["gains_repeats"].values, float)  # (G,)
+    offset = (np.asarray(belief["gains_offset"].values, float) if "gains_offset" in belief
+              else np.zeros_like(theta))
+    base: list[np.ndarray] = []
+    for i, m in enumerate(ids):
+        if not adapt[i] or m not in gain_ids:
+            base.append(np.zeros(max(int(cap[i]), 1)))
+            continue
+        j = gain_ids.index(m)
+        k = reps[j] + np.arange(max(int(cap[i]), 1))
+        base.append((theta[:, j, None] * rho[:, None] ** k[None, :]).mean(0)
+                    + offset[:, j].mean())
+    gamma = np.zeros((n_c, n_c))
+    if "gains_gamma" in belief:
+        actors = [str(a) for a in belief["actor"].values]
+        mean = np.asarray(belief["gains_gamma"].mean("sample").values, float)  # (A, G)
+        done = np.asarray(belief["gains_history"].values, float) > 0
+        for ia, a in enumerate(actors):
+            if a not in ids or done[ia]:
+                continue
+            for i, m in enumerate(ids):
+                if adapt[i] and m in gain_ids and m != a:
+                    gamma[ids.index(a), i] = mean[ia, gain_ids.index(m)]
+    return base, gamma
+
+
+def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
+                   budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
+                   adapts: np.ndarray, repeatable: np.ndarray, steps: int,
+                   max_states: int = 200_000) -> BeliefPlan:
+    """The certainty-equivalent best plan at q_t (module docstring).
+
+    Parameters
+    ----------
+    belief : Dataset
+        q_t with the gains model's decision draws (``gains_eta``, ``gains_theta``,
+        ``gains_tau``, ``gains_rho``, ``gains_repeats``; with order effects ``gains_gamma``,
+        ``gains_history``, ``gains_offset``).
+    ids : sequence of str
+        The candidates, in the order of the arrays below.
+    costs : ndarray (C, R)
+        Nominal ΔC per candidate and resource (≥ 0).
+    budget, weights : ndarray (R,)
+        b_t and λ.
+    feasible : bool ndarray (C,)
+        Feasible at s_t (safety gate, budget, availability); the others are left out.
+    adapts, repeatable : bool ndarray (C,)
+        Whether a candidate changes the policy, and whether it may run more than once.
+    steps : int
+        Executions left (the horizon minus the step), ≥ 0.
+    max_states : int
+        Refuse a problem with more count vectors than this (the programme is exhaustive).
+
+    Returns
+    -------
+    BeliefPlan
+    """
+    ids = [str(m) for m in ids]
+    n_c = len(ids)
+    costs = np.asarray(costs, float).reshape(n_c, -1)
+    budget, weights = np.asarray(budget, float), np.asarray(weights, float)
+    if (costs < 0).any():
+        raise InputError("planner", "the planner needs costs >= 0")
+    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
+        raise InputError("planner", f"steps left must be an integer >= 0, got {steps!r}")
+    feasible = np.asarray(feasible, bool)
+    adapt = np.asarray(adapts, bool)
+    cap = np.where(feasible, np.where(np.asarray(repeatable, bool), int(steps),
+                                      min(1, int(steps))), 0)
+    base, gamma = _increments(belief, ids, adapt, cap)
+
+    def mu(c: tuple[int, ...], m: int) -> float:
+        if not adapt[m]:
+            return 0.0
+        on = np.array(c) > 0
+        return float(base[m][c[m]] + gamma[on, m].sum())
+
+    zero = (0,) * n_c
+    best: dict[tuple[int, ...], tuple[float, int]] = {zero: (0.0, -1)}
+    layer = [zero]
+    for _ in range(int(steps)):
+        nxt: dict[tuple[int, ...], tuple[float, int]] = {}
+        for c in layer:
+            spent = np.array(c) @ costs
+            for m in range(n_c):
+                if c[m] >= cap[m] or (spent + costs[m] > budget + 1e-9).any():
+                    continue
+                c2 = (*c[:m], c[m] + 1, *c[m + 1:])
+                s = best[c][0] + mu(c, m)
+                if c2 not in nxt or (s, -m) > (nxt[c2][0], -nxt[c2][1]):
+                    nxt[c2] = (s, m)
+        best.update(nxt)
+        layer = list(nxt)
+        if len(best) > max_states:
+            raise InputError("planner", f"more than {max_states} count vectors (steps {steps}, "
+                                        f"{n_c} candidates): lower the horizon")
+    keys = list(best)
+    counts = np.array(keys, dtype=float)
+    s_star = np.array([best[k][0] for k in keys])
+    n_a = counts[:, adapt].sum(1)
+    eta = np.asarray(belief["gains_eta"].values, float)
+    tau = np.asarray(belief["gains_tau"].values, float)
+    pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
+    eta, tau = eta[pick], tau[pick]
+    j0 = float(expit(eta).mean())
+    ej = _expected_success(eta[None, :] + s_star[:, None],
+                           tau[None, :] * np.sqrt(n_a)[:, None])
+    value = ej - j0 - counts @ costs @ weights
+    value[0] = 0.0  # the empty plan: exactly nothing gained, nothing spent
+    i = int(np.argmax(value))
+    c, seq = keys[i], []
+    while best[c][1] >= 0:
+        m = best[c][1]
+        seq.append(ids[m])
+        c = (*c[:m], c[m] - 1, *c[m + 1:])
+    return BeliefPlan(tuple(seq[::-1]), float(value[i]), float(s_star[i]), len(keys))
