@@ -32,8 +32,10 @@ What it is and is not.  It is exact for its objective (the open-loop optimum und
 posterior means of θ ρ^k and γ); it is *certainty-equivalent*: it never pays to learn (a
 diagnosis or an uncertain order effect is worth only its mean, not the decisions it could
 change — that is CVU's job), and it is re-planned after every outcome, so the executed
-sequence adapts.  It is the non-myopic counterpart of U0-greedy (which it equals at one step
-left), measured against the clairvoyant planner in ``benchmarks/bench_policies.py``.
+sequence adapts.  It is the non-myopic counterpart of U0-greedy: with one step left it is
+U0-greedy under the mean functional, up to the certainty equivalence (the posterior mean of the
+logit increment inside the logistic, where U0 averages the logistic over the draws).  Measured
+against the clairvoyant planner in ``benchmarks/bench_policies.py`` (``--policies plan``).
 """
 
 from __future__ import annotations
