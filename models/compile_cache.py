@@ -302,11 +302,19 @@ def _graph_op_attributes(op: Any) -> tuple:
     differently and missed the cache.  The inner graph is keyed canonically beside this
     record; the private attributes are caches of derived gradient Ops and patterns computed
     from the graph (and filled lazily, so keying them would make the key depend on what the
-    process did before)."""
-    from pytensor.graph.fg import FunctionGraph
+    process did before) — except the connection pattern, which a user may give and which
+    changes the gradient: it is keyed as the Op reports it (given, or derived from the graph).
+    """
+    from pytensor.graph.fg import AbstractFunctionGraph
 
-    return tuple((name, _value_key(value)) for name, value in sorted(vars(op).items())
-                 if not name.startswith("_") and not isinstance(value, FunctionGraph))
+    record = tuple((name, _value_key(value)) for name, value in sorted(vars(op).items())
+                   if not name.startswith("_") and not isinstance(value, AbstractFunctionGraph))
+    try:
+        pattern = op.connection_pattern(None)
+    except Exception as err:  # an Op whose pattern needs its node: not keyable this way
+        raise _Uncacheable(f"cannot key the connection pattern of {type(op).__qualname__}: "
+                           f"{err}") from err
+    return (*record, ("connection_pattern", _value_key(pattern)))
 
 
 def _value_key(v: Any) -> Any:
@@ -329,6 +337,10 @@ def _value_key(v: Any) -> Any:
     if isinstance(v, Type):
         return ("type", _type_key(v))
     if isinstance(v, type) or (callable(v) and hasattr(v, "__qualname__")):
+        if "<locals>" in v.__qualname__ or "<lambda>" in v.__qualname__:
+            # a closure or lambda: its name does not say what it computes (two made by one
+            # factory share it), so nothing that holds one is cached
+            raise _Uncacheable(f"cannot key the local function {v.__qualname__}")
         return ("callable", getattr(v, "__module__", ""), v.__qualname__)
     return ("pickle", type(v).__module__, type(v).__qualname__, _pickle_digest(v))
 

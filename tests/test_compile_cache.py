@@ -160,6 +160,33 @@ def test_an_op_with_an_inner_graph_is_keyed_the_same_in_every_build(cache):
     assert compile_cache.model_key(model(nu=4.0)) != first
 
 
+def test_an_inner_graph_ops_connection_pattern_is_in_the_key_and_closures_are_not_keyed(cache):
+    """Two OpFromGraph of a·b that differ only in a user-given connection pattern have
+    different gradients, so different keys; a local function (two closures of one factory share
+    its qualified name) cannot be keyed at all — such a model is compiled without the cache."""
+    import pytensor.tensor as pt
+    from pytensor.compile.builders import OpFromGraph
+
+    def model(pattern=None):
+        a, b = pt.dscalar(), pt.dscalar()
+        kw = {} if pattern is None else {"connection_pattern": pattern}
+        op = OpFromGraph([a, b], [a * b], **kw)
+        with pm.Model() as m:
+            x, y = pm.Normal("x"), pm.Normal("y")
+            pm.Potential("p", -op(x, y) ** 2)
+        return m
+
+    plain = compile_cache.model_key(model())
+    assert compile_cache.model_key(model()) == plain
+    assert compile_cache.model_key(model([[True], [False]])) != plain
+
+    def scaled(s):
+        return lambda g: g * s
+
+    with pytest.raises(compile_cache._Uncacheable, match="local function"):
+        compile_cache._value_key(scaled(1.0))
+
+
 def test_the_gains_model_is_keyed_the_same_after_other_builds(cache):
     """The gains model's key in a process that built it before (a notebook that looked at the
     graph, a fit with another encoding) is the key of a fresh process (a hit, not a 20 s
