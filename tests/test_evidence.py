@@ -113,7 +113,7 @@ def test_append_validates_the_joined_table_and_leaves_the_others(world_candidate
     built = Evidence(world_candidates, paired=pd.DataFrame([row(), *new.to_dict("records")]),
                      safety=safety)
     for name, table in built.tables().items():
-        pd.testing.assert_frame_equal(got.tables()[name], table, check_dtype=False)
+        pd.testing.assert_frame_equal(got.tables()[name], table)
 
 
 def test_safety_rules(world_candidates):

@@ -127,7 +127,7 @@ class Evidence:
         with the new ones.  The other tables are this object's, validated when it was built,
         and are not validated again (a campaign appends a row per refit: re-validating all
         nine tables each time cost ≈ 10 ms an append)."""
-        out = object.__new__(Evidence)
+        out = object.__new__(type(self))
         for f in fields(self):
             object.__setattr__(out, f.name, changes.get(f.name, getattr(self, f.name)))
         for table, (attr, validate) in TABLES.items():
