@@ -150,3 +150,43 @@ def test_planner_refuses_bad_input():
         plan_on_belief(b, IDS, costs=-COSTS, budget=np.ones(2), weights=LAM,
                        feasible=np.ones(5, bool), adapts=ADAPT, repeatable=np.ones(5, bool),
                        steps=2)
+
+
+def test_the_plans_logit_gain_is_what_the_gains_models_state_after_gives():
+    """An oracle independent of the planner's formula: executing the best plan's sequence with
+    :func:`models.gains.draws.state_after` on the draws (noise set to 0) moves the logit by
+    the planner's S on average over the draws."""
+    from models.gains.draws import state_after
+
+    rng = np.random.default_rng(5)
+    gamma = np.zeros((len(ACTORS), len(IDS)))
+    gamma[:, 1:4] = rng.normal(0.0, 0.5, (len(ACTORS), 3))
+    for a in range(1, 4):
+        gamma[a, a] = 0.0
+    for history in ((0, 0, 0, 0), (1, 0, 1, 0)):
+        b = belief(theta=(0.0, 0.6, 0.5, 0.7, 0.0), gamma=gamma, history=history, tau=0.0)
+        n = b.sizes["sample"]
+        b = b.assign(gains_tau=("sample", np.zeros(n)),
+                     gains_z_now=(("sample", "candidate"), np.zeros((n, len(IDS)))),
+                     gains_z_next=(("sample", "candidate"), np.zeros((n, len(IDS)))))
+        got = plan(b, 4, budget=np.array([20.0, 20.0]),
+                   repeatable=np.array([False, True, True, False, False]))
+        assert len(got.sequence) >= 3
+        state = b
+        for m in got.sequence:
+            state = state_after(state, m, adapts=bool(ADAPT[IDS.index(m)]))
+            state["gains_z_next"] = state["gains_z_next"] * 0.0  # no run-to-run noise
+        moved = float((state["gains_eta"] - b["gains_eta"]).mean())
+        assert moved == pytest.approx(got.logit_gain, abs=1e-9)
+
+
+def test_a_free_plan_without_adaptations_is_worth_exactly_nothing():
+    """With λ = 0 a model update costs nothing and, without adaptations after it, gains
+    nothing: exactly 0, a tie with stopping, which stops (no quadrature rounding decides)."""
+    for seed in range(12):  # the rounding of a quadrature at sd 0 depends on the draws
+        b = belief(theta=(0.0, 0.0, 0.0, 0.0, 0.0), eta=-2.0 + 0.4 * seed, seed=seed)
+        got = plan_on_belief(b, IDS, costs=COSTS, budget=np.array([10.0, 10.0]),
+                             weights=np.zeros(2), feasible=np.array([True, False, False, False,
+                                                                     True]),
+                             adapts=ADAPT, repeatable=np.zeros(5, bool), steps=2)
+        assert got.sequence == () and got.value == 0.0, seed

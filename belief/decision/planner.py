@@ -28,6 +28,11 @@ candidate's repeat cap, on the candidates feasible at s_t (the safety gate and t
 the decision; a candidate closed now stays closed in the plan).  The planner executes the first
 candidate of the best plan and stops when the empty plan is best (V ≤ 0 for every other).
 
+Costs and weights are those of s_t: the nominal (expected) ΔC against b_t — not the
+chance constraint of uncertain costs, which the decision's feasibility at s_t applies to the
+first step only — and λ(b_t) held fixed along the plan (a scarcity rule would raise λ as the
+budget falls; the re-planning at every step picks that up one step late).
+
 What it is and is not.  It is exact for its objective (the open-loop optimum under the
 posterior means of θ ρ^k and γ); it is *certainty-equivalent*: it never pays to learn (a
 diagnosis or an uncertain order effect is worth only its mean, not the decisions it could
@@ -206,8 +211,9 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     j0 = float(expit(eta).mean())
     ej = _expected_success(eta[None, :] + s_star[:, None],
                            tau[None, :] * np.sqrt(n_a)[:, None])
-    value = ej - j0 - counts @ costs @ weights
-    value[0] = 0.0  # the empty plan: exactly nothing gained, nothing spent
+    ej[n_a == 0] = j0  # no adaptation: the policy is unchanged, exactly (no quadrature)
+    value = ej - j0 - counts @ costs @ weights  # the empty plan first, at exactly 0: a tie
+    # (a free plan of model updates and diagnoses with λ = 0) stops
     i = int(np.argmax(value))
     c, seq = keys[i], []
     while best[c][1] >= 0:
