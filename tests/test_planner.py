@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.decision.planner import _expected_success, plan_on_belief
+from belief.decision.planner import expected_success, plan_on_belief
 from belief.errors import InputError
 
 IDS = ["refresh", "si", "dr", "ft", "probe"]  # model update, 3 adaptations, diagnosis
@@ -63,7 +63,7 @@ def direct_value(b: xr.Dataset, seq, costs=COSTS, lam=LAM) -> float:
     eta = b["gains_eta"].values
     tau = b["gains_tau"].values
     pick = np.linspace(0, eta.size - 1, min(256, eta.size)).round().astype(int)
-    ej = float(_expected_success(eta[pick] + s, tau[pick] * np.sqrt(n_a)))
+    ej = float(expected_success(eta[pick] + s, tau[pick] * np.sqrt(n_a), 16).mean())
     spent = sum((costs[IDS.index(m)] for m in seq), np.zeros(costs.shape[1]))
     return ej - float(expit(eta[pick]).mean()) - float(spent @ lam)
 

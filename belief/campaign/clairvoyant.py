@@ -64,6 +64,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from belief.campaign.synthetic import SyntheticWorld
+from belief.decision.planner import expected_success, hermite_nodes
 from belief.errors import InputError
 
 __all__ = ["ClairvoyantResult", "Plan", "adaptive_clairvoyant_value", "brute_force_plan",
@@ -71,22 +72,6 @@ __all__ = ["ClairvoyantResult", "Plan", "adaptive_clairvoyant_value", "brute_for
            "truth_gate"]
 
 RESOURCES = ("real_h", "compute", "eng_h")
-_GH = {}
-
-
-def _hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
-    if n not in _GH:
-        x, w = np.polynomial.hermite_e.hermegauss(n)
-        _GH[n] = (x, w / w.sum())
-    return _GH[n]
-
-
-def expected_success(eta: np.ndarray | float, sd: np.ndarray | float,
-                     nodes: int = 64) -> np.ndarray:
-    """E[logistic(η + sd·Z)], Z ~ N(0, 1), by Gauss–Hermite quadrature (broadcasts η, sd)."""
-    x, w = _hermite(nodes)
-    eta, sd = np.broadcast_arrays(np.asarray(eta, float), np.asarray(sd, float))
-    return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1)
 
 
 @dataclass(frozen=True)
@@ -392,7 +377,7 @@ def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exe
     pad = 6 * sigma * np.sqrt(max(horizon, 1)) + 1.0
     grid = np.arange(eta0 + min(lo.values()) - pad, eta0 + max(hi.values()) + pad + grid_step,
                      grid_step)
-    x, w = _hermite(nodes)
+    x, w = hermite_nodes(nodes)
     c_lam = tr.costs @ tr.lam
     stop = expit(grid)
     nxt: dict[tuple[int, ...], np.ndarray] = {}

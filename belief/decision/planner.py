@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import xarray as xr
@@ -54,7 +55,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 
-__all__ = ["BeliefPlan", "plan_on_belief"]
+__all__ = ["BeliefPlan", "expected_success", "hermite_nodes", "plan_on_belief"]
 
 _NODES = 16  # Gauss–Hermite nodes of E[logistic(x + sd Z)]: error < 1e-6 for sd ≤ 2
 _DRAWS = 256  # draws of (η, τ) for the value; the increments use every draw
@@ -87,11 +88,22 @@ class BeliefPlan:
         return self.sequence[0] if self.sequence else None
 
 
-def _expected_success(eta: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """E[logistic(η + sd Z)] averaged over the draws: (…, D) arrays → (…,)."""
-    x, w = np.polynomial.hermite_e.hermegauss(_NODES)
+@cache
+def hermite_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss–Hermite nodes x and weights w (normalised to sum 1) for E[f(Z)], Z ~ N(0, 1):
+    E[f(Z)] ≈ Σ_i w_i f(x_i) (read-only arrays, computed once per n)."""
+    x, w = np.polynomial.hermite_e.hermegauss(n)
     w = w / w.sum()
-    return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1).mean(-1)
+    x.flags.writeable = w.flags.writeable = False
+    return x, w
+
+
+def expected_success(eta: np.ndarray | float, sd: np.ndarray | float,
+                     nodes: int = 64) -> np.ndarray:
+    """E[logistic(η + sd·Z)], Z ~ N(0, 1), by Gauss–Hermite quadrature (broadcasts η, sd)."""
+    x, w = hermite_nodes(nodes)
+    eta, sd = np.broadcast_arrays(np.asarray(eta, float), np.asarray(sd, float))
+    return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1)
 
 
 def _increments(belief: xr.Dataset, ids: list[str], adapt: np.ndarray, cap: np.ndarray
@@ -209,8 +221,8 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
     eta, tau = eta[pick], tau[pick]
     j0 = float(expit(eta).mean())
-    ej = _expected_success(eta[None, :] + s_star[:, None],
-                           tau[None, :] * np.sqrt(n_a)[:, None])
+    ej = expected_success(eta[None, :] + s_star[:, None],
+                          tau[None, :] * np.sqrt(n_a)[:, None], _NODES).mean(-1)
     ej[n_a == 0] = j0  # no adaptation: the policy is unchanged, exactly (no quadrature)
     value = ej - j0 - counts @ costs @ weights  # the empty plan first, at exactly 0: a tie
     # (a free plan of model updates and diagnoses with λ = 0) stops
