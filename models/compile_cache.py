@@ -41,7 +41,8 @@ entry whose checksum, key or layout does not match is ignored with a
 cache off (plain ``nutpie.compile_pymc_model``).  The body is a pickle: the cache folder must be
 as trusted as the code (it is the user's own, like PyTensor's and numba's caches).
 
-When a model cannot be cached (an Op that can be neither keyed nor pickled, compiled code with
+When a model cannot be cached (an Op that can be neither keyed nor pickled, an Op holding a
+local function or lambda — its name does not say what it computes —, compiled code with
 dynamic globals, a nutpie whose internals moved) the model is compiled by
 ``nutpie.compile_pymc_model`` as before, with a warning, and nothing is written.
 """
