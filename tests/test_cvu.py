@@ -221,6 +221,22 @@ def test_budget_depletion_makes_cvu_negative():
     assert res.attrs["g0_null"] == pytest.approx(1.0)
 
 
+def test_voi_is_the_learning_part_of_cvu():
+    """cvu_voi = E_Y[G0(s^{m,Y})] − G0(s̄^m): a study that teaches nothing is worth exactly
+    nothing as information even where its budget use makes CVU negative; a free study that
+    changes nothing else has VOI = CVU = the closed-form EVSI."""
+    gain = np.stack([np.zeros(100), np.ones(100)], -1)
+    costs = np.array([[5.0], [10.0]])
+    res = continuation_value(gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
+                             costs, np.array([12.0]), no_weights, MEAN)
+    assert float(res["cvu_voi"].sel(candidate="probe")) == 0.0
+    assert float(res["cvu"].sel(candidate="probe")) == pytest.approx(-1.0)
+    mu0, sd0, sigma, n = 0.5, 1.0, 2.0, 4
+    res = cvu_observe(normal_draws(mu0, sd0), sigma, n)
+    assert float(res["cvu_voi"]) == pytest.approx(float(res["cvu"]), abs=1e-12)
+    assert abs(float(res["cvu_voi"]) - evsi(mu0, sd0, sigma, n)) < 3 * float(res["cvu_mcse"])
+
+
 def test_informative_study_uses_refits_or_regression():
     mu0, sd0, sigma, n = 0.1, 1.0, 1.0, 2000  # posterior ~45x narrower than the prior
     delta = normal_draws(mu0, sd0, 3000)

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.decision.planner import expected_success, plan_on_belief
+from belief.decision.planner import expected_success, first_step_values, plan_on_belief
 from belief.errors import InputError
 
 IDS = ["refresh", "si", "dr", "ft", "probe"]  # model update, 3 adaptations, diagnosis
@@ -68,10 +68,12 @@ def direct_value(b: xr.Dataset, seq, costs=COSTS, lam=LAM) -> float:
     return ej - float(expit(eta[pick]).mean()) - float(spent @ lam)
 
 
-def brute_force(b, steps, budget, feasible, repeatable):
-    best = ((), 0.0)
+def brute_force(b, steps, budget, feasible, repeatable, first=None):
+    best = ((), 0.0 if first is None else -np.inf)
     for n in range(1, steps + 1):
         for seq in itertools.product(IDS, repeat=n):
+            if first is not None and seq[0] != first:
+                continue
             counts = [seq.count(m) for m in IDS]
             if any(c and not feasible[i] for i, c in enumerate(counts)):
                 continue
@@ -114,6 +116,40 @@ def test_the_planner_finds_the_brute_force_optimum(case):
         assert got.value == pytest.approx(value, abs=1e-9), (steps, got, seq)
         assert direct_value(b, got.sequence) == pytest.approx(got.value, abs=1e-9)
         assert len(got.sequence) <= steps
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_the_value_of_each_first_step_is_the_brute_force_optimum_of_plans_starting_with_it(
+        case):
+    """V_plan(m) against every sequence that starts with m, valued execution by execution;
+    NaN exactly where m cannot start (infeasible, over budget, no steps); the best of them is
+    the planner's plan value when the plan does not stop."""
+    rng = np.random.default_rng(10 + case)
+    gamma = np.zeros((len(ACTORS), len(IDS)))
+    gamma[:, 1:4] = rng.normal(0.0, 0.4, (len(ACTORS), 3))
+    for a in range(1, 4):
+        gamma[a, a] = 0.0
+    b = belief(theta=(0.0, *rng.uniform(0.0, 0.8, 3), 0.0), gamma=gamma,
+               history=(int(case % 2), 0, 0, 0), seed=case)
+    budget = np.array([4.5, 9.0]) if case == 2 else np.array([6.0, 9.0])
+    feasible = np.array([True, case != 1, True, True, True])
+    repeatable = np.array([False, True, True, False, case == 3])
+    for steps in (0, 1, 2, 3, 4):
+        got = first_step_values(b, IDS, costs=COSTS, budget=budget, weights=LAM,
+                                feasible=feasible, adapts=ADAPT, repeatable=repeatable,
+                                steps=steps)
+        for i, m in enumerate(IDS):
+            seq, value = brute_force(b, steps, budget, feasible, repeatable, first=m)
+            if not seq:
+                assert np.isnan(got[i]), (steps, m)
+            else:
+                assert got[i] == pytest.approx(value, abs=1e-9), (steps, m, seq)
+        best = plan(b, steps, budget, feasible, repeatable)
+        if best.sequence:
+            assert np.nanmax(got) == pytest.approx(best.value, abs=1e-9)
+            assert got[IDS.index(best.first)] == pytest.approx(best.value, abs=1e-9)
+        else:
+            assert not (got > 1e-12).any()
 
 
 def test_an_order_effect_makes_the_planner_run_a_model_update_first():
@@ -190,3 +226,70 @@ def test_a_free_plan_without_adaptations_is_worth_exactly_nothing():
                                                                      True]),
                              adapts=ADAPT, repeatable=np.zeros(5, bool), steps=2)
         assert got.sequence == () and got.value == 0.0, seed
+
+
+class _Candidates:
+    """The two things the plan policies read from a CandidateSet."""
+
+    resources = ("hours", "gpu")
+
+    def __init__(self, repeatable):
+        self._rep = dict(zip(IDS, repeatable, strict=True))
+
+    def __getitem__(self, m):
+        from types import SimpleNamespace
+        return SimpleNamespace(changes_policy=bool(ADAPT[IDS.index(m)]), repeatable=self._rep[m])
+
+
+def decision(voi=None, beta=1.0, step=0, horizon=3, feasible=None, budget=(10.0, 10.0)):
+    ds = xr.Dataset({"feasible": ("candidate", np.ones(len(IDS), bool) if feasible is None
+                                  else np.asarray(feasible)),
+                     "cost_hours": ("candidate", COSTS[:, 0]),
+                     "cost_gpu": ("candidate", COSTS[:, 1])},
+                    coords={"candidate": IDS},
+                    attrs={"budget_hours": budget[0], "budget_gpu": budget[1],
+                           "lambda_hours": LAM[0], "lambda_gpu": LAM[1], "step": step,
+                           "horizon": horizon, "beta": beta})
+    if voi is not None:
+        ds["cvu_voi"] = ("candidate", np.asarray(voi, float))
+    return ds
+
+
+def test_plan_voi_adds_the_value_of_information_to_the_plan_that_starts_with_each_candidate():
+    """plan_voi = argmax V_plan(m) + β·VOI(m): without information value it is the plan's
+    first step; a diagnosis whose VOI exceeds the plan's margin is run first; with β = 0 the
+    VOI is ignored; NaN VOI counts as 0; nothing worth more than 0 stops."""
+    from belief.decision.allocation import choose
+
+    b = belief(theta=(0.0, 0.3, 0.5, 0.4, 0.0))
+    cands = _Candidates([False, False, True, False, False])
+    steps = 3
+    v = first_step_values(b, IDS, costs=COSTS, budget=np.array([10.0, 10.0]), weights=LAM,
+                          feasible=np.ones(5, bool), adapts=ADAPT,
+                          repeatable=np.array([False, False, True, False, False]),
+                          steps=steps)
+    best = plan(b, steps, repeatable=np.array([False, False, True, False, False]))
+    top = choose("plan_voi", decision(np.zeros(5)), belief=b, candidates=cands).candidate
+    # without order effects every ordering of the best counts ties: the first of them wins
+    assert top in best.sequence and v[IDS.index(top)] == pytest.approx(best.value, abs=1e-12)
+    assert top == IDS[int(np.nanargmax(v))]
+    assert choose("plan_voi", decision(), belief=b, candidates=cands).candidate == top
+    margin = np.nanmax(v) - v[IDS.index("probe")]
+    assert margin > 0
+    voi = np.array([0.0, 0.0, 0.0, np.nan, 1.01 * margin])
+    assert choose("plan_voi", decision(voi), belief=b, candidates=cands).candidate == "probe"
+    assert choose("plan_voi", decision(0.99 * voi), belief=b,
+                  candidates=cands).candidate == top
+    assert choose("plan_voi", decision(voi, beta=0.0), belief=b,
+                  candidates=cands).candidate == top
+    flat = belief(theta=(0.0, 0.0, 0.0, 0.0, 0.0))
+    assert choose("plan_voi", decision(np.zeros(5)), belief=flat, candidates=cands).stop
+    # information alone can make a candidate worth running
+    d = decision(np.array([0.0, 0.0, 0.0, 0.0, 1.0]))
+    assert choose("plan_voi", d, belief=flat, candidates=cands).candidate == "probe"
+    # an infeasible candidate is never chosen, whatever its VOI
+    d = decision(np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+                 feasible=np.array([True, True, True, True, False]))
+    assert choose("plan_voi", d, belief=flat, candidates=cands).stop
+    with pytest.raises(InputError, match="plan_voi needs the belief"):
+        choose("plan_voi", decision(np.zeros(5)))

@@ -66,7 +66,7 @@ from belief.campaign.world import (
     outcome_records,
     table_records,
 )
-from belief.decision.allocation import check_policy, choose
+from belief.decision.allocation import USES_CVU, check_policy, choose
 from belief.decision.engine import STOP, decide, decision_table
 from belief.decision.feasibility import ChanceConstraint
 from belief.decision.functionals import Functional, parse_functional
@@ -104,7 +104,7 @@ class CampaignSettings:
     weights : WeightRule, optional (a mapping becomes FixedWeights)
         λ rule; default the world's ``weight_values`` (fixed).
     beta : float
-        β in Q = U0 + β·CVU (used by the ``q`` allocation).
+        β in Q = U0 + β·CVU (used by the ``q`` and ``plan_voi`` allocations).
     gate : SafetyGate
     fit : FitSettings
     seed : int
@@ -175,7 +175,7 @@ class CampaignSettings:
         """The decision settings of every step (β = 0 for the baseline allocations)."""
         return DecisionSettings(weights=self.weights if weights is None else weights,
                                 functional=self.functional,
-                                beta=self.beta if self.allocation == "q" else 0.0,
+                                beta=self.beta if self.allocation in USES_CVU else 0.0,
                                 gate=self.gate, cvu=self.cvu, horizon=self.horizon,
                                 stability_resamples=self.stability_resamples,
                                 eps_budget=self.eps_budget)

@@ -18,7 +18,20 @@ oracle         knows the world's truth: argmax E[ΔJ(m) | world] − C_λ(m); st
 plan           the first candidate of the certainty-equivalent best plan on the belief over the
                steps left (:mod:`belief.decision.planner`, re-planned every step); stop when
                the empty plan is best
+plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best certainty-equivalent plan
+               that starts with m (:func:`belief.decision.planner.first_step_values`) plus β
+               times the expected value of m's sample information for the next decision,
+               VOI(m) = E_Y[G0(s^{m,Y})] − G0(s̄^m) (``cvu_voi``, :mod:`belief.decision.cvu`);
+               stop when no feasible candidate's score is > 0 (VOI 0 where the decision has
+               no CVU: the last step, β = 0)
 =============  ===============================================================================
+
+``plan_voi`` joins the two non-myopic parts that ``q`` and ``plan`` each have one of: the plan
+values the order of several executions under the posterior means (and never pays to learn),
+VOI values what m's outcome teaches (only for the next decision, as CVU does; CVU's other part,
+the mean shift of s_{t+1}, is the plan's first step already, so it is not counted twice).  A
+candidate whose CVU failed gets VOI 0 (the plan alone).  It is a heuristic, not a Bayes-optimal
+policy: the information value is one step deep and added to an open-loop plan value.
 """
 
 from __future__ import annotations
@@ -32,9 +45,11 @@ import xarray as xr
 from belief.decision.engine import STOP, argmax_or_stop
 from belief.errors import InputError
 
-__all__ = ["POLICIES", "Choice", "choose"]
+__all__ = ["POLICIES", "USES_CVU", "Choice", "choose"]
 
-POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle", "plan")
+POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle", "plan", "plan_voi")
+USES_CVU = frozenset({"q", "plan_voi"})
+"""The policies whose decision needs CVU (the campaign's β); the others decide with β = 0."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +101,8 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
     rng : Generator
         For ``thompson``.
     candidates : CandidateSet
-        For ``plan`` (which candidates change the policy, which may repeat); the plan also
-        reads the decision's ``cost_<r>``, ``budget_<r>``, ``lambda_<r>``, ``step`` and
+        For ``plan`` and ``plan_voi`` (which candidates change the policy, which may repeat);
+        they also read the decision's ``cost_<r>``, ``budget_<r>``, ``lambda_<r>``, ``step`` and
         ``horizon``.
     """
     check_policy(name)
@@ -115,6 +130,8 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
                 return Choice(ids[i], "next feasible in turn")
     if name == "plan":
         return _plan(decision, belief, candidates, ids, feasible)
+    if name == "plan_voi":
+        return _plan_voi(decision, belief, candidates, ids, feasible)
     # oracle
     truth = [None if world is None else world.expected_gain(c) for c in ids]
     if any(g is None for g in truth):
@@ -124,25 +141,49 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
     return _argmax(true_gain - decision["c_lambda"].values, feasible, ids, 0.0, "true U0")
 
 
-def _plan(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any, ids: list[str],
-          feasible: np.ndarray) -> Choice:
-    from belief.decision.planner import plan_on_belief
-
+def _plan_inputs(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
+                 ids: list[str], feasible: np.ndarray, name: str) -> dict[str, Any]:
+    """The planner's keyword arguments from the decision and the candidate set."""
     if belief is None or candidates is None:
-        raise InputError("allocation", "plan needs the belief and the candidate set")
+        raise InputError("allocation", f"{name} needs the belief and the candidate set")
     a = decision.attrs
     horizon = int(a.get("horizon", -1))
     if horizon < 0:
-        raise InputError("allocation", "plan needs a horizon (the steps left to plan over)")
+        raise InputError("allocation", f"{name} needs a horizon (the steps left to plan over)")
     res = list(candidates.resources)
-    plan = plan_on_belief(
-        belief, ids, costs=np.stack([decision[f"cost_{r}"].values for r in res], -1),
+    return dict(
+        costs=np.stack([decision[f"cost_{r}"].values for r in res], -1),
         budget=np.array([a[f"budget_{r}"] for r in res], float),
         weights=np.array([a[f"lambda_{r}"] for r in res], float), feasible=feasible,
         adapts=np.array([candidates[m].changes_policy for m in ids]),
         repeatable=np.array([candidates[m].repeatable for m in ids]),
         steps=max(horizon - int(a["step"]), 0))
+
+
+def _plan(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any, ids: list[str],
+          feasible: np.ndarray) -> Choice:
+    from belief.decision.planner import plan_on_belief
+
+    plan = plan_on_belief(belief, ids, **_plan_inputs(decision, belief, candidates, ids,
+                                                      feasible, "plan"))
     if plan.first is None:
         return Choice(STOP, f"stop: the best plan on the belief is to stop (V {plan.value:.4g})")
     return Choice(plan.first, f"first of the best plan {' → '.join(plan.sequence)} "
                               f"(V {plan.value:.4g})")
+
+
+def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
+              ids: list[str], feasible: np.ndarray) -> Choice:
+    from belief.decision.planner import first_step_values
+
+    v_plan = first_step_values(belief, ids, **_plan_inputs(decision, belief, candidates, ids,
+                                                           feasible, "plan_voi"))
+    beta = float(decision.attrs.get("beta", 0.0))
+    voi = (np.nan_to_num(decision["cvu_voi"].values.astype(float), nan=0.0)
+           if "cvu_voi" in decision else np.zeros(len(ids)))  # no CVU (last step, β = 0)
+    score = v_plan + beta * voi
+    ok = feasible & np.isfinite(score)
+    i = int(argmax_or_stop(np.where(ok, score, -np.inf), ok, 0.0))
+    if i < 0:
+        return Choice(STOP, "stop: no feasible candidate has V_plan + β·VOI > 0")
+    return Choice(ids[i], f"argmax V_plan + β·VOI = {v_plan[i]:.4g} + {beta:g}·{voi[i]:.4g}")

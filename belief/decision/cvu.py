@@ -319,7 +319,12 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     ``cvu_own_mcse``, ``cvu_order_mcse``, ``cvu_safety_value_mcse`` (NaN for a non-myopic
     continuation or with ``settings.channel_split`` False); attribute ``g0_null`` = G0(s^∅)
     (V(s^∅) for a non-myopic continuation, which adds ``cvu_continuation``, ``cvu_bias_bound`` and
-    ``cvu_inner_bad_share``).
+    ``cvu_inner_bad_share``); ``cvu_voi``, the expected value of m's sample information for
+    the next decision, E_Y[G0(s^{m,Y})] − G0(s̄^m), with s̄^m the state after m without its
+    outcome (every change of m — budget, repeat count, order effects, λ — but the draws not
+    reweighted and the gate of s_t): the part of CVU that is learning, ≥ 0 for φ = mean up to
+    Monte Carlo error (Jensen: the posterior means average to the prior's; NaN for a
+    non-myopic continuation).
 
     BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
     """
@@ -397,7 +402,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
-                                             "cvu_cv_gain", "cvu_noise_bias")}
+                                             "cvu_cv_gain", "cvu_noise_bias", "cvu_voi")}
     ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
     split = {k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS}
     method = np.array(["not computed"] * n_c, dtype=object)
@@ -518,6 +523,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
             value = np.nan
         out["cvu"][c] = value
+        if depth <= 1 and est.method != "failed":  # EVSI: E_Y[G0(s^{m,Y})] − G0(s̄^m)
+            out["cvu_voi"][c] = est.expected_g0 - nxt.g0(
+                functional(nxt.gain.T)[None, :], nxt.feasible & safe)[0]
         if est.method != "failed":
             out["cvu_mcse"][c] = est.mcse
             if est.if_draws is not None:

@@ -346,7 +346,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                                            "the error of the finite posterior draws")
         for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
                       "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "cvu_noise_bias", "n_refits",
-                      "cvu_outcomes",
+                      "cvu_outcomes", "cvu_voi",
                       "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety",
                       *CHANNEL_COLUMNS):
             if extra in cvu:

@@ -55,7 +55,8 @@ from scipy.special import expit
 
 from belief.errors import InputError
 
-__all__ = ["BeliefPlan", "expected_success", "hermite_nodes", "plan_on_belief"]
+__all__ = ["BeliefPlan", "expected_success", "first_step_values", "hermite_nodes",
+           "plan_on_belief"]
 
 _NODES = 16  # Gauss–Hermite nodes of E[logistic(x + sd Z)]: error < 1e-6 for sd ≤ 2
 _DRAWS = 256  # draws of (η, τ) for the value; the increments use every draw
@@ -173,59 +174,26 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     -------
     BeliefPlan
     """
-    ids = [str(m) for m in ids]
-    n_c = len(ids)
-    costs = np.asarray(costs, float).reshape(n_c, -1)
-    budget, weights = np.asarray(budget, float), np.asarray(weights, float)
-    if (costs < 0).any():
-        raise InputError("planner", "the planner needs costs >= 0")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-        raise InputError("planner", f"steps left must be an integer >= 0, got {steps!r}")
-    feasible = np.asarray(feasible, bool)
-    adapt = np.asarray(adapts, bool)
-    cap = np.where(feasible, np.where(np.asarray(repeatable, bool), int(steps),
-                                      min(1, int(steps))), 0)
-    base, gamma = _increments(belief, ids, adapt, cap)
-
-    def mu(c: tuple[int, ...], m: int) -> float:
-        if not adapt[m]:
-            return 0.0
-        on = np.array(c) > 0
-        return float(base[m][c[m]] + gamma[on, m].sum())
-
-    zero = (0,) * n_c
+    p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
+    zero = (0,) * p.n_c
     best: dict[tuple[int, ...], tuple[float, int]] = {zero: (0.0, -1)}
     layer = [zero]
-    for _ in range(int(steps)):
+    for _ in range(p.steps):
         nxt: dict[tuple[int, ...], tuple[float, int]] = {}
         for c in layer:
-            spent = np.array(c) @ costs
-            for m in range(n_c):
-                if c[m] >= cap[m] or (spent + costs[m] > budget + 1e-9).any():
-                    continue
+            for m in p.moves(c):
                 c2 = (*c[:m], c[m] + 1, *c[m + 1:])
-                s = best[c][0] + mu(c, m)
+                s = best[c][0] + p.mu(c, m)
                 if c2 not in nxt or (s, -m) > (nxt[c2][0], -nxt[c2][1]):
                     nxt[c2] = (s, m)
         best.update(nxt)
         layer = list(nxt)
-        if len(best) > max_states:
-            raise InputError("planner", f"more than {max_states} count vectors (steps {steps}, "
-                                        f"{n_c} candidates): lower the horizon")
+        p.check_size(len(best), max_states)
     keys = list(best)
     counts = np.array(keys, dtype=float)
     s_star = np.array([best[k][0] for k in keys])
-    n_a = counts[:, adapt].sum(1)
-    eta = np.asarray(belief["gains_eta"].values, float)
-    tau = np.asarray(belief["gains_tau"].values, float)
-    pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
-    eta, tau = eta[pick], tau[pick]
-    j0 = float(expit(eta).mean())
-    ej = expected_success(eta[None, :] + s_star[:, None],
-                          tau[None, :] * np.sqrt(n_a)[:, None], _NODES).mean(-1)
-    ej[n_a == 0] = j0  # no adaptation: the policy is unchanged, exactly (no quadrature)
-    value = ej - j0 - counts @ costs @ weights  # the empty plan first, at exactly 0: a tie
-    # (a free plan of model updates and diagnoses with λ = 0) stops
+    value = p.value(counts, s_star)  # the empty plan first, at exactly 0: a tie (a free plan
+    # of model updates and diagnoses with λ = 0) stops
     i = int(np.argmax(value))
     c, seq = keys[i], []
     while best[c][1] >= 0:
@@ -233,3 +201,124 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
         seq.append(ids[m])
         c = (*c[:m], c[m] - 1, *c[m + 1:])
     return BeliefPlan(tuple(seq[::-1]), float(value[i]), float(s_star[i]), len(keys))
+
+
+def first_step_values(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
+                      budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
+                      adapts: np.ndarray, repeatable: np.ndarray, steps: int,
+                      max_states: int = 200_000) -> np.ndarray:
+    """V_plan(m): the value of the certainty-equivalent best plan that *starts* with m, for
+    every candidate m (module docstring; same parameters as :func:`plan_on_belief`).
+
+    One dynamic programme carries, for every count vector c, the best summed increment of the
+    orderings of c that start with m, for every m at once (μ depends on the prefix only
+    through its counts, so fixing the first execution keeps the recursion exact):
+
+        S*_m(e_m) = μ_m(0),
+        S*_m(c) = max_{a : c_a > 0, c − e_a ≥ e_m} S*_m(c − e_a) + μ_a(c − e_a),
+
+    and V_plan(m) = max_{c ≥ e_m} V(c, S*_m(c)).  max_m V_plan(m) is the value of
+    :func:`plan_on_belief`'s plan when that plan is not to stop.
+
+    Returns
+    -------
+    ndarray (C,)
+        V_plan(m); NaN for a candidate that cannot run first (not feasible, over the budget
+        alone, or no steps left).
+    """
+    p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
+    zero = (0,) * p.n_c
+    best: dict[tuple[int, ...], np.ndarray] = {}
+    for m in (p.moves(zero) if p.steps > 0 else ()):
+        s = np.full(p.n_c, -np.inf)
+        s[m] = p.mu(zero, m)
+        best[(*zero[:m], 1, *zero[m + 1:])] = s
+    layer = list(best)
+    for _ in range(p.steps - 1):
+        nxt: dict[tuple[int, ...], np.ndarray] = {}
+        for c in layer:
+            for m in p.moves(c):
+                c2 = (*c[:m], c[m] + 1, *c[m + 1:])
+                s = best[c] + p.mu(c, m)
+                nxt[c2] = s if c2 not in nxt else np.maximum(nxt[c2], s)
+        best.update(nxt)
+        layer = list(nxt)
+        p.check_size(len(best), max_states)
+    out = np.full(p.n_c, np.nan)
+    if not best:
+        return out
+    keys = list(best)
+    s_all = np.array([best[k] for k in keys])  # (K, C): −inf where the ordering cannot start
+    counts = np.array(keys, dtype=float)
+    row, first = np.nonzero(np.isfinite(s_all))
+    value = p.value(counts[row], s_all[row, first])
+    np.fmax.at(out, first, value)
+    return out
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The planner's inputs, validated once: caps, costs, the posterior-mean increments."""
+
+    n_c: int
+    steps: int
+    costs: np.ndarray
+    budget: np.ndarray
+    weights: np.ndarray
+    adapt: np.ndarray
+    cap: np.ndarray
+    base: list[np.ndarray]
+    gamma: np.ndarray
+    eta: np.ndarray
+    tau: np.ndarray
+
+    @classmethod
+    def build(cls, belief: xr.Dataset, ids: Sequence[str], costs: np.ndarray,
+              budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
+              adapts: np.ndarray, repeatable: np.ndarray, steps: int) -> _Problem:
+        ids = [str(m) for m in ids]
+        n_c = len(ids)
+        costs = np.asarray(costs, float).reshape(n_c, -1)
+        if (costs < 0).any():
+            raise InputError("planner", "the planner needs costs >= 0")
+        if isinstance(steps, bool) or int(steps) != steps or steps < 0:
+            raise InputError("planner", f"steps left must be an integer >= 0, got {steps!r}")
+        feasible = np.asarray(feasible, bool)
+        adapt = np.asarray(adapts, bool)
+        cap = np.where(feasible, np.where(np.asarray(repeatable, bool), int(steps),
+                                          min(1, int(steps))), 0)
+        base, gamma = _increments(belief, ids, adapt, cap)
+        eta = np.asarray(belief["gains_eta"].values, float)
+        tau = np.asarray(belief["gains_tau"].values, float)
+        pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
+        return cls(n_c, int(steps), costs, np.asarray(budget, float),
+                   np.asarray(weights, float), adapt, cap, base, gamma, eta[pick], tau[pick])
+
+    def moves(self, c: tuple[int, ...]) -> list[int]:
+        """The candidates that may run after a prefix with counts c (cap and budget)."""
+        spent = np.array(c) @ self.costs
+        return [m for m in range(self.n_c) if c[m] < self.cap[m]
+                and not (spent + self.costs[m] > self.budget + 1e-9).any()]
+
+    def mu(self, c: tuple[int, ...], m: int) -> float:
+        """μ_m(c), the posterior-mean logit increment of m after a prefix with counts c."""
+        if not self.adapt[m]:
+            return 0.0
+        on = np.array(c) > 0
+        return float(self.base[m][c[m]] + self.gamma[on, m].sum())
+
+    def value(self, counts: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """V(c, S) of every row (module docstring)."""
+        n_a = counts[:, self.adapt].sum(1)
+        j0 = float(expit(self.eta).mean())
+        ej = expected_success(self.eta[None, :] + s[:, None],
+                              self.tau[None, :] * np.sqrt(n_a)[:, None], _NODES).mean(-1)
+        ej[n_a == 0] = j0  # no adaptation: the policy is unchanged, exactly (no quadrature)
+        return ej - j0 - counts @ self.costs @ self.weights
+
+    def check_size(self, n: int, max_states: int) -> None:
+        """Refuse a programme with more than ``max_states`` count vectors."""
+        if n > max_states:
+            raise InputError("planner", f"more than {max_states} count vectors (steps "
+                                        f"{self.steps}, {self.n_c} candidates): lower the "
+                                        "horizon")
