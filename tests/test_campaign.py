@@ -605,3 +605,17 @@ def test_campaign_settings_are_parsed_once_and_refuse_bad_values():
                        ({"alpha_deploy": 1.0}, r"^alpha_deploy: must be a finite number with 0")]:
         with pytest.raises(InputError, match=match):
             CampaignSettings(**bad)
+
+
+def test_the_policies_that_use_cvu_keep_beta_and_the_others_decide_without_it():
+    """q and plan_voi decide with the campaign's β (CVU computed); the baselines with β = 0 —
+    in a campaign's settings and in a benchmark run of many campaigns (policy_run)."""
+    from belief.campaign.many import policy_settings
+    from belief.decision.allocation import POLICIES, USES_CVU
+
+    assert USES_CVU == {"q", "plan_voi"}
+    for p in POLICIES:
+        beta = CampaignSettings(beta=0.7, allocation=p).decision().beta
+        assert beta == (0.7 if p in USES_CVU else 0.0), p
+        run = policy_settings(CampaignSettings(beta=0.7), p)
+        assert run.allocation == p and run.beta == (0.7 if p in USES_CVU else 0.0), p

@@ -19,7 +19,8 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["map_tasks", "policy_run", "replay_folder", "run_policies", "write_tree"]
+__all__ = ["map_tasks", "policy_run", "policy_settings", "replay_folder", "run_policies",
+           "write_tree"]
 
 
 @contextmanager
@@ -124,6 +125,15 @@ def _spent(campaign: Any) -> np.ndarray:
     return campaign.costs_table()[list(campaign.candidates.resources)].sum().to_numpy(float)
 
 
+def policy_settings(settings: Any, policy: str) -> Any:
+    """The campaign settings of one policy's run: ``allocation`` set, and β = 0 unless the
+    policy uses CVU (:data:`belief.decision.allocation.USES_CVU`)."""
+    from belief.decision.allocation import USES_CVU
+
+    settings = replace(settings, allocation=policy)
+    return settings if policy in USES_CVU else replace(settings, beta=0.0)
+
+
 def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
     (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
@@ -140,9 +150,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     world = SyntheticWorld.varied(variation, seed=variation)
     if rest and rest[0] != 1.0:  # a scaled starting budget (benchmarks of tight budgets)
         world.budget_values = {r: v * float(rest[0]) for r, v in world.budget_values.items()}
-    settings = replace(settings_from_dict(settings_dict), allocation=policy)
-    if policy != "q":
-        settings = replace(settings, beta=0.0)
+    settings = policy_settings(settings_from_dict(settings_dict), policy)
     fitter = None
     if len(rest) > 1 and rest[1]:  # another gains prior (benchmarks of the belief itself)
         from belief.posterior.fitter import BeliefFitter
