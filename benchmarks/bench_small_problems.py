@@ -51,8 +51,8 @@ from belief.campaign.small_policies import (
 )
 from belief.campaign.small_problems import benchmark_problems, perfect_information_value
 
-SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "lookahead_2",
-        "rollout_2", "rollout_3"]
+SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "plan", "plan_voi",
+        "lookahead_2", "rollout_2", "rollout_3"]
 VARIANTS = {"q_engine_la2": {"continuation": "lookahead2"},
             "q_engine_roll1": {"continuation": "rollout", "rollout_depth": 1},
             "q_engine_roll2": {"continuation": "rollout", "rollout_depth": 2},

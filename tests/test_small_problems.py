@@ -14,6 +14,7 @@ from belief.campaign.small_policies import (
     compare_policies,
     engine_cvu,
     exact_q_scores,
+    plan_scores,
     policy_value,
     standard_policies,
     thompson_probabilities,
@@ -189,6 +190,48 @@ def test_bad_problems_are_refused():
     with pytest.raises(InputError, match="horizon"):
         SmallProblem("x", priors=((1.0, 1.0),), arms=(Arm("a", 0, 0.1, 1, (1.0,)),),
                      budget=(1.0,), weights=(0.1,), horizon=0)
+
+
+def _open_loop_best(problem, s, first):
+    """Brute force: the best expected value of a fixed sequence that starts with ``first``,
+    every execution valued by the posterior means of s (no learning)."""
+    a, b = problem.posterior(s)
+    mean = (a / (a + b))[[arm.latent for arm in problem.arms]]
+    best = -np.inf
+
+    def walk(counts, total, depth):
+        nonlocal best
+        best = max(best, total)
+        st = s._replace(counts=counts)
+        for m in np.flatnonzero(problem.feasible(st)):
+            u = problem.gain_scale(st)[m] * mean[m] - problem.c_lambda[m]
+            walk((*counts[:m], counts[m] + 1, *counts[m + 1:]), total + u, depth + 1)
+
+    st = s
+    if problem.feasible(st)[first]:
+        u = problem.gain_scale(st)[first] * mean[first] - problem.c_lambda[first]
+        walk((*s.counts[:first], s.counts[first] + 1, *s.counts[first + 1:]), u, 1)
+    return best
+
+
+def test_the_plan_scores_are_the_best_open_loop_plans_and_voi_is_nonnegative(problems):
+    """V_plan(m) against enumerating every sequence starting with m (posterior means of s
+    held fixed), at s_0 and after one outcome; VOI = plan_voi − plan ≥ 0 (Jensen, exact
+    here) and 0 at the last step."""
+    for prob in problems[:8]:
+        states = [prob.initial]
+        f0 = np.flatnonzero(prob.feasible(prob.initial))
+        states += [s2 for _, s2 in prob.outcomes(prob.initial, int(f0[0]))][:3]
+        for s in states:
+            v = plan_scores(prob, s, voi=False)
+            w = plan_scores(prob, s, voi=True)
+            for m in range(len(prob.arms)):
+                assert v[m] == pytest.approx(_open_loop_best(prob, s, m), abs=1e-12), \
+                    (prob.name, s, m)
+            ok = np.isfinite(v)
+            assert (w[ok] - v[ok] >= -1e-12).all(), prob.name
+            if prob.steps_left(s) <= 1:
+                assert np.allclose(w[ok], v[ok], atol=1e-12)
 
 
 def test_stop_when_nothing_is_feasible():

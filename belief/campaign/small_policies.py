@@ -30,6 +30,14 @@ lookahead_d        U0(m) + E_y V_d(s^{m,y}): d-step look-ahead (V_d truncated ba
                    induction); lookahead_1 = q_exact, lookahead_{τ−1} = bayes
 rollout_d          U0(m) + E_y R_d(s^{m,y}), R_d the value of d steps of u0 on the updated
                    belief; rollout_1 = q_exact
+plan               the first step of the certainty-equivalent best plan: argmax V_plan(m),
+                   V_plan(m) = U0(m | s) + W(s̄^m), W the best open-loop plan's value under the
+                   posterior means of s (no learning; gains are linear in θ, so this is the
+                   plan's exact expected value), s̄^m the state after m without its outcome
+                   (counts, budget, decay moved; the posterior of s kept) — as
+                   :func:`belief.decision.planner.plan_on_belief` on the gains model
+plan_voi           argmax V_plan(m) + VOI(m), VOI(m) = E_y G0(s^{m,y}) − G0(s̄^m) (the value of
+                   m's information for the next decision) — as the ``plan_voi`` allocation
 =================  ==========================================================================
 """
 
@@ -48,7 +56,7 @@ from belief.decision.cvu import CVUSettings, Experiment, continuation_value
 from belief.decision.functionals import parse_functional
 
 __all__ = ["STOP", "EngineQ", "compare_policies", "engine_cvu", "exact_q_scores", "kg_scores",
-           "policy_value", "standard_policies", "thompson_probabilities"]
+           "plan_scores", "policy_value", "standard_policies", "thompson_probabilities"]
 
 STOP = -1
 Policy = Callable[[SmallProblem, BeliefState], Mapping[int, float]]
@@ -119,6 +127,62 @@ def kg_scores(problem: SmallProblem, s: BeliefState) -> np.ndarray:
             info += p * max(0.0, u0_b[feasible].max())
         out[m] = u0[m] + (tau - 1) * (info - g0_now)
     return out
+
+
+class _OpenLoop:
+    """The certainty-equivalent plan values at one state s (the ``plan`` rows): the posterior
+    means of s held fixed, executions moving only counts (decay, budget, availability, steps).
+    """
+
+    def __init__(self, problem: SmallProblem, s: BeliefState) -> None:
+        a, b = problem.posterior(s)
+        self.p, self.s = problem, s
+        self.mean = (a / (a + b))[[arm.latent for arm in problem.arms]]
+        self.memo: dict[tuple[int, ...], float] = {}
+
+    def moved(self, counts: tuple[int, ...], m: int) -> BeliefState:
+        """s̄ after one more execution of m: counts moved, the successes of s (only counts
+        are read from it: feasibility and decay)."""
+        return BeliefState((*counts[:m], counts[m] + 1, *counts[m + 1:]), self.s.successes)
+
+    def u0(self, st: BeliefState) -> np.ndarray:
+        """U0 under the means of s at a moved state."""
+        return self.p.gain_scale(st) * self.mean - self.p.c_lambda
+
+    def w(self, st: BeliefState) -> float:
+        """W(s̄) = max(0, max_m U0(m | s̄) + W(s̄^m)), the best open-loop plan's value."""
+        if st.counts not in self.memo:
+            u0 = self.u0(st)
+            best = 0.0
+            for m in np.flatnonzero(self.p.feasible(st)):
+                best = max(best, u0[m] + self.w(self.moved(st.counts, int(m))))
+            self.memo[st.counts] = best
+        return self.memo[st.counts]
+
+    def first_step(self) -> np.ndarray:
+        """V_plan(m) = U0(m | s) + W(s̄^m) per arm (−inf where m is not feasible)."""
+        out = np.full(len(self.p.arms), -np.inf)
+        u0 = self.p.u0(self.s)
+        for m in np.flatnonzero(self.p.feasible(self.s)):
+            out[m] = u0[m] + self.w(self.moved(self.s.counts, int(m)))
+        return out
+
+    def voi(self, m: int) -> float:
+        """E_y G0(s^{m,y}) − G0(s̄^m)."""
+        st = self.moved(self.s.counts, m)
+        f = self.p.feasible(st)
+        g0_bar = float(max(0.0, self.u0(st)[f].max())) if f.any() else 0.0
+        return sum(q * self.p.g0(s2) for q, s2 in self.p.outcomes(self.s, m)) - g0_bar
+
+
+def plan_scores(problem: SmallProblem, s: BeliefState, voi: bool) -> np.ndarray:
+    """V_plan(m), plus VOI(m) when ``voi`` (module docstring: ``plan``, ``plan_voi``)."""
+    ol = _OpenLoop(problem, s)
+    scores = ol.first_step()
+    if voi:
+        for m in np.flatnonzero(np.isfinite(scores)):
+            scores[m] += ol.voi(int(m))
+    return scores
 
 
 def _greedy_value(problem: SmallProblem, s: BeliefState, steps: int,
@@ -354,9 +418,16 @@ def standard_policies(lookahead: Sequence[int] = (2,), rollout: Sequence[int] = 
     def kg(p: SmallProblem, s: BeliefState) -> dict[int, float]:
         return _pick(kg_scores(p, s), p.feasible(s))
 
+    def plan(p: SmallProblem, s: BeliefState) -> dict[int, float]:
+        return _pick(plan_scores(p, s, voi=False), p.feasible(s))
+
+    def plan_voi(p: SmallProblem, s: BeliefState) -> dict[int, float]:
+        return _pick(plan_scores(p, s, voi=True), p.feasible(s))
+
     out: dict[str, Policy] = {"bayes": bayes, "q_exact": q_exact,
                               "q_exact_q>0": q_exact_positive, "u0": u0,
-                              "thompson": thompson_probabilities, "kg": kg}
+                              "thompson": thompson_probabilities, "kg": kg, "plan": plan,
+                              "plan_voi": plan_voi}
     for d in lookahead:
         out[f"lookahead_{d}"] = lambda p, s, d=d: _pick(p.q_values(s, d + 1), p.feasible(s))
     for d in rollout:
