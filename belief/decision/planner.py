@@ -1,46 +1,58 @@
-"""A certainty-equivalent planner on the belief: the best plan under the posterior means of the
-gains, re-planned at every step (model-predictive control).
+"""An open-loop planner on the belief: the best plan of the steps left, valued under q_t without
+learning, re-planned at every step (model-predictive control).
 
 The one-step Q = U0 + β·CVU looks one execution ahead; the framework's claim is that the value
 of an intervention depends on what runs before and after it.  This planner looks at whole
 plans.  At state s_t it takes the gains model's decision draws of q_t (:mod:`models.gains`,
-"Decision draws") and replaces every unknown of the *logit increments* by its posterior mean:
+"Decision draws").  To order a plan it uses the posterior means of the *logit increments*:
 the next execution of adaptation m after a plan prefix with execution counts c adds
 
     μ_m(c) = E[θ_m ρ^{k_m + c_m}] + E[Σ_{a ∈ h} γ_{a→m}] + Σ_{a ∉ h : c_a > 0} E[γ_{a→m}]
 
 to the policy's logit (k_m the repeats of m so far, h the actors already in the history, an
 actor joining it once: :func:`models.gains.draws.state_after`); a model update adds nothing
-itself and joins the history; a diagnosis adds nothing.  The expected net value of a plan with
-counts c and summed increments S is
+itself and joins the history; a diagnosis adds nothing.  μ_m(c) depends on the prefix only
+through c, so for every count vector c and every first execution f the order of c that starts
+with f and has the largest summed mean increment is found by a dynamic programme like that of
+:mod:`belief.campaign.clairvoyant` (one value per first execution),
 
-    V(c, S) = E_q[logistic(η + S + τ √n_a(c) Z)] − E_q[logistic(η)] − λᵀ ΔC(c),
-
-with η, τ the belief's draws of the current logit and the run-to-run noise s.d., n_a(c) the
-number of adaptations in c and Z ~ N(0, 1) (Gauss–Hermite).  V is increasing in S for fixed
-c, and μ_m(c) depends on the prefix only through c, so the best order of a count vector is
-found by the dynamic programme of :mod:`belief.campaign.clairvoyant`,
-
-    S*(c) = max_{m : c_m > 0} S*(c − e_m) + μ_m(c − e_m),   S*(0) = 0,
+    S*_f(e_f) = μ_f(0),   S*_f(c) = max_{m : c_m > 0, c − e_m ≥ e_f} S*_f(c − e_m) + μ_m(c − e_m),
 
 over every count vector within the budget b_t (nominal costs ΔC), the steps left and each
 candidate's repeat cap, on the candidates feasible at s_t (the safety gate and the budget of
-the decision; a candidate closed now stays closed in the plan).  The planner executes the first
-candidate of the best plan and stops when the empty plan is best (V ≤ 0 for every other).
+the decision; a candidate closed now stays closed in the plan).  Each such order is then valued
+on the joint draws, not at the means: with S_i(c) the same order's summed increment in draw i
+(θ_i ρ_i^k and γ_i in place of their means, so E_i S_i(c) = S*_f(c)),
+
+    V(c) = (1/D) Σ_i E_Z[logistic(η_i + S_i(c) + τ_i √n_a(c) Z)] − (1/D) Σ_i logistic(η_i)
+           − λᵀ ΔC(c),
+
+with η_i, τ_i draw i's current logit and run-to-run noise s.d., n_a(c) the number of
+adaptations in c, Z ~ N(0, 1) (Gauss–Hermite) and D ≤ 256 joint draws spread evenly over q_t
+(every quantity here, the means included, is taken over the same D draws).  V is the exact
+expected net value of executing that sequence open loop under q_t: averaging the logistic over
+the draws matters — an uncertain adaptation's expected gain is not the gain at its mean effect
+(measured on a campaign's belief: si_friction with θ s.d. 0.93 on the logit scale, +0.034 in J
+averaged over the draws, −0.001 at the mean).  The planner executes the first candidate of the
+(count vector, first execution) pair with the largest V and stops when the empty plan is best
+(V ≤ 0 for every other); :func:`first_step_values` gives the best V of each first execution,
+whose maximum is the plan's V.  Only the order after the first execution is chosen at the
+means (it matters only through γ: an order with a larger mean increment can have a smaller V
+when its γ are more uncertain), so the plan is the best over count vectors and first
+executions, not over every order.
 
 Costs and weights are those of s_t: the nominal (expected) ΔC against b_t — not the
 chance constraint of uncertain costs, which the decision's feasibility at s_t applies to the
 first step only — and λ(b_t) held fixed along the plan (a scarcity rule would raise λ as the
 budget falls; the re-planning at every step picks that up one step late).
 
-What it is and is not.  It is exact for its objective (the open-loop optimum under the
-posterior means of θ ρ^k and γ); it is *certainty-equivalent*: it never pays to learn (a
-diagnosis or an uncertain order effect is worth only its mean, not the decisions it could
-change — that is CVU's job), and it is re-planned after every outcome, so the executed
-sequence adapts.  It is the non-myopic counterpart of U0-greedy: with one step left it is
-U0-greedy under the mean functional, up to the certainty equivalence (the posterior mean of the
-logit increment inside the logistic, where U0 averages the logistic over the draws).  Measured
-against the clairvoyant planner in ``benchmarks/bench_policies.py`` (``--policies plan``).
+What it is and is not.  It is the open-loop optimum over count vectors, each in the order of
+largest mean increment, valued exactly on the draws; it never pays to learn (a diagnosis or an
+uncertain order effect is worth only its mean, not the decisions it could change — that is
+CVU's job), and it is re-planned after every outcome, so the executed sequence adapts.  With
+one step left it is U0-greedy under the mean functional (V of a single execution is its U0 on
+the same draws, up to the quadrature of the run-to-run noise).  Measured against the
+clairvoyant planner in ``benchmarks/bench_policies.py`` (``--policies plan``).
 """
 
 from __future__ import annotations
@@ -59,7 +71,7 @@ __all__ = ["BeliefPlan", "expected_success", "first_step_values", "hermite_nodes
            "plan_on_belief"]
 
 _NODES = 16  # Gauss–Hermite nodes of E[logistic(x + sd Z)]: error < 1e-6 for sd ≤ 2
-_DRAWS = 256  # draws of (η, τ) for the value; the increments use every draw
+_DRAWS = 256  # joint draws (spread evenly over q_t) that every quantity of the plan is taken on
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,7 @@ class BeliefPlan:
     value : float
         V of the plan (module docstring).
     logit_gain : float
-        S, the summed posterior-mean logit increments.
+        S*, the summed mean logit increments of the plan (the mean over the draws of S_i).
     n_states : int
         Count vectors visited by the dynamic programme.
     """
@@ -107,39 +119,39 @@ def expected_success(eta: np.ndarray | float, sd: np.ndarray | float,
     return (expit(eta[..., None] + sd[..., None] * x) * w).sum(-1)
 
 
-def _increments(belief: xr.Dataset, ids: list[str], adapt: np.ndarray, cap: np.ndarray
-                ) -> tuple[list[np.ndarray], np.ndarray]:
-    """(base, gamma): ``base[m][k]`` = E[θ_m ρ^{k_m + k}] + E[offset_m] for the
-    k-th further execution of m (k < cap_m; zeros for non-adaptations), ``gamma`` (C, C) the
-    posterior mean E[γ_{a→m}] of an actor a that is not yet in the history (0 otherwise), by
+def _increments(belief: xr.Dataset, ids: list[str], adapt: np.ndarray, cap: np.ndarray,
+                pick: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """(base, gamma) on the draws ``pick``: ``base[m]`` (D, cap_m) = θ_m ρ^{k_m + k} +
+    offset_m of the k-th further execution of m (zeros for non-adaptations), ``gamma``
+    (C, C, D) = γ_{a→m} of an actor a that is not yet in the history (0 otherwise), by
     candidate index."""
-    n_c = len(ids)
+    n_c, n_d = len(ids), pick.size
     gain_ids = [str(c) for c in belief["gains_theta"]["candidate"].values]
-    theta = np.asarray(belief["gains_theta"].values, float)  # (S, G)
-    rho = np.asarray(belief["gains_rho"].values, float)  # (S,)
+    theta = np.asarray(belief["gains_theta"].values, float)[pick]  # (D, G)
+    rho = np.asarray(belief["gains_rho"].values, float)[pick]  # (D,)
     reps = np.asarray(belief["gains_repeats"].values, float)  # (G,)
-    offset = (np.asarray(belief["gains_offset"].values, float) if "gains_offset" in belief
-              else np.zeros_like(theta))
+    offset = (np.asarray(belief["gains_offset"].values, float)[pick]
+              if "gains_offset" in belief else np.zeros_like(theta))
     base: list[np.ndarray] = []
     for i, m in enumerate(ids):
         if not adapt[i] or m not in gain_ids:
-            base.append(np.zeros(max(int(cap[i]), 1)))
+            base.append(np.zeros((n_d, max(int(cap[i]), 1))))
             continue
         j = gain_ids.index(m)
         k = reps[j] + np.arange(max(int(cap[i]), 1))
-        base.append((theta[:, j, None] * rho[:, None] ** k[None, :]).mean(0)
-                    + offset[:, j].mean())
-    gamma = np.zeros((n_c, n_c))
+        base.append(theta[:, j, None] * rho[:, None] ** k[None, :] + offset[:, j, None])
+    gamma = np.zeros((n_c, n_c, n_d))
     if "gains_gamma" in belief:
         actors = [str(a) for a in belief["actor"].values]
-        mean = np.asarray(belief["gains_gamma"].mean("sample").values, float)  # (A, G)
+        draws = np.asarray(belief["gains_gamma"].transpose("sample", ...).values,
+                           float)[pick]  # (D, A, G)
         done = np.asarray(belief["gains_history"].values, float) > 0
         for ia, a in enumerate(actors):
             if a not in ids or done[ia]:
                 continue
             for i, m in enumerate(ids):
                 if adapt[i] and m in gain_ids and m != a:
-                    gamma[ids.index(a), i] = mean[ia, gain_ids.index(m)]
+                    gamma[ids.index(a), i] = draws[:, ia, gain_ids.index(m)]
     return base, gamma
 
 
@@ -147,7 +159,7 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
                    budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
                    adapts: np.ndarray, repeatable: np.ndarray, steps: int,
                    max_states: int = 200_000) -> BeliefPlan:
-    """The certainty-equivalent best plan at q_t (module docstring).
+    """The best open-loop plan at q_t (module docstring).
 
     Parameters
     ----------
@@ -175,50 +187,37 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     BeliefPlan
     """
     p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
-    zero = (0,) * p.n_c
-    best: dict[tuple[int, ...], tuple[float, int]] = {zero: (0.0, -1)}
-    layer = [zero]
-    for _ in range(p.steps):
-        nxt: dict[tuple[int, ...], tuple[float, int]] = {}
-        for c in layer:
-            for m in p.moves(c):
-                c2 = (*c[:m], c[m] + 1, *c[m + 1:])
-                s = best[c][0] + p.mu(c, m)
-                if c2 not in nxt or (s, -m) > (nxt[c2][0], -nxt[c2][1]):
-                    nxt[c2] = (s, m)
-        best.update(nxt)
-        layer = list(nxt)
-        p.check_size(len(best), max_states)
-    keys = list(best)
-    counts = np.array(keys, dtype=float)
-    s_star = np.array([best[k][0] for k in keys])
-    value = p.value(counts, s_star)  # the empty plan first, at exactly 0: a tie (a free plan
-    # of model updates and diagnoses with λ = 0) stops
+    best, pairs, value = _first_step_programme(p, max_states)
+    if not pairs or not (value > 0).any():  # the empty plan (V = 0 exactly) wins ties
+        return BeliefPlan((), 0.0, 0.0, len(best))
     i = int(np.argmax(value))
-    c, seq = keys[i], []
-    while best[c][1] >= 0:
-        m = best[c][1]
+    c, f = pairs[i]
+    s_mean = float(best[c][0][f])
+    seq = []
+    while any(c):
+        m = int(best[c][1][f])
         seq.append(ids[m])
         c = (*c[:m], c[m] - 1, *c[m + 1:])
-    return BeliefPlan(tuple(seq[::-1]), float(value[i]), float(s_star[i]), len(keys))
+    return BeliefPlan(tuple(seq[::-1]), float(value[i]), s_mean, len(best))
 
 
 def first_step_values(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
                       budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
                       adapts: np.ndarray, repeatable: np.ndarray, steps: int,
                       max_states: int = 200_000) -> np.ndarray:
-    """V_plan(m): the value of the certainty-equivalent best plan that *starts* with m, for
-    every candidate m (module docstring; same parameters as :func:`plan_on_belief`).
+    """V_plan(m): the value of the best open-loop plan that *starts* with m, for every
+    candidate m (module docstring; same parameters as :func:`plan_on_belief`).
 
-    One dynamic programme carries, for every count vector c, the best summed increment of the
-    orderings of c that start with m, for every m at once (μ depends on the prefix only
-    through its counts, so fixing the first execution keeps the recursion exact):
+    One dynamic programme carries, for every count vector c, the largest summed mean
+    increment of the orders of c that start with m, for every m at once (μ depends on the
+    prefix only through its counts, so fixing the first execution keeps the recursion exact):
 
         S*_m(e_m) = μ_m(0),
         S*_m(c) = max_{a : c_a > 0, c − e_a ≥ e_m} S*_m(c − e_a) + μ_a(c − e_a),
 
-    and V_plan(m) = max_{c ≥ e_m} V(c, S*_m(c)).  max_m V_plan(m) is the value of
-    :func:`plan_on_belief`'s plan when that plan is not to stop.
+    each such order is valued on the draws, V_m(c), and V_plan(m) = max_{c ≥ e_m} V_m(c).
+    max_m V_plan(m) is the value of :func:`plan_on_belief`'s plan when that plan is not to
+    stop.
 
     Returns
     -------
@@ -227,38 +226,61 @@ def first_step_values(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarr
         alone, or no steps left).
     """
     p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
+    _, pairs, value = _first_step_programme(p, max_states)
+    out = np.full(p.n_c, np.nan)
+    if pairs:
+        np.fmax.at(out, np.array([f for _, f in pairs]), value)
+    return out
+
+
+def _first_step_programme(p: _Problem, max_states: int
+                          ) -> tuple[dict, list[tuple[tuple[int, ...], int]], np.ndarray]:
+    """The dynamic programme of :func:`first_step_values`: ``best[c]`` = (S*_m(c) for every
+    first m (−inf: no order of c starts with m), the last execution of that order), the
+    (count vector, first) pairs that exist, and V of each pair's order on the draws."""
     zero = (0,) * p.n_c
-    best: dict[tuple[int, ...], np.ndarray] = {}
+    best: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+    draws: dict[tuple[tuple[int, ...], int], np.ndarray] = {}  # S_i of the pair's order
     for m in (p.moves(zero) if p.steps > 0 else ()):
         s = np.full(p.n_c, -np.inf)
         s[m] = p.mu(zero, m)
-        best[(*zero[:m], 1, *zero[m + 1:])] = s
+        c = (*zero[:m], 1, *zero[m + 1:])
+        best[c] = (s, np.full(p.n_c, m))
+        draws[c, m] = p.increment(zero, m)
     layer = list(best)
     for _ in range(p.steps - 1):
-        nxt: dict[tuple[int, ...], np.ndarray] = {}
+        nxt: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         for c in layer:
             for m in p.moves(c):
                 c2 = (*c[:m], c[m] + 1, *c[m + 1:])
-                s = best[c] + p.mu(c, m)
-                nxt[c2] = s if c2 not in nxt else np.maximum(nxt[c2], s)
+                s = best[c][0] + p.mu(c, m)
+                if c2 not in nxt:
+                    nxt[c2] = (s, np.full(p.n_c, m))
+                else:
+                    cur, last = nxt[c2]
+                    better = s > cur
+                    nxt[c2] = (np.where(better, s, cur), np.where(better, m, last))
+        for c2, (s, last) in nxt.items():
+            for f in np.flatnonzero(np.isfinite(s)):
+                m = int(last[f])
+                c = (*c2[:m], c2[m] - 1, *c2[m + 1:])
+                draws[c2, int(f)] = draws[c, int(f)] + p.increment(c, m)
         best.update(nxt)
         layer = list(nxt)
         p.check_size(len(best), max_states)
-    out = np.full(p.n_c, np.nan)
-    if not best:
-        return out
-    keys = list(best)
-    s_all = np.array([best[k] for k in keys])  # (K, C): −inf where the ordering cannot start
-    counts = np.array(keys, dtype=float)
-    row, first = np.nonzero(np.isfinite(s_all))
-    value = p.value(counts[row], s_all[row, first])
-    np.fmax.at(out, first, value)
-    return out
+    pairs = list(draws)
+    if not pairs:
+        return best, pairs, np.zeros(0)
+    value = p.value(np.array([c for c, _ in pairs], dtype=float),
+                    np.array([draws[k] for k in pairs]))
+    return best, pairs, value
 
 
 @dataclass(frozen=True)
 class _Problem:
-    """The planner's inputs, validated once: caps, costs, the posterior-mean increments."""
+    """The planner's inputs, validated once: caps, costs, the increments on the D joint draws
+    (``base[m]`` (D, cap_m), ``gamma`` (C, C, D)) and their means (``base_mean``,
+    ``gamma_mean``), η and τ on the same draws."""
 
     n_c: int
     steps: int
@@ -269,6 +291,8 @@ class _Problem:
     cap: np.ndarray
     base: list[np.ndarray]
     gamma: np.ndarray
+    base_mean: list[np.ndarray]
+    gamma_mean: np.ndarray
     eta: np.ndarray
     tau: np.ndarray
 
@@ -287,12 +311,17 @@ class _Problem:
         adapt = np.asarray(adapts, bool)
         cap = np.where(feasible, np.where(np.asarray(repeatable, bool), int(steps),
                                           min(1, int(steps))), 0)
-        base, gamma = _increments(belief, ids, adapt, cap)
         eta = np.asarray(belief["gains_eta"].values, float)
         tau = np.asarray(belief["gains_tau"].values, float)
         pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
+        base, gamma = _increments(belief, ids, adapt, cap, pick)
         return cls(n_c, int(steps), costs, np.asarray(budget, float),
-                   np.asarray(weights, float), adapt, cap, base, gamma, eta[pick], tau[pick])
+                   np.asarray(weights, float), adapt, cap, base, gamma,
+                   [b.mean(0) for b in base], gamma.mean(-1), eta[pick], tau[pick])
+
+    @property
+    def n_draws(self) -> int:
+        return self.eta.size
 
     def moves(self, c: tuple[int, ...]) -> list[int]:
         """The candidates that may run after a prefix with counts c (cap and budget)."""
@@ -301,17 +330,24 @@ class _Problem:
                 and not (spent + self.costs[m] > self.budget + 1e-9).any()]
 
     def mu(self, c: tuple[int, ...], m: int) -> float:
-        """μ_m(c), the posterior-mean logit increment of m after a prefix with counts c."""
+        """μ_m(c), the mean logit increment of m after a prefix with counts c."""
         if not self.adapt[m]:
             return 0.0
         on = np.array(c) > 0
-        return float(self.base[m][c[m]] + self.gamma[on, m].sum())
+        return float(self.base_mean[m][c[m]] + self.gamma_mean[on, m].sum())
+
+    def increment(self, c: tuple[int, ...], m: int) -> np.ndarray:
+        """The same increment in every draw, (D,) (mean: :meth:`mu`)."""
+        if not self.adapt[m]:
+            return np.zeros(self.n_draws)
+        on = np.array(c) > 0
+        return self.base[m][:, c[m]] + self.gamma[on, m].sum(0)
 
     def value(self, counts: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """V(c, S) of every row (module docstring)."""
+        """V(c) of every row, from the summed increments S_i (K, D) (module docstring)."""
         n_a = counts[:, self.adapt].sum(1)
         j0 = float(expit(self.eta).mean())
-        ej = expected_success(self.eta[None, :] + s[:, None],
+        ej = expected_success(self.eta[None, :] + s,
                               self.tau[None, :] * np.sqrt(n_a)[:, None], _NODES).mean(-1)
         ej[n_a == 0] = j0  # no adaptation: the policy is unchanged, exactly (no quadrature)
         return ej - j0 - counts @ self.costs @ self.weights
