@@ -1,7 +1,7 @@
 """Allocation policies on many seeded synthetic worlds: final true J, regret, budget, safety.
 
 Every policy (Q with CVU, U0-greedy, MV-greedy, Thompson on net gain, round-robin, the
-oracle that knows the truth, and ``plan``, the certainty-equivalent planner on the belief,
+oracle that knows the truth, and ``plan``, the open-loop planner on the belief,
 :mod:`belief.decision.planner`) runs on the same worlds (``SyntheticWorld.varied(v)``: true gains,
 costs, interactions and hardware risk perturbed) with the same budgets and feasibility rules.
 Two regrets against the oracle (the one-step greedy allocator on the *true* expected gains, so

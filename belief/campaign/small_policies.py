@@ -30,7 +30,7 @@ lookahead_d        U0(m) + E_y V_d(s^{m,y}): d-step look-ahead (V_d truncated ba
                    induction); lookahead_1 = q_exact, lookahead_{τ−1} = bayes
 rollout_d          U0(m) + E_y R_d(s^{m,y}), R_d the value of d steps of u0 on the updated
                    belief; rollout_1 = q_exact
-plan               the first step of the certainty-equivalent best plan: argmax V_plan(m),
+plan               the first step of the best open-loop plan: argmax V_plan(m),
                    V_plan(m) = U0(m | s) + W(s̄^m), W the best open-loop plan's value under the
                    posterior means of s (no learning; gains are linear in θ, so this is the
                    plan's exact expected value), s̄^m the state after m without its outcome
@@ -130,7 +130,7 @@ def kg_scores(problem: SmallProblem, s: BeliefState) -> np.ndarray:
 
 
 class _OpenLoop:
-    """The certainty-equivalent plan values at one state s (the ``plan`` rows): the posterior
+    """The open-loop plan values at one state s (the ``plan`` rows): the posterior
     means of s held fixed, executions moving only counts (decay, budget, availability, steps).
     """
 

@@ -238,7 +238,7 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help="decision functional: mean, lcb:Q or cvar:A (default mean)")
     demo.add_argument("--allocation", default=None,
                       help="allocation policy: q (default), u0, mv, thompson, round_robin, "
-                           "oracle, plan (the certainty-equivalent planner on the belief), "
+                           "oracle, plan (the open-loop planner on the belief), "
                            "plan_voi (that plan's value of each first step + beta x the "
                            "value of its information)")
     demo.add_argument("--act-on-unreliable", action="store_true",

@@ -15,11 +15,11 @@ thompson       one joint posterior draw s: argmax ΔJ_s(m) − C_λ(m); stop whe
 round_robin    cycle through the candidates in file order, taking the next feasible one;
                stop only when nothing is feasible (spends the budget)
 oracle         knows the world's truth: argmax E[ΔJ(m) | world] − C_λ(m); stop when none > 0
-plan           the first candidate of the certainty-equivalent best plan on the belief over the
-               steps left (:mod:`belief.decision.planner`, re-planned every step); stop when
-               the empty plan is best
-plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best certainty-equivalent plan
-               that starts with m (:func:`belief.decision.planner.first_step_values`) plus β
+plan           the first candidate of the best open-loop plan on the belief over the steps left
+               (valued on the joint draws, no learning; :mod:`belief.decision.planner`),
+               re-planned every step; stop when the empty plan is best
+plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best open-loop plan that starts
+               with m (:func:`belief.decision.planner.first_step_values`) plus β
                times the expected value of m's sample information for the next decision,
                VOI(m) = E_Y[G0(s^{m,Y})] − G0(s̄^m) (``cvu_voi``, :mod:`belief.decision.cvu`);
                stop when no feasible candidate's score is > 0 (VOI 0 where the decision has
@@ -27,7 +27,7 @@ plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best certainty-eq
 =============  ===============================================================================
 
 ``plan_voi`` joins the two non-myopic parts that ``q`` and ``plan`` each have one of: the plan
-values the order of several executions under the posterior means (and never pays to learn),
+values the order of several executions under q_t without learning (it never pays to learn),
 VOI values what m's outcome teaches (only for the next decision, as CVU does; CVU's other part,
 the mean shift of s_{t+1}, is the plan's first step already, so it is not counted twice).  A
 candidate whose CVU failed gets VOI 0 (the plan alone).  It is a heuristic, not a Bayes-optimal
