@@ -313,6 +313,11 @@ def test_a_diagnosis_worth_only_what_it_enables_is_chosen_over_stopping():
     got = float(d["value_vs_stop"].sel(candidate="probe")) + 0.01  # = E_Y[G0]
     assert abs(got - expected) < 4 * float(d["cvu_mcse"].sel(candidate="probe"))
     assert d.attrs["chosen"] == "probe" and d.attrs["stop"] == 0
+    # the decision carries the value of information: without the probe's outcome nothing is
+    # worth doing after it (G0(s̄) = 0), so VOI is the whole E_Y[G0]; "a" teaches nothing
+    assert abs(float(d["cvu_voi"].sel(candidate="probe")) - expected) < 4 * float(
+        d["cvu_mcse"].sel(candidate="probe"))
+    assert float(d["cvu_voi"].sel(candidate="a")) == 0.0
 
 
 def _two_sure_candidates(gain_a=0.3, gain_b=0.25):

@@ -1,4 +1,4 @@
-"""The certainty-equivalent planner on the belief (belief/decision/planner.py) and the ``plan``
+"""The open-loop planner on the belief (belief/decision/planner.py) and the ``plan``
 allocation policy, on hand-built decision draws (no model is compiled)."""
 
 from __future__ import annotations
@@ -313,3 +313,21 @@ def test_plan_voi_adds_the_value_of_information_to_the_plan_that_starts_with_eac
     assert choose("plan_voi", d, belief=flat, candidates=cands).stop
     with pytest.raises(InputError, match="plan_voi needs the belief"):
         choose("plan_voi", decision(np.zeros(5)))
+
+
+def test_plan_voi_refuses_a_decision_without_the_one_step_value_of_information():
+    """A decision whose CVU used a non-myopic continuation has CVU but no VOI: refused, not
+    silently the plan alone; non-finite draws are refused by the planner."""
+    from belief.decision.allocation import choose
+
+    b = belief()
+    cands = _Candidates([False, False, True, False, False])
+    d = decision(np.full(5, np.nan)).assign(cvu=("candidate", np.full(5, 0.01)))
+    with pytest.raises(InputError, match="one_step continuation"):
+        choose("plan_voi", d, belief=b, candidates=cands)
+    assert not choose("plan_voi", d.drop_vars("cvu_voi").assign(
+        cvu=("candidate", np.full(5, np.nan))), belief=b, candidates=cands).stop  # no CVU
+    bad = b.copy(deep=True)
+    bad["gains_theta"][0, 1] = np.nan
+    with pytest.raises(InputError, match="must be finite"):
+        plan(bad, 2)

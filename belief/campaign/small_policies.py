@@ -37,7 +37,8 @@ plan               the first step of the best open-loop plan: argmax V_plan(m),
                    (counts, budget, decay moved; the posterior of s kept) — as
                    :func:`belief.decision.planner.plan_on_belief` on the gains model
 plan_voi           argmax V_plan(m) + VOI(m), VOI(m) = E_y G0(s^{m,y}) − G0(s̄^m) (the value of
-                   m's information for the next decision) — as the ``plan_voi`` allocation
+                   m's information for the next decision) — the ``plan_voi`` allocation with
+                   β = 1
 =================  ==========================================================================
 """
 

@@ -23,7 +23,8 @@ plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best open-loop pl
                times the expected value of m's sample information for the next decision,
                VOI(m) = E_Y[G0(s^{m,Y})] − G0(s̄^m) (``cvu_voi``, :mod:`belief.decision.cvu`);
                stop when no feasible candidate's score is > 0 (VOI 0 where the decision has
-               no CVU: the last step, β = 0)
+               no CVU: the last step, β = 0; refused for a decision whose CVU used a
+               non-myopic continuation, which has no VOI)
 =============  ===============================================================================
 
 ``plan_voi`` joins the two non-myopic parts that ``q`` and ``plan`` each have one of: the plan
@@ -176,9 +177,14 @@ def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
               ids: list[str], feasible: np.ndarray) -> Choice:
     from belief.decision.planner import first_step_values
 
+    beta = float(decision.attrs.get("beta", 0.0))
+    if beta > 0 and "cvu" in decision and np.isfinite(decision["cvu"].values).any() and (
+            "cvu_voi" not in decision or not np.isfinite(decision["cvu_voi"].values).any()):
+        raise InputError("allocation", "plan_voi needs the one-step CVU's value of "
+                                       "information (cvu_voi): decide with the one_step "
+                                       "continuation")
     v_plan = first_step_values(belief, ids, **_plan_inputs(decision, belief, candidates, ids,
                                                            feasible, "plan_voi"))
-    beta = float(decision.attrs.get("beta", 0.0))
     voi = (np.nan_to_num(decision["cvu_voi"].values.astype(float), nan=0.0)
            if "cvu_voi" in decision else np.zeros(len(ids)))  # no CVU (last step, β = 0)
     score = v_plan + beta * voi

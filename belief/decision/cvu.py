@@ -322,9 +322,11 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     ``cvu_inner_bad_share``); ``cvu_voi``, the expected value of m's sample information for
     the next decision, E_Y[G0(s^{m,Y})] − G0(s̄^m), with s̄^m the state after m without its
     outcome (every change of m — budget, repeat count, order effects, λ — but the draws not
-    reweighted and the gate of s_t): the part of CVU that is learning, ≥ 0 for φ = mean up to
-    Monte Carlo error (Jensen: the posterior means average to the prior's; NaN for a
-    non-myopic continuation).
+    reweighted and the gate of s_t): the part of CVU that is learning.  For φ = mean it is
+    ≥ 0 up to Monte Carlo error (Jensen: the posterior means average to the prior's) when the
+    outcome cannot move the safety gate; through the execution-risk channel an outcome that
+    may open a gate adds to it and one that may close a gate can make it negative (G0 does not
+    value the unsafe executions a closed gate prevents).  NaN for a non-myopic continuation.
 
     BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
     """

@@ -39,20 +39,23 @@ averaged over the draws, −0.001 at the mean).  The planner executes the first 
 whose maximum is the plan's V.  Only the order after the first execution is chosen at the
 means (it matters only through γ: an order with a larger mean increment can have a smaller V
 when its γ are more uncertain), so the plan is the best over count vectors and first
-executions, not over every order.
+executions, not over every order.  Memory grows with the widest layer of the programme times
+D (the draws of older layers are dropped); time with the (count vector, first) pairs.
 
 Costs and weights are those of s_t: the nominal (expected) ΔC against b_t — not the
 chance constraint of uncertain costs, which the decision's feasibility at s_t applies to the
 first step only — and λ(b_t) held fixed along the plan (a scarcity rule would raise λ as the
 budget falls; the re-planning at every step picks that up one step late).
 
-What it is and is not.  It is the open-loop optimum over count vectors, each in the order of
-largest mean increment, valued exactly on the draws; it never pays to learn (a diagnosis or an
-uncertain order effect is worth only its mean, not the decisions it could change — that is
-CVU's job), and it is re-planned after every outcome, so the executed sequence adapts.  With
-one step left it is U0-greedy under the mean functional (V of a single execution is its U0 on
-the same draws, up to the quadrature of the run-to-run noise).  Measured against the
-clairvoyant planner in ``benchmarks/bench_policies.py`` (``--policies plan``).
+What it is and is not.  It is the open-loop optimum over count vectors and first executions
+(each in the order of largest mean increment after its first), valued on the draws; it never
+pays to learn (a diagnosis or an uncertain order effect is worth only its mean effect on the
+plan, not the decisions it could change — that is CVU's job), and it is re-planned after every
+outcome, so the executed sequence adapts.  With one step left it is U0-greedy under the mean
+functional, up to how U0 and V are computed: V of one execution averages D ≤ 256 draws with the
+run-to-run noise integrated by quadrature, U0 averages every draw with its sampled noise.
+Measured against the clairvoyant planner in ``benchmarks/bench_policies.py``
+(``--policies plan``).
 """
 
 from __future__ import annotations
@@ -237,10 +240,16 @@ def _first_step_programme(p: _Problem, max_states: int
                           ) -> tuple[dict, list[tuple[tuple[int, ...], int]], np.ndarray]:
     """The dynamic programme of :func:`first_step_values`: ``best[c]`` = (S*_m(c) for every
     first m (−inf: no order of c starts with m), the last execution of that order), the
-    (count vector, first) pairs that exist, and V of each pair's order on the draws."""
+    (count vector, first) pairs that exist, and V of each pair's order on the draws.
+
+    The draws S_i of a pair's order are kept for one layer only (the next layer extends them)
+    and valued layer by layer in chunks, so memory grows with the widest layer, not with the
+    whole programme."""
     zero = (0,) * p.n_c
     best: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-    draws: dict[tuple[tuple[int, ...], int], np.ndarray] = {}  # S_i of the pair's order
+    pairs: list[tuple[tuple[int, ...], int]] = []
+    values: list[np.ndarray] = []
+    draws: dict[tuple[tuple[int, ...], int], np.ndarray] = {}  # S_i, this layer's pairs
     for m in (p.moves(zero) if p.steps > 0 else ()):
         s = np.full(p.n_c, -np.inf)
         s[m] = p.mu(zero, m)
@@ -248,7 +257,11 @@ def _first_step_programme(p: _Problem, max_states: int
         best[c] = (s, np.full(p.n_c, m))
         draws[c, m] = p.increment(zero, m)
     layer = list(best)
-    for _ in range(p.steps - 1):
+    for step in range(p.steps):
+        pairs.extend(draws)
+        values.append(p.value_of(draws))
+        if step == p.steps - 1:
+            break
         nxt: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         for c in layer:
             for m in p.moves(c):
@@ -260,20 +273,20 @@ def _first_step_programme(p: _Problem, max_states: int
                     cur, last = nxt[c2]
                     better = s > cur
                     nxt[c2] = (np.where(better, s, cur), np.where(better, m, last))
+        new: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
+        increments: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
         for c2, (s, last) in nxt.items():
             for f in np.flatnonzero(np.isfinite(s)):
                 m = int(last[f])
                 c = (*c2[:m], c2[m] - 1, *c2[m + 1:])
-                draws[c2, int(f)] = draws[c, int(f)] + p.increment(c, m)
+                if (c, m) not in increments:
+                    increments[c, m] = p.increment(c, m)
+                new[c2, int(f)] = draws[c, int(f)] + increments[c, m]
+        draws = new
         best.update(nxt)
         layer = list(nxt)
         p.check_size(len(best), max_states)
-    pairs = list(draws)
-    if not pairs:
-        return best, pairs, np.zeros(0)
-    value = p.value(np.array([c for c, _ in pairs], dtype=float),
-                    np.array([draws[k] for k in pairs]))
-    return best, pairs, value
+    return best, pairs, (np.concatenate(values) if values else np.zeros(0))
 
 
 @dataclass(frozen=True)
@@ -315,6 +328,10 @@ class _Problem:
         tau = np.asarray(belief["gains_tau"].values, float)
         pick = np.linspace(0, eta.size - 1, min(_DRAWS, eta.size)).round().astype(int)
         base, gamma = _increments(belief, ids, adapt, cap, pick)
+        if not all(np.isfinite(x).all() for x in (eta[pick], tau[pick], gamma, *base)):
+            raise InputError("planner", "the belief's decision draws (gains_eta, gains_tau, "
+                                        "gains_theta, gains_rho, gains_gamma, gains_offset) "
+                                        "must be finite")
         return cls(n_c, int(steps), costs, np.asarray(budget, float),
                    np.asarray(weights, float), adapt, cap, base, gamma,
                    [b.mean(0) for b in base], gamma.mean(-1), eta[pick], tau[pick])
@@ -342,6 +359,17 @@ class _Problem:
             return np.zeros(self.n_draws)
         on = np.array(c) > 0
         return self.base[m][:, c[m]] + self.gamma[on, m].sum(0)
+
+    def value_of(self, draws: dict[tuple[tuple[int, ...], int], np.ndarray],
+                 chunk: int = 2048) -> np.ndarray:
+        """V of every (count vector, first) pair of ``draws`` (its S_i), in chunks of rows."""
+        keys = list(draws)
+        out = np.empty(len(keys))
+        for lo in range(0, len(keys), chunk):
+            part = keys[lo:lo + chunk]
+            out[lo:lo + len(part)] = self.value(np.array([c for c, _ in part], dtype=float),
+                                                np.array([draws[k] for k in part]))
+        return out
 
     def value(self, counts: np.ndarray, s: np.ndarray) -> np.ndarray:
         """V(c) of every row, from the summed increments S_i (K, D) (module docstring)."""
