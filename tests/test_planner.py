@@ -323,10 +323,15 @@ def test_plan_voi_refuses_a_decision_without_the_one_step_value_of_information()
     b = belief()
     cands = _Candidates([False, False, True, False, False])
     d = decision(np.full(5, np.nan)).assign(cvu=("candidate", np.full(5, 0.01)))
+    d.attrs["continuation_used"] = "lookahead2"
     with pytest.raises(InputError, match="one_step continuation"):
         choose("plan_voi", d, belief=b, candidates=cands)
-    assert not choose("plan_voi", d.drop_vars("cvu_voi").assign(
-        cvu=("candidate", np.full(5, np.nan))), belief=b, candidates=cands).stop  # no CVU
+    d.attrs["continuation_used"] = "one_step"  # fell back to one step: VOI there
+    choose("plan_voi", d, belief=b, candidates=cands)
+    # the last step: CVU := 0 and no VOI column — the plan alone, not an error
+    last = decision(None, step=2).assign(cvu=("candidate", np.zeros(5)))
+    assert choose("plan_voi", last, belief=b, candidates=cands).candidate == \
+        choose("plan", last, belief=b, candidates=cands).candidate
     bad = b.copy(deep=True)
     bad["gains_theta"][0, 1] = np.nan
     with pytest.raises(InputError, match="must be finite"):

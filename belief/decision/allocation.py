@@ -178,8 +178,8 @@ def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
     from belief.decision.planner import first_step_values
 
     beta = float(decision.attrs.get("beta", 0.0))
-    if beta > 0 and "cvu" in decision and np.isfinite(decision["cvu"].values).any() and (
-            "cvu_voi" not in decision or not np.isfinite(decision["cvu_voi"].values).any()):
+    used = str(decision.attrs.get("continuation_used", "one_step"))
+    if beta > 0 and used != "one_step":
         raise InputError("allocation", "plan_voi needs the one-step CVU's value of "
                                        "information (cvu_voi): decide with the one_step "
                                        "continuation")
