@@ -55,6 +55,7 @@ from scipy import integrate, special
 from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.decision.cvu import CVUSettings, Experiment, continuation_value
 from belief.decision.functionals import parse_functional
+from belief.decision.scores import g0
 
 __all__ = ["STOP", "EngineQ", "compare_policies", "engine_cvu", "exact_q_scores", "kg_scores",
            "plan_scores", "policy_value", "standard_policies", "thompson_probabilities"]
@@ -171,8 +172,7 @@ class _OpenLoop:
     def voi(self, m: int) -> float:
         """E_y G0(s^{m,y}) − G0(s̄^m)."""
         st = self.moved(self.s.counts, m)
-        f = self.p.feasible(st)
-        g0_bar = float(max(0.0, self.u0(st)[f].max())) if f.any() else 0.0
+        g0_bar = float(g0(self.u0(st), self.p.feasible(st)))
         return sum(q * self.p.g0(s2) for q, s2 in self.p.outcomes(self.s, m)) - g0_bar
 
 

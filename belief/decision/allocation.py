@@ -188,8 +188,7 @@ def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
     voi = (np.nan_to_num(decision["cvu_voi"].values.astype(float), nan=0.0)
            if "cvu_voi" in decision else np.zeros(len(ids)))  # no CVU (last step, β = 0)
     score = v_plan + beta * voi
-    ok = feasible & np.isfinite(score)
-    i = int(argmax_or_stop(np.where(ok, score, -np.inf), ok, 0.0))
+    i = int(argmax_or_stop(score, feasible, 0.0))  # NaN (cannot start) never qualifies
     if i < 0:
         return Choice(STOP, "stop: no feasible candidate has V_plan + β·VOI > 0")
     return Choice(ids[i], f"argmax V_plan + β·VOI = {v_plan[i]:.4g} + {beta:g}·{voi[i]:.4g}")
