@@ -451,7 +451,7 @@ def simulate(p_draws: np.ndarray, runs: int, rng: np.random.Generator) -> np.nda
 def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
     """Binomial log-likelihood of observed unsafe counts under every posterior draw.
 
-    log p(y_j | p_s) = log Binomial(y_j; runs, p_s)  (``scipy.stats.binom.logpmf``).
+    log p(y_j | p_s) = log Binomial(y_j; runs, p_s)  (``models.likelihoods.binomial_logpmf``).
 
     Parameters
     ----------
@@ -469,6 +469,6 @@ def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
     if np.any(y < 0) or np.any(y > runs) or np.any(y != np.floor(y)):
         raise InputError("y", f"unsafe counts must be integers in [0, runs={runs}]")
     p = np.asarray(p_draws, dtype=float)
-    from scipy import stats  # imported here: reading a belief needs no scipy.stats
+    from models.likelihoods import binomial_logpmf  # reading a belief needs no scipy.special
 
-    return stats.binom.logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])
+    return binomial_logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])

@@ -23,7 +23,7 @@ import numpy as np
 
 from belief.errors import InputError
 
-__all__ = ["binomial_logit_logp", "log_binomial_coefficient"]
+__all__ = ["binomial_logit_logp", "binomial_logpmf", "log_binomial_coefficient", "normal_logpdf"]
 
 
 def log_binomial_coefficient(trials: np.ndarray, successes: np.ndarray) -> np.ndarray:
@@ -61,3 +61,25 @@ def binomial_logit_logp(successes: Any, trials: Any, eta: Any, log_coef: Any) ->
     import pytensor.tensor as pt
 
     return log_coef + successes * eta - trials * pt.softplus(eta)
+
+
+def normal_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    """log Normal(x; loc, scale²) = −(x − loc)²/(2 scale²) − log scale − ½ log 2π, broadcast.
+
+    The value of ``scipy.stats.norm.logpdf`` for scale > 0, without importing ``scipy.stats``
+    (≈ 0.4 s of a ``belief decide``)."""
+    z = (np.asarray(x, dtype=float) - loc) / scale
+    return -0.5 * z * z - np.log(scale) - 0.5 * np.log(2.0 * np.pi)
+
+
+def binomial_logpmf(k: np.ndarray, n: np.ndarray | int, p: np.ndarray) -> np.ndarray:
+    """log Binomial(k; n, p) = log C(n, k) + k log p + (n − k) log(1 − p), broadcast.
+
+    0 · log 0 is taken as 0 (``scipy.special.xlogy``/``xlog1py``), so p = 0 or 1 give the
+    degenerate pmf; counts are validated by :func:`log_binomial_coefficient`.  The value of
+    ``scipy.stats.binom.logpmf`` without importing ``scipy.stats``."""
+    from scipy.special import xlog1py, xlogy
+
+    kk, nn, pp = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float),
+                                     np.asarray(p, dtype=float))
+    return (log_binomial_coefficient(nn, kk) + xlogy(kk, pp) + xlog1py(nn - kk, -pp))

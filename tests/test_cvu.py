@@ -11,6 +11,7 @@ from scipy import stats
 from belief.decision.cvu import continuation_value, cvu_for_state
 from belief.decision.functionals import Functional, cvar, lcb, weighted_columns
 from belief.decision.settings import CVUSettings, DecisionSettings
+from belief.errors import InputError
 from belief.posterior.experiments import Experiment
 
 MEAN = Functional("mean")
@@ -533,3 +534,31 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
     er.extra["correction_mcse"], e2.extra["correction_mcse"] = 0.003, 0.004  # not in terms
     assert er.mcse_of_difference(e2) == pytest.approx(
         np.sqrt(per_draw.mean() / (8 * 50) + 0.003**2 + 0.004**2))
+
+
+def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_candidates):
+    """``CVUSettings.threads`` scores candidates at once; every candidate has its own streams
+    and memos, so the dataset is identical to the sequential one (values, methods, errors,
+    channel split), and with exact refits the candidates stay on one thread."""
+    from dataclasses import replace
+
+    import xarray as xr
+
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.decision.state import State
+    from belief.inputs.resources import make_budget
+
+    _, belief = fitted
+    world = SyntheticWorld()
+    state = State(step=4, budget=make_budget(world.budget_values, world_candidates.resources),
+                  policy=belief.attrs["policy"], belief=belief,
+                  available=tuple(c for c in world_candidates.ids if c != "si_friction"))
+    settings = DecisionSettings(weights=world.weight_values, beta=1.0, horizon=10,
+                                cvu=CVUSettings(n_outcomes=64))
+    one = cvu_for_state(state, world_candidates, settings)
+    two = cvu_for_state(state, world_candidates,
+                        replace(settings, cvu=replace(settings.cvu, threads=2)))
+    xr.testing.assert_identical(one, two)
+    assert np.isfinite(two["cvu_own"].sel(candidate="dr_1e6"))
+    with pytest.raises(InputError, match=r"CVUSettings\.threads"):
+        CVUSettings(threads=0)

@@ -6,7 +6,12 @@ import pytest
 from scipy import stats
 
 from belief.errors import InputError
-from models.likelihoods import binomial_logit_logp, log_binomial_coefficient
+from models.likelihoods import (
+    binomial_logit_logp,
+    binomial_logpmf,
+    log_binomial_coefficient,
+    normal_logpdf,
+)
 
 
 def test_log_binomial_coefficient_matches_exact_combinations():
@@ -91,3 +96,27 @@ def test_sampled_gains_model_log_density_is_the_binomial_one(world_candidates,
     # fit hands to nutpie's with_data, which keeps the old value of a container not passed)
     containers = {v.name for v in m.data_vars}
     assert set(model.data(enc, est)) == containers
+
+
+def test_normal_logpdf_equals_scipy_norm():
+    """The decision path's normal density (no scipy.stats import) is scipy's, broadcast."""
+    rng = np.random.default_rng(3)
+    x, loc = rng.normal(size=(7, 1)), rng.normal(size=(1, 5))
+    scale = rng.uniform(0.01, 3.0, size=(1, 5))
+    np.testing.assert_allclose(normal_logpdf(x, loc, scale), stats.norm.logpdf(x, loc, scale),
+                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(normal_logpdf(x, loc, 0.5), stats.norm.logpdf(x, loc, 0.5),
+                               rtol=1e-13, atol=1e-13)
+
+
+def test_binomial_logpmf_equals_scipy_binom_at_the_edges():
+    """log Binomial(k; n, p) equals scipy's, including p = 0 and 1 (0·log 0 = 0, −∞ where
+    the count is impossible), and refuses a count outside [0, n]."""
+    k = np.arange(13)[:, None]
+    p = np.array([0.0, 1e-12, 0.03, 0.5, 0.97, 1.0 - 1e-12, 1.0])[None, :]
+    got, want = binomial_logpmf(k, 12, p), stats.binom.logpmf(k, 12, p)
+    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-12, atol=1e-12)
+    with pytest.raises(InputError, match="successes must lie"):
+        binomial_logpmf(np.array([13]), 12, np.array([0.5]))

@@ -215,15 +215,15 @@ logs that hold ``noise_correction: true`` without it were written both before th
 estimator was corrected and after (with the same version number), so they are refused."""
 
 NEUTRAL_FIELDS: dict[str, tuple[str, ...]] = {
-    "cvu": ("blas_threads", "continuation", "rollout_depth", "inner_outcomes",
+    "cvu": ("blas_threads", "threads", "continuation", "rollout_depth", "inner_outcomes",
             "channel_split"),
     "fit": ("costs",)}
-"""Fields added after campaign logs were written whose default is the behaviour from before
-them (one BLAS thread: rounding only; the one-step continuation, which ignores the depth and
-inner outcomes; the channel split, reported beside CVU without moving it; the candidate
-file's known costs): a log without them takes their defaults.  A log that lacks any other
-field was written by a version whose choices this one cannot reproduce and is refused
-(:func:`unreproducible_fields`)."""
+"""Fields added after campaign logs were written whose default is the behaviour from before them
+(one BLAS thread: rounding only; one candidate at a time: the same numbers; the one-step
+continuation, which ignores the depth and inner outcomes; the channel split, reported beside CVU
+without moving it; the candidate file's known costs): a log without them takes their defaults. A
+log that lacks any other field was written by a version whose choices this one cannot reproduce
+and is refused (:func:`unreproducible_fields`)."""
 
 _SECTIONS = (("gate", SafetyGate), ("fit", FitSettings), ("cvu", CVUSettings))
 

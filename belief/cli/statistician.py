@@ -17,7 +17,10 @@ stderr (``belief: error: <file or option>: <problem>``) and exit code 2 (see
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from belief.errors import InputError
@@ -65,6 +68,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cvu-threads", type=int, default=1,
                    help="BLAS threads while CVU runs (default 1, measured faster here; 0: the "
                         "BLAS library's default pool)")
+    p.add_argument("--cvu-workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="candidates whose CVU is estimated at once, on threads (default: 2, or "
+                        "1 on a one-core machine; the numbers do not depend on it)")
     p.add_argument("--continuation", default="one_step", metavar="KIND",
                    help="CVU's continuation: one_step (G0, default), lookahead2 (two-step "
                         "look-ahead) or rollout (the U0-greedy policy for --rollout-depth "
@@ -96,6 +102,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
+                        threads=args.cvu_workers,
                         continuation=args.continuation, rollout_depth=args.rollout_depth,
                         estimator=args.cvu_estimator),
         horizon=args.horizon, eps_budget=args.eps_budget)
@@ -159,35 +166,46 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 # -- belief decide -------------------------------------------------------------------------------
-def _png(fig: Any) -> Any:
-    return lambda tmp: fig.savefig(tmp, format="png", dpi=110)
-
-
-def _plotting_in_background() -> Any:
-    """Import matplotlib (Agg) and the report's plots in a thread, while the main thread reads
-    the belief and computes CVU (~0.5 s of imports that the figures need only at the end; CVU's
-    array work releases the GIL).  Returns the thread; join it before plotting.  An import
-    that fails here fails again, with its message, when the main thread imports it."""
-    import threading
-
-    def run() -> None:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot
-
-            import belief.report.plots  # noqa: F401
-        except Exception:  # pragma: no cover - reported by the main thread's import
-            pass
-
-    thread = threading.Thread(target=run, name="belief-plot-imports", daemon=True)
-    thread.start()
-    return thread
-
-
 def cmd_decide(args: argparse.Namespace) -> int:
-    plotting = _plotting_in_background()
+    from belief.report.figure_worker import FigureWorker
+
+    # the figures are drawn by a second process while this one decides (figure_worker)
+    worker = FigureWorker.start(args.belief, args.candidates)
+    try:
+        return _decide_and_write(args, worker)
+    finally:
+        worker.close()
+
+
+def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
+    """{stem: a function writing the PNG to a path}: the worker's files, or — when the worker
+    failed — figures drawn here (with a warning naming why)."""
+    import shutil
+
+    paths = worker.finish(decision)
+    if paths is not None:
+        return {name: (lambda tmp, src=src: shutil.copyfile(src, tmp))
+                for name, src in paths.items()}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from belief.report.document import decision_figures
+    from belief.report.figure_worker import save_png
+
+    print(f"warning: {worker.error}; drawing the figures here", file=sys.stderr)
+    files = {}
+    for name, fig in decision_figures(fitted, decision).items():
+        buf = io.BytesIO()
+        save_png(fig, buf)
+        plt.close(fig)
+        data = buf.getvalue()
+        files[name] = (lambda tmp, data=data: Path(tmp).write_bytes(data))
+    return files
+
+
+def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     from belief.decision.decision_file import save_decision
     from belief.files import OutputSet, writable_folder
     from belief.workflow.belief_file import load
@@ -197,28 +215,17 @@ def cmd_decide(args: argparse.Namespace) -> int:
     console = _console()
     fitted = load(args.belief, args.candidates)
     decision = _decide(fitted, settings, args)
-    plotting.join()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from belief.report.document import decision_figures
-
-    figs = decision_figures(fitted, decision)
+    worker.send(decision)  # the worker draws the figures while the tables are written
     a = decision.attrs
     # everything validated and computed: write the set of files as one unit
     table = decision.drop_vars([v for v in decision.data_vars
                                 if decision[v].dims != ("candidate",)]).to_dataframe()
-    try:
-        with OutputSet(out, "decide") as outputs:
-            outputs.write("decision.csv", lambda tmp: table.to_csv(tmp))
-            outputs.write("decision.nc", lambda tmp: save_decision(tmp, decision))
-            for name, fig in figs.items():
-                outputs.write(f"{name}.png", _png(fig))
-    finally:
-        for fig in figs.values():
-            plt.close(fig)
+    with OutputSet(out, "decide") as outputs:
+        outputs.write("decision.csv", lambda tmp: table.to_csv(tmp))
+        outputs.write("decision.nc", lambda tmp: save_decision(tmp, decision))
+        figs = _figure_files(worker, fitted, decision)  # the worker drew them meanwhile
+        for name, write in figs.items():
+            outputs.write(f"{name}.png", write)
     title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
              f" · Pr(flip) {a['flip_probability']:.2f}")
     console.print(decision_rich_table(decision, escape(title), wide=not sys.stdout.isatty()))

@@ -437,10 +437,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     # fits); a continuation that falls back to one step is split below, with fresh memos (the
     # log-likelihood is evaluated once more)
     split_now = settings.channel_split and depth <= 1 and belief_ok
-    for c, cid in enumerate(candidate_ids):
-        exp = experiments.get(cid)
-        if exp is None:
-            continue
+    def score(c: int, exp: Experiment) -> tuple:
+        """Candidate c's one-step estimate (and its split when ``split_now``)."""
         memo = OutcomeWeights(exp.loglik) if exp.loglik is not None else None
         fits = RegressionMemo()  # its regression outcomes and fits, likewise
         if exp.refit is not None:  # one refit per distinct outcome, with or without the split
@@ -457,6 +455,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
                             avail_next & affordable(costs, b_next), exp.safe_next)
             safety[c] = exp.safety_note
+
         # one stream per candidate (its CVU does not depend on which others are scored)
         def streams(c: int = c) -> tuple[np.random.Generator, ...]:
             return tuple(np.random.default_rng([settings.seed, k, c]) for k in (101, 102, 103))
@@ -473,12 +472,27 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                 memo=memo, fits=fits)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
-        if est.method != "failed":
-            eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
-        one_step[c] = (exp, est, nxt, b_next, avail_next, streams)
         if split_now:
             split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
-        del memo, fits
+        return exp, est, nxt, b_next, avail_next, streams
+
+    scored = [(c, experiments[cid]) for c, cid in enumerate(candidate_ids)
+              if experiments.get(cid) is not None]
+    threads = min(settings.threads, len(scored))
+    if threads > 1 and all(exp.refit is None for _, exp in scored):
+        # candidates are independent (own streams, own memos, results by index) and their
+        # array work releases the GIL; an exact refit (PyMC) stays on this thread
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="belief-cvu") as pool:
+            results = list(pool.map(lambda ce: score(*ce), scored))
+    else:
+        results = [score(c, exp) for c, exp in scored]
+    for (c, _), res in zip(scored, results, strict=True):
+        est = res[1]
+        if est.method != "failed":
+            eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
+        one_step[c] = res
 
     # all or none: the continuation replaces G0 for every scored candidate or for none, so
     # that Q compares like with like

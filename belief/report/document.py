@@ -25,8 +25,8 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["FORMATS", "LABELS", "check_decision_matches", "decision_figures", "render_report",
-           "write_report"]
+__all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "decision_figures",
+           "decision_only_figures", "figure_order", "render_report", "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -45,14 +45,49 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
     effects), ``q_decomposition``, ``safety`` (when a decision is given),
     ``sensitivity_<policy>``, and with a cost posterior in q_t ``costs`` (predicted against
     realised cost per candidate) and ``overrun`` (the decision's overrun probability per
-    resource, when it has them)."""
-    from belief.report.plots import (
-        plot_gains,
-        plot_order_effects,
-        plot_q_decomposition,
-        plot_safety_bounds,
-        plot_sensitivity,
-    )
+    resource, when it has them).
+
+    The union of :func:`belief_figures` (what the belief alone determines) and
+    :func:`decision_only_figures`, in :func:`figure_order`."""
+    figs = {**belief_figures(fitted), **decision_only_figures(fitted, decision)}
+    return {name: figs[name] for name in figure_order(figs)}
+
+
+def figure_order(names: Any) -> list[str]:
+    """``names`` in the order :func:`decision_figures` lists its figures: gains, order effects,
+    Q decomposition, safety, sensitivities, costs, overrun (unknown names last, in order)."""
+    rank = {"gains": 0, "order_effects": 1, "q_decomposition": 2, "safety": 3, "costs": 5,
+            "overrun": 6}
+    names = list(names)
+    return sorted(names, key=lambda n: (rank.get(n, 4 if n.startswith("sensitivity_") else 7),
+                                        names.index(n)))
+
+
+def belief_figures(fitted: Any) -> dict[str, Any]:
+    """The figures of :func:`decision_figures` that do not depend on the decision:
+    ``order_effects``, ``sensitivity_<policy>`` and ``costs``."""
+    from belief.report.plots import plot_order_effects, plot_sensitivity
+
+    figs: dict[str, Any] = {}
+    if "gains_gamma" in fitted.belief:
+        ax = plot_order_effects(fitted.belief)
+        ax.set_title("order effects: what ran earlier does to a later candidate's gain",
+                     fontsize=9)
+        _tight(ax.figure)
+        figs["order_effects"] = ax.figure
+    for policy, rep in fitted.sensitivity_reports().items():
+        ax = plot_sensitivity(rep)
+        _tight(ax.figure)
+        figs[f"sensitivity_{_slug(policy)}"] = ax.figure
+    figs.update(_cost_figures(fitted))
+    return figs
+
+
+def decision_only_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
+    """The figures of :func:`decision_figures` that depend on the decision: ``gains`` (which
+    marks the candidates that cannot be chosen; drawn without marks when ``decision`` is
+    None), ``q_decomposition``, ``safety`` and ``overrun``."""
+    from belief.report.plots import plot_gains, plot_q_decomposition, plot_safety_bounds
 
     figs: dict[str, Any] = {}
     ax = plot_gains(fitted.belief, decision=decision)
@@ -60,12 +95,6 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
                  f"(step {fitted.step})", fontsize=9)
     _tight(ax.figure)
     figs["gains"] = ax.figure
-    if "gains_gamma" in fitted.belief:
-        ax = plot_order_effects(fitted.belief)
-        ax.set_title("order effects: what ran earlier does to a later candidate's gain",
-                     fontsize=9)
-        _tight(ax.figure)
-        figs["order_effects"] = ax.figure
     if decision is not None:
         ax = plot_q_decomposition(decision)
         _tight(ax.figure)
@@ -73,21 +102,13 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
         ax = plot_safety_bounds(decision)
         _tight(ax.figure)
         figs["safety"] = ax.figure
-    for policy, rep in fitted.sensitivity_reports().items():
-        ax = plot_sensitivity(rep)
-        _tight(ax.figure)
-        figs[f"sensitivity_{_slug(policy)}"] = ax.figure
-    figs.update(_cost_figures(fitted, decision))
+        figs.update(_overrun_figure(decision))
     return figs
 
 
-def _cost_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
-    """``costs`` and ``overrun`` (see :func:`decision_figures`); none with known costs."""
-    from belief.report.cost_plots import (
-        cost_intervals,
-        plot_cost_predictions,
-        plot_overrun_probability,
-    )
+def _cost_figures(fitted: Any) -> dict[str, Any]:
+    """``costs`` (see :func:`decision_figures`); none with known costs."""
+    from belief.report.cost_plots import cost_intervals, plot_cost_predictions
 
     figs: dict[str, Any] = {}
     if "cost" not in fitted.belief:
@@ -99,11 +120,18 @@ def _cost_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
     axes = plot_cost_predictions(cost_intervals(fitted.belief["cost"]), realised)
     _tight(axes[0].figure)
     figs["costs"] = axes[0].figure
-    if decision is not None and any(str(v).startswith("overrun_") for v in decision.data_vars):
-        ax = plot_overrun_probability(decision)
-        _tight(ax.figure)
-        figs["overrun"] = ax.figure
     return figs
+
+
+def _overrun_figure(decision: xr.Dataset) -> dict[str, Any]:
+    """``overrun`` when the decision has overrun probabilities (a cost posterior in q_t)."""
+    if not any(str(v).startswith("overrun_") for v in decision.data_vars):
+        return {}
+    from belief.report.cost_plots import plot_overrun_probability
+
+    ax = plot_overrun_probability(decision)
+    _tight(ax.figure)
+    return {"overrun": ax.figure}
 
 
 def _tight(fig: Any) -> None:

@@ -10,6 +10,7 @@ import xarray as xr
 from scipy.special import expit
 
 from belief.errors import InputError
+from models.likelihoods import normal_logpdf
 
 __all__ = [
     "DRAW_VARS",
@@ -298,10 +299,8 @@ def simulate_estimate(draws: xr.Dataset, target: str, se: float, rng: np.random.
 def loglik_estimate(draws: xr.Dataset, target: str, se: float, y: np.ndarray) -> np.ndarray:
     """log Normal(y_j | θ ρ^k + Σ_{a ∈ h} γ_{a→target}, sqrt(se² + τ_exec²)) for every draw:
     shape (J, S)."""
-    from scipy.stats import norm
-
     mu, sd = _estimate_moments(draws, target, se)
-    return norm.logpdf(y[:, None], loc=mu[None, :], scale=sd[None, :])
+    return normal_logpdf(y[:, None], mu[None, :], sd[None, :])
 
 
 def _xi(draws: xr.Dataset, directions: list[str] | tuple[str, ...]) -> np.ndarray:
@@ -325,11 +324,9 @@ def simulate_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...
 def loglik_direction(draws: xr.Dataset, directions: list[str] | tuple[str, ...], se: float,
                      y: np.ndarray) -> np.ndarray:
     """Σ_k log Normal(y_jk | ξ_ik, se²) for every outcome j and draw i: shape (J, S)."""
-    from scipy.stats import norm
-
     xi = _xi(draws, directions)
     y = np.asarray(y, dtype=float).reshape(-1, xi.shape[1])
-    return norm.logpdf(y[:, None, :], loc=xi[None, :, :], scale=se).sum(-1)
+    return normal_logpdf(y[:, None, :], xi[None, :, :], se).sum(-1)
 
 
 def own_evidence_share(idata: xr.DataTree) -> xr.DataArray:

@@ -1,0 +1,192 @@
+"""``belief decide``'s figures rendered in a second process while the first one decides.
+
+Importing matplotlib and the plots (≈ 0.5 s) and drawing the figures (≈ 0.4 s) took a third of
+a warm ``belief decide``; in one process they cannot overlap with reading the belief and
+computing CVU (imports and drawing hold the GIL).  The command therefore starts this worker
+first (:class:`FigureWorker`); the worker imports matplotlib (Agg), loads the same belief file,
+draws the figures the belief alone determines (:func:`belief.report.document.belief_figures`)
+and saves them, then waits for the decision on its standard input (a pickled
+``xarray.Dataset``), draws the figures that depend on it
+(:func:`belief.report.document.decision_only_figures`) and lists the file stems it wrote
+(``figures.json``; its standard error goes to ``worker.log``, both in its folder).  The PNGs
+are the ones the in-process path draws (the same functions and ``savefig`` arguments).
+
+The worker writes only into a temporary folder its parent made and removes; the parent copies
+the files into its :class:`belief.files.OutputSet` (committed with the decision's tables as one
+unit).  When the worker fails for any reason (it cannot start, it exits with an error, it
+times out, it lists a file it did not write) the parent draws the figures itself, so a worker
+failure costs time, never a figure; when the parent fails (bad input, Ctrl-C) it kills the
+worker, and nothing is written.
+
+Run as ``python -m belief.report.figure_worker BELIEF FOLDER [CANDIDATES]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DPI", "FigureWorker", "main", "save_png"]
+
+DPI = 110
+"""Resolution of every figure ``belief decide`` writes."""
+
+_LOG, _NAMES = "worker.log", "figures.json"  # the worker's standard error and its answer
+
+
+def save_png(fig: Any, path: Any) -> None:
+    """``fig.savefig(path, format="png", dpi=DPI)`` (a path or a binary file object)."""
+    fig.savefig(path, format="png", dpi=DPI)
+
+
+class FigureWorker:
+    """The figure process of one ``belief decide`` (module docstring).
+
+    Use :meth:`start` before the belief is read, :meth:`send` as soon as the decision is made,
+    :meth:`finish` to wait for the figures, and
+    :meth:`close` in a ``finally`` (it kills a worker that is still running and removes its
+    folder).
+    """
+
+    def __init__(self, proc: subprocess.Popen | None, folder: str | None) -> None:
+        self.proc = proc
+        self.folder = folder
+        self.error: str | None = None
+        self._sender: Any = None
+
+    @classmethod
+    def start(cls, belief: str, candidates: str | None) -> FigureWorker:
+        """Start ``python -m belief.report.figure_worker`` on ``belief`` (and ``candidates``,
+        as ``belief decide --candidates`` gives it).  A worker that cannot start is recorded
+        in :attr:`error`; :meth:`finish` then returns None."""
+        try:
+            folder = tempfile.mkdtemp(prefix="belief-figures-")
+        except OSError as exc:
+            worker = cls(None, None)
+            worker.error = f"the figure worker has no folder: {exc}"
+            return worker
+        cmd = [sys.executable, "-m", "belief.report.figure_worker", str(belief), folder]
+        if candidates is not None:
+            cmd.append(str(candidates))
+        env = {**os.environ, "MPLBACKEND": "Agg"}
+        try:
+            with open(os.path.join(folder, _LOG), "wb") as log:
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=log, env=env)
+        except OSError as exc:
+            worker = cls(None, folder)
+            worker.error = f"the figure worker did not start: {exc}"
+            return worker
+        return cls(proc, folder)
+
+    def send(self, decision: Any) -> None:
+        """Hand ``decision`` to the worker and return at once (a thread writes it to the
+        worker's standard input and closes it), so the caller writes its tables meanwhile."""
+        if self.proc is None or self._sender is not None:
+            return
+        import threading
+
+        data = pickle.dumps(decision)
+        stdin = self.proc.stdin
+
+        def write() -> None:
+            try:
+                stdin.write(data)
+                stdin.close()
+            except OSError:  # a worker that died: finish() reports its exit
+                pass
+
+        self._sender = threading.Thread(target=write, name="belief-figure-send", daemon=True)
+        self._sender.start()
+
+    def finish(self, decision: Any, timeout: float = 300.0) -> dict[str, str] | None:
+        """Send ``decision`` (unless :meth:`send` did) and wait for the figures: {stem: PNG
+        path} in the order of :func:`belief.report.document.decision_figures`, or None when
+        the worker failed (:attr:`error` says why)."""
+        if self.proc is None:
+            return None
+        self.send(decision)
+        self._sender.join(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.error = f"the figure worker did not finish in {timeout:g} s"
+            return None
+        folder = Path(self.folder)
+        if code != 0:
+            last = (folder / _LOG).read_text("utf-8", "replace").strip().splitlines()
+            self.error = (f"the figure worker exited with {code}"
+                          + (f": {last[-1]}" if last else ""))
+            return None
+        try:
+            names = json.loads((folder / _NAMES).read_text("utf-8"))
+            paths = {str(n): str(folder / f"{n}.png") for n in names}
+        except (OSError, ValueError, TypeError):
+            self.error = "the figure worker's answer could not be read"
+            return None
+        if not all(Path(p).is_file() for p in paths.values()):
+            self.error = "the figure worker listed a figure it did not write"
+            return None
+        return paths
+
+    def close(self) -> None:
+        """Kill the worker if it still runs and remove its folder."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The worker: ``BELIEF FOLDER [CANDIDATES]`` (module docstring).  Exit 0 with the list of
+    stems in ``FOLDER/figures.json``; 3 when the parent sent no decision (it gave up)."""
+    args = sys.argv[1:] if argv is None else argv
+    belief, folder = args[0], args[1]
+    candidates = args[2] if len(args) > 2 else None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from belief.report.document import belief_figures, decision_only_figures, figure_order
+    from belief.workflow.belief_file import load
+
+    fitted = load(belief, candidates)
+    written: list[str] = []
+
+    def save(figs: dict[str, Any]) -> None:
+        for name, fig in figs.items():
+            save_png(fig, os.path.join(folder, f"{name}.png"))
+            plt.close(fig)
+            written.append(name)
+
+    save(belief_figures(fitted))
+    data = sys.stdin.buffer.read()
+    if not data:
+        return 3
+    save(decision_only_figures(fitted, pickle.loads(data)))
+    with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:
+        json.dump(figure_order(written), fh)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    # skip the interpreter's teardown of matplotlib, xarray and pandas (≈ 0.2 s the parent
+    # would wait for): every file is written and closed
+    os._exit(code)
