@@ -469,6 +469,6 @@ def loglik(p_draws: np.ndarray, runs: int, y: np.ndarray) -> np.ndarray:
     if np.any(y < 0) or np.any(y > runs) or np.any(y != np.floor(y)):
         raise InputError("y", f"unsafe counts must be integers in [0, runs={runs}]")
     p = np.asarray(p_draws, dtype=float)
-    from models.likelihoods import binomial_logpmf  # reading a belief needs no scipy.special
+    from models.likelihoods import binomial_logpmf  # a decision needs no scipy.stats
 
     return binomial_logpmf(y.reshape(-1)[:, None], runs, p.reshape(-1)[None, :])

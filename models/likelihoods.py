@@ -64,22 +64,30 @@ def binomial_logit_logp(successes: Any, trials: Any, eta: Any, log_coef: Any) ->
 
 
 def normal_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
-    """log Normal(x; loc, scale²) = −(x − loc)²/(2 scale²) − log scale − ½ log 2π, broadcast.
+    """log Normal(x; loc, scale²) = −(x − loc)²/(2 scale²) − ½ log 2π − log scale, broadcast.
 
-    The value of ``scipy.stats.norm.logpdf`` for scale > 0, without importing ``scipy.stats``
-    (≈ 0.4 s of a ``belief decide``)."""
+    The value of ``scipy.stats.norm.logpdf`` for scale > 0 — the same operations in the same
+    order, so equal to the last bit — without importing ``scipy.stats`` (≈ 0.4 s of a
+    ``belief decide``)."""
     z = (np.asarray(x, dtype=float) - loc) / scale
-    return -0.5 * z * z - np.log(scale) - 0.5 * np.log(2.0 * np.pi)
+    return (-z**2 / 2.0 - _HALF_LOG_2PI) - np.log(scale)
+
+
+_HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
 
 
 def binomial_logpmf(k: np.ndarray, n: np.ndarray | int, p: np.ndarray) -> np.ndarray:
-    """log Binomial(k; n, p) = log C(n, k) + k log p + (n − k) log(1 − p), broadcast.
+    """log Binomial(k; n, p) = log Γ(n + 1) − log Γ(k + 1) − log Γ(n − k + 1) + k log p
+    + (n − k) log(1 − p), broadcast, for p in [0, 1].
 
     0 · log 0 is taken as 0 (``scipy.special.xlogy``/``xlog1py``), so p = 0 or 1 give the
-    degenerate pmf; counts are validated by :func:`log_binomial_coefficient`.  The value of
-    ``scipy.stats.binom.logpmf`` without importing ``scipy.stats``."""
-    from scipy.special import xlog1py, xlogy
+    degenerate pmf; the counts are validated as by :func:`log_binomial_coefficient` (whole
+    numbers, 0 ≤ k ≤ n).  The value of ``scipy.stats.binom.logpmf`` (the same operations in
+    the same order, equal to the last bit) without importing ``scipy.stats``."""
+    from scipy.special import gammaln, xlog1py, xlogy
 
-    kk, nn, pp = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float),
-                                     np.asarray(p, dtype=float))
-    return (log_binomial_coefficient(nn, kk) + xlogy(kk, pp) + xlog1py(nn - kk, -pp))
+    kk, nn = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    log_binomial_coefficient(nn, kk)  # the counts' rules
+    coef = gammaln(nn + 1) - (gammaln(kk + 1) + gammaln(nn - kk + 1))
+    pp = np.asarray(p, dtype=float)
+    return coef + xlogy(kk, pp) + xlog1py(nn - kk, -pp)

@@ -393,9 +393,10 @@ def test_weighted_columns_match_functionals(functional):
             assert got[j, c] == pytest.approx(ref)
 
 
-def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
+def _state_at_step_4(fitted, world_candidates):
+    """The fitted belief as s_4 of the embedded world (si_friction executed), and β = 1
+    settings with 64 outcomes."""
     from belief.campaign.synthetic import SyntheticWorld
-    from belief.decision.engine import decide
     from belief.decision.state import State
     from belief.inputs.resources import make_budget
 
@@ -404,8 +405,14 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
     state = State(step=4, budget=make_budget(world.budget_values, world_candidates.resources),
                   policy=belief.attrs["policy"], belief=belief,
                   available=tuple(c for c in world_candidates.ids if c != "si_friction"))
-    settings = DecisionSettings(weights=world.weight_values, beta=1.0, horizon=10,
-                                cvu=CVUSettings(n_outcomes=64))
+    return state, DecisionSettings(weights=world.weight_values, beta=1.0, horizon=10,
+                                   cvu=CVUSettings(n_outcomes=64))
+
+
+def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
+    from belief.decision.engine import decide
+
+    state, settings = _state_at_step_4(fitted, world_candidates)
     res = cvu_for_state(state, world_candidates, settings)
     assert np.isnan(res["cvu"].sel(candidate="si_friction"))  # executed, not repeatable
     avail = [c for c in world_candidates.ids if c != "si_friction"]
@@ -536,29 +543,61 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
         np.sqrt(per_draw.mean() / (8 * 50) + 0.003**2 + 0.004**2))
 
 
-def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_candidates):
-    """``CVUSettings.threads`` scores candidates at once; every candidate has its own streams
-    and memos, so the dataset is identical to the sequential one (values, methods, errors,
-    channel split), and with exact refits the candidates stay on one thread."""
+def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_candidates,
+                                                                 monkeypatch):
+    """``CVUSettings.workers`` scores candidates at once on threads; every candidate has its
+    own streams and memos, so the dataset is identical to the sequential one (values,
+    methods, errors, channel split)."""
+    import threading
     from dataclasses import replace
 
     import xarray as xr
 
-    from belief.campaign.synthetic import SyntheticWorld
-    from belief.decision.state import State
-    from belief.inputs.resources import make_budget
+    import belief.decision.cvu as cvu_module
 
-    _, belief = fitted
-    world = SyntheticWorld()
-    state = State(step=4, budget=make_budget(world.budget_values, world_candidates.resources),
-                  policy=belief.attrs["policy"], belief=belief,
-                  available=tuple(c for c in world_candidates.ids if c != "si_friction"))
-    settings = DecisionSettings(weights=world.weight_values, beta=1.0, horizon=10,
-                                cvu=CVUSettings(n_outcomes=64))
+    state, settings = _state_at_step_4(fitted, world_candidates)
     one = cvu_for_state(state, world_candidates, settings)
+    seen = set()
+    estimate = cvu_module._estimate
+
+    def recording(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(cvu_module, "_estimate", recording)
     two = cvu_for_state(state, world_candidates,
-                        replace(settings, cvu=replace(settings.cvu, threads=2)))
+                        replace(settings, cvu=replace(settings.cvu, workers=2)))
+    assert seen and all(n.startswith("belief-cvu") for n in seen), seen
     xr.testing.assert_identical(one, two)
     assert np.isfinite(two["cvu_own"].sel(candidate="dr_1e6"))
-    with pytest.raises(InputError, match=r"CVUSettings\.threads"):
-        CVUSettings(threads=0)
+    with pytest.raises(InputError, match=r"CVUSettings\.workers"):
+        CVUSettings(workers=0)
+
+
+def test_exact_refits_keep_cvu_on_one_thread(monkeypatch):
+    """A candidate with an exact refit (PyMC) is never scored on a worker thread."""
+    import threading
+
+    import belief.decision.cvu as cvu_module
+
+    seen = set()
+    estimate = cvu_module._estimate
+
+    def recording(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(cvu_module, "_estimate", recording)
+    delta = normal_draws(0.0, 1.0, 2000)
+    gain = np.stack([delta, np.zeros_like(delta)], -1)
+    for refit in (False, True):
+        seen.clear()
+        exps = {c: normal_experiment(delta, 1.0, 5, refit) for c in ("a", "b")}
+        out = continuation_value(gain, exps, ["a", "b"], np.zeros((2, 1)), np.ones(1),
+                                 no_weights, MEAN,
+                                 settings=CVUSettings(n_outcomes=64, max_refits=2, workers=2))
+        assert np.isfinite(out["cvu"]).all()
+        if refit:
+            assert seen == {threading.current_thread().name}, seen
+        else:
+            assert seen and all(n.startswith("belief-cvu") for n in seen), seen

@@ -5,6 +5,7 @@ a refused command leaves neither a worker nor its folder behind."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,32 +74,43 @@ def test_a_refused_decide_kills_its_worker_and_writes_nothing(example_belief_fil
     started = []
     real = FigureWorker.start.__func__
 
+    killed = []
+
     def start(cls, belief, candidates):
         started.append(real(cls, belief, candidates))
         return started[-1]
 
+    stop = FigureWorker._stop
+
+    def recording_stop(self):
+        proc = self.proc
+        stop(self)
+        if proc is not None:
+            killed.append(proc.returncode)
+
     monkeypatch.setattr(FigureWorker, "start", classmethod(start))
+    monkeypatch.setattr(FigureWorker, "_stop", recording_stop)
     out = tmp_path / "dec"
     assert main(["decide", str(example_belief_file), "--out", str(out), "--budget",
                  "real_h=ten,compute=1,eng_h=1"]) == 2
     assert "--budget" in capsys.readouterr().err
-    assert len(started) == 1 and started[0].proc.poll() is not None
+    assert len(started) == 1 and started[0].proc is None  # killed (close) and let go
+    assert killed == [-signal.SIGKILL]
     assert not out.exists() and list(own_tmp.iterdir()) == []
 
 
-def test_worker_without_a_decision_exits_3_and_lists_nothing(example_belief_file, tmp_path):
-    """A parent that gives up (closes the worker's input without a decision): the worker
-    drew only the belief's own figures and answers nothing."""
+def test_worker_without_a_decision_exits_3_and_removes_its_folder(example_belief_file,
+                                                                  tmp_path):
+    """A parent that gives up or is killed (the worker's input closes without a decision):
+    the worker exits 3 and removes its folder (nobody else will)."""
     folder = tmp_path / "w"
     folder.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "belief.report.figure_worker",
+    proc = subprocess.run([sys.executable, "-P", "-m", "belief.report.figure_worker",
                            str(example_belief_file), str(folder)], stdin=subprocess.DEVNULL,
                           capture_output=True, env={**os.environ,
                                                     "MPLBACKEND": "Agg"}, timeout=300)
     assert proc.returncode == 3, proc.stderr.decode()
-    names = {p.name for p in folder.iterdir()}
-    assert "figures.json" not in names and "gains.png" not in names
-    assert "order_effects.png" in names
+    assert not folder.exists()
 
 
 def test_a_worker_that_never_starts_is_reported_not_raised(monkeypatch, tmp_path, own_tmp):
@@ -110,4 +122,39 @@ def test_a_worker_that_never_starts_is_reported_not_raised(monkeypatch, tmp_path
     assert worker.finish(object()) is None
     assert worker.error == "the figure worker did not start: no processes left"
     worker.close()
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_figure_order_is_the_order_decision_figures_always_had():
+    from belief.report.document import figure_order
+
+    shuffled = ["costs", "sensitivity_pi2", "safety", "overrun", "gains", "sensitivity_pi0",
+                "q_decomposition", "order_effects", "extra"]
+    assert figure_order(shuffled) == ["gains", "order_effects", "q_decomposition", "safety",
+                                      "sensitivity_pi2", "sensitivity_pi0", "costs", "overrun",
+                                      "extra"]
+
+
+def test_a_decision_that_cannot_be_sent_stops_the_worker(example_belief_file, own_tmp):
+    """``send`` failing (an unpicklable decision) is a worker failure, not the command's."""
+    worker = FigureWorker.start(str(example_belief_file), None)
+    proc = worker.proc
+    worker.send(lambda: None)  # functions defined here do not pickle
+    assert worker.proc is None and proc.returncode is not None
+    assert worker.finish(object()) is None
+    assert worker.error.startswith("the decision could not be sent to the figure worker")
+    worker.close()
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_one_core_draws_in_process_without_a_warning(example_belief_file, tmp_path, own_tmp,
+                                                     monkeypatch, capsys):
+    import belief.cli.statistician as statistician
+
+    monkeypatch.setattr(statistician.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(FigureWorker, "start", None)  # never called on one core
+    out = tmp_path / "one"
+    assert main(["decide", str(example_belief_file), "--out", str(out), *FAST_DECIDE]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert (out / "gains.png").stat().st_size > 1000
     assert list(own_tmp.iterdir()) == []

@@ -88,6 +88,10 @@ def test_a_file_without_stored_diagnostics_still_loads_and_says_so_once(example_
     pd.testing.assert_frame_equal(checked, table, check_exact=True)
     with pytest.warns(DerivedMissingWarning):
         assert main(["check", str(old), "--rhat-max", "1.2", "--ess-min", "20"]) == 0
+    # decide reads the reports in its figure worker, which passes the warning on
+    with pytest.warns(DerivedMissingWarning, match="holds no stored diagnostics"):
+        assert main(["decide", str(old), "--out", str(tmp_path / "dec"),
+                     "--cvu-outcomes", "32"]) == 0
     out = capsys.readouterr().out
     assert "diagnostics recomputed from the draws (none stored)" in out
     assert "converged: 23 variables of 4 models pass" in out

@@ -116,7 +116,9 @@ class CoverageRun:
     ----------
     gains : DataFrame
         One row per (world, checkpoint, scored adaptation): ``mean_lo``, ``mean_hi``,
-        ``expected_gain`` (truth), ``covered_mean``; ``pred_lo``, ``pred_hi``,
+        ``expected_gain`` (truth), ``covered_mean``, ``pit_mean`` (the share of the mean-gain
+        draws ≤ the truth: uniform over worlds when the posterior is calibrated, piled up near
+        0.5 when it is too wide, near 0 and 1 when too narrow); ``pred_lo``, ``pred_hi``,
         ``realised_gain`` (truth), ``covered_pred``; ``reliable`` (the fit's convergence flag);
         ``executed_before`` (how often the world had executed m: 0 means its interval rests on
         the priors and on pooling only).
@@ -207,6 +209,7 @@ def run_world_coverage(fitter: BeliefFitter, variations: Sequence[int], *,
                     "executed_before": world.history.count(m),
                     "mean_lo": mq[0], "mean_hi": mq[1], "expected_gain": truth,
                     "covered_mean": bool(mq[0] <= truth <= mq[1]),
+                    "pit_mean": float((mean.sel(candidate=m).values <= truth).mean()),
                     "pred_lo": pq[0], "pred_hi": pq[1], "realised_gain": realised,
                     "covered_pred": bool(pq[0] <= realised <= pq[1])})
             bounds = gate.evaluate(cands, belief["executions"], belief["unsafe"],

@@ -215,7 +215,7 @@ logs that hold ``noise_correction: true`` without it were written both before th
 estimator was corrected and after (with the same version number), so they are refused."""
 
 NEUTRAL_FIELDS: dict[str, tuple[str, ...]] = {
-    "cvu": ("blas_threads", "threads", "continuation", "rollout_depth", "inner_outcomes",
+    "cvu": ("blas_threads", "workers", "continuation", "rollout_depth", "inner_outcomes",
             "channel_split"),
     "fit": ("costs",)}
 """Fields added after campaign logs were written whose default is the behaviour from before them

@@ -20,7 +20,7 @@ __all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags", "past_dirs"]
 FLAGS: dict[str, str] = {
     "beta": "--beta", "functional": "--functional", "horizon": "--horizon",
     "CVUSettings.n_outcomes": "--cvu-outcomes", "CVUSettings.blas_threads": "--cvu-threads",
-    "CVUSettings.threads": "--cvu-workers",
+    "CVUSettings.workers": "--cvu-workers",
     "alpha_exec": "--alpha-exec", "eps_budget": "--epsilon-budget",
     "CVUSettings.continuation": "--continuation",
     "CVUSettings.rollout_depth": "--rollout-depth",

@@ -102,7 +102,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
-                        threads=args.cvu_workers,
+                        workers=args.cvu_workers,
                         continuation=args.continuation, rollout_depth=args.rollout_depth,
                         estimator=args.cvu_estimator),
         horizon=args.horizon, eps_budget=args.eps_budget)
@@ -169,8 +169,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def cmd_decide(args: argparse.Namespace) -> int:
     from belief.report.figure_worker import FigureWorker
 
-    # the figures are drawn by a second process while this one decides (figure_worker)
-    worker = FigureWorker.start(args.belief, args.candidates)
+    # the figures are drawn by a second process while this one decides (figure_worker); on
+    # one core it would only compete with CVU
+    worker = (FigureWorker.start(args.belief, args.candidates) if (os.cpu_count() or 1) > 1
+              else FigureWorker.disabled())
     try:
         return _decide_and_write(args, worker)
     finally:
@@ -178,12 +180,14 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
-    """{stem: a function writing the PNG to a path}: the worker's files, or — when the worker
-    failed — figures drawn here (with a warning naming why)."""
+    """{stem: a function writing the PNG to a path}: the worker's files (its warnings issued
+    again here), or — when the worker failed, with a warning naming why, or did not run —
+    figures drawn here."""
     import shutil
 
     paths = worker.finish(decision)
     if paths is not None:
+        worker.reraise_warnings()
         return {name: (lambda tmp, src=src: shutil.copyfile(src, tmp))
                 for name, src in paths.items()}
     import matplotlib
@@ -194,14 +198,19 @@ def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
     from belief.report.document import decision_figures
     from belief.report.figure_worker import save_png
 
-    print(f"warning: {worker.error}; drawing the figures here", file=sys.stderr)
+    if worker.error:
+        print(f"warning: {worker.error}; drawing the figures here", file=sys.stderr)
     files = {}
-    for name, fig in decision_figures(fitted, decision).items():
-        buf = io.BytesIO()
-        save_png(fig, buf)
-        plt.close(fig)
-        data = buf.getvalue()
-        files[name] = (lambda tmp, data=data: Path(tmp).write_bytes(data))
+    figs = decision_figures(fitted, decision)
+    try:
+        for name, fig in figs.items():
+            buf = io.BytesIO()
+            save_png(fig, buf)
+            data = buf.getvalue()
+            files[name] = (lambda tmp, data=data: Path(tmp).write_bytes(data))
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
     return files
 
 

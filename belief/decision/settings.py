@@ -83,11 +83,13 @@ class CVUSettings:
         Default 1: measured on the shipped example (2 cores, loaded), a β = 1 decision with
         φ = mean took 1.4–2.3 s on one thread against 6.3–8.7 s on the default pool of 2
         (``benchmarks/bench_cvu.py --threads``): CVU's products are too small for threads.
-    threads : int
+    workers : int
         Candidates whose one-step CVU is estimated at once, on threads (≥ 1; the numbers do not
-        depend on it: every candidate has its own streams).  A decision with exact refits
-        (PyMC) scores one candidate at a time.  Default 1 (a campaign already runs on every
-        core); ``belief decide`` uses 2 (``--cvu-workers``).
+        depend on it: every candidate has its own streams and memos).  A decision with exact
+        refits (PyMC) scores one candidate at a time.  With more than one, the λ rule
+        (``DecisionSettings.weights``, which may be a user's callable) is called from several
+        threads at once.  Default 1 (a campaign already runs on every core); ``belief
+        decide`` uses 2, or 1 on a one-core machine (``--cvu-workers``).
     continuation : {"one_step", "lookahead2", "rollout"}
         What CVU takes as the value of the state after m
         (:mod:`belief.decision.cvu_lookahead`): ``one_step`` G0(s') = max(0, max U0(·|s'))
@@ -126,7 +128,7 @@ class CVUSettings:
     regression_replicates: int = 8
     draw_blocks: int = 32
     blas_threads: int = 1
-    threads: int = 1
+    workers: int = 1
     continuation: str = "one_step"
     rollout_depth: int = 2
     inner_outcomes: int = 32
@@ -151,7 +153,7 @@ class CVUSettings:
         integer(self.regression_replicates, "CVUSettings.regression_replicates", minimum=2)
         integer(self.draw_blocks, "CVUSettings.draw_blocks", minimum=2)
         integer(self.blas_threads, "CVUSettings.blas_threads", minimum=0)
-        integer(self.threads, "CVUSettings.threads", minimum=1)
+        integer(self.workers, "CVUSettings.workers", minimum=1)
         choice(self.continuation, "CVUSettings.continuation", CONTINUATIONS)
         integer(self.rollout_depth, "CVUSettings.rollout_depth", minimum=1)
         integer(self.inner_outcomes, "CVUSettings.inner_outcomes", minimum=2)

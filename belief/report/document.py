@@ -86,7 +86,7 @@ def belief_figures(fitted: Any) -> dict[str, Any]:
 def decision_only_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
     """The figures of :func:`decision_figures` that depend on the decision: ``gains`` (which
     marks the candidates that cannot be chosen; drawn without marks when ``decision`` is
-    None), ``q_decomposition``, ``safety`` and ``overrun``."""
+    None), ``q_decomposition``, ``safety`` and, with a cost posterior in q_t, ``overrun``."""
     from belief.report.plots import plot_gains, plot_q_decomposition, plot_safety_bounds
 
     figs: dict[str, Any] = {}
@@ -102,7 +102,8 @@ def decision_only_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str,
         ax = plot_safety_bounds(decision)
         _tight(ax.figure)
         figs["safety"] = ax.figure
-        figs.update(_overrun_figure(decision))
+        if "cost" in fitted.belief:
+            figs.update(_overrun_figure(decision))
     return figs
 
 
@@ -153,8 +154,10 @@ def _slug(text: str) -> str:
 
 
 def _png(fig: Any) -> bytes:
+    from belief.report.figure_worker import save_png
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    save_png(fig, buf)
     return buf.getvalue()
 
 

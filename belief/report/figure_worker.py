@@ -8,17 +8,21 @@ draws the figures the belief alone determines (:func:`belief.report.document.bel
 and saves them, then waits for the decision on its standard input (a pickled
 ``xarray.Dataset``), draws the figures that depend on it
 (:func:`belief.report.document.decision_only_figures`) and lists the file stems it wrote
-(``figures.json``; its standard error goes to ``worker.log``, both in its folder).  The PNGs
+(``figures.json``, with the warnings belief's code raised meanwhile, which the parent issues
+again; its standard error goes to ``worker.log``, both in its folder).  The PNGs
 are the ones the in-process path draws (the same functions and ``savefig`` arguments).
 
 The worker writes only into a temporary folder its parent made and removes; the parent copies
 the files into its :class:`belief.files.OutputSet` (committed with the decision's tables as one
-unit).  When the worker fails for any reason (it cannot start, it exits with an error, it
-times out, it lists a file it did not write) the parent draws the figures itself, so a worker
+unit).  When the worker fails for any reason (it cannot start, the decision cannot be sent,
+it exits with an error, it times out, it lists a file it did not write) the parent draws the
+figures itself, so a worker
 failure costs time, never a figure; when the parent fails (bad input, Ctrl-C) it kills the
-worker, and nothing is written.
+worker, and nothing is written (a parent killed outright leaves the worker without a
+decision: it removes its folder and exits).  On a one-core machine the command draws in-process
+(a second process would only compete with CVU).
 
-Run as ``python -m belief.report.figure_worker BELIEF FOLDER [CANDIDATES]``.
+Run as ``python -P -m belief.report.figure_worker BELIEF FOLDER [CANDIDATES]``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,32 +55,40 @@ class FigureWorker:
     """The figure process of one ``belief decide`` (module docstring).
 
     Use :meth:`start` before the belief is read, :meth:`send` as soon as the decision is made,
-    :meth:`finish` to wait for the figures, and
-    :meth:`close` in a ``finally`` (it kills a worker that is still running and removes its
-    folder).
+    :meth:`finish` to wait for the figures, and :meth:`close` in a ``finally`` (it kills a
+    worker that is still running and removes its folder).  :meth:`disabled` is a worker that
+    never runs (one core: a second process would only compete with CVU).
     """
 
     def __init__(self, proc: subprocess.Popen | None, folder: str | None) -> None:
         self.proc = proc
         self.folder = folder
         self.error: str | None = None
+        self.warnings: list[tuple[str, str, str]] = []  # (module, class name, message)
         self._sender: Any = None
 
     @classmethod
+    def disabled(cls) -> FigureWorker:
+        """A worker that does not run: :meth:`finish` returns None without an error."""
+        return cls(None, None)
+
+    @classmethod
     def start(cls, belief: str, candidates: str | None) -> FigureWorker:
-        """Start ``python -m belief.report.figure_worker`` on ``belief`` (and ``candidates``,
-        as ``belief decide --candidates`` gives it).  A worker that cannot start is recorded
-        in :attr:`error`; :meth:`finish` then returns None."""
+        """Start ``python -P -m belief.report.figure_worker`` on ``belief`` (and
+        ``candidates``, as ``belief decide --candidates`` gives it), importing from the
+        parent's ``sys.path`` (``-P``: not from the current folder).  A worker that cannot
+        start is recorded in :attr:`error`; :meth:`finish` then returns None."""
         try:
             folder = tempfile.mkdtemp(prefix="belief-figures-")
         except OSError as exc:
             worker = cls(None, None)
             worker.error = f"the figure worker has no folder: {exc}"
             return worker
-        cmd = [sys.executable, "-m", "belief.report.figure_worker", str(belief), folder]
+        cmd = [sys.executable, "-P", "-m", "belief.report.figure_worker", str(belief), folder]
         if candidates is not None:
             cmd.append(str(candidates))
-        env = {**os.environ, "MPLBACKEND": "Agg"}
+        env = {**os.environ, "MPLBACKEND": "Agg",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             with open(os.path.join(folder, _LOG), "wb") as log:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -88,34 +101,45 @@ class FigureWorker:
 
     def send(self, decision: Any) -> None:
         """Hand ``decision`` to the worker and return at once (a thread writes it to the
-        worker's standard input and closes it), so the caller writes its tables meanwhile."""
+        worker's standard input and closes it), so the caller writes its tables meanwhile.
+        A decision that cannot be sent stops the worker (:attr:`error` says why)."""
         if self.proc is None or self._sender is not None:
             return
         import threading
 
-        data = pickle.dumps(decision)
         stdin = self.proc.stdin
+        try:
+            data = pickle.dumps(decision)
 
-        def write() -> None:
-            try:
-                stdin.write(data)
-                stdin.close()
-            except OSError:  # a worker that died: finish() reports its exit
-                pass
+            def write() -> None:
+                try:
+                    stdin.write(data)
+                    stdin.close()
+                except OSError:  # a worker that died: finish() reports its exit
+                    pass
 
-        self._sender = threading.Thread(target=write, name="belief-figure-send", daemon=True)
-        self._sender.start()
+            self._sender = threading.Thread(target=write, name="belief-figure-send",
+                                            daemon=True)
+            self._sender.start()
+        except Exception as exc:  # any failure here means: draw in-process
+            self.error = f"the decision could not be sent to the figure worker: {exc}"
+            self._stop()
 
-    def finish(self, decision: Any, timeout: float = 300.0) -> dict[str, str] | None:
-        """Send ``decision`` (unless :meth:`send` did) and wait for the figures: {stem: PNG
-        path} in the order of :func:`belief.report.document.decision_figures`, or None when
-        the worker failed (:attr:`error` says why)."""
+    def finish(self, decision: Any, timeout: float = 120.0) -> dict[str, str] | None:
+        """Send ``decision`` (unless :meth:`send` did) and wait at most ``timeout`` seconds
+        for the figures: {stem: PNG path} in the order of
+        :func:`belief.report.document.decision_figures`, or None when the worker failed
+        (:attr:`error` says why) or is :meth:`disabled`.  Warnings the worker raised while
+        reading the belief or drawing are in :attr:`warnings`."""
         if self.proc is None:
             return None
         self.send(decision)
+        if self.proc is None:  # send() failed
+            return None
+        deadline = time.monotonic() + timeout
         self._sender.join(timeout)
         try:
-            code = self.proc.wait(timeout)
+            code = self.proc.wait(max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             self.error = f"the figure worker did not finish in {timeout:g} s"
             return None
@@ -126,9 +150,10 @@ class FigureWorker:
                           + (f": {last[-1]}" if last else ""))
             return None
         try:
-            names = json.loads((folder / _NAMES).read_text("utf-8"))
-            paths = {str(n): str(folder / f"{n}.png") for n in names}
-        except (OSError, ValueError, TypeError):
+            answer = json.loads((folder / _NAMES).read_text("utf-8"))
+            paths = {str(n): str(folder / f"{n}.png") for n in answer["figures"]}
+            self.warnings = [(str(m), str(c), str(t)) for m, c, t in answer["warnings"]]
+        except (OSError, ValueError, TypeError, KeyError):
             self.error = "the figure worker's answer could not be read"
             return None
         if not all(Path(p).is_file() for p in paths.values()):
@@ -136,8 +161,22 @@ class FigureWorker:
             return None
         return paths
 
-    def close(self) -> None:
-        """Kill the worker if it still runs and remove its folder."""
+    def reraise_warnings(self) -> None:
+        """Issue again, in this process, the warnings the worker recorded (same class when
+        it can be imported, else ``UserWarning``)."""
+        import importlib
+        import warnings
+
+        for module, name, message in self.warnings:
+            try:
+                category = getattr(importlib.import_module(module), name)
+                if not (isinstance(category, type) and issubclass(category, Warning)):
+                    category = UserWarning
+            except (ImportError, AttributeError):
+                category = UserWarning
+            warnings.warn(message, category, stacklevel=2)
+
+    def _stop(self) -> None:
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -147,13 +186,23 @@ class FigureWorker:
                     self.proc.stdin.close()
                 except OSError:
                     pass
+            self.proc = None
+
+    def close(self) -> None:
+        """Kill the worker if it still runs and remove its folder."""
+        self._stop()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The worker: ``BELIEF FOLDER [CANDIDATES]`` (module docstring).  Exit 0 with the list of
-    stems in ``FOLDER/figures.json``; 3 when the parent sent no decision (it gave up)."""
+    """The worker: ``BELIEF FOLDER [CANDIDATES]`` (module docstring).  Exit 0 with
+    ``FOLDER/figures.json`` = {"figures": stems in order, "warnings": [(module, class,
+    message)] of the warnings raised by belief's own code}; 3, after removing ``FOLDER``,
+    when the parent sent no decision (it gave up or was killed)."""
+    import warnings
+
     args = sys.argv[1:] if argv is None else argv
     belief, folder = args[0], args[1]
     candidates = args[2] if len(args) > 2 else None
@@ -165,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     from belief.report.document import belief_figures, decision_only_figures, figure_order
     from belief.workflow.belief_file import load
 
-    fitted = load(belief, candidates)
     written: list[str] = []
 
     def save(figs: dict[str, Any]) -> None:
@@ -174,13 +222,21 @@ def main(argv: list[str] | None = None) -> int:
             plt.close(fig)
             written.append(name)
 
-    save(belief_figures(fitted))
-    data = sys.stdin.buffer.read()
-    if not data:
-        return 3
-    save(decision_only_figures(fitted, pickle.loads(data)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fitted = load(belief, candidates)
+        save(belief_figures(fitted))
+        data = sys.stdin.buffer.read()
+        if not data:
+            shutil.rmtree(folder, ignore_errors=True)
+            return 3
+        save(decision_only_figures(fitted, pickle.loads(data)))
+    own = [(w.category.__module__, w.category.__qualname__, str(w.message)) for w in caught
+           if w.category.__module__.split(".")[0] in ("belief", "models")]
+    # one entry per distinct warning, in order (the parent shows each once)
+    own = list(dict.fromkeys(own))
     with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:
-        json.dump(figure_order(written), fh)
+        json.dump({"figures": figure_order(written), "warnings": own}, fh)
     return 0
 
 
