@@ -393,3 +393,27 @@ def test_the_regression_correction_has_its_own_switch_and_error():
     assert off[:2] == none[:2]
     assert on[2] > 0 and on[0] == pytest.approx(off[0] - on[2], rel=1e-9)
     assert on[1] > off[1]
+
+
+@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3),
+                                        Functional("mean")])
+def test_influence_of_several_columns_is_each_columns_influence(functional):
+    """influence() on (J, S, C) with (J, C) values and quantiles: column c is exactly the
+    one-column call (noise_covariance computes every column at once)."""
+    from belief.decision.functionals import weighted_column_quantiles
+
+    rng = np.random.default_rng(5)
+    gain = rng.normal(size=(300, 4))
+    w = rng.dirichlet(np.ones(300), size=6)
+    phi = rng.normal(size=(6, 4))
+
+    def quantiles(levels):
+        return weighted_column_quantiles(gain, w, levels)
+
+    every = influence(functional, gain[None, :, :], phi, None, None, quantiles)
+    assert every.shape == (6, 300, 4)
+    for c in range(4):
+        x = np.broadcast_to(gain[:, c], (6, 300))
+        one = influence(functional, x, phi[:, c], x, w,
+                        lambda levels, c=c: [v[:, c] for v in quantiles(levels)])
+        np.testing.assert_array_equal(every[:, :, c], one)

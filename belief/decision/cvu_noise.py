@@ -120,21 +120,17 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
         return out
     for start in range(0, n_j, chunk):
         sl = slice(start, min(start + chunk, n_j))
-        rows = sl.stop - sl.start
         done: dict[tuple, list[np.ndarray]] = {}  # this chunk's quantiles, every column at once
 
-        def of_column(c: int, sl: slice = sl, done: dict = done):
-            def of(levels: tuple[float, ...]) -> list[np.ndarray]:
-                if levels not in done:
-                    done[levels] = ([v[sl] for v in quantiles(levels)] if quantiles is not None
-                                    else weighted_column_quantiles(gain, smooth[sl], levels))
-                return [v[:, c] for v in done[levels]]
-            return of
+        def of(levels: tuple[float, ...], sl: slice = sl, done: dict = done
+               ) -> list[np.ndarray]:
+            if levels not in done:
+                done[levels] = ([v[sl] for v in quantiles(levels)] if quantiles is not None
+                                else weighted_column_quantiles(gain, smooth[sl], levels))
+            return done[levels]
 
-        psi = np.empty((rows, n_s, n_c))
-        for c in range(n_c):
-            x = np.broadcast_to(gain[:, c], (rows, n_s))
-            psi[:, :, c] = influence(functional, x, phi[sl, c], x, smooth[sl], of_column(c))
+        # ψ of every column at once, (rows, S, C): column c is influence() of gain[:, c]
+        psi = influence(functional, gain[None, :, :], phi[sl], None, None, of)
         out[sl] = (psi * w2[sl, :, None]).transpose(0, 2, 1) @ psi  # Σ_i w̃² ψ ψᵀ
     return out
 

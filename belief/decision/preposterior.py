@@ -257,6 +257,10 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
         The rows' weighted quantiles (default ``lcbs(draws, levels, weights)``; a caller that
         has the columns sorted passes a faster one with the same values).
 
+    Several columns at once: ``x`` (J, S, C) (or broadcastable to it), ``phi`` (J, C) and
+    ``quantiles`` giving (J, C) arrays return ψ (J, S, C), column c equal to the one-column
+    call on ``x[:, :, c]``, ``phi[:, c]`` (the same operations elementwise).
+
     ψ = x − φ (mean); VaR − (VaR − x)_+/α − φ (CVaR_α, lower tail); (q − 1[x ≤ VaR]) / f(VaR)
     (q-quantile, f = (q₊ − q₋)/(VaR(q₊) − VaR(q₋)) with q± = q ± min(q, 1 − q)/2).
     """
@@ -265,18 +269,18 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
             return lcbs(draws, levels, weights)
 
     x = np.asarray(x, float)
-    phi = np.asarray(phi, float)[:, None]
+    phi = np.expand_dims(np.asarray(phi, float), 1)
     if functional.kind == "mean":
         return x - phi
     if functional.kind == "cvar":
         alpha = functional.param
-        var = quantiles(influence_levels(functional))[0][:, None]
+        var = np.expand_dims(quantiles(influence_levels(functional))[0], 1)
         return var - np.maximum(var - x, 0.0) / alpha - phi
     q = functional.param
     h = 0.5 * min(q, 1 - q)
     lo, hi = quantiles(influence_levels(functional))
     with np.errstate(divide="ignore", invalid="ignore"):
-        dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)[:, None]
+        dens = np.expand_dims(np.where(hi > lo, 2 * h / (hi - lo), np.inf), 1)
         # ψ takes two values per row, (q − 1)/f below VaR and q/f above (0 where f is not
         # finite): computed per row and selected, the same numbers as (q − 1[x ≤ VaR])/f
         below = np.where(np.isfinite(dens), (q - 1.0) / dens, 0.0)
