@@ -88,14 +88,15 @@ def test_overrun_heatmap_shows_the_decisions_probabilities_and_refuses_known_cos
 
 
 def test_report_figures_appear_with_a_cost_posterior_only():
-    from belief.report.document import _cost_figures
+    from belief.report.document import _cost_figures, _overrun_figure
 
     cs, belief, d = _setup()
     costs = pd.DataFrame({"step": [0], "candidate": ["a"], "compute": [13.0], "eng_h": [1.0]})
     fitted = SimpleNamespace(belief=belief, costs=costs, candidate_set=cs)
-    figs = _cost_figures(fitted, d)
-    assert set(figs) == {"costs", "overrun"}
-    assert set(_cost_figures(fitted, None)) == {"costs"}
+    assert set(_cost_figures(fitted)) == {"costs"}
+    assert set(_overrun_figure(d)) == {"overrun"}
+    assert _overrun_figure(d.drop_vars([v for v in d.data_vars
+                                        if str(v).startswith("overrun_")])) == {}
     assert _cost_figures(SimpleNamespace(belief=belief.drop_vars("cost"), costs=costs,
-                                         candidate_set=cs), d) == {}
+                                         candidate_set=cs)) == {}
     plt.close("all")
