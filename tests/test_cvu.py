@@ -543,21 +543,13 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
         np.sqrt(per_draw.mean() / (8 * 50) + 0.003**2 + 0.004**2))
 
 
-def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_candidates,
-                                                                 monkeypatch):
-    """``CVUSettings.workers`` scores candidates at once on threads; every candidate has its
-    own streams and memos, so the dataset is identical to the sequential one (values,
-    methods, errors, channel split)."""
+def _threads_of_estimates(monkeypatch) -> set:
+    """The names of the threads that run CVU's per-candidate estimates from now on."""
     import threading
-    from dataclasses import replace
-
-    import xarray as xr
 
     import belief.decision.cvu as cvu_module
 
-    state, settings = _state_at_step_4(fitted, world_candidates)
-    one = cvu_for_state(state, world_candidates, settings)
-    seen = set()
+    seen: set = set()
     estimate = cvu_module._estimate
 
     def recording(*args, **kwargs):
@@ -565,6 +557,21 @@ def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_can
         return estimate(*args, **kwargs)
 
     monkeypatch.setattr(cvu_module, "_estimate", recording)
+    return seen
+
+
+def test_cvu_on_threads_is_the_same_as_one_candidate_at_a_time(fitted, world_candidates,
+                                                                 monkeypatch):
+    """``CVUSettings.workers`` scores candidates at once on threads; every candidate has its
+    own streams and memos, so the dataset is identical to the sequential one (values,
+    methods, errors, channel split)."""
+    from dataclasses import replace
+
+    import xarray as xr
+
+    state, settings = _state_at_step_4(fitted, world_candidates)
+    one = cvu_for_state(state, world_candidates, settings)
+    seen = _threads_of_estimates(monkeypatch)
     two = cvu_for_state(state, world_candidates,
                         replace(settings, cvu=replace(settings.cvu, workers=2)))
     assert seen and all(n.startswith("belief-cvu") for n in seen), seen
@@ -578,16 +585,7 @@ def test_exact_refits_keep_cvu_on_one_thread(monkeypatch):
     """A candidate with an exact refit (PyMC) is never scored on a worker thread."""
     import threading
 
-    import belief.decision.cvu as cvu_module
-
-    seen = set()
-    estimate = cvu_module._estimate
-
-    def recording(*args, **kwargs):
-        seen.add(threading.current_thread().name)
-        return estimate(*args, **kwargs)
-
-    monkeypatch.setattr(cvu_module, "_estimate", recording)
+    seen = _threads_of_estimates(monkeypatch)
     delta = normal_draws(0.0, 1.0, 2000)
     gain = np.stack([delta, np.zeros_like(delta)], -1)
     for refit in (False, True):
