@@ -158,3 +158,29 @@ def test_one_core_draws_in_process_without_a_warning(example_belief_file, tmp_pa
     assert "warning" not in capsys.readouterr().err
     assert (out / "gains.png").stat().st_size > 1000
     assert list(own_tmp.iterdir()) == []
+
+
+@pytest.mark.slow  # a fit with the cost model: ~1–2 min with its compiles
+def test_cost_figures_come_through_the_worker(tmp_path, monkeypatch, capsys):
+    """With a cost posterior (``belief fit --costs``) the worker draws ``costs`` (from the
+    belief) and ``overrun`` (from the decision), listed last, as decision_figures orders
+    them."""
+    from belief.inputs.example import example_paths
+
+    evidence, candidates = example_paths()
+    belief_file = tmp_path / "costs.nc"
+    assert main(["fit", str(evidence), "--candidates", str(candidates), "--costs",
+                 "--draws", "200", "--out", str(belief_file)]) == 0
+    own_tmp = tmp_path / "tmp"  # the worker's temporary folders, from here on only
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
+    out = tmp_path / "dec"
+    assert main(["decide", str(belief_file), "--out", str(out), "--epsilon-budget", "0.05",
+                 *FAST_DECIDE]) == 0
+    captured = capsys.readouterr()
+    assert "figure worker" not in captured.err
+    for name in ("costs", "overrun", "gains", "safety"):
+        assert (out / f"{name}.png").stat().st_size > 1000, name
+    wrote = captured.out.strip().splitlines()[-1]
+    assert wrote.endswith(f"{out}/costs.png, {out}/overrun.png"), wrote
+    assert list(own_tmp.iterdir()) == []
