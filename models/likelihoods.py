@@ -36,6 +36,12 @@ def log_binomial_coefficient(trials: np.ndarray, successes: np.ndarray) -> np.nd
     """
     from scipy.special import gammaln
 
+    n, k = _counts(trials, successes)
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+
+
+def _counts(trials: Any, successes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(n, k) as float64, refused unless finite whole numbers with 0 ≤ k ≤ n."""
     n = np.asarray(trials, dtype=np.float64)
     k = np.asarray(successes, dtype=np.float64)
     if not (np.all(np.isfinite(n)) and np.all(np.isfinite(k))
@@ -43,7 +49,7 @@ def log_binomial_coefficient(trials: np.ndarray, successes: np.ndarray) -> np.nd
         raise InputError("binomial counts", "trials and successes must be whole numbers")
     if np.any(k < 0) or np.any(k > n):
         raise InputError("binomial counts", "successes must lie in [0, trials]")
-    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+    return n, k
 
 
 def binomial_logit_logp(successes: Any, trials: Any, eta: Any, log_coef: Any) -> Any:
@@ -81,13 +87,13 @@ def binomial_logpmf(k: np.ndarray, n: np.ndarray | int, p: np.ndarray) -> np.nda
     + (n − k) log(1 − p), broadcast, for p in [0, 1].
 
     0 · log 0 is taken as 0 (``scipy.special.xlogy``/``xlog1py``), so p = 0 or 1 give the
-    degenerate pmf; the counts are validated as by :func:`log_binomial_coefficient` (whole
-    numbers, 0 ≤ k ≤ n).  The value of ``scipy.stats.binom.logpmf`` (the same operations in
-    the same order, equal to the last bit) without importing ``scipy.stats``."""
+    degenerate pmf; the counts must be whole numbers with 0 ≤ k ≤ n (as for
+    :func:`log_binomial_coefficient`).  The value of ``scipy.stats.binom.logpmf`` (the same
+    operations in the same order, equal to the last bit) without importing
+    ``scipy.stats``."""
     from scipy.special import gammaln, xlog1py, xlogy
 
-    kk, nn = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
-    log_binomial_coefficient(nn, kk)  # the counts' rules
+    nn, kk = _counts(*np.broadcast_arrays(np.asarray(n, float), np.asarray(k, float)))
     coef = gammaln(nn + 1) - (gammaln(kk + 1) + gammaln(nn - kk + 1))
     pp = np.asarray(p, dtype=float)
     return coef + xlogy(kk, pp) + xlog1py(nn - kk, -pp)

@@ -181,13 +181,12 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
     """{stem: a function writing the PNG to a path}: the worker's files (its warnings issued
-    again here), or — when the worker failed, with a warning naming why, or did not run —
+    again by ``finish``), or — when the worker failed, with a warning naming why, or did not run —
     figures drawn here."""
     import shutil
 
     paths = worker.finish(decision)
     if paths is not None:
-        worker.reraise_warnings()
         return {name: (lambda tmp, src=src: shutil.copyfile(src, tmp))
                 for name, src in paths.items()}
     import matplotlib

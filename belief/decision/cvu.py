@@ -478,13 +478,13 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 
     scored = [(c, experiments[cid]) for c, cid in enumerate(candidate_ids)
               if experiments.get(cid) is not None]
-    threads = min(settings.workers, len(scored))
-    if threads > 1 and all(exp.refit is None for _, exp in scored):
+    workers = min(settings.workers, len(scored))
+    if workers > 1 and all(exp.refit is None for _, exp in scored):
         # candidates are independent (own streams, own memos, results by index) and their
         # array work releases the GIL; an exact refit (PyMC) stays on this thread
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(threads, thread_name_prefix="belief-cvu") as pool:
+        with ThreadPoolExecutor(workers, thread_name_prefix="belief-cvu") as pool:
             results = list(pool.map(lambda ce: score(*ce), scored))
     else:
         results = [score(c, exp) for c, exp in scored]

@@ -120,14 +120,11 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
         return out
     for start in range(0, n_j, chunk):
         sl = slice(start, min(start + chunk, n_j))
-        done: dict[tuple, list[np.ndarray]] = {}  # this chunk's quantiles, every column at once
 
-        def of(levels: tuple[float, ...], sl: slice = sl, done: dict = done
-               ) -> list[np.ndarray]:
-            if levels not in done:
-                done[levels] = ([v[sl] for v in quantiles(levels)] if quantiles is not None
-                                else weighted_column_quantiles(gain, smooth[sl], levels))
-            return done[levels]
+        def of(levels: tuple[float, ...], sl: slice = sl) -> list[np.ndarray]:
+            """This chunk's quantiles, every column at once (influence asks once)."""
+            return ([v[sl] for v in quantiles(levels)] if quantiles is not None
+                    else weighted_column_quantiles(gain, smooth[sl], levels))
 
         # ψ of every column at once, (rows, S, C): column c is influence() of gain[:, c]
         psi = influence(functional, gain[None, :, :], phi[sl], None, None, of)

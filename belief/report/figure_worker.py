@@ -64,7 +64,6 @@ class FigureWorker:
         self.proc = proc
         self.folder = folder
         self.error: str | None = None
-        self.warnings: list[tuple[str, str, str]] = []  # (module, class name, message)
         self._sender: Any = None
 
     @classmethod
@@ -129,8 +128,9 @@ class FigureWorker:
         """Send ``decision`` (unless :meth:`send` did) and wait at most ``timeout`` seconds
         for the figures: {stem: PNG path} in the order of
         :func:`belief.report.document.decision_figures`, or None when the worker failed
-        (:attr:`error` says why) or is :meth:`disabled`.  Warnings the worker raised while
-        reading the belief or drawing are in :attr:`warnings`."""
+        (:attr:`error` says why) or is :meth:`disabled`.  The warnings the worker recorded
+        while reading the belief or drawing are issued again here (same class when it can be
+        imported, else ``UserWarning``)."""
         if self.proc is None:
             return None
         self.send(decision)
@@ -152,30 +152,15 @@ class FigureWorker:
         try:
             answer = json.loads((folder / _NAMES).read_text("utf-8"))
             paths = {str(n): str(folder / f"{n}.png") for n in answer["figures"]}
-            self.warnings = [(str(m), str(c), str(t)) for m, c, t in answer["warnings"]]
+            recorded = [(str(m), str(c), str(t)) for m, c, t in answer["warnings"]]
         except (OSError, ValueError, TypeError, KeyError):
             self.error = "the figure worker's answer could not be read"
             return None
         if not all(Path(p).is_file() for p in paths.values()):
             self.error = "the figure worker listed a figure it did not write"
             return None
+        _warn_again(recorded)
         return paths
-
-    def reraise_warnings(self) -> None:
-        """Issue again, in this process, the warnings the worker recorded (same class when
-        it can be imported, else ``UserWarning``)."""
-        import importlib
-        import warnings
-
-        for module, name, message in self.warnings:
-            try:
-                category = getattr(importlib.import_module(module), name)
-                if not (isinstance(category, type) and issubclass(category, Warning)):
-                    category = UserWarning
-            except (ImportError, AttributeError):
-                category = UserWarning
-            warnings.warn(message, category, stacklevel=2)
-
     def _stop(self) -> None:
         if self.proc is not None:
             if self.proc.poll() is None:
@@ -194,6 +179,21 @@ class FigureWorker:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def _warn_again(recorded: list[tuple[str, str, str]]) -> None:
+    """Issue the worker's (module, class name, message) warnings in this process."""
+    import importlib
+    import warnings
+
+    for module, name, message in recorded:
+        try:
+            category = getattr(importlib.import_module(module), name)
+            if not (isinstance(category, type) and issubclass(category, Warning)):
+                category = UserWarning
+        except (ImportError, AttributeError):
+            category = UserWarning
+        warnings.warn(message, category, stacklevel=3)
 
 
 def main(argv: list[str] | None = None) -> int:
