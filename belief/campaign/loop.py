@@ -172,11 +172,13 @@ class CampaignSettings:
         set_(self, "heavy_tailed_costs", tuple(heavy))
 
     def decision(self, weights: WeightRule | None = None) -> DecisionSettings:
-        """The decision settings of every step (β = 0 for the baseline allocations)."""
+        """The decision settings of every step (β = 0 for the baseline allocations; refits
+        bounded where they cannot change Q's choice only when Q chooses)."""
+        cvu = self.cvu if self.allocation == "q" else replace(self.cvu, refit_scope="all")
         return DecisionSettings(weights=self.weights if weights is None else weights,
                                 functional=self.functional,
                                 beta=self.beta if self.allocation in USES_CVU else 0.0,
-                                gate=self.gate, cvu=self.cvu, horizon=self.horizon,
+                                gate=self.gate, cvu=cvu, horizon=self.horizon,
                                 stability_resamples=self.stability_resamples,
                                 eps_budget=self.eps_budget)
 
@@ -206,10 +208,12 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
 
 
 LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
-    "cvu": {"noise_correction": False, "regression_noise_correction": False}}
+    "cvu": {"noise_correction": False, "regression_noise_correction": False,
+            "refit_scope": "all"}}
 """Fields added after campaign logs were written whose default changes what a campaign does,
 with the value that reproduces the behaviour from before them: a log without such a field
-ran that way (CVU's noise-bias correction, added on 2026-12-03).  ``regression_noise_
+ran that way (CVU's noise-bias correction, added on 2026-12-03; refits only where they can
+change the choice, ``cvu.refit_scope``, added on 2026-12-06).  ``regression_noise_
 correction`` is filled only where it cannot matter (no ``noise_correction``, or it is off):
 logs that hold ``noise_correction: true`` without it were written both before the regression
 estimator was corrected and after (with the same version number), so they are refused."""

@@ -71,7 +71,7 @@ experiments themselves come from the models through :mod:`belief.posterior.exper
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -146,14 +146,16 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
               rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
               bootstrap: Callable[[np.ndarray], float] | None = None,
               noise_z: np.ndarray | None = None, memo: OutcomeWeights | None = None,
-              draws_influence: bool = True, fits: RegressionMemo | None = None) -> Estimate:
+              draws_influence: bool = True, fits: RegressionMemo | None = None,
+              defer_refits: bool = False) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
     regression estimate's with ``settings.regression_noise_correction``
     (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE); ``memo``:
     the PSIS weights of this experiment's outcomes shared with other estimates on them, and
     ``fits`` its regression outcomes and fits likewise; ``draws_influence`` False: no error of
-    the draws (the channel split's estimates)."""
+    the draws (the channel split's estimates); ``defer_refits``: the refits' range instead of
+    the refits (:func:`belief.decision.cvu_psis.importance_estimate`)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -181,7 +183,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         control_variates=settings.control_variates, forced=settings.estimator == "psis",
         noise_z=noise_z,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2], memo=memo,
-        draws_influence=draws_influence)
+        draws_influence=draws_influence, defer_refits=defer_refits)
     if est is not None:
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
@@ -254,7 +256,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
                        feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None,
-                       steps_after: int | None = None) -> xr.Dataset:
+                       steps_after: int | None = None,
+                       defer_refits: bool = False) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
     Parameters
@@ -285,6 +288,12 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         Decisions left after m (T − t − 1 with the horizon T; None: unbounded): the
         non-myopic continuations (``settings.continuation``, :mod:`belief.decision.
         cvu_lookahead`) look at most this many steps ahead.
+    defer_refits : bool
+        Leave the exact refits undone: a PSIS estimate keeps the untrusted outcomes it would
+        refit, counted in ``n_deferred``, and ``cvu_low``, ``cvu_high`` bound the CVU that the
+        refits could give (:func:`belief.decision.cvu_psis.refit_bounds`; equal to ``cvu``
+        where nothing was deferred).  Candidates are then scored on ``settings.workers``
+        threads.  One-step continuation only (ValueError otherwise).
 
     With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
@@ -335,7 +344,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         return _continuation_value(
             gain_now, experiments, candidate_ids, costs, budget, weights, functional,
             available=available, repeatable=repeatable, safe=safe, feasible=feasible,
-            settings=settings, steps_after=steps_after)
+            settings=settings, steps_after=steps_after, defer_refits=defer_refits)
 
 
 def blas_threads(n: int):
@@ -359,8 +368,12 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                        repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
                        feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None,
-                       steps_after: int | None = None) -> xr.Dataset:
+                       steps_after: int | None = None,
+                       defer_refits: bool = False) -> xr.Dataset:
     settings = settings or CVUSettings()
+    if defer_refits and settings.continuation != "one_step":
+        raise ValueError("continuation_value: refits can be deferred for the one-step "
+                         f"continuation only, not {settings.continuation!r}")
     gain_now = np.asarray(gain_now, dtype=float)
     n_s, n_c = gain_now.shape
     ones = np.ones(n_c, bool)
@@ -405,7 +418,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
                                              "pareto_k", "pareto_k_bad", "cvu_ess",
                                              "cvu_cv_gain", "cvu_noise_bias", "cvu_voi")}
-    ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes")}
+    ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes", "n_deferred")}
+    reach = np.zeros((n_c, 2))  # how far below and above CVU the deferred refits could take it
     split = {k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS}
     method = np.array(["not computed"] * n_c, dtype=object)
     safety = np.array([""] * n_c, dtype=object)
@@ -425,7 +439,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 exp, nxt, est, g0_null,
                 lambda e, n, s: _estimate(e, n, functional, idx, streams(), s,
                                           noise_z=noise_z, memo=memo, draws_influence=False,
-                                          fits=fits),
+                                          fits=fits, defer_refits=defer_refits),
                 settings, avail_next & safe & affordable(costs, b_next))
         except _ESTIMATOR_ERRORS:
             parts = {}
@@ -469,7 +483,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             try:
                 est = _estimate(exp, nxt, functional, idx, rngs, settings,
                                 bootstrap=g0_null_weighted if tie else None, noise_z=noise_z,
-                                memo=memo, fits=fits)
+                                memo=memo, fits=fits, defer_refits=defer_refits)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if split_now:
@@ -479,7 +493,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     scored = [(c, experiments[cid]) for c, cid in enumerate(candidate_ids)
               if experiments.get(cid) is not None]
     workers = min(settings.workers, len(scored))
-    if workers > 1 and all(exp.refit is None for _, exp in scored):
+    if workers > 1 and (defer_refits or all(exp.refit is None for _, exp in scored)):
         # candidates are independent (own streams, own memos, results by index) and their
         # array work releases the GIL; an exact refit (PyMC) stays on this thread
         from concurrent.futures import ThreadPoolExecutor
@@ -558,6 +572,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
         out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
         out["cvu_noise_bias"][c] = est.extra.get("noise_bias", np.nan)
         ints["n_refits"][c], ints["cvu_outcomes"][c] = est.n_refits, est.n_outcomes
+        ints["n_deferred"][c] = est.extra.get("deferred", 0)
+        if "bounds" in est.extra:
+            reach[c] = np.asarray(est.extra["bounds"], float) - est.expected_g0
         method[c], reason[c] = est.method, est.reason
     if depth > 1:
         g0_null, null_se = _null_continuation(ctx, experiments, candidate_ids, kind, depth,
@@ -575,6 +592,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     return xr.Dataset(
         {**{k: ("candidate", v) for k, v in out.items()}, **method_extra,
          **{k: ("candidate", v) for k, v in ints.items()},
+         "cvu_low": ("candidate", out["cvu"] + reach[:, 0]),
+         "cvu_high": ("candidate", out["cvu"] + reach[:, 1]),
          **{k: ("candidate", v) for k, v in split.items()},
          "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason),
          "cvu_safety": ("candidate", safety)},
@@ -592,7 +611,8 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
                   seed: int | None = None, feas: Feasibility | None = None,
                   experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
-                  costs: np.ndarray | None = None) -> xr.Dataset:
+                  costs: np.ndarray | None = None, defer_refits: bool = False,
+                  only: Collection[str] | None = None) -> xr.Dataset:
     """CVU of every feasible candidate at ``state`` under the decision's settings.
 
     Parameters
@@ -614,6 +634,11 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     costs : array (C, R), optional
         ΔC(m) of the budget dynamics (default: the candidate file's known costs; with a cost
         posterior the decision passes E[ΔC(m)], see :mod:`belief.decision.engine`).
+    defer_refits : bool
+        Bound what the refits could change instead of running them (:func:`continuation_value`).
+    only : collection of str, optional
+        Score only these candidates (of the feasible ones); every candidate's estimate uses
+        its own streams, so it is the same as when all are scored.
     """
     belief = state.belief
     check_belief_candidates(belief, candidates)
@@ -625,7 +650,8 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     if experiments is None:
         experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
     # Q only matters where the candidate is feasible now: the others are not scored
-    exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]}
+    exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]
+            and (only is None or k in only)}
     # the execution-risk channel where an outcome can move a gate of s_{t+1}
     exps = with_safety_channels(exps, belief, candidates, settings.gate, feas, costs, budget)
     cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
@@ -635,4 +661,4 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
         safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
         steps_after=(None if settings.horizon is None
-                     else settings.horizon - int(state.step) - 1))
+                     else settings.horizon - int(state.step) - 1), defer_refits=defer_refits)

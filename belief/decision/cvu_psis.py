@@ -52,7 +52,8 @@ from belief.decision.preposterior import (
     winners,
 )
 
-__all__ = ["OutcomeWeights", "draws_bootstrap", "importance_estimate"]
+__all__ = ["OutcomeWeights", "draws_bootstrap", "importance_estimate", "refit_bounds",
+           "refit_ranges"]
 
 
 class OutcomeWeights:
@@ -186,7 +187,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         replicates: int = 64, blocks: int = 32,
                         rng: np.random.Generator | None = None,
                         memo: OutcomeWeights | None = None,
-                        draws_influence: bool = True
+                        draws_influence: bool = True, defer_refits: bool = False
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -221,6 +222,13 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     draws_influence : bool
         Compute the influence of each draw (``if_draws``, ``if_noise``: the error of the
         draws); False leaves them None (an estimate whose draws error is not reported).
+    defer_refits : bool
+        With a ``refit`` hook: do not refit; the outcomes that would be refit keep their
+        importance-weighted G0_j (the middle of their range where the weights are not
+        finite), and ``extra["bounds"]`` holds the range (low, high) of the estimate over every
+        value their refits could give (:func:`refit_bounds`), ``extra["deferred"]`` their
+        number (:func:`belief.decision.engine.decide` refits only the candidates whose range
+        can still change the choice).
 
     Returns
     -------
@@ -300,7 +308,14 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         quantiles=quantiles).pairs
              if noise_z is not None else np.zeros((n_j, 1)))
     refit_done = np.zeros(n_j, bool)
-    for j in order[:n_refit_max]:
+    deferred = np.zeros(n_j, bool)
+    if defer_refits:  # the outcomes a refit would replace keep their value, and its range
+        deferred[order[:n_refit_max]] = True
+        ranges = refit_ranges(nxt, feas[deferred], n_s)
+        unknown = deferred & ~(np.isfinite(g0_j) & np.isfinite(pairs).all(axis=1))
+        g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
+        pairs[unknown] = 0.0
+    for j in order[:0 if defer_refits else n_refit_max]:
         exact = np.asarray(refit(y[j]), float)
         if exact.ndim != 2 or not np.isfinite(exact).all():
             continue
@@ -313,14 +328,14 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                                   np.full((1, exact.shape[0]), 1.0 / exact.shape[0]),
                                   noise_z, reference=gain).pairs[0]
     n_refits = int(refit_done.sum())
-    broken = nonfinite & ~refit_done
+    broken = nonfinite & ~refit_done & ~deferred
     if broken.any():
         return (Estimate.failed(f"{int(broken.sum())} outcome(s) with non-finite importance "
                                 "weights (NaN or +inf log-likelihood) were not refit",
                                 n_outcomes=n_j, n_refits=n_refits, **diag)
                 if forced else None,
                 f"{int(broken.sum())} outcome(s) have non-finite importance weights", diag)
-    still = int((untrusted & ~refit_done).sum())
+    still = int((untrusted & ~refit_done & ~deferred).sum())
     if not forced and still > max_bad_share * n_j:  # refits that failed leave too many
         return None, (f"{still} of {n_j} outcomes keep untrusted weights after "
                       f"{n_refits} exact refits"), diag
@@ -339,13 +354,19 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
 
     if_draws, if_noise = (_draw_influence(functional, nxt, won, smooth, omega, phi, g0_j,
                                           quantiles)
-                          if draws_influence else (None, None))
+                          if draws_influence and not (deferred & nonfinite).any()
+                          else (None, None))
     method = "psis+cv" if z.shape[1] else "psis"
     if n_refits:
         method += "+refit"
+    n_deferred = int(deferred.sum())
+    if n_deferred:
+        method += "+bounded"
     parts = []
     if n_refits:
         parts.append(f"{n_refits} outcome(s) with untrusted weights refit exactly")
+    if n_deferred:
+        parts.append(f"{n_deferred} outcome(s) with untrusted weights not refit (bounded)")
     if still:
         parts.append(f"{still} of {n_j} outcomes kept with k̂ > {k_threshold:g} "
                      f"(≤ {max_bad_share:.0%} allowed)")
@@ -365,11 +386,65 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         est.mcse = float(np.hypot(est.mcse, corr_mcse))
         plain = control_variate_summary(g0_j, control_variate_terms(g0_j, z))
         est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
+    if n_deferred:
+        est.extra["deferred"] = n_deferred
+        est.extra["bounds"] = refit_bounds(g0_j - bias, z, deferred, ranges)
     if bootstrap is not None and not nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
             rng or np.random.default_rng(0), replicates, blocks)
     return est, reason, diag
+
+
+def refit_ranges(nxt: NextState, feasible: np.ndarray, n_draws: int) -> np.ndarray:
+    """The values (low, high) that an exact refit's bias-corrected G0_j − b_j can take, for
+    outcomes with the feasible sets ``feasible`` (K, C): (K, 2).
+
+    An exact refit is p(θ | D, Y_j) ∝ p(θ | D) p(Y_j | θ): its support is that of q_t, so
+    every functional of it (mean, quantile, lower-tail mean) of column c lies in
+    [ess inf, ess sup] of c under q_t, read as the range of the S next-gain draws, and
+
+        G0_j ∈ [max(0, max_{c ∈ M'_j} min_i g_ic − C_λ'(c)),
+                max(0, max_{c ∈ M'_j} max_i g_ic − C_λ'(c))].
+
+    The refit's noise-bias correction b_j is the difference of two terms, each between 0 and
+    E_z max_c |(L z)_c| ≤ √(2 ln 2C')·σ_max for C' feasible columns whose functionals have
+    noise sd at most σ_max: with at least S/4 effective draws in the refit and its sd no larger
+    than q_t's, σ_max ≤ 2·max_c sd_c/√S, the margin added on both sides.
+    """
+    gain = nxt.gain
+    feas = np.asarray(feasible, bool).reshape(-1, gain.shape[1])
+    low = np.where(feas, gain.min(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
+    high = np.where(feas, gain.max(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
+    n_feas = np.maximum(feas.sum(axis=1), 1)
+    sd = np.where(feas, gain.std(axis=0), 0.0).max(axis=1)
+    margin = np.sqrt(2 * np.log(2 * n_feas)) * 2 * sd / np.sqrt(n_draws)
+    return np.stack([np.maximum(low, 0.0) - margin, np.maximum(high, 0.0) + margin], -1)
+
+
+def refit_bounds(values: np.ndarray, controls: np.ndarray, deferred: np.ndarray,
+                 ranges: np.ndarray) -> tuple[float, float]:
+    """The range of the control-variate estimate mean_j(v_j − β̂_{−f(j)}ᵀ z_j) when the
+    values v_j of the ``deferred`` outcomes may take any value in ``ranges`` (K, 2) and the
+    controls stay as they are.
+
+    The estimate is linear in v (β̂ is a least-squares fit of v on fixed controls), so it
+    moves by Σ_j a_j (v'_j − v_j) with a_j read off one unit step of each deferred v_j, and its
+    extremes over the box are at its corners: low = est + Σ_j min(a_j (l_j − v_j),
+    a_j (h_j − v_j)), high likewise with max.  (Which rivals the controls are built on follows
+    the winners of the outcomes; a refit that changes the most frequent winners changes the
+    controls, an effect of the order of the MCSE that the range does not cover.)
+    """
+    v = np.asarray(values, float)
+    base = float(np.mean(control_variate_terms(v, controls)))
+    low = high = base
+    for k, j in enumerate(np.flatnonzero(deferred)):
+        step = v.copy()
+        step[j] += 1.0
+        a = float(np.mean(control_variate_terms(step, controls))) - base
+        ends = a * (ranges[k] - v[j])
+        low, high = low + float(ends.min()), high + float(ends.max())
+    return low, high
 
 
 def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,

@@ -42,7 +42,7 @@ are not followed).  Without cost draws, or with draws all equal to the known cos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,7 @@ import xarray as xr
 
 from belief.decision.cvu import cvu_for_state
 from belief.decision.cvu_channels import CHANNEL_COLUMNS
+from belief.decision.cvu_decisive import decisive_cvu
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional, resampled
 from belief.decision.scores import (
@@ -204,7 +205,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     experiments : mapping id → Experiment, optional
         CVU's experiments (default: from the gains model's draws in q_t).
     refit : callable (m, Y) → next-gain draws, optional
-        Exact refits for CVU where PSIS k̂ is too high.
+        Exact refits for CVU where PSIS k̂ is too high: with ``settings.cvu.refit_scope``
+        ``decisive`` (and the one-step continuation) only for the candidates that could
+        still be chosen (:mod:`belief.decision.cvu_decisive`; ``n_deferred`` counts the
+        outcomes left bounded, ``cvu_low`` and ``cvu_high`` bound their CVU).
 
     Returns
     -------
@@ -259,9 +263,15 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         cvu = None
         cvu_status = "terminal step: CVU := 0, Q = U0"
     elif cvu is None and beta > 0:
-        cvu = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
-                            experiments=experiments, refit=refit,
-                            costs=None if cost_draws is None else costs)
+        def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
+            return cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
+                                 experiments=experiments, refit=refit,
+                                 costs=None if cost_draws is None else costs,
+                                 defer_refits=defer, only=only)
+
+        decisive = (settings.cvu.refit_scope == "decisive"
+                    and settings.cvu.continuation == "one_step")
+        cvu = decisive_cvu(compute, u0, beta, feasible) if decisive else compute(False, None)
         cvu_status = "estimated"
     elif cvu is None:
         cvu_status = "not computed (β = 0): CVU = 0, Q = U0"
@@ -346,7 +356,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                                            "the error of the finite posterior draws")
         for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
                       "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "cvu_noise_bias", "n_refits",
-                      "cvu_outcomes", "cvu_voi",
+                      "n_deferred", "cvu_low", "cvu_high", "cvu_outcomes", "cvu_voi",
                       "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety",
                       *CHANNEL_COLUMNS):
             if extra in cvu:

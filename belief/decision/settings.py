@@ -24,6 +24,7 @@ __all__ = ["CVUSettings", "DecisionSettings", "settings_from_options"]
 
 ESTIMATORS = ("auto", "psis", "regression")
 CONTINUATIONS = ("one_step", "lookahead2", "rollout")
+REFIT_SCOPES = ("decisive", "all")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,16 @@ class CVUSettings:
         Trials per arm of a simulated paired evaluation.
     refit_draws : int
         Draws (and tuning steps) per chain of an exact refit.
+    refit_scope : str
+        Which candidates' untrusted outcomes are refit exactly (when the decision has a refit
+        hook): ``decisive`` (default) only those of candidates that could still be chosen —
+        CVU is first estimated with every refit deferred and bounded
+        (:func:`belief.decision.cvu_psis.refit_bounds`), and a candidate is refit when the
+        upper end of its value against stopping reaches 0 and the largest lower end of the
+        others (:func:`belief.decision.engine.decide`); the choice is the one ``all`` makes
+        wherever the bounds hold, and the other candidates' CVU stays importance-weighted
+        (``cvu_method`` ends in ``+bounded``).  ``all``: every candidate's, as before.  The
+        one-step continuation only (``all`` is used otherwise).
     seed : int
         Seed of the outcome draws when :func:`belief.decision.cvu.continuation_value` is called
         directly (the decision entry point passes its own seed).
@@ -118,6 +129,7 @@ class CVUSettings:
     chunk: int = 64
     trials: int = 100
     refit_draws: int = 250
+    refit_scope: str = "decisive"
     seed: int = 0
     estimator: str = "auto"
     control_variates: bool = True
@@ -142,6 +154,7 @@ class CVUSettings:
         integer(self.seed, "CVUSettings.seed", minimum=0)
         real(self.k_threshold, "CVUSettings.k_threshold")
         choice(self.estimator, "CVUSettings.estimator", ESTIMATORS)
+        choice(self.refit_scope, "CVUSettings.refit_scope", REFIT_SCOPES)
         for name in ("control_variates", "channel_split", "noise_correction",
                      "regression_noise_correction"):
             if not isinstance(getattr(self, name), bool):

@@ -1,0 +1,146 @@
+"""Exact refits only where they can change the choice: the bounds of deferred refits, the
+contenders, and a decision that refits fewer candidates and chooses as refitting all does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from belief.decision.cvu import continuation_value
+from belief.decision.cvu_decisive import contenders, decisive_cvu
+from belief.decision.cvu_psis import refit_bounds
+from belief.decision.functionals import Functional
+from belief.decision.preposterior import control_variate_terms
+from belief.decision.settings import CVUSettings
+from belief.posterior.experiments import Experiment
+
+MEAN = Functional("mean")
+
+
+def test_contenders_by_hand():
+    low = np.array([0.10, 0.05, 0.02, -0.3, 0.5])
+    high = np.array([0.12, 0.11, 0.09, -0.1, 0.9])
+    eligible = np.array([True, True, True, True, False])  # the last is not ranked
+    # best low among the others: 0.05 for the first, 0.10 for the rest
+    np.testing.assert_array_equal(contenders(low, high, eligible),
+                                  [True, True, False, False, False])
+    # a tie with the best other low still contends (the refit decides it)
+    np.testing.assert_array_equal(contenders([0.1, 0.0], [0.2, 0.1], np.ones(2, bool)),
+                                  [True, True])
+    # nothing worth more than stopping: nobody contends
+    np.testing.assert_array_equal(contenders([-0.2, -0.1], [-0.1, 0.0], np.ones(2, bool)),
+                                  [False, False])
+    # a single candidate contends when it can beat stopping
+    np.testing.assert_array_equal(contenders([-0.1], [0.1], np.ones(1, bool)), [True])
+
+
+@pytest.mark.parametrize("n_controls", [0, 3])
+def test_refit_bounds_contain_the_estimate_for_every_value_in_the_box(n_controls):
+    rng = np.random.default_rng(3)
+    n_j = 96
+    z = rng.standard_normal((n_j, n_controls))
+    v = 0.1 + z @ rng.normal(0, 0.05, n_controls) + 0.02 * rng.standard_normal(n_j)
+    deferred = np.zeros(n_j, bool)
+    deferred[rng.choice(n_j, 6, replace=False)] = True
+    ranges = np.sort(rng.uniform(-0.2, 0.4, (6, 2)), axis=1)
+    low, high = refit_bounds(v, z, deferred, ranges)
+    rows = np.flatnonzero(deferred)
+    values = []
+    for k in range(300):
+        w = v.copy()
+        u = rng.uniform(size=6) if k >= 64 else (k >> np.arange(6)) & 1  # the 64 corners first
+        w[rows] = ranges[:, 0] + u * (ranges[:, 1] - ranges[:, 0])
+        values.append(np.mean(control_variate_terms(w, z)))
+    values = np.array(values)
+    assert values.min() >= low - 1e-12 and values.max() <= high + 1e-12
+    # the extremes are corners of the box: the range is attained, not just covered
+    assert values[:64].min() == pytest.approx(low, abs=1e-12)
+    assert values[:64].max() == pytest.approx(high, abs=1e-12)
+
+
+def _problem(means, sds, n_obs, sigma=1.0, n_draws=4000):
+    """Independent normal gains; candidate c's experiment observes its own gain with n_obs
+    observations of sd sigma; the exact refit is the conjugate posterior of column c (the
+    other columns keep their draws).  Returns the draws, the experiments and a call count."""
+    rng = np.random.default_rng(11)
+    q = stats.norm.ppf((np.arange(n_draws) + 0.5) / n_draws)
+    gain = np.stack([m + s * rng.permutation(q) for m, s in zip(means, sds, strict=True)], -1)
+    calls = {"n": 0}
+    se = sigma / np.sqrt(n_obs)
+
+    def experiment(c):
+        def refit(y):
+            calls["n"] += 1
+            prior_mu, prior_var = gain[:, c].mean(), gain[:, c].var()
+            var = 1 / (1 / prior_var + 1 / se**2)
+            mu = var * (prior_mu / prior_var + float(y) / se**2)
+            out = gain[:2000].copy()
+            out[:, c] = mu + np.sqrt(var) * rng.permutation(q[::2])
+            return out
+
+        return Experiment(
+            next_gain=gain,
+            simulate=lambda r, idx: gain[idx, c] + se * r.standard_normal(len(idx)),
+            loglik=lambda y: stats.norm.logpdf(y[:, None], gain[None, :, c], se),
+            refit=refit)
+
+    return gain, {f"m{c}": experiment(c) for c in range(len(means))}, calls
+
+
+def test_decisive_refits_fewer_candidates_and_chooses_as_refitting_all():
+    """Four candidates whose informative studies leave untrusted weights: the two close at the
+    top are refit, the two far below are left bounded; the choice, and the refit rows, are
+    those of refitting every candidate, and each bounded CVU brackets its refit value."""
+    means, sds = [0.30, 0.28, 0.05, -0.10], [0.15, 0.15, 0.15, 0.15]
+    gain, exps, calls = _problem(means, sds, n_obs=400)
+    ids = list(exps)
+    costs = np.full((4, 1), 0.1)
+    settings = CVUSettings(n_outcomes=128, seed=4, max_refits=6)
+
+    def compute(defer, only):
+        chosen = exps if only is None else {k: exps[k] for k in only}
+        return continuation_value(gain, chosen, ids, costs, np.ones(1), lambda b: np.ones(1),
+                                  MEAN, settings=settings, defer_refits=defer)
+
+    u0 = gain.mean(axis=0) - 0.1
+    feasible = np.ones(4, bool)
+    full = compute(False, None)
+    n_all = calls["n"]
+    calls["n"] = 0
+    dec = decisive_cvu(compute, u0, 1.0, feasible)
+    n_decisive = calls["n"]
+    assert n_all == int(full["n_refits"].sum()) > 0
+    assert 0 < n_decisive < n_all
+    value_all = u0 + full["cvu"].values + full.attrs["g0_null"]
+    value_dec = u0 + dec["cvu"].values + dec.attrs["g0_null"]
+    assert int(np.argmax(value_all)) == int(np.argmax(value_dec))
+    bounded = dec["n_deferred"].values > 0
+    assert bounded.any() and not bounded[int(np.argmax(value_all))]
+    for i in np.flatnonzero(~bounded):  # refit (or nothing to refit): the full estimate
+        for name in ("cvu", "cvu_se", "n_refits", "cvu_method"):
+            assert dec[name].values[i] == full[name].values[i], (ids[i], name)
+    for i in np.flatnonzero(bounded):
+        assert dec["cvu_method"].values[i].endswith("+bounded")
+        assert "not refit: it cannot be chosen" in dec["cvu_reason"].values[i]
+        assert dec["cvu_low"].values[i] <= full["cvu"].values[i] <= dec["cvu_high"].values[i]
+        assert dec["n_deferred"].values[i] == full["n_refits"].values[i]
+
+
+def test_deferring_needs_the_one_step_continuation():
+    gain, exps, _ = _problem([0.1, 0.0], [0.1, 0.1], n_obs=10)
+    with pytest.raises(ValueError, match="one-step"):
+        continuation_value(gain, exps, list(exps), np.zeros((2, 1)), np.ones(1),
+                           lambda b: np.ones(1), MEAN,
+                           settings=CVUSettings(continuation="lookahead2"), defer_refits=True)
+
+
+def test_campaigns_bound_refits_for_q_only_and_old_logs_refit_all():
+    from belief.campaign.loop import CampaignSettings, logged_settings, settings_to_dict
+
+    assert CampaignSettings().decision().cvu.refit_scope == "decisive"
+    # plan_voi ranks by the value of information of every candidate: all are refit
+    assert CampaignSettings(allocation="plan_voi").decision().cvu.refit_scope == "all"
+    header = settings_to_dict(CampaignSettings())
+    del header["cvu"]["refit_scope"]  # a log written before the setting existed
+    assert logged_settings(header)["cvu"]["refit_scope"] == "all"
