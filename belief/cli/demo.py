@@ -9,7 +9,9 @@ code 130); the log keeps every finished step and ``--resume`` continues from it.
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +97,11 @@ def _settings(args: argparse.Namespace) -> Any:
          for k, d in DEMO_DEFAULTS.items()}
     costs = cost_settings(args, SyntheticWorld().candidates.resources)
     fit = FitSettings.for_draws(v["draws"], costs=costs.pop("fit_costs"))
+    # CVU scores its candidates on two threads where there are two cores (the same numbers:
+    # CVUSettings.workers); the campaign's other CVU settings are the library's
+    cvu = replace(CampaignSettings().cvu, workers=min(2, os.cpu_count() or 1))
     return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
-                            beta=v["beta"], allocation=v["allocation"],
+                            beta=v["beta"], allocation=v["allocation"], cvu=cvu,
                             act_on_unreliable=args.act_on_unreliable, fit=fit, **costs), v
 
 

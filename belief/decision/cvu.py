@@ -71,7 +71,7 @@ experiments themselves come from the models through :mod:`belief.posterior.exper
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from dataclasses import replace
 
 import numpy as np
@@ -257,7 +257,9 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                        feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None,
                        steps_after: int | None = None,
-                       defer_refits: bool = False) -> xr.Dataset:
+                       defer_refits: bool = False,
+                       memos: MutableMapping[str, OutcomeWeights] | None = None
+                       ) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
     Parameters
@@ -294,6 +296,10 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         refits could give (:func:`belief.decision.cvu_psis.refit_bounds`; equal to ``cvu``
         where nothing was deferred).  Candidates are then scored on ``settings.workers``
         threads.  One-step continuation only (ValueError otherwise).
+    memos : mutable mapping candidate id → OutcomeWeights, optional
+        The PSIS weights (and weighted functionals) of each candidate's outcomes, kept across
+        calls on the same draws, experiments and seed (a deferred estimate and its refit):
+        an entry is used only for the same log-likelihood object, and filled here.
 
     With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
@@ -344,7 +350,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         return _continuation_value(
             gain_now, experiments, candidate_ids, costs, budget, weights, functional,
             available=available, repeatable=repeatable, safe=safe, feasible=feasible,
-            settings=settings, steps_after=steps_after, defer_refits=defer_refits)
+            settings=settings, steps_after=steps_after, defer_refits=defer_refits,
+            memos=memos)
 
 
 def blas_threads(n: int):
@@ -369,7 +376,9 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                        feasible: np.ndarray | None = None,
                        settings: CVUSettings | None = None,
                        steps_after: int | None = None,
-                       defer_refits: bool = False) -> xr.Dataset:
+                       defer_refits: bool = False,
+                       memos: MutableMapping[str, OutcomeWeights] | None = None
+                       ) -> xr.Dataset:
     settings = settings or CVUSettings()
     if defer_refits and settings.continuation != "one_step":
         raise ValueError("continuation_value: refits can be deferred for the one-step "
@@ -453,7 +462,11 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     split_now = settings.channel_split and depth <= 1 and belief_ok
     def score(c: int, exp: Experiment) -> tuple:
         """Candidate c's one-step estimate (and its split when ``split_now``)."""
-        memo = OutcomeWeights(exp.loglik) if exp.loglik is not None else None
+        memo = None if exp.loglik is None else (memos or {}).get(candidate_ids[c])
+        if exp.loglik is not None and (memo is None or memo.loglik is not exp.loglik):
+            memo = OutcomeWeights(exp.loglik)
+            if memos is not None:  # one key per candidate: safe on the scoring threads
+                memos[candidate_ids[c]] = memo
         fits = RegressionMemo()  # its regression outcomes and fits, likewise
         if exp.refit is not None:  # one refit per distinct outcome, with or without the split
             exp = replace(exp, refit=_memoised(exp.refit))  # (so the split cannot move CVU)
@@ -612,7 +625,8 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
                   experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
                   costs: np.ndarray | None = None, defer_refits: bool = False,
-                  only: Collection[str] | None = None) -> xr.Dataset:
+                  only: Collection[str] | None = None,
+                  memos: MutableMapping[str, OutcomeWeights] | None = None) -> xr.Dataset:
     """CVU of every feasible candidate at ``state`` under the decision's settings.
 
     Parameters
@@ -639,6 +653,8 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     only : collection of str, optional
         Score only these candidates (of the feasible ones); every candidate's estimate uses
         its own streams, so it is the same as when all are scored.
+    memos : mutable mapping, optional
+        Weights kept across calls (:func:`continuation_value`).
     """
     belief = state.belief
     check_belief_candidates(belief, candidates)
@@ -661,4 +677,5 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
         safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
         steps_after=(None if settings.horizon is None
-                     else settings.horizon - int(state.step) - 1), defer_refits=defer_refits)
+                     else settings.horizon - int(state.step) - 1), defer_refits=defer_refits,
+        memos=memos)

@@ -51,6 +51,7 @@ import xarray as xr
 from belief.decision.cvu import cvu_for_state
 from belief.decision.cvu_channels import CHANNEL_COLUMNS
 from belief.decision.cvu_decisive import decisive_cvu
+from belief.decision.cvu_psis import OutcomeWeights
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional, resampled
 from belief.decision.scores import (
@@ -68,7 +69,7 @@ from belief.decision.weights import next_weights
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
-from belief.posterior.experiments import Experiment
+from belief.posterior.experiments import Experiment, experiments_from_belief
 from belief.posterior.transfer import transfer_attrs
 from belief.validate import integer
 
@@ -263,11 +264,15 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         cvu = None
         cvu_status = "terminal step: CVU := 0, Q = U0"
     elif cvu is None and beta > 0:
+        if experiments is None:  # built once: the second call re-uses the first's weights
+            experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
+        memos: dict[str, OutcomeWeights] = {}
+
         def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
             return cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
                                  experiments=experiments, refit=refit,
                                  costs=None if cost_draws is None else costs,
-                                 defer_refits=defer, only=only)
+                                 defer_refits=defer, only=only, memos=memos)
 
         decisive = (settings.cvu.refit_scope == "decisive"
                     and settings.cvu.continuation == "one_step")
