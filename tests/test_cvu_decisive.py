@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from belief.decision.cvu import continuation_value
-from belief.decision.cvu_decisive import contenders, decisive_cvu
+from belief.decision.cvu_decisive import contenders, decisive_cvu, settled
 from belief.decision.cvu_psis import refit_bounds
 from belief.decision.functionals import Functional
 from belief.decision.preposterior import control_variate_terms
@@ -59,10 +59,12 @@ def test_refit_bounds_contain_the_estimate_for_every_value_in_the_box(n_controls
     assert values[:64].max() == pytest.approx(high, abs=1e-12)
 
 
-def _problem(means, sds, n_obs, sigma=1.0, n_draws=4000):
+def _problem(means, sds, n_obs, sigma=1.0, n_draws=4000, failing=()):
     """Independent normal gains; candidate c's experiment observes its own gain with n_obs
     observations of sd sigma; the exact refit is the conjugate posterior of column c (the
-    other columns keep their draws).  Returns the draws, the experiments and a call count."""
+    other columns keep their draws), its draws seeded by the outcome (not by the call order);
+    the candidates in ``failing`` have refits that return NaN.  Returns the draws, the
+    experiments and a call count."""
     rng = np.random.default_rng(11)
     q = stats.norm.ppf((np.arange(n_draws) + 0.5) / n_draws)
     gain = np.stack([m + s * rng.permutation(q) for m, s in zip(means, sds, strict=True)], -1)
@@ -72,11 +74,14 @@ def _problem(means, sds, n_obs, sigma=1.0, n_draws=4000):
     def experiment(c):
         def refit(y):
             calls["n"] += 1
+            if c in failing:
+                return np.full((2000, gain.shape[1]), np.nan)
             prior_mu, prior_var = gain[:, c].mean(), gain[:, c].var()
             var = 1 / (1 / prior_var + 1 / se**2)
             mu = var * (prior_mu / prior_var + float(y) / se**2)
             out = gain[:2000].copy()
-            out[:, c] = mu + np.sqrt(var) * rng.permutation(q[::2])
+            own = np.random.default_rng([c, int(abs(float(y)) * 1e9)])
+            out[:, c] = mu + np.sqrt(var) * own.permutation(q[::2])
             return out
 
         return Experiment(
@@ -88,43 +93,88 @@ def _problem(means, sds, n_obs, sigma=1.0, n_draws=4000):
     return gain, {f"m{c}": experiment(c) for c in range(len(means))}, calls
 
 
-def test_decisive_refits_fewer_candidates_and_chooses_as_refitting_all():
-    """Four candidates whose informative studies leave untrusted weights: the two close at the
-    top are refit, the two far below are left bounded; the choice, and the refit rows, are
-    those of refitting every candidate, and each bounded CVU brackets its refit value."""
-    means, sds = [0.30, 0.28, 0.05, -0.10], [0.15, 0.15, 0.15, 0.15]
-    gain, exps, calls = _problem(means, sds, n_obs=400)
+def _both(means, functional, failing=(), **settings):
+    """CVU with every candidate refit and with the decisive scope: (all, decisive, their
+    values against stopping, refit calls of each, U0)."""
+    gain, exps, calls = _problem(means, [0.15] * len(means), n_obs=400, failing=failing)
     ids = list(exps)
-    costs = np.full((4, 1), 0.1)
-    settings = CVUSettings(n_outcomes=128, seed=4, max_refits=6)
+    n_c = len(ids)
+    costs = np.full((n_c, 1), 0.1)
+    cvu_settings = CVUSettings(n_outcomes=128, seed=4, max_refits=6, **settings)
 
     def compute(defer, only):
         chosen = exps if only is None else {k: exps[k] for k in only}
         return continuation_value(gain, chosen, ids, costs, np.ones(1), lambda b: np.ones(1),
-                                  MEAN, settings=settings, defer_refits=defer)
+                                  functional, settings=cvu_settings, defer_refits=defer)
 
-    u0 = gain.mean(axis=0) - 0.1
-    feasible = np.ones(4, bool)
+    u0 = functional(gain.T) - 0.1
     full = compute(False, None)
-    n_all = calls["n"]
-    calls["n"] = 0
-    dec = decisive_cvu(compute, u0, 1.0, feasible)
-    n_decisive = calls["n"]
+    n_all, calls["n"] = calls["n"], 0
+    dec = decisive_cvu(compute, u0, 1.0, np.ones(n_c, bool))
+    values = [u0 + d["cvu"].values + d.attrs["g0_null"] for d in (full, dec)]
+    return full, dec, values, (n_all, calls["n"]), u0
+
+
+@pytest.mark.parametrize("functional", [MEAN, Functional("lcb", 0.2)], ids=["mean", "lcb"])
+@pytest.mark.parametrize("means, near_tie", [([0.30, 0.28, 0.05, -0.10], False),
+                                             ([0.30, 0.299, 0.05, -0.10], True)],
+                         ids=["clear", "near_tie"])
+def test_decisive_refits_fewer_and_chooses_as_refitting_all(functional, means, near_tie):
+    """Four candidates whose informative studies leave untrusted weights.  A clear leader:
+    no refit at all (its lower end clears every other's upper end, and it is chosen as when
+    every candidate is refit).  A near tie at the top: the two leaders are refit — their rows
+    are those of refitting every candidate — and the two far below stay bounded.  Every
+    bounded CVU brackets the value its refits give."""
+    full, dec, (v_all, v_dec), (n_all, n_dec), _ = _both(means, functional)
     assert n_all == int(full["n_refits"].sum()) > 0
-    assert 0 < n_decisive < n_all
-    value_all = u0 + full["cvu"].values + full.attrs["g0_null"]
-    value_dec = u0 + dec["cvu"].values + dec.attrs["g0_null"]
-    assert int(np.argmax(value_all)) == int(np.argmax(value_dec))
+    assert int(np.argmax(v_all)) == int(np.argmax(v_dec))
     bounded = dec["n_deferred"].values > 0
-    assert bounded.any() and not bounded[int(np.argmax(value_all))]
-    for i in np.flatnonzero(~bounded):  # refit (or nothing to refit): the full estimate
-        for name in ("cvu", "cvu_se", "n_refits", "cvu_method"):
-            assert dec[name].values[i] == full[name].values[i], (ids[i], name)
+    if near_tie:
+        assert 0 < n_dec < n_all
+        np.testing.assert_array_equal(bounded, [False, False, True, True])
+    else:
+        assert n_dec == 0 and bounded.all()
+        chosen = int(np.argmax(v_dec))
+        assert "chosen whatever they give" in dec["cvu_reason"].values[chosen]
+    for i in np.flatnonzero(~bounded):  # refit: the estimate of refitting every candidate
+        for name in ("cvu", "cvu_se", "n_refits", "cvu_method", "cvu_own", "cvu_voi"):
+            assert dec[name].values[i] == full[name].values[i], (i, name)
     for i in np.flatnonzero(bounded):
         assert dec["cvu_method"].values[i].endswith("+bounded")
-        assert "not refit: it cannot be chosen" in dec["cvu_reason"].values[i]
+        assert "not refit" in dec["cvu_reason"].values[i]
         assert dec["cvu_low"].values[i] <= full["cvu"].values[i] <= dec["cvu_high"].values[i]
         assert dec["n_deferred"].values[i] == full["n_refits"].values[i]
+
+
+def test_a_failed_refit_is_read_again_before_the_choice():
+    """The leader's refits fail (NaN draws) and no untrusted outcome may stay: it falls back
+    to the regression estimator, as when every candidate is refit, and the bounds are read
+    again with its new value before anything else is decided."""
+    full, dec, (v_all, v_dec), _, _ = _both([0.30, 0.299, 0.05, -0.10], MEAN, failing=(0,),
+                                            max_bad_share=0.0)
+    assert full["cvu_method"].values[0] == dec["cvu_method"].values[0] == "regression"
+    assert dec["cvu"].values[0] == full["cvu"].values[0]
+    assert int(np.argmax(v_all)) == int(np.argmax(v_dec))
+    assert dec["cvu_method"].values[1] == full["cvu_method"].values[1]
+
+
+def test_settled_by_hand():
+    ones = np.ones(3, bool)
+    assert settled([0.3, 0.1, 0.0], [0.4, 0.25, 0.2], ones)  # 0.3 > every other's most
+    assert not settled([0.3, 0.1, 0.0], [0.4, 0.31, 0.2], ones)
+    assert settled([-0.3, -0.2, -0.5], [-0.1, 0.0, -0.2], ones)  # stop, whatever they give
+    assert not settled([-0.1, -0.2, -0.5], [0.05, 0.0, -0.2], ones)  # go or stop?
+    assert settled([0.3, 0.1, 0.0], [0.4, 0.5, 0.2], np.array([True, False, True]))
+
+
+def test_refit_seeds_follow_the_outcome_not_the_call_order():
+    from belief.posterior.refit import refit_seed
+
+    y = np.array([40.0, 55.0])
+    assert refit_seed(3, "dr_1e6", y) == refit_seed(3, "dr_1e6", y.copy())
+    assert len({refit_seed(3, "dr_1e6", y), refit_seed(4, "dr_1e6", y),
+                refit_seed(3, "dr_1e7", y), refit_seed(3, "dr_1e6", y + np.array([1.0, 0.0]))}) == 4
+    assert refit_seed(3, "m", np.array([1, 2])) == refit_seed(3, "m", np.array([1.0, 2.0]))
 
 
 def test_deferring_needs_the_one_step_continuation():
@@ -139,8 +189,19 @@ def test_campaigns_bound_refits_for_q_only_and_old_logs_refit_all():
     from belief.campaign.loop import CampaignSettings, logged_settings, settings_to_dict
 
     assert CampaignSettings().decision().cvu.refit_scope == "decisive"
-    # plan_voi ranks by the value of information of every candidate: all are refit
-    assert CampaignSettings(allocation="plan_voi").decision().cvu.refit_scope == "all"
+    # plan_voi ranks by the value of information of every candidate: all are refit, and the
+    # log header says so
+    voi = CampaignSettings(allocation="plan_voi")
+    assert voi.decision().cvu.refit_scope == "all"
+    assert settings_to_dict(voi)["cvu"]["refit_scope"] == "all"
     header = settings_to_dict(CampaignSettings())
     del header["cvu"]["refit_scope"]  # a log written before the setting existed
     assert logged_settings(header)["cvu"]["refit_scope"] == "all"
+
+
+def test_decide_refuses_an_unknown_refit_scope_naming_the_flag(capsys):
+    from belief.cli.main import main
+
+    assert main(["decide", "absent.nc", "--refit-scope", "sometimes"]) == 2
+    err = capsys.readouterr().err
+    assert "--refit-scope" in err and "'decisive', 'all'" in err

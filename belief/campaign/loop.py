@@ -171,14 +171,19 @@ class CampaignSettings:
                                                    f"{heavy!r}")
         set_(self, "heavy_tailed_costs", tuple(heavy))
 
+    @property
+    def used_cvu(self) -> CVUSettings:
+        """The CVU settings the campaign runs with: ``cvu``, with ``refit_scope="all"`` unless
+        Q chooses (a refit skipped because it cannot change Q's choice can change another
+        policy's: plan_voi ranks by every candidate's value of information)."""
+        return self.cvu if self.allocation == "q" else replace(self.cvu, refit_scope="all")
+
     def decision(self, weights: WeightRule | None = None) -> DecisionSettings:
-        """The decision settings of every step (β = 0 for the baseline allocations; refits
-        bounded where they cannot change Q's choice only when Q chooses)."""
-        cvu = self.cvu if self.allocation == "q" else replace(self.cvu, refit_scope="all")
+        """The decision settings of every step (β = 0 for the baseline allocations)."""
         return DecisionSettings(weights=self.weights if weights is None else weights,
                                 functional=self.functional,
                                 beta=self.beta if self.allocation in USES_CVU else 0.0,
-                                gate=self.gate, cvu=cvu, horizon=self.horizon,
+                                gate=self.gate, cvu=self.used_cvu, horizon=self.horizon,
                                 stability_resamples=self.stability_resamples,
                                 eps_budget=self.eps_budget)
 
@@ -198,7 +203,8 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     out = {"horizon": s.horizon, "functional": str(s.functional),
            "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
            "seed": s.seed, "stability_resamples": s.stability_resamples,
-           "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
+           "cvu": asdict(s.used_cvu), "alpha_deploy": s.alpha_deploy,
+           "allocation": s.allocation,
            "act_on_unreliable": s.act_on_unreliable}
     if s.eps_budget:  # absent at their defaults: logs of earlier campaigns stay resumable
         out["eps_budget"] = s.eps_budget

@@ -25,6 +25,7 @@ FLAGS: dict[str, str] = {
     "CVUSettings.continuation": "--continuation",
     "CVUSettings.rollout_depth": "--rollout-depth",
     "CVUSettings.estimator": "--cvu-estimator",
+    "CVUSettings.refit_scope": "--refit-scope",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

@@ -86,6 +86,10 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
+    p.add_argument("--refit-scope", default="decisive", metavar="SCOPE",
+                   help="with --refit: decisive (default: only the candidates that could "
+                        "still be chosen, until the choice is settled; the others' untrusted "
+                        "outcomes are bounded) or all (every candidate's)")
     p.add_argument("--seed", type=int, default=0, help="seed of CVU and the stability "
                                                        "bootstrap (default 0)")
 
@@ -104,7 +108,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
                         workers=args.cvu_workers,
                         continuation=args.continuation, rollout_depth=args.rollout_depth,
-                        estimator=args.cvu_estimator),
+                        estimator=args.cvu_estimator, refit_scope=args.refit_scope),
         horizon=args.horizon, eps_budget=args.eps_budget)
 
 

@@ -183,7 +183,8 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         control_variates=settings.control_variates, forced=settings.estimator == "psis",
         noise_z=noise_z,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2], memo=memo,
-        draws_influence=draws_influence, defer_refits=defer_refits)
+        draws_influence=draws_influence, defer_refits=defer_refits,
+        refit_draws=settings.refit_draws)
     if est is not None:
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,

@@ -8,14 +8,17 @@ importance-weighted G0 and bounds what their refits could give
 
     v(m) = U0(m) + β·(CVU(m) + G0(s^∅)) ∈ [v_low(m), v_high(m)].
 
-Candidate m can be chosen only if v_high(m) > 0 (stopping is worth 0) and v_high(m) ≥
-max_{k ≠ m} v_low(k) over the other ranked candidates.  Those with deferred outcomes are scored
-again with their refits (the same outcomes and streams: the estimate that refitting every
-candidate gives), until no candidate that could be chosen has a deferred outcome left; a
-candidate whose refit fails is then unranked, which can make another one a contender, so the
-check is repeated.  Every other candidate keeps its bounded estimate (``cvu_method`` ending in
-``+bounded``), and the choice is the one that refitting every candidate makes wherever the
-bounds hold.
+The choice is settled when every v_high ≤ 0 (stop, whatever the refits give) or when one
+candidate's v_low exceeds 0 and every other candidate's v_high (:func:`settled`).  Until it is,
+the contender with the largest v_high among those with deferred outcomes (candidate m can be
+chosen only if v_high(m) > 0 and v_high(m) ≥ max_{k ≠ m} v_low(k): :func:`contenders`) is
+scored again with its refits — the same outcomes and streams, so the estimate that refitting
+every candidate gives — and the bounds are read again; a candidate whose refits fail becomes
+unranked or falls back to regression, as it would with every candidate refit.  The others keep
+their bounded estimates (``cvu_method`` ending in ``+bounded``; the chosen candidate too when
+its lower end already clears every other's upper end), and the choice is the one that
+refitting every candidate makes wherever the bounds hold and the refits of the bounded
+candidates would have succeeded.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Callable, Collection
 import numpy as np
 import xarray as xr
 
-__all__ = ["contenders", "decisive_cvu"]
+__all__ = ["contenders", "decisive_cvu", "settled"]
 
 
 def contenders(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -41,6 +44,19 @@ def contenders(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> np.nd
     second = np.max(np.delete(low, first)) if n > 1 else -np.inf
     best_other = np.where(np.arange(n) == first, second, low[first])
     return eligible & (high > 0) & (high >= best_other)
+
+
+def settled(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> bool:
+    """Whether the choice is the same for every value in the ranges: every eligible ``high`` ≤ 0
+    (stop), or one candidate's ``low`` > 0 and > every other eligible candidate's ``high``."""
+    eligible = np.asarray(eligible, bool)
+    low = np.where(eligible, np.asarray(low, float), -np.inf)
+    high = np.where(eligible, np.asarray(high, float), -np.inf)
+    if not (high > 0).any():
+        return True
+    best = int(low.argmax())
+    others = np.delete(high, best)
+    return bool(low[best] > max(0.0, float(others.max()) if others.size else -np.inf))
 
 
 def decisive_cvu(compute: Callable[[bool, Collection[str] | None], xr.Dataset],
@@ -65,30 +81,34 @@ def decisive_cvu(compute: Callable[[bool, Collection[str] | None], xr.Dataset],
     cvu = compute(True, None)
     ids = [str(c) for c in cvu["candidate"].values]
     g0_null = float(cvu.attrs["g0_null"])
-    done: set[str] = set()
     while True:
         low, high, eligible = _values(cvu, u0, beta, g0_null, feasible)
-        can = contenders(low, high, eligible)
-        need = [ids[i] for i in np.flatnonzero(can & (cvu["n_deferred"].values > 0))
-                if ids[i] not in done]
-        if not need:
+        open_ = contenders(low, high, eligible) & (cvu["n_deferred"].values > 0)
+        if settled(low, high, eligible) or not open_.any():
             break
-        exact = compute(False, need)
+        i = int(np.where(open_, high, -np.inf).argmax())
+        exact = compute(False, [ids[i]])
         cvu = cvu.copy()
         for name in cvu.data_vars:
             values = cvu[name].values.copy()
-            values[[ids.index(k) for k in need]] = exact[name].sel(candidate=need).values
+            values[i] = exact[name].values[i]
             cvu[name] = ("candidate", values)
-        done.update(need)
     low, high, eligible = _values(cvu, u0, beta, g0_null, feasible)
     reason = cvu["cvu_reason"].values.copy()
     for i in np.flatnonzero(cvu["n_deferred"].values > 0):
-        others = np.delete(np.where(eligible, low, -np.inf), i)
-        best = float(others.max()) if others.size else -np.inf
-        why = (f"value against stopping at most {high[i]:.4g} <= 0" if not high[i] > 0
-               else f"value against stopping at most {high[i]:.4g} < {best:.4g}, another "
-                    "candidate's least")
-        reason[i] = f"{reason[i]}; not refit: it cannot be chosen ({why})"
+        others_low = np.delete(np.where(eligible, low, -np.inf), i)
+        others_high = np.delete(np.where(eligible, high, -np.inf), i)
+        if not high[i] > 0:
+            why = f"it cannot be chosen: value against stopping at most {high[i]:.4g} <= 0"
+        elif eligible[i] and low[i] > max(0.0, others_high.max(initial=-np.inf)):
+            why = (f"it is chosen whatever they give: value against stopping at least "
+                   f"{low[i]:.4g}, above 0 and every other candidate's most")
+        elif others_low.size and high[i] < others_low.max():
+            why = (f"it cannot be chosen: value against stopping at most {high[i]:.4g} < "
+                   f"{others_low.max():.4g}, another candidate's least")
+        else:
+            why = "the choice is settled without it"
+        reason[i] = f"{reason[i]}; not refit: {why}"
     return cvu.assign(cvu_reason=("candidate", reason))
 
 

@@ -66,7 +66,7 @@ Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
 
 __all__ = ["FittedNoiseBias", "NoiseBias", "Quantiles", "fitted_covariance", "fitted_noise_bias",
-           "gram_pinv", "noise_bias", "noise_covariance", "noise_draws"]
+           "gram_pinv", "noise_bias", "noise_covariance", "noise_draws", "noise_ratio"]
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray) -> np.
     x = u[:, None, :]
     return 0.5 * (g0(x + eps) + g0(x - eps)) - g0(x)
 
-def _kappa(functional: Functional) -> float:
+def noise_ratio(functional: Functional) -> float:
     """A generous ratio of a functional's noise sd to that of the weighted mean: the
     normal-theory √(q(1 − q))/pdf(z_q) for a quantile, 2/√α for CVaR_α, 1 for the mean."""
     from statistics import NormalDist
@@ -241,11 +241,11 @@ def _within_reach(functional: Functional, gain: np.ndarray, phi: np.ndarray,
                   c_lambda: np.ndarray, feas: np.ndarray, smooth: np.ndarray,
                   k: float = 8.0) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_reach` with s the noise sd of a weighted mean, √(Σ_i w̃_ij² (g_ic − m_jc)²),
-    times :func:`_kappa` for other functionals."""
+    times :func:`noise_ratio` for other functionals."""
     w2 = smooth**2
     m = smooth @ gain
     var = w2 @ gain**2 - 2 * m * (w2 @ gain) + m**2 * w2.sum(axis=1)[:, None]
-    sd = np.sqrt(np.clip(var, 0.0, None)) * _kappa(functional)
+    sd = np.sqrt(np.clip(var, 0.0, None)) * noise_ratio(functional)
     return _reach(phi - c_lambda, feas, sd, k)
 
 

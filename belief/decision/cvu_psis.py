@@ -187,7 +187,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         replicates: int = 64, blocks: int = 32,
                         rng: np.random.Generator | None = None,
                         memo: OutcomeWeights | None = None,
-                        draws_influence: bool = True, defer_refits: bool = False
+                        draws_influence: bool = True, defer_refits: bool = False,
+                        refit_draws: int = 250
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -227,8 +228,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         importance-weighted G0_j (the middle of their range where the weights are not
         finite), and ``extra["bounds"]`` holds the range (low, high) of the estimate over every
         value their refits could give (:func:`refit_bounds`), ``extra["deferred"]`` their
-        number (:func:`belief.decision.engine.decide` refits only the candidates whose range
+        number (:mod:`belief.decision.cvu_decisive` refits only the candidates whose range
         can still change the choice).
+    refit_draws : int
+        Draws an exact refit makes at least (the margin of :func:`refit_ranges`).
 
     Returns
     -------
@@ -311,7 +314,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     deferred = np.zeros(n_j, bool)
     if defer_refits:  # the outcomes a refit would replace keep their value, and its range
         deferred[order[:n_refit_max]] = True
-        ranges = refit_ranges(nxt, feas[deferred], n_s)
+        ranges = refit_ranges(nxt, feas[deferred], refit_draws, functional)
         unknown = deferred & ~(np.isfinite(g0_j) & np.isfinite(pairs).all(axis=1))
         g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
         pairs[unknown] = 0.0
@@ -396,29 +399,38 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     return est, reason, diag
 
 
-def refit_ranges(nxt: NextState, feasible: np.ndarray, n_draws: int) -> np.ndarray:
-    """The values (low, high) that an exact refit's bias-corrected G0_j − b_j can take, for
-    outcomes with the feasible sets ``feasible`` (K, C): (K, 2).
+def refit_ranges(nxt: NextState, feasible: np.ndarray, refit_draws: int,
+                 functional: Functional) -> np.ndarray:
+    """The values (low, high) that an exact refit's bias-corrected G0_j − b_j is taken to
+    reach, for outcomes with the feasible sets ``feasible`` (K, C): (K, 2).
 
     An exact refit is p(θ | D, Y_j) ∝ p(θ | D) p(Y_j | θ): its support is that of q_t, so
     every functional of it (mean, quantile, lower-tail mean) of column c lies in
-    [ess inf, ess sup] of c under q_t, read as the range of the S next-gain draws, and
+    [ess inf, ess sup] of c under q_t.  That interval is read as the range of the S next-gain
+    draws (a sample's range lies inside the support, so this is where the rule is not a proof:
+    a refit concentrated beyond q_t's most extreme draw escapes it; a draw's functional is
+    nowhere near that in practice), and
 
         G0_j ∈ [max(0, max_{c ∈ M'_j} min_i g_ic − C_λ'(c)),
                 max(0, max_{c ∈ M'_j} max_i g_ic − C_λ'(c))].
 
     The refit's noise-bias correction b_j is the difference of two terms, each between 0 and
     E_z max_c |(L z)_c| ≤ √(2 ln 2C')·σ_max for C' feasible columns whose functionals have
-    noise sd at most σ_max: with at least S/4 effective draws in the refit and its sd no larger
-    than q_t's, σ_max ≤ 2·max_c sd_c/√S, the margin added on both sides.
+    noise sd at most σ_max; with a refit's sd no larger than q_t's, ``refit_draws`` effective
+    draws and κ the functional's noise ratio to the mean's
+    (:func:`belief.decision.cvu_noise.noise_ratio`), σ_max ≤ κ·max_c sd_c/√refit_draws, the
+    margin added on both sides.
     """
+    from belief.decision.cvu_noise import noise_ratio
+
     gain = nxt.gain
     feas = np.asarray(feasible, bool).reshape(-1, gain.shape[1])
     low = np.where(feas, gain.min(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
     high = np.where(feas, gain.max(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
     n_feas = np.maximum(feas.sum(axis=1), 1)
     sd = np.where(feas, gain.std(axis=0), 0.0).max(axis=1)
-    margin = np.sqrt(2 * np.log(2 * n_feas)) * 2 * sd / np.sqrt(n_draws)
+    margin = (np.sqrt(2 * np.log(2 * n_feas)) * noise_ratio(functional) * sd
+              / np.sqrt(refit_draws))
     return np.stack([np.maximum(low, 0.0) - margin, np.maximum(high, 0.0) + margin], -1)
 
 

@@ -48,14 +48,17 @@ class CVUSettings:
         Draws (and tuning steps) per chain of an exact refit.
     refit_scope : str
         Which candidates' untrusted outcomes are refit exactly (when the decision has a refit
-        hook): ``decisive`` (default) only those of candidates that could still be chosen —
-        CVU is first estimated with every refit deferred and bounded
-        (:func:`belief.decision.cvu_psis.refit_bounds`), and a candidate is refit when the
-        upper end of its value against stopping reaches 0 and the largest lower end of the
-        others (:func:`belief.decision.engine.decide`); the choice is the one ``all`` makes
-        wherever the bounds hold, and the other candidates' CVU stays importance-weighted
-        (``cvu_method`` ends in ``+bounded``).  ``all``: every candidate's, as before.  The
-        one-step continuation only (``all`` is used otherwise).
+        hook): ``decisive`` (default) only as many as settle the choice — CVU is first
+        estimated with every refit deferred and bounded
+        (:func:`belief.decision.cvu_psis.refit_bounds`), then the candidates that could still
+        be chosen are refit one at a time until the choice is the same at every end of the
+        ranges (:mod:`belief.decision.cvu_decisive`); it is the one ``all`` makes wherever
+        the ranges hold and the skipped refits would have succeeded (a failed refit can send
+        a candidate to the regression estimator), and the other candidates' CVU stays
+        importance-weighted (``cvu_method`` ends in ``+bounded``, ``n_deferred`` counts the
+        outcomes, ``cvu_low``/``cvu_high`` bound it).  ``all``: every candidate's.  The
+        one-step continuation only (``all`` is used otherwise); campaigns use ``all`` unless
+        Q chooses, and replays always.
     seed : int
         Seed of the outcome draws when :func:`belief.decision.cvu.continuation_value` is called
         directly (the decision entry point passes its own seed).
@@ -272,13 +275,15 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
                           horizon: int | None = None, stability_resamples: int = 200,
                           cvu: CVUSettings | None = None, continuation: str = "one_step",
                           rollout_depth: int = 2, eps_budget: float = 0.0,
-                          cvu_estimator: str = "auto") -> DecisionSettings:
+                          cvu_estimator: str = "auto",
+                          refit_scope: str = "decisive") -> DecisionSettings:
     """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
-    ``continuation``, ``rollout_depth`` and ``cvu_estimator`` (its ``estimator``) are those
-    of :class:`CVUSettings` (not used when ``cvu`` is given)."""
+    ``continuation``, ``rollout_depth``, ``cvu_estimator`` (its ``estimator``) and
+    ``refit_scope`` are those of :class:`CVUSettings` (not used when ``cvu`` is given)."""
     if cvu is None:
         cvu = CVUSettings(n_outcomes=cvu_outcomes, continuation=continuation,
-                          rollout_depth=rollout_depth, estimator=cvu_estimator)
+                          rollout_depth=rollout_depth, estimator=cvu_estimator,
+                          refit_scope=refit_scope)
     return DecisionSettings(weights=weights, functional=functional, beta=beta,
                             gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
                                             method=safety_method),

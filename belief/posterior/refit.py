@@ -8,6 +8,7 @@ A refit reads only the posterior variables the decision draws need (``fit(light=
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from typing import Protocol
 
@@ -19,7 +20,7 @@ from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter
 from models.gains import gain_from_draws
 
-__all__ = ["exact_refit", "simulated_rows"]
+__all__ = ["exact_refit", "refit_seed", "simulated_rows"]
 
 
 class AtStep(Protocol):
@@ -60,23 +61,33 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
     :func:`belief.decision.cvu.cvu_for_state`.
 
     ``draws`` (default: the fitter's) sets draws and tuning steps per chain of each refit.
+    A refit's seeds are a function of ``seed``, m and Y (:func:`refit_seed`), not of the
+    order of the calls: the refit of an outcome is the same whichever other outcomes or
+    candidates are refit (:mod:`belief.decision.cvu_decisive` refits only some).
     """
     candidates = fitter.candidates
     s = fitter.settings
     n_draws = draws or s.draws
-    calls = {"n": 0}
 
     def refit(m: str, y: np.ndarray) -> np.ndarray:
-        rows, policy = simulated_rows(candidates, state, m, np.atleast_1d(y), trials)
+        y = np.atleast_1d(y)
+        rows, policy = simulated_rows(candidates, state, m, y, trials)
         ev = evidence.append(**rows)
-        calls["n"] += 1
+        key = refit_seed(seed, m, y)
         tables = fitter.gains_tables(ev)  # stacked with the past campaigns, if any
         paired = tables.pop("paired")
         idata = fitter.gains.fit(paired, policy, **tables, draws=n_draws,
                                  tune=max(n_draws, 200),
-                                 chains=s.chains, seed=seed + calls["n"], light=True)
-        draws = fitter.gains.decision_draws(idata, policy,
-                                            np.random.default_rng([seed, calls["n"]]))
+                                 chains=s.chains, seed=key, light=True)
+        draws = fitter.gains.decision_draws(idata, policy, np.random.default_rng([seed, key]))
         return gain_from_draws(draws).reindex(candidate=candidates.ids, fill_value=0.0).values
 
     return refit
+
+
+def refit_seed(seed: int, m: str, y: np.ndarray) -> int:
+    """The sampler seed of the refit of candidate m on outcome ``y``: a 32-bit integer from
+    ``seed``, m and the outcome's values (CRC-32 of each)."""
+    y = np.ascontiguousarray(np.asarray(y, float))
+    entropy = [int(seed), zlib.crc32(m.encode()), zlib.crc32(y.tobytes())]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])

@@ -260,7 +260,8 @@ class FittedBelief:
                delta: float = 0.05, safety_method: str = "clopper_pearson",
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
-               rollout_depth: int = 2, cvu_estimator: str = "auto") -> xr.Dataset:
+               rollout_depth: int = 2, cvu_estimator: str = "auto",
+               refit_scope: str = "decisive") -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         Parameters
@@ -285,6 +286,10 @@ class FittedBelief:
             Exact refits where PSIS k̂ > 0.7 (re-samples the gains model on the stored evidence;
             compiles it once per process).  Without it CVU is importance-weighted only and the
             decision says so (``cvu_refits`` attribute).
+        refit_scope : {"decisive", "all"}
+            With ``refit``: refit only as many candidates as settle the choice (the others'
+            untrusted outcomes bounded), or every candidate
+            (:class:`belief.decision.settings.CVUSettings` ``refit_scope``).
         horizon : int, optional
             T; at the last step (step ≥ T − 1) CVU := 0.
         seed : int
@@ -318,7 +323,7 @@ class FittedBelief:
                 delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
                 horizon=horizon, stability_resamples=stability_resamples,
                 continuation=continuation, rollout_depth=rollout_depth,
-                cvu_estimator=cvu_estimator)
+                cvu_estimator=cvu_estimator, refit_scope=refit_scope)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -342,7 +347,10 @@ class FittedBelief:
             from belief.posterior.refit import exact_refit
 
             refit_fn = exact_refit(self._fitter(), self.evidence, state, seed=seed)
-            refits = "exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file)"
+            refits = ("exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file"
+                      + ("; only as many as settle the choice, the others' outcomes bounded)"
+                         if settings.cvu.refit_scope == "decisive"
+                         and settings.cvu.continuation == "one_step" else ")"))
         else:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
                       "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
