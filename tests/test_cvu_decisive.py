@@ -205,3 +205,22 @@ def test_decide_refuses_an_unknown_refit_scope_naming_the_flag(capsys):
     assert main(["decide", "absent.nc", "--refit-scope", "sometimes"]) == 2
     err = capsys.readouterr().err
     assert "--refit-scope" in err and "'decisive', 'all'" in err
+
+
+def test_deferred_estimates_on_two_threads_are_the_sequential_ones():
+    """Deferred refits leave nothing but array work: the candidates are scored on threads, and
+    the dataset is the one scored one at a time."""
+    import xarray as xr
+
+    gain, exps, calls = _problem([0.30, 0.299, 0.05, -0.10], [0.15] * 4, n_obs=400)
+    ids = list(exps)
+
+    def run(workers):
+        return continuation_value(gain, exps, ids, np.full((4, 1), 0.1), np.ones(1),
+                                  lambda b: np.ones(1), MEAN, defer_refits=True,
+                                  settings=CVUSettings(n_outcomes=128, seed=4, max_refits=6,
+                                                       workers=workers))
+
+    one, two = run(1), run(2)
+    assert calls["n"] == 0 and int(one["n_deferred"].sum()) > 0
+    xr.testing.assert_identical(one, two)
