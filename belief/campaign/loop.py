@@ -175,7 +175,9 @@ class CampaignSettings:
     def used_cvu(self) -> CVUSettings:
         """The CVU settings the campaign runs with: ``cvu``, with ``refit_scope="all"`` unless
         Q chooses (a refit skipped because it cannot change Q's choice can change another
-        policy's: plan_voi ranks by every candidate's value of information)."""
+        policy's: plan_voi ranks by every candidate's value of information).  The log header
+        holds ``cvu`` as given, so that a campaign derived with another allocation uses the
+        scope given."""
         return self.cvu if self.allocation == "q" else replace(self.cvu, refit_scope="all")
 
     def decision(self, weights: WeightRule | None = None) -> DecisionSettings:
@@ -203,8 +205,7 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
     out = {"horizon": s.horizon, "functional": str(s.functional),
            "weights": weights, "beta": s.beta, "gate": asdict(s.gate), "fit": asdict(s.fit),
            "seed": s.seed, "stability_resamples": s.stability_resamples,
-           "cvu": asdict(s.used_cvu), "alpha_deploy": s.alpha_deploy,
-           "allocation": s.allocation,
+           "cvu": asdict(s.cvu), "alpha_deploy": s.alpha_deploy, "allocation": s.allocation,
            "act_on_unreliable": s.act_on_unreliable}
     if s.eps_budget:  # absent at their defaults: logs of earlier campaigns stay resumable
         out["eps_budget"] = s.eps_budget
@@ -219,7 +220,11 @@ LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
 """Fields added after campaign logs were written whose default changes what a campaign does,
 with the value that reproduces the behaviour from before them: a log without such a field
 ran that way (CVU's noise-bias correction, added on 2026-12-03; refits only where they can
-change the choice, ``cvu.refit_scope``, added on 2026-12-06).  ``regression_noise_
+change the choice, ``cvu.refit_scope``, added on 2026-12-06).  Not covered: on 2026-12-06
+an exact refit's sampler seed became a function of the outcome instead of the order of the
+calls (:func:`belief.posterior.refit.refit_seed`), so a campaign that used refits before
+then replays with other refit draws (the same estimator; its values move by their Monte
+Carlo error).  ``regression_noise_
 correction`` is filled only where it cannot matter (no ``noise_correction``, or it is off):
 logs that hold ``noise_correction: true`` without it were written both before the regression
 estimator was corrected and after (with the same version number), so they are refused."""

@@ -458,8 +458,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
 
     # a one-step CVU is split while its outcomes' weights are at hand (one candidate's memo
     # at a time: its smoothed and raw weights, 2·J·S floats, or its regression outcomes and
-    # fits); a continuation that falls back to one step is split below, with fresh memos (the
-    # log-likelihood is evaluated once more)
+    # fits — unless the caller keeps them in ``memos``); a continuation that falls back to
+    # one step is split below, with fresh memos (the log-likelihood is evaluated once more)
     split_now = settings.channel_split and depth <= 1 and belief_ok
     def score(c: int, exp: Experiment) -> tuple:
         """Candidate c's one-step estimate (and its split when ``split_now``)."""

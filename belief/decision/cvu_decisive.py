@@ -115,7 +115,12 @@ def decisive_cvu(compute: Callable[[bool, Collection[str] | None], xr.Dataset],
 def _values(cvu: xr.Dataset, u0: np.ndarray, beta: float, g0_null: float,
             feasible: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """v_low, v_high of the value against stopping, and which candidates are ranked."""
-    low = u0 + beta * (cvu["cvu_low"].values + g0_null)
-    high = u0 + beta * (cvu["cvu_high"].values + g0_null)
-    eligible = np.asarray(feasible, bool) & np.isfinite(cvu["cvu"].values) & np.isfinite(low)
-    return low, high, eligible
+    point = cvu["cvu"].values
+    # the point itself is within its range (cvu_psis clips); a bound that is not finite where
+    # the point is counts as unbounded, so that such a candidate is refit, never trusted
+    low = np.fmin(np.where(np.isfinite(cvu["cvu_low"].values), cvu["cvu_low"].values, -np.inf),
+                  point)
+    high = np.fmax(np.where(np.isfinite(cvu["cvu_high"].values), cvu["cvu_high"].values,
+                            np.inf), point)
+    eligible = np.asarray(feasible, bool) & np.isfinite(point)  # as decide ranks them
+    return u0 + beta * (low + g0_null), u0 + beta * (high + g0_null), eligible

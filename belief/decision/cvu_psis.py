@@ -225,11 +225,12 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         draws); False leaves them None (an estimate whose draws error is not reported).
     defer_refits : bool
         With a ``refit`` hook: do not refit; the outcomes that would be refit keep their
-        importance-weighted G0_j (the middle of their range where the weights are not
-        finite), and ``extra["bounds"]`` holds the range (low, high) of the estimate over every
-        value their refits could give (:func:`refit_bounds`), ``extra["deferred"]`` their
-        number (:mod:`belief.decision.cvu_decisive` refits only the candidates whose range
-        can still change the choice).
+        importance-weighted G0_j − b_j, clipped into their range (the middle of the range
+        where the weights are not finite), and ``extra["bounds"]`` holds the range
+        (low, high) of the estimate over every value their refits could give
+        (:func:`refit_bounds`), ``extra["deferred"]`` their number
+        (:mod:`belief.decision.cvu_decisive` refits only the candidates whose range can
+        still change the choice).
     refit_draws : int
         Draws an exact refit makes at least (the margin of :func:`refit_ranges`).
 
@@ -318,6 +319,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         unknown = deferred & ~(np.isfinite(g0_j) & np.isfinite(pairs).all(axis=1))
         g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
         pairs[unknown] = 0.0
+        # the weighted G0_j − b_j into the refit's range (a noise bias from weights of low ESS
+        # can exceed the refit's margin): the estimate then lies inside its bounds
+        b = pairs[deferred].mean(axis=1)
+        g0_j[deferred] = np.clip(g0_j[deferred] - b, ranges[:, 0], ranges[:, 1]) + b
     for j in order[:0 if defer_refits else n_refit_max]:
         exact = np.asarray(refit(y[j]), float)
         if exact.ndim != 2 or not np.isfinite(exact).all():

@@ -346,7 +346,8 @@ class FittedBelief:
         elif refit:
             from belief.posterior.refit import exact_refit
 
-            refit_fn = exact_refit(self._fitter(), self.evidence, state, seed=seed)
+            refit_fn = exact_refit(self._fitter(), self.evidence, state, settings.cvu.trials,
+                                   seed, settings.cvu.refit_draws)
             refits = ("exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file"
                       + ("; only as many as settle the choice, the others' outcomes bounded)"
                          if settings.cvu.refit_scope == "decisive"
