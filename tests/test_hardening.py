@@ -761,6 +761,29 @@ def test_the_reports_tables_use_the_terminal_labels_and_explain_mv(tiny_run, tin
     assert "new candidate on new hardware" in text and "CP 90% interval" in text
 
 
+def test_the_report_shows_the_range_of_a_cvu_left_bounded(tiny_run, tiny_decision):
+    """Where untrusted outcomes were left unrefit (``n_deferred`` > 0) the table gains the
+    range of CVU their refits could give, and the text says what ``+bounded`` means."""
+    from belief.decision.decision_file import load_decision
+    from belief.report.document import render_report
+    from belief.workflow.belief_file import load
+
+    fitted, d = load(tiny_run / "belief.nc"), load_decision(tiny_decision)
+
+    def header(decision):
+        text, _ = render_report(fitted, decision, "md")
+        return text, next(line for line in text.splitlines()
+                          if line.startswith("| candidate | role"))
+
+    text, plain = header(d.assign(n_deferred=("candidate", np.zeros(d.sizes["candidate"], int))))
+    assert "| CVU ≥ |" not in plain and "+bounded: such outcomes left unrefit" in text
+    n = np.zeros(d.sizes["candidate"], int)
+    n[0] = 2
+    _, bounded = header(d.assign(n_deferred=("candidate", n), cvu_low=d["cvu"] - 0.01,
+                                 cvu_high=d["cvu"] + 0.01))
+    assert "| CVU ≥ |" in bounded and "| CVU ≤ |" in bounded
+
+
 def _decision(u0, cvu, beta=1.0, feasible=None, reasons=None, ucb=None):
     ids = [f"m{i}" for i in range(len(u0))]
     feasible = np.ones(len(ids), bool) if feasible is None else np.asarray(feasible)

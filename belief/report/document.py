@@ -31,7 +31,8 @@ __all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "dec
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0", "mv": "MV",
-          "cvu": "CVU", "cvu_mcse": "CVU ± (MCSE)", "cvu_own": "CVU own",
+          "cvu": "CVU", "cvu_low": "CVU ≥", "cvu_high": "CVU ≤",
+          "cvu_mcse": "CVU ± (MCSE)", "cvu_own": "CVU own",
           "cvu_own_mcse": "± own", "cvu_order": "CVU order", "cvu_order_mcse": "± order",
           "cvu_safety_value": "CVU safety", "cvu_safety_value_mcse": "± safety",
           "q": "Q", "value_vs_stop": "vs stop",
@@ -302,14 +303,19 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
             f"CVU: {a.get('cvu_status')}; {a.get('cvu_refits', '')}; cvu_se = "
             "√(cvu_mcse² + cvu_draws_se²): the Monte Carlo error of the simulated outcomes "
             "and of the posterior draws; cvu_method is the estimator (psis+cv: importance "
-            "reweighting with control variates, regression: for informative studies)",
+            "reweighting with control variates, regression: for informative studies; "
+            "+refit: outcomes with untrusted weights refit exactly; +bounded: such outcomes "
+            "left unrefit because no refit could change the choice, CVU within "
+            "[cvu_low, cvu_high])",
             f"decision stability: Pr(argmax flips) = {_fmt(a.get('flip_probability'))} "
             "under posterior resampling and CVU's Monte Carlo error (a proxy, not a value)",
             f"safety gate: {a.get('safety_method')} UCB_{1 - a.get('delta', 0.05):g} ≤ "
             f"α_exec = {a.get('alpha_exec')}",
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
+        bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
         cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_se",
+                            *(("cvu_low", "cvu_high") if bounded else ()),
                             "cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_own",
                             "cvu_own_mcse", "cvu_order", "cvu_order_mcse", "cvu_safety_value",
                             "cvu_safety_value_mcse", "q", "value_vs_stop",
