@@ -35,15 +35,8 @@ def contenders(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> np.nd
     """The candidates that could be chosen (bool (C,)): eligible, ``high`` > 0 and ``high`` at
     least the largest ``low`` of the other eligible candidates."""
     eligible = np.asarray(eligible, bool)
-    low = np.where(eligible, np.asarray(low, float), -np.inf)
     high = np.asarray(high, float)
-    n = low.size
-    if n == 0:
-        return np.zeros(0, bool)
-    first = int(low.argmax())
-    second = np.max(np.delete(low, first)) if n > 1 else -np.inf
-    best_other = np.where(np.arange(n) == first, second, low[first])
-    return eligible & (high > 0) & (high >= best_other)
+    return eligible & (high > 0) & (high >= _best_other(low, eligible))
 
 
 def settled(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> bool:
@@ -51,12 +44,20 @@ def settled(low: np.ndarray, high: np.ndarray, eligible: np.ndarray) -> bool:
     (stop), or one candidate's ``low`` > 0 and > every other eligible candidate's ``high``."""
     eligible = np.asarray(eligible, bool)
     low = np.where(eligible, np.asarray(low, float), -np.inf)
-    high = np.where(eligible, np.asarray(high, float), -np.inf)
-    if not (high > 0).any():
+    if not (np.where(eligible, high, -np.inf) > 0).any():
         return True
     best = int(low.argmax())
-    others = np.delete(high, best)
-    return bool(low[best] > max(0.0, float(others.max()) if others.size else -np.inf))
+    return bool(low[best] > max(0.0, _best_other(high, eligible)[best]))
+
+
+def _best_other(x: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """max_{k ≠ m, k eligible} x_k for every m (−∞ where there is no other), (C,)."""
+    x = np.where(eligible, np.asarray(x, float), -np.inf)
+    if x.size < 2:
+        return np.full(x.size, -np.inf)
+    first = int(x.argmax())
+    second = np.max(np.delete(x, first))
+    return np.where(np.arange(x.size) == first, second, x[first])
 
 
 def decisive_cvu(compute: Callable[[bool, Collection[str] | None], xr.Dataset],
@@ -94,18 +95,17 @@ def decisive_cvu(compute: Callable[[bool, Collection[str] | None], xr.Dataset],
             values[i] = exact[name].values[i]
             cvu[name] = ("candidate", values)
     low, high, eligible = _values(cvu, u0, beta, g0_null, feasible)
+    others_low, others_high = _best_other(low, eligible), _best_other(high, eligible)
     reason = cvu["cvu_reason"].values.copy()
     for i in np.flatnonzero(cvu["n_deferred"].values > 0):
-        others_low = np.delete(np.where(eligible, low, -np.inf), i)
-        others_high = np.delete(np.where(eligible, high, -np.inf), i)
         if not high[i] > 0:
             why = f"it cannot be chosen: value against stopping at most {high[i]:.4g} <= 0"
-        elif eligible[i] and low[i] > max(0.0, others_high.max(initial=-np.inf)):
+        elif eligible[i] and low[i] > max(0.0, others_high[i]):
             why = (f"it is chosen whatever they give: value against stopping at least "
                    f"{low[i]:.4g}, above 0 and every other candidate's most")
-        elif others_low.size and high[i] < others_low.max():
+        elif high[i] < others_low[i]:
             why = (f"it cannot be chosen: value against stopping at most {high[i]:.4g} < "
-                   f"{others_low.max():.4g}, another candidate's least")
+                   f"{others_low[i]:.4g}, another candidate's least")
         else:
             why = "the choice is settled without it"
         reason[i] = f"{reason[i]}; not refit: {why}"

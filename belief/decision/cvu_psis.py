@@ -313,8 +313,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
              if noise_z is not None else np.zeros((n_j, 1)))
     refit_done = np.zeros(n_j, bool)
     deferred = np.zeros(n_j, bool)
+    to_refit = order[:n_refit_max]
     if defer_refits:  # the outcomes a refit would replace keep their value, and its range
-        deferred[order[:n_refit_max]] = True
+        deferred[to_refit] = True
+        to_refit = to_refit[:0]
         ranges = refit_ranges(nxt, feas[deferred], refit_draws, functional)
         unknown = deferred & ~(np.isfinite(g0_j) & np.isfinite(pairs).all(axis=1))
         g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
@@ -323,7 +325,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         # can exceed the refit's margin): the estimate then lies inside its bounds
         b = pairs[deferred].mean(axis=1)
         g0_j[deferred] = np.clip(g0_j[deferred] - b, ranges[:, 0], ranges[:, 1]) + b
-    for j in order[:0 if defer_refits else n_refit_max]:
+    for j in to_refit:
         exact = np.asarray(refit(y[j]), float)
         if exact.ndim != 2 or not np.isfinite(exact).all():
             continue

@@ -279,9 +279,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                     memos.pop(cid, None)
             return out
 
-        decisive = (settings.cvu.refit_scope == "decisive"
-                    and settings.cvu.continuation == "one_step")
-        cvu = decisive_cvu(compute, u0, beta, feasible) if decisive else compute(False, None)
+        cvu = (decisive_cvu(compute, u0, beta, feasible) if settings.cvu.decisive_refits
+               else compute(False, None))
         cvu_status = "estimated"
     elif cvu is None:
         cvu_status = "not computed (β = 0): CVU = 0, Q = U0"

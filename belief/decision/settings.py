@@ -175,6 +175,12 @@ class CVUSettings:
         integer(self.inner_outcomes, "CVUSettings.inner_outcomes", minimum=2)
 
     @property
+    def decisive_refits(self) -> bool:
+        """Whether a decision refits only as many candidates as settle its choice:
+        ``refit_scope`` ``decisive`` with the one-step continuation."""
+        return self.refit_scope == "decisive" and self.continuation == "one_step"
+
+    @property
     def depth(self) -> int:
         """Steps the continuation looks ahead in s': 1 (``one_step``), 2 (``lookahead2``) or
         ``rollout_depth`` (``rollout``)."""

@@ -350,8 +350,7 @@ class FittedBelief:
                                    seed, settings.cvu.refit_draws)
             refits = ("exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file"
                       + ("; only as many as settle the choice, the others' outcomes bounded)"
-                         if settings.cvu.refit_scope == "decisive"
-                         and settings.cvu.continuation == "one_step" else ")"))
+                         if settings.cvu.decisive_refits else ")"))
         else:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
                       "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
