@@ -23,7 +23,16 @@ import numpy as np
 
 from belief.errors import InputError
 
-__all__ = ["binomial_logit_logp", "binomial_logpmf", "log_binomial_coefficient", "normal_logpdf"]
+__all__ = ["binomial_logit_logp", "binomial_logpmf", "expit", "log_binomial_coefficient",
+           "normal_logpdf"]
+
+
+def expit(x: Any) -> Any:
+    """``scipy.special.expit``, 1 / (1 + e^−x), with SciPy imported on first use (reading a
+    belief, whose stored priors are checked against these modules, does not import it)."""
+    from scipy.special import expit as _expit
+
+    return _expit(x)
 
 
 def log_binomial_coefficient(trials: np.ndarray, successes: np.ndarray) -> np.ndarray:

@@ -48,10 +48,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.special import expit
 
 from belief.errors import InputError
 from belief.inputs.tables import outcome_family
+from models.likelihoods import expit
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample, slot_posterior
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -156,12 +156,31 @@ class Evidence:
         return {name: getattr(self, attr) for name, (attr, _) in TABLES.items()}
 
     @classmethod
-    def from_tables(cls, candidates: CandidateSet,
-                    tables: Mapping[str, pd.DataFrame]) -> Evidence:
-        """Build from a mapping of table name (see :data:`TABLES`) to DataFrame."""
+    def from_tables(cls, candidates: CandidateSet, tables: Mapping[str, pd.DataFrame],
+                    on_error: Callable[[str, InputError], InputError] | None = None
+                    ) -> Evidence:
+        """Build from a mapping of table name (see :data:`TABLES`) to DataFrame.
+
+        Each table is validated once, in the mapping's order; the first refusal is raised,
+        passed through ``on_error(table name, error)`` when given (a caller that names the
+        file it read the table from).  Absent tables are empty."""
         unknown = set(tables) - set(TABLES)
         if unknown:
             raise InputError("evidence", f"unknown table(s) {sorted(unknown)}; known: "
                                          f"{sorted(TABLES)}")
-        kwargs = {attr: tables[name] for name, (attr, _) in TABLES.items() if name in tables}
-        return cls(candidates, **kwargs)
+        clean = {}
+        for name, df in tables.items():
+            attr, validate = TABLES[name]
+            try:
+                clean[attr] = validate(df, candidates, name)
+            except InputError as err:
+                if on_error is None:
+                    raise
+                raise on_error(name, err) from None
+        out = object.__new__(cls)
+        object.__setattr__(out, "candidates", candidates)
+        defaults = {f.name: f.default_factory for f in fields(cls) if f.name != "candidates"}
+        for table, (attr, validate) in TABLES.items():
+            object.__setattr__(out, attr, clean[attr] if attr in clean
+                               else validate(defaults[attr](), candidates, table))
+        return out

@@ -96,15 +96,9 @@ def validate_tables(tables: Mapping[str, pd.DataFrame], candidates: CandidateSet
     unknown = [t for t in tables if t not in TABLES]
     if unknown:
         raise InputError("evidence", f"unknown table(s) {unknown}; known: {list(TABLES)}")
-    for name, df in tables.items():
-        if name == "costs":
-            continue
-        try:
-            Evidence.from_tables(candidates, {name: df})
-        except InputError as err:
-            raise _rewrap(err, labels.get(name, name), csv.get(name, False)) from None
-    evidence = Evidence.from_tables(candidates, {k: v for k, v in tables.items()
-                                                 if k != "costs"})
+    evidence = Evidence.from_tables(
+        candidates, {k: v for k, v in tables.items() if k != "costs"},
+        on_error=lambda name, err: _rewrap(err, labels.get(name, name), csv.get(name, False)))
     costs = empty_costs(candidates)
     if "costs" in tables:
         try:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy.special import expit
 
 from belief.errors import InputError
-from models.likelihoods import normal_logpdf
+from models.likelihoods import expit, normal_logpdf
 
 __all__ = [
     "DRAW_VARS",
