@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from belief.decision.functionals import Functional, weighted_column_quantiles
-from belief.decision.preposterior import influence
+from belief.decision.preposterior import influence, influence_levels
 
 Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
@@ -126,10 +126,41 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
             return ([v[sl] for v in quantiles(levels)] if quantiles is not None
                     else weighted_column_quantiles(gain, smooth[sl], levels))
 
+        if functional.kind == "lcb":
+            out[sl] = _quantile_covariance(functional, gain, phi[sl], smooth[sl], of)
+            continue
         # ψ of every column at once, (rows, S, C): column c is influence() of gain[:, c]
         psi = influence(functional, gain[None, :, :], phi[sl], None, None, of)
         out[sl] = (psi * w2[sl, :, None]).transpose(0, 2, 1) @ psi  # Σ_i w̃² ψ ψᵀ
     return out
+
+
+def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
+                         smooth: np.ndarray, quantiles: Quantiles) -> np.ndarray:
+    """:func:`noise_covariance` of the q-quantile from the indicators of the draws below it.
+
+    The influence function takes two values per row and column,
+    ψ_jc(g) = δ_jc (q − 1[g ≤ φ_jc]) with δ = 1/f (0 where the density f is not finite;
+    :func:`belief.decision.preposterior.influence`), so with I_ijc = 1[g_ic ≤ φ_jc],
+    s_j = Σ_i w̃_ij², P_j[c, d] = Σ_i w̃_ij² I_ijc I_ijd and M_jc = P_j[c, c]:
+
+        V_j[c, d] = δ_jc δ_jd (q² s_j − q M_jc − q M_jd + P_j[c, d])
+
+    — one product of the weighted indicators instead of building ψ (the same value to
+    rounding)."""
+    q = float(functional.param)
+    h = 0.5 * min(q, 1 - q)
+    lo, hi = quantiles(influence_levels(functional))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)
+        delta = np.where(np.isfinite(dens), 1.0 / dens, 0.0)  # (rows, C)
+    gain_t = np.ascontiguousarray(gain.T)  # (C, S): the draws of a column contiguous
+    a = np.multiply(gain_t[None, :, :] <= phi[:, :, None], smooth[:, None, :])  # w̃ I (rows,C,S)
+    p = a @ a.transpose(0, 2, 1)
+    m = np.diagonal(p, axis1=1, axis2=2)
+    s = (smooth**2).sum(axis=1)[:, None, None]
+    k = q * q * s - q * m[:, :, None] - q * m[:, None, :] + p
+    return delta[:, :, None] * delta[:, None, :] * k
 
 
 def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
