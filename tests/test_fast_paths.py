@@ -258,6 +258,23 @@ def test_presorted_functionals_equal_the_direct_ones_bit_for_bit(functional):
                 assert np.array_equal(a, b)
 
 
+def test_resampled_quantile_of_resamples_far_from_the_draws_quantile():
+    """A resample of the largest draws passes the q-quantile's count late in the sorted
+    draws (after the head that ``resampled`` sums first): the same values as the direct
+    computation."""
+    from belief.decision.functionals import resampled
+
+    rng = np.random.default_rng(6)
+    draws = rng.normal(size=(2000, 3))
+    top = np.argsort(draws[:, 0])[-300:]
+    idx = rng.integers(0, 2000, size=(12, 2000))
+    idx[:4] = rng.choice(top, size=(4, 2000))  # every draw from column 0's top 15 %
+    for functional in (Functional("lcb", 0.2), Functional("lcb", 0.05)):
+        got = resampled(functional, draws, idx)
+        assert np.array_equal(got, functional(np.moveaxis(draws[idx], 1, -1)))
+        assert (got[:4, 0] > np.quantile(draws[:, 0], 0.8)).all()  # the late rows were hit
+
+
 def _assert_same_dataset(got, ref):
     xr.testing.assert_identical(got, ref)
     assert list(got.data_vars) == list(ref.data_vars)

@@ -117,6 +117,15 @@ def test_state_after_matches_a_hand_computation():
                                   gains.next_gain(d_nomu, "mu", adapts=False).values)
     assert gains.state_after(d, "probe", adapts=False) is d
     assert gains.state_after(d, "mu", adapts=False) is d  # mu already in the history
+    # next_gain reads state_after's arrays without building it: the same bits, every case
+    for draws in (d, d_nomu):
+        for m in [str(c) for c in draws["candidate"].values] + ["mu", "probe"]:
+            for adapts in (None, False):
+                for order in (True, False):
+                    np.testing.assert_array_equal(
+                        gains.next_gain(draws, m, adapts=adapts, order=order).values,
+                        gains.gain_from_draws(gains.state_after(draws, m, adapts,
+                                                                order=order)).values)
     xr.testing.assert_identical(d, before)
 
 

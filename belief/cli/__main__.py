@@ -1,7 +1,5 @@
 """``python -m belief.cli`` runs the command line."""
 
-import sys
+from belief.cli.main import run
 
-from belief.cli.main import main
-
-sys.exit(main())
+run()

@@ -15,10 +15,12 @@ import sys
 
 from belief.errors import InputError
 
-__all__ = ["EXIT_INPUT", "EXIT_INTERRUPT", "main"]
+__all__ = ["EXIT_INPUT", "EXIT_INTERRUPT", "FAST_EXIT", "main", "run"]
 
 EXIT_INPUT = 2
 EXIT_INTERRUPT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+FAST_EXIT = frozenset({"check", "decide", "report"})
+"""Commands after which :func:`run` ends the process without the interpreter's teardown."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,5 +68,26 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPT
 
 
+def run() -> None:
+    """The ``belief`` executable: :func:`main` on ``sys.argv``, then exit with its code.
+
+    After :data:`FAST_EXIT` commands — which write their files through
+    :class:`belief.files.OutputSet` (committed, closed) and start no PyMC, PyTensor or
+    multiprocessing that might leave work to exit handlers — the standard streams are flushed
+    and the process ends with ``os._exit``: the interpreter's teardown of xarray, pandas and
+    SciPy (≈ 0.1 s of a warm ``belief decide``) is skipped.  Other commands exit normally."""
+    import os
+
+    code = main()
+    if len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away, a closed stream
+            pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

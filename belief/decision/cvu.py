@@ -461,8 +461,11 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     # fits — unless the caller keeps them in ``memos``); a continuation that falls back to
     # one step is split below, with fresh memos (the log-likelihood is evaluated once more)
     split_now = settings.channel_split and depth <= 1 and belief_ok
-    def score(c: int, exp: Experiment) -> tuple:
-        """Candidate c's one-step estimate (and its split when ``split_now``)."""
+    held: dict[int, tuple[OutcomeWeights | None, RegressionMemo]] = {}  # until split
+
+    def score(c: int, exp: Experiment, split: bool = split_now) -> tuple:
+        """Candidate c's one-step estimate (and its split when ``split``; without, its memos
+        are kept in ``held`` for :func:`split_later`)."""
         memo = None if exp.loglik is None else (memos or {}).get(candidate_ids[c])
         if exp.loglik is not None and (memo is None or memo.loglik is not exp.loglik):
             memo = OutcomeWeights(exp.loglik)
@@ -500,8 +503,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                                 memo=memo, fits=fits, defer_refits=defer_refits)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
-        if split_now:
+        if split:
             split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
+        elif split_now:
+            held[c] = (memo, fits)
         return exp, est, nxt, b_next, avail_next, streams
 
     scored = [(c, experiments[cid]) for c, cid in enumerate(candidate_ids)
@@ -509,11 +514,31 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     workers = min(settings.workers, len(scored))
     if workers > 1 and (defer_refits or all(exp.refit is None for _, exp in scored)):
         # candidates are independent (own streams, own memos, results by index) and their
-        # array work releases the GIL; an exact refit (PyMC) stays on this thread
+        # array work releases the GIL; an exact refit (PyMC) stays on this thread.  A
+        # candidate's split is a task of its own, queued ``workers`` candidates after its
+        # estimate (the threads share the work more evenly than whole candidates would;
+        # about workers + 1 candidates' weights are held at once)
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers, thread_name_prefix="belief-cvu") as pool:
-            results = list(pool.map(lambda ce: score(*ce), scored))
+            futures = {}
+
+            def split_later(c: int) -> None:
+                exp, est, nxt, b_next, avail_next, streams = futures[c].result()
+                memo, fits = held.pop(c)
+                split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
+
+            splits = []
+            for k, (c, exp) in enumerate(scored):
+                futures[c] = pool.submit(score, c, exp, False)
+                if split_now and k >= workers:
+                    splits.append(pool.submit(split_later, scored[k - workers][0]))
+            if split_now:
+                splits += [pool.submit(split_later, c)
+                           for c, _ in scored[max(len(scored) - workers, 0):]]
+            results = [futures[c].result() for c, _ in scored]
+            for f in splits:
+                f.result()
     else:
         results = [score(c, exp) for c, exp in scored]
     for (c, _), res in zip(scored, results, strict=True):

@@ -341,9 +341,18 @@ def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.
     if functional.kind == "lcb":
         k = int(np.minimum((np.cumsum(w, axis=-1) < functional.param * (1 - 1e-12)).sum(),
                            n - 1))
+        # the running counts pass k near position k·S/n: sum the first ``head`` sorted draws
+        # and the whole column only for the resamples that had not passed k by then (integer
+        # counts: the same positions as one full running sum)
+        head = min(n_s, int(k * n_s / n + 8 * np.sqrt(k + 1) + 64))
         for c in range(x.shape[1]):
-            cum = np.cumsum(counts[:, order[:, c]], axis=1)  # (B, S)
-            out[:, c] = xs[(cum <= k).sum(axis=1), c]
+            cum = np.cumsum(counts[:, order[:head, c]], axis=1)  # (B, head)
+            pos = (cum <= k).sum(axis=1)
+            late = np.flatnonzero(cum[:, -1] <= k)
+            if late.size:
+                full = np.cumsum(counts[np.ix_(late, order[:, c])], axis=1)
+                pos[late] = (full <= k).sum(axis=1)
+            out[:, c] = xs[pos, c]
         return out
     ws = np.broadcast_to(w, (n_b, n))
     for c in range(x.shape[1]):

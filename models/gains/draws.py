@@ -177,12 +177,42 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
     ``order=False`` leaves m out of the history of the later executions (offset Σ_{a ∈ h}
     γ_{a→·} instead of Σ_{a ∈ h ∪ {m}}): the next gains without m's order effects, used to
     split CVU by channel (:mod:`belief.decision.cvu_channels`).  Without order effects in
-    the draws it changes nothing.  Computed as :func:`gain_from_draws` of
-    :func:`state_after` (the state after m, whose next executions these are).
+    the draws it changes nothing.  Equal to :func:`gain_from_draws` of :func:`state_after`
+    (the state after m, whose next executions these are), computed from the arrays that
+    state_after changes without building its Dataset.
     """
     if m is None:
         return gain_from_draws(draws)
-    return gain_from_draws(state_after(draws, m, adapts, order=order))
+    eta, theta, tau, rho, k, z_now, z_next = _arrays(draws)
+    offset = _offset(draws)
+    change = _after(draws, m, adapts, order)
+    if change is not None:  # the arrays of state_after(draws, m), without building it
+        adapts, joins = change
+        if adapts:
+            j = [str(c) for c in draws["candidate"].values].index(m)
+            eta = executed_logit(draws, m)
+            k = k.copy()
+            k[j] += 1
+            z_now = z_next
+        if joins:
+            offset = _offset_after(draws, m)
+    return xr.DataArray(_gain(eta, theta, tau, rho, k, z_now, offset),
+                        dims=("sample", "candidate"),
+                        coords={"candidate": draws["candidate"].values}, name="gain")
+
+
+def _after(draws: xr.Dataset, m: str, adapts: bool | None, order: bool
+           ) -> tuple[bool, bool] | None:
+    """What executing m changes (:func:`state_after`): (m adapts the policy, m joins the
+    history), or None when nothing changes."""
+    ids = [str(c) for c in draws["candidate"].values]
+    if adapts is None:
+        adapts = m in ids
+    has_order = "gains_gamma" in draws
+    actors = [str(a) for a in draws["actor"].values] if has_order else []
+    joins = order and has_order and m in actors and not float(
+        draws["gains_history"].values[actors.index(m)]) > 0
+    return (bool(adapts), bool(joins)) if adapts or joins else None
 
 
 def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
@@ -213,15 +243,11 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
     ``seed`` gives common random numbers across whatever is compared from the same state (the
     CVU look-ahead derives it from the depth, :mod:`belief.posterior.experiments`).
     """
-    ids = [str(c) for c in draws["candidate"].values]
-    if adapts is None:
-        adapts = m in ids
-    has_order = "gains_gamma" in draws
-    actors = [str(a) for a in draws["actor"].values] if has_order else []
-    joins = order and has_order and m in actors and not float(
-        draws["gains_history"].values[actors.index(m)]) > 0
-    if not adapts and not joins:
+    change = _after(draws, m, adapts, order)
+    if change is None:
         return draws
+    adapts, joins = change
+    ids = [str(c) for c in draws["candidate"].values]
     out = draws.copy()
     if adapts:
         j = ids.index(m)
@@ -235,7 +261,7 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
                                np.random.default_rng(seed).standard_normal(z_next.shape))
     if joins:
         hist = np.asarray(draws["gains_history"].values, dtype=float).copy()
-        hist[actors.index(m)] = 1.0
+        hist[[str(a) for a in draws["actor"].values].index(m)] = 1.0
         out["gains_offset"] = (draws["gains_offset"].dims, _offset_after(draws, m))
         out["gains_history"] = (draws["gains_history"].dims, hist)
     return out
