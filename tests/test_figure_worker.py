@@ -184,3 +184,31 @@ def test_cost_figures_come_through_the_worker(tmp_path, monkeypatch, capsys):
     wrote = captured.out.strip().splitlines()[-1]
     assert wrote.endswith(f"{out}/costs.png, {out}/overrun.png"), wrote
     assert list(own_tmp.iterdir()) == []
+
+
+def test_the_executable_flushes_its_output_and_exit_code_before_its_fast_exit(
+        example_belief_file, tmp_path):
+    """``python -m belief.cli`` (the ``belief`` executable's ``run``) ends check/decide/report
+    with os._exit: what they print to a pipe (block-buffered) still arrives, the files are
+    there, and a refusal still exits 2 with its one line."""
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+           "MPLBACKEND": "Agg"}  # a pipe is block-buffered: only a flush gets the text out
+    out = tmp_path / "decision"
+    done = subprocess.run([sys.executable, "-m", "belief.cli", "decide",
+                           str(example_belief_file), "--out", str(out), *FAST_DECIDE],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "recommendation:" in done.stdout and f"wrote {out}/decision.csv" in done.stdout
+    assert (out / "decision.nc").is_file() and (out / "gains.png").is_file()
+    refused = subprocess.run([sys.executable, "-m", "belief.cli", "decide",
+                              str(tmp_path / "missing.nc"), "--out", str(tmp_path / "x")],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("belief: error:") and refused.stdout == ""
+    assert not (tmp_path / "x").exists()
+    # check's verdict is a plain print() (not rich, which flushes itself)
+    done = subprocess.run([sys.executable, "-m", "belief.cli", "check",
+                           str(example_belief_file), "--recompute"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "diagnostics recomputed" in done.stdout and "converged:" in done.stdout
