@@ -113,8 +113,8 @@ class OutcomeWeights:
         if key not in self._columns:
             if functional.kind == "lcb":
                 levels = (functional.param, *influence_levels(functional))
-                values = weighted_column_quantiles(gain, smooth, levels, order)
-                for level, v in zip(levels[1:], values[1:], strict=True):
+                values = self._column_quantiles(gain, smooth, key[2], levels, order)
+                for level, v in zip(levels, values, strict=True):
                     v.flags.writeable = False
                     self._quantiles[(id(gain), level, key[2])] = v
                 phi = values[0]
@@ -132,11 +132,36 @@ class OutcomeWeights:
         ykey = self._key(y)
         missing = tuple(q for q in levels if (id(gain), q, ykey) not in self._quantiles)
         if missing:
-            for q, v in zip(missing, weighted_column_quantiles(gain, smooth, missing, order),
+            for q, v in zip(missing, self._column_quantiles(gain, smooth, ykey, missing, order),
                             strict=True):
                 v.flags.writeable = False
                 self._quantiles[(id(gain), q, ykey)] = v
         return [self._quantiles[(id(gain), q, ykey)] for q in levels]
+
+    def _column_quantiles(self, gain: np.ndarray, smooth: np.ndarray, ykey: bytes,
+                          levels: tuple[float, ...], order: np.ndarray) -> list[np.ndarray]:
+        """:func:`belief.decision.functionals.weighted_column_quantiles` of ``gain`` at
+        ``levels``, computed only for the columns that differ from an earlier gain array on
+        the same outcomes whose quantiles at these levels are held (the channel split's next
+        gains without m's order effects share every column m does not act on); the others
+        are copied — the same values, since row j, column c of the quantiles depends on that
+        row and column only."""
+        for g, _ in self._gains:
+            if g is gain or g.shape != gain.shape or not all(
+                    (id(g), q, ykey) in self._quantiles for q in levels):
+                continue
+            same = np.array([np.array_equal(g[:, c], gain[:, c])
+                             for c in range(gain.shape[1])])
+            if not same.any():
+                continue
+            out = [self._quantiles[(id(g), q, ykey)].copy() for q in levels]
+            diff = np.flatnonzero(~same)
+            if diff.size:
+                part = weighted_column_quantiles(gain[:, diff], smooth, levels, order[:, diff])
+                for o, p in zip(out, part, strict=True):
+                    o[:, diff] = p
+            return out
+        return weighted_column_quantiles(gain, smooth, levels, order)
 
 
 def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
