@@ -616,3 +616,31 @@ def test_outcome_weights_remember_quantiles_per_block_of_outcomes():
         fresh = weighted_column_quantiles(gain, smooth, levels)
         for got, want in zip(memo.quantiles(gain, smooth, y, levels), fresh, strict=True):
             assert np.array_equal(got, want)
+
+
+def test_outcome_weights_reuse_the_quantiles_of_shared_columns_bit_for_bit():
+    """OutcomeWeights computes a second gain array's weighted quantiles only for the columns
+    that differ from the first's (the channel split's next gains without m's order
+    effects): every level equals the direct computation bit for bit."""
+    from belief.decision.cvu_psis import OutcomeWeights
+    from belief.decision.functionals import weighted_column_quantiles
+    from belief.decision.preposterior import influence_levels
+
+    rng = np.random.default_rng(8)
+    gain = rng.normal(size=(800, 5))
+    other = gain.copy()
+    other[:, [1, 3]] += rng.normal(0.3, 0.1, size=(800, 2))  # m acts on columns 1 and 3
+    y = rng.integers(0, 10, size=(20, 2))
+    smooth = rng.dirichlet(np.full(800, 0.5), size=20)
+    memo = OutcomeWeights(lambda y: np.zeros((y.shape[0], 800)))
+    functional = Functional("lcb", 0.2)
+    levels = (0.2, *influence_levels(functional))
+    first = memo.columns(functional, gain, smooth, y)
+    second = memo.columns(functional, other, smooth, y)
+    direct = weighted_column_quantiles(other, smooth, levels)
+    assert np.array_equal(first, weighted_column_quantiles(gain, smooth, (0.2,))[0])
+    assert np.array_equal(second, direct[0])
+    assert not np.array_equal(second[:, 1], first[:, 1])  # the changed columns were redone
+    for got, want in zip(memo.quantiles(other, smooth, y, levels[1:]), direct[1:],
+                         strict=True):
+        assert np.array_equal(got, want)
