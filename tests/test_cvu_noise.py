@@ -45,6 +45,24 @@ def test_other_functionals_use_their_influence_function(functional):
     np.testing.assert_allclose(v, np.einsum("js,jsc,jsd->jcd", w**2, psi, psi), rtol=1e-9)
 
 
+@pytest.mark.parametrize("n_c", [1, 10, 12])
+def test_quantile_covariance_by_patterns_and_by_products_agree(n_c):
+    """The q-quantile's V_j summed per pattern of indicators (≤ 10 columns) or as a product
+    of weighted indicators (more): both equal Σ_i w̃² ψ ψᵀ with ψ from influence()."""
+    functional = Functional("lcb", 0.2)
+    rng = np.random.default_rng(9)
+    gain = rng.normal(size=(300, n_c))
+    gain[:, 0] = np.round(gain[:, 0], 1)  # ties at the quantile
+    w = _weights(rng, 6, 300)
+    phi = weighted_columns(functional, gain, w)
+    v = noise_covariance(functional, gain, phi, w, chunk=4)
+    psi = np.stack([influence(functional, np.broadcast_to(gain[:, c], (6, 300)), phi[:, c],
+                              np.broadcast_to(gain[:, c], (6, 300)), w) for c in range(n_c)],
+                   -1)
+    np.testing.assert_allclose(v, np.einsum("js,jsc,jsd->jcd", w**2, psi, psi), rtol=1e-9,
+                               atol=1e-300)
+
+
 @pytest.mark.parametrize("functional", [Functional("mean"), Functional("lcb", 0.2),
                                         Functional("cvar", 0.3)])
 def test_noise_covariance_is_the_spread_of_weighted_functionals_over_draw_sets(functional):

@@ -135,6 +135,11 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     return out
 
 
+_CODE_COLUMNS = 10
+"""Columns up to which :func:`_quantile_covariance` sums the weights per pattern of
+indicators (2^C patterns per outcome) instead of multiplying the weighted indicators."""
+
+
 def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
                          smooth: np.ndarray, quantiles: Quantiles) -> np.ndarray:
     """:func:`noise_covariance` of the q-quantile from the indicators of the draws below it.
@@ -146,8 +151,8 @@ def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarr
 
         V_j[c, d] = δ_jc δ_jd (q² s_j − q M_jc − q M_jd + P_j[c, d])
 
-    — one product of the weighted indicators instead of building ψ (the same value to
-    rounding)."""
+    — the same value to rounding as building ψ.  P is summed per pattern of the indicators
+    (up to :data:`_CODE_COLUMNS` columns) or as the product of the weighted indicators."""
     q = float(functional.param)
     h = 0.5 * min(q, 1 - q)
     lo, hi = quantiles(influence_levels(functional))
@@ -155,8 +160,22 @@ def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarr
         dens = np.where(hi > lo, 2 * h / (hi - lo), np.inf)
         delta = np.where(np.isfinite(dens), 1.0 / dens, 0.0)  # (rows, C)
     gain_t = np.ascontiguousarray(gain.T)  # (C, S): the draws of a column contiguous
-    a = np.multiply(gain_t[None, :, :] <= phi[:, :, None], smooth[:, None, :])  # w̃ I (rows,C,S)
-    p = a @ a.transpose(0, 2, 1)
+    n_r, n_c = phi.shape
+    if n_c <= _CODE_COLUMNS:
+        # P from the pattern of each draw: code_ij = Σ_c I_ijc 2^c, h_j[k] = Σ_{i: code = k}
+        # w̃_ij², P_j[c, d] = Σ_k h_j[k] bit_c(k) bit_d(k) — one pass over the draws
+        code = np.zeros(smooth.shape, np.int64)
+        for c in range(n_c):
+            code |= (gain_t[c][None, :] <= phi[:, c, None]).astype(np.int64) << c
+        code += (np.arange(n_r) << n_c)[:, None]
+        hist = np.bincount(code.ravel(), weights=(smooth**2).ravel(),
+                           minlength=n_r << n_c).reshape(n_r, 1 << n_c)
+        bits = (np.arange(1 << n_c)[:, None] >> np.arange(n_c)[None, :]) & 1
+        p = (hist @ (bits[:, :, None] & bits[:, None, :]).reshape(1 << n_c, n_c * n_c)
+             ).reshape(n_r, n_c, n_c)
+    else:
+        a = np.multiply(gain_t[None, :, :] <= phi[:, :, None], smooth[:, None, :])  # w̃ I
+        p = a @ a.transpose(0, 2, 1)
     m = np.diagonal(p, axis1=1, axis2=2)
     s = (smooth**2).sum(axis=1)[:, None, None]
     k = q * q * s - q * m[:, :, None] - q * m[:, None, :] + p
