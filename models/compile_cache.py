@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CompileCacheWarning", "cache_dir", "compile_model", "library_versions",
+__all__ = ["CompileCacheWarning", "cache_dir", "cache_root", "compile_model", "library_versions",
            "model_key", "stats"]
 
 FORMAT = 2
@@ -92,11 +92,17 @@ def cache_dir() -> Path | None:
     """
     if os.environ.get("BELIEF_COMPILE_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
+    return cache_root() / "compiled"
+
+
+def cache_root() -> Path:
+    """belief's cache folder: ``$BELIEF_CACHE_DIR``, else ``$XDG_CACHE_HOME/belief``, else
+    ``~/.cache/belief`` (compiled models in ``compiled/``, figures in ``figures/``)."""
     root = os.environ.get("BELIEF_CACHE_DIR")
     if not root:
         xdg = os.environ.get("XDG_CACHE_HOME")
         root = str(Path(xdg) / "belief") if xdg else str(Path.home() / ".cache" / "belief")
-    return Path(root) / "compiled"
+    return Path(root)
 
 
 # -- key ------------------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from belief.report.document import belief_figures, decision_only_figures, figure_order
+    from belief.report.document import decision_only_figures, figure_order
     from belief.workflow.belief_file import load
 
     written: list[str] = []
@@ -222,22 +222,63 @@ def main(argv: list[str] | None = None) -> int:
             plt.close(fig)
             written.append(name)
 
+    def own(ws: list[warnings.WarningMessage]) -> list[tuple[str, str, str]]:
+        """The warnings of belief's own code, as (module, class name, message)."""
+        return [(w.category.__module__, w.category.__qualname__, str(w.message)) for w in ws
+                if w.category.__module__.split(".")[0] in ("belief", "models")]
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fitted = load(belief, candidates)
-        save(belief_figures(fitted))
+        replayed = _belief_figures(belief, fitted, folder, save, written)
+        after = len(caught)
         data = sys.stdin.buffer.read()
         if not data:
             shutil.rmtree(folder, ignore_errors=True)
             return 3
         save(decision_only_figures(fitted, pickle.loads(data)))
-    own = [(w.category.__module__, w.category.__qualname__, str(w.message)) for w in caught
-           if w.category.__module__.split(".")[0] in ("belief", "models")]
     # one entry per distinct warning, in order (the parent shows each once)
-    own = list(dict.fromkeys(own))
+    own = list(dict.fromkeys(own(caught[:after]) + replayed + own(caught[after:])))
     with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:
         json.dump({"figures": figure_order(written), "warnings": own}, fh)
     return 0
+
+
+def _belief_figures(belief: str, fitted: Any, folder: str, save: Any,
+                    written: list[str]) -> list[tuple[str, str, str]]:
+    """The figures the belief alone determines into ``folder``: copied from the figure cache
+    (:mod:`belief.report.figure_cache`) when it holds this belief file's, else drawn
+    (``save``) and stored there.  Returns the warnings a cached drawing raised (to be passed
+    on as if raised now); a drawing's own warnings are raised as it draws."""
+    from belief.report import figure_cache
+    from belief.report.document import belief_figures
+
+    key = None
+    if figure_cache.cache_dir() is not None:
+        try:
+            key = figure_cache.figure_key(belief, DPI)
+        except OSError:  # an unreadable file fails in load(), not here
+            key = None
+    hit = figure_cache.lookup(key) if key is not None else None
+    if hit is not None:
+        for name, png in hit.figures.items():
+            Path(folder, f"{name}.png").write_bytes(png)
+            written.append(name)
+        return list(hit.warnings)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as drawn:
+        warnings.simplefilter("always")
+        figs = belief_figures(fitted)
+        save(figs)
+    for w in drawn:  # raised again for the caller's record, and remembered with the figures
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if key is not None:
+        recorded = [(w.category.__module__, w.category.__qualname__, str(w.message))
+                    for w in drawn if w.category.__module__.split(".")[0] in ("belief", "models")]
+        figure_cache.store(key, {n: Path(folder, f"{n}.png").read_bytes() for n in figs},
+                           recorded)
+    return []
 
 
 if __name__ == "__main__":
