@@ -135,3 +135,35 @@ def test_decide_copies_the_belief_figures_from_the_cache(example_belief_file, tm
         (first / "order_effects.png").read_bytes()
     assert (entry / "order_effects.png").read_bytes() == \
         (first / "order_effects.png").read_bytes()  # drawn again and stored again
+
+
+def test_a_worker_whose_belief_figures_are_cached_does_not_read_the_belief(
+        example_belief_file, tmp_path, cache, monkeypatch):
+    """On a cache hit the figure worker draws the decision's figures from what the command
+    sent with the decision (belief_view) and never loads the belief file: the same PNGs."""
+    import io
+    import pickle
+    import sys
+    from types import SimpleNamespace
+
+    from belief.report import figure_worker
+    from belief.workflow import belief_file
+
+    first = tmp_path / "first"
+    assert main(["decide", str(example_belief_file), "--out", str(first), *FAST_DECIDE]) == 0
+    fitted = belief_file.load(example_belief_file)
+    decision = fitted.decide(functional="lcb:0.2", beta=0.0)
+    payload = pickle.dumps({"decision": decision, "belief": figure_worker.belief_view(fitted)})
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the worker read the belief file")
+
+    monkeypatch.setattr(belief_file, "load", no_load)
+    folder = tmp_path / "worker"
+    folder.mkdir()
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(payload)))
+    assert figure_worker.main([str(example_belief_file), str(folder)]) == 0
+    answer = json.loads((folder / "figures.json").read_text())
+    assert {"gains", "order_effects", "safety", "q_decomposition"} <= set(answer["figures"])
+    for name in ("order_effects", "gains"):
+        assert (folder / f"{name}.png").read_bytes() == (first / f"{name}.png").read_bytes()

@@ -189,7 +189,7 @@ def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
     figures drawn here."""
     import shutil
 
-    paths = worker.finish(decision)
+    paths = worker.finish(decision, fitted=fitted)
     if paths is not None:
         return {name: (lambda tmp, src=src: shutil.copyfile(src, tmp))
                 for name, src in paths.items()}
@@ -227,7 +227,7 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     console = _console()
     fitted = load(args.belief, args.candidates)
     decision = _decide(fitted, settings, args)
-    worker.send(decision)  # the worker draws the figures while the tables are written
+    worker.send(decision, fitted)  # the worker draws the figures while the tables are written
     a = decision.attrs
     # everything validated and computed: write the set of files as one unit
     table = decision.drop_vars([v for v in decision.data_vars

@@ -36,9 +36,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["DPI", "FigureWorker", "main", "save_png"]
+__all__ = ["DPI", "FigureWorker", "belief_view", "main", "save_png"]
 
 DPI = 110
 """Resolution of every figure ``belief decide`` writes."""
@@ -98,17 +99,21 @@ class FigureWorker:
             return worker
         return cls(proc, folder)
 
-    def send(self, decision: Any) -> None:
+    def send(self, decision: Any, fitted: Any = None) -> None:
         """Hand ``decision`` to the worker and return at once (a thread writes it to the
         worker's standard input and closes it), so the caller writes its tables meanwhile.
-        A decision that cannot be sent stops the worker (:attr:`error` says why)."""
+        With ``fitted`` (the belief the decision was made on), what the decision's figures
+        read of it goes along (:func:`belief_view`), so that a worker whose belief figures
+        came from the cache need not read the belief file.  A decision that cannot be sent
+        stops the worker (:attr:`error` says why)."""
         if self.proc is None or self._sender is not None:
             return
         import threading
 
         stdin = self.proc.stdin
         try:
-            data = pickle.dumps(decision)
+            data = pickle.dumps({"decision": decision,
+                                 "belief": None if fitted is None else belief_view(fitted)})
 
             def write() -> None:
                 try:
@@ -124,8 +129,10 @@ class FigureWorker:
             self.error = f"the decision could not be sent to the figure worker: {exc}"
             self._stop()
 
-    def finish(self, decision: Any, timeout: float = 120.0) -> dict[str, str] | None:
-        """Send ``decision`` (unless :meth:`send` did) and wait at most ``timeout`` seconds
+    def finish(self, decision: Any, timeout: float = 120.0,
+               fitted: Any = None) -> dict[str, str] | None:
+        """Send ``decision`` (and ``fitted``, unless :meth:`send` did) and wait at most
+        ``timeout`` seconds
         for the figures: {stem: PNG path} in the order of
         :func:`belief.report.document.decision_figures`, or None when the worker failed
         (:attr:`error` says why) or is :meth:`disabled`.  The warnings the worker recorded
@@ -133,7 +140,7 @@ class FigureWorker:
         imported, else ``UserWarning``)."""
         if self.proc is None:
             return None
-        self.send(decision)
+        self.send(decision, fitted)
         if self.proc is None:  # send() failed
             return None
         deadline = time.monotonic() + timeout
@@ -229,14 +236,17 @@ def main(argv: list[str] | None = None) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fitted = load(belief, candidates)
-        replayed = _belief_figures(belief, fitted, folder, save, written)
+        fitted, replayed = _belief_figures(belief, candidates, folder, save, written)
         after = len(caught)
         data = sys.stdin.buffer.read()
         if not data:
             shutil.rmtree(folder, ignore_errors=True)
             return 3
-        save(decision_only_figures(fitted, pickle.loads(data)))
+        sent = pickle.loads(data)
+        if fitted is None:  # the belief figures came from the cache
+            fitted = (SimpleNamespace(**sent["belief"]) if sent["belief"] is not None
+                      else load(belief, candidates))
+        save(decision_only_figures(fitted, sent["decision"]))
     # one entry per distinct warning, in order (the parent shows each once)
     own = list(dict.fromkeys(own(caught[:after]) + replayed + own(caught[after:])))
     with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:
@@ -244,14 +254,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _belief_figures(belief: str, fitted: Any, folder: str, save: Any,
-                    written: list[str]) -> list[tuple[str, str, str]]:
+def belief_view(fitted: Any) -> dict[str, Any]:
+    """What :func:`belief.report.document.decision_only_figures` reads of a fitted belief:
+    its ``gain`` draws (and ``cost``, when q_t has them), ``policy`` and ``step``."""
+    keep = [v for v in ("gain", "cost") if v in fitted.belief]
+    return {"belief": fitted.belief[keep], "policy": fitted.policy, "step": fitted.step}
+
+
+def _belief_figures(belief: str, candidates: str | None, folder: str, save: Any,
+                    written: list[str]) -> tuple[Any, list[tuple[str, str, str]]]:
     """The figures the belief alone determines into ``folder``: copied from the figure cache
     (:mod:`belief.report.figure_cache`) when it holds this belief file's, else drawn
-    (``save``) and stored there.  Returns the warnings a cached drawing raised (to be passed
-    on as if raised now); a drawing's own warnings are raised as it draws."""
+    (``save``) from the belief, loaded here, and stored there.  Returns (the loaded belief, or
+    None when the figures came from the cache; the warnings a cached drawing raised, to be
+    passed on as if raised now — a drawing's own warnings are raised as it draws)."""
     from belief.report import figure_cache
     from belief.report.document import belief_figures
+    from belief.workflow.belief_file import load
 
     key = None
     if figure_cache.cache_dir() is not None:
@@ -264,9 +283,10 @@ def _belief_figures(belief: str, fitted: Any, folder: str, save: Any,
         for name, png in hit.figures.items():
             Path(folder, f"{name}.png").write_bytes(png)
             written.append(name)
-        return list(hit.warnings)
+        return None, list(hit.warnings)
     import warnings
 
+    fitted = load(belief, candidates)
     with warnings.catch_warnings(record=True) as drawn:
         warnings.simplefilter("always")
         figs = belief_figures(fitted)
@@ -278,7 +298,7 @@ def _belief_figures(belief: str, fitted: Any, folder: str, save: Any,
                     for w in drawn if w.category.__module__.split(".")[0] in ("belief", "models")]
         figure_cache.store(key, {n: Path(folder, f"{n}.png").read_bytes() for n in figs},
                            recorded)
-    return []
+    return fitted, []
 
 
 if __name__ == "__main__":
