@@ -3,10 +3,13 @@
 Importing matplotlib and the plots (≈ 0.5 s) and drawing the figures (≈ 0.4 s) took a third of
 a warm ``belief decide``; in one process they cannot overlap with reading the belief and
 computing CVU (imports and drawing hold the GIL).  The command therefore starts this worker
-first (:class:`FigureWorker`); the worker imports matplotlib (Agg), loads the same belief file,
-draws the figures the belief alone determines (:func:`belief.report.document.belief_figures`)
-and saves them, then waits for the decision on its standard input (a pickled
-``xarray.Dataset``), draws the figures that depend on it
+first (:class:`FigureWorker`); the worker imports matplotlib (Agg) and writes the figures the
+belief alone determines (:func:`belief.report.document.belief_figures`): copied from the figure
+cache (:mod:`belief.report.figure_cache`) when it holds this belief file's, else drawn from the
+same belief file, loaded here, and stored there.  It then waits for the decision on its standard
+input (a pickled ``{"decision": Dataset, "belief": belief_view(fitted)}``: what the decision's
+figures read of the belief, so that a worker served by the cache never reads the belief file),
+draws the figures that depend on it
 (:func:`belief.report.document.decision_only_figures`) and lists the file stems it wrote
 (``figures.json``, with the warnings belief's code raised meanwhile, which the parent issues
 again; its standard error goes to ``worker.log``, both in its folder).  The PNGs
