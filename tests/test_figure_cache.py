@@ -44,6 +44,9 @@ def test_the_key_follows_the_file_the_dpi_the_version_and_the_style(tmp_path, mo
     monkeypatch.undo()
     monkeypatch.setattr(figure_cache, "SOURCES", figure_cache.SOURCES[:-1])
     assert figure_key(a, 110) != key  # the plotting code is in the key
+    monkeypatch.undo()
+    assert figure_key(a, 110, b) != key  # and the candidate file the command was given
+    assert figure_key(a, 110, b) != figure_key(b, 110, a)
 
 
 def test_entries_round_trip_and_damaged_ones_are_ignored_with_a_warning(cache):
@@ -69,6 +72,64 @@ def test_entries_round_trip_and_damaged_ones_are_ignored_with_a_warning(cache):
         assert lookup(key) is None
 
 
+def test_a_manifest_naming_a_file_outside_its_entry_is_ignored(cache):
+    key = "e" * 64
+    store(key, {"gains": PNG}, [])
+    manifest = json.loads((cache / key / "figures.json").read_text())
+    manifest["figures"] = ["../../escape"]
+    manifest["sha256"] = {"../../escape": hashlib.sha256(PNG).hexdigest()}
+    (cache / key / "figures.json").write_text(json.dumps(manifest))
+    with pytest.warns(FigureCacheWarning, match="not a figure's file name"):
+        assert lookup(key) is None
+
+
+def test_no_home_folder_means_no_cache(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.delenv("BELIEF_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert figure_cache.cache_dir() is None
+    assert lookup("f" * 64) is None
+    store("f" * 64, {"gains": PNG}, [])  # nothing to write to, nothing raised
+
+
+def test_figures_of_a_file_replaced_while_they_were_drawn_are_not_stored(
+        example_belief_file, tmp_path, cache, monkeypatch):
+    import os
+    import shutil
+
+    from belief.report import document, figure_worker
+
+    path = tmp_path / "belief.nc"
+    shutil.copyfile(example_belief_file, path)
+    real = document.belief_figures
+
+    def drawing_while_replaced(fitted):
+        figs = real(fitted)
+        os.utime(path, ns=(1, 1))  # another process wrote the file meanwhile
+        return figs
+
+    monkeypatch.setattr(document, "belief_figures", drawing_while_replaced)
+    folder = tmp_path / "worker"
+    folder.mkdir()
+    def save(figs):
+        for name in figs:
+            (folder / f"{name}.png").write_bytes(PNG)
+
+    fitted, replayed = figure_worker._belief_figures(str(path), None, str(folder), save, [])
+    assert fitted is not None and replayed == []
+    assert (folder / "order_effects.png").is_file()
+    assert not cache.exists() or list(cache.iterdir()) == []
+    fitted, _ = figure_worker._belief_figures(str(path), None, str(folder), save, [])
+    monkeypatch.undo()
+    assert len(list(cache.iterdir())) == 1  # an unchanged file's figures are stored
+
+
 def test_the_cache_can_be_turned_off(cache, monkeypatch):
     monkeypatch.setenv("BELIEF_FIGURE_CACHE", "0")
     assert figure_cache.cache_dir() is None
@@ -86,6 +147,12 @@ def test_the_least_recently_used_entries_are_pruned(cache, monkeypatch):
     assert lookup("a" * 64) is not None  # used: now the most recent
     store("c" * 64, {"f": PNG}, [])
     assert sorted(p.name[0] for p in cache.iterdir()) == ["a", "c"]
+    old_tmp, new_tmp = cache / ".x.old.tmp", cache / ".y.new.tmp"
+    old_tmp.mkdir()
+    new_tmp.mkdir()
+    os.utime(old_tmp, (1000, 1000))  # a writer killed long ago; the other is writing now
+    store("d" * 64, {"f": PNG}, [])
+    assert not old_tmp.exists() and new_tmp.exists()
 
 
 def test_entries_filled_at_once_by_several_writers_stay_whole(cache):

@@ -72,14 +72,21 @@ def run() -> None:
     """The ``belief`` executable: :func:`main` on ``sys.argv``, then exit with its code.
 
     After :data:`FAST_EXIT` commands — which write their files through
-    :class:`belief.files.OutputSet` (committed, closed) and start no PyMC, PyTensor or
-    multiprocessing that might leave work to exit handlers — the standard streams are flushed
-    and the process ends with ``os._exit``: the interpreter's teardown of xarray, pandas and
-    SciPy (≈ 0.1 s of a warm ``belief decide``) is skipped.  Other commands exit normally."""
+    :class:`belief.files.OutputSet` (committed, closed) and stop their figure worker before
+    returning — the standard streams are flushed and the process ends with ``os._exit``: the
+    interpreter's teardown of xarray, pandas and SciPy (≈ 0.1 s of a warm ``belief decide``)
+    is skipped.  The exit is the normal one when exit handlers may matter: PyMC was imported
+    (``--refit``: PyTensor cleans its compile folder at exit), a tracer or profiler is set
+    (coverage, cProfile), or ``BELIEF_FAST_EXIT=0``."""
     import os
 
     code = main()
-    if len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT:
+    fast = (len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT and "pymc" not in sys.modules
+            and "coverage" not in sys.modules and sys.gettrace() is None
+            and sys.getprofile() is None
+            and os.environ.get("BELIEF_FAST_EXIT", "1").strip().lower()
+            not in ("0", "false", "no", "off"))
+    if fast:
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -228,16 +228,26 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     fitted = load(args.belief, args.candidates)
     decision = _decide(fitted, settings, args)
     worker.send(decision, fitted)  # the worker draws the figures while the tables are written
-    a = decision.attrs
     # everything validated and computed: write the set of files as one unit
     table = decision.drop_vars([v for v in decision.data_vars
                                 if decision[v].dims != ("candidate",)]).to_dataframe()
     with OutputSet(out, "decide") as outputs:
         outputs.write("decision.csv", lambda tmp: table.to_csv(tmp))
         outputs.write("decision.nc", lambda tmp: save_decision(tmp, decision))
+        with console.capture() as summary:  # rendered while the worker draws; shown once
+            _print_decision(console, decision, fitted)  # every file is committed (below)
         figs = _figure_files(worker, fitted, decision)  # the worker drew them meanwhile
         for name, write in figs.items():
             outputs.write(f"{name}.png", write)
+    sys.stdout.write(summary.get())
+    console.print(escape(f"wrote {out}/decision.csv, {out}/decision.nc, "
+                       + ", ".join(f"{out}/{n}.png" for n in figs)))
+    return 0
+
+
+def _print_decision(console: Any, decision: Any, fitted: Any) -> None:
+    """The decision table, budget, λ, CVU status, δ_J and the recommendation."""
+    a = decision.attrs
     title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
              f" · Pr(flip) {a['flip_probability']:.2f}")
     console.print(decision_rich_table(decision, escape(title), wide=not sys.stdout.isatty()))
@@ -260,9 +270,6 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
         console.print(f"[bold]recommendation: stop[/bold] — {escape(a['stop_reason'])}")
     else:
         console.print(f"[bold]recommendation: {escape(a['chosen'])}[/bold]")
-    console.print(escape(f"wrote {out}/decision.csv, {out}/decision.nc, "
-                       + ", ".join(f"{out}/{n}.png" for n in figs)))
-    return 0
 
 
 # -- belief check --------------------------------------------------------------------------------

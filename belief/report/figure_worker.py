@@ -15,7 +15,9 @@ draws the figures that depend on it
 again; its standard error goes to ``worker.log``, both in its folder).  The PNGs
 are the ones the in-process path draws (the same functions and ``savefig`` arguments).
 
-The worker writes only into a temporary folder its parent made and removes; the parent copies
+The worker writes only into a temporary folder its parent made and removes (and into the
+figure cache, whose entries are written whole, see :mod:`belief.report.figure_cache`; on a
+cache hit its ``load`` warnings are the parent's alone); the parent copies
 the files into its :class:`belief.files.OutputSet` (committed with the decision's tables as one
 unit).  When the worker fails for any reason (it cannot start, the decision cannot be sent,
 it exits with an error, it times out, it lists a file it did not write) the parent draws the
@@ -275,10 +277,18 @@ def _belief_figures(belief: str, candidates: str | None, folder: str, save: Any,
     from belief.report.document import belief_figures
     from belief.workflow.belief_file import load
 
-    key = None
+    def stamp() -> tuple | None:
+        """What tells a changed file: the belief's and the candidates' (size, mtime, inode)."""
+        try:
+            return tuple((st.st_size, st.st_mtime_ns, st.st_ino)
+                         for st in (os.stat(p) for p in (belief, candidates) if p is not None))
+        except OSError:
+            return None
+
+    key, before = None, stamp()
     if figure_cache.cache_dir() is not None:
         try:
-            key = figure_cache.figure_key(belief, DPI)
+            key = figure_cache.figure_key(belief, DPI, candidates)
         except OSError:  # an unreadable file fails in load(), not here
             key = None
     hit = figure_cache.lookup(key) if key is not None else None
@@ -296,7 +306,7 @@ def _belief_figures(belief: str, candidates: str | None, folder: str, save: Any,
         save(figs)
     for w in drawn:  # raised again for the caller's record, and remembered with the figures
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if key is not None:
+    if key is not None and before is not None and stamp() == before:  # not a file replaced
         recorded = [(w.category.__module__, w.category.__qualname__, str(w.message))
                     for w in drawn if w.category.__module__.split(".")[0] in ("belief", "models")]
         figure_cache.store(key, {n: Path(folder, f"{n}.png").read_bytes() for n in figs},
