@@ -219,8 +219,16 @@ def test_a_worker_whose_belief_figures_are_cached_does_not_read_the_belief(
     first = tmp_path / "first"
     assert main(["decide", str(example_belief_file), "--out", str(first), *FAST_DECIDE]) == 0
     fitted = belief_file.load(example_belief_file)
-    decision = fitted.decide(functional="lcb:0.2", beta=0.0)
-    payload = pickle.dumps({"decision": decision, "belief": figure_worker.belief_view(fitted)})
+    gates = []
+    decision = fitted.decide(functional="lcb:0.2", beta=0.0, on_feasibility=gates.append)
+    (gate,) = gates  # what decide sends before CVU: the decision's own values
+    assert list(gate["candidate"].values) == list(decision["candidate"].values)
+    for name in gate.data_vars:
+        assert gate[name].reset_coords(drop=True).equals(
+            decision[name].reset_coords(drop=True)), name  # NaN equal to NaN
+    assert all(gate.attrs[k] == decision.attrs[k] for k in gate.attrs)
+    payload = (pickle.dumps({"gate": gate, "belief": figure_worker.belief_view(fitted)})
+               + pickle.dumps({"decision": decision}))
 
     def no_load(*args, **kwargs):
         raise AssertionError("the worker read the belief file")
@@ -232,5 +240,11 @@ def test_a_worker_whose_belief_figures_are_cached_does_not_read_the_belief(
     assert figure_worker.main([str(example_belief_file), str(folder)]) == 0
     answer = json.loads((folder / "figures.json").read_text())
     assert {"gains", "order_effects", "safety", "q_decomposition"} <= set(answer["figures"])
-    for name in ("order_effects", "gains"):
+    for name in ("order_effects", "gains", "safety"):
         assert (folder / f"{name}.png").read_bytes() == (first / f"{name}.png").read_bytes()
+    truncated = tmp_path / "no-decision"  # the parent gave up after the gate: exit 3
+    truncated.mkdir()
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(payload[:len(
+        pickle.dumps({"gate": gate, "belief": figure_worker.belief_view(fitted)}))])))
+    assert figure_worker.main([str(example_belief_file), str(truncated)]) == 3
+    assert not truncated.exists()

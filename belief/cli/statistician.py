@@ -112,11 +112,12 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         horizon=args.horizon, eps_budget=args.eps_budget)
 
 
-def _decide(fitted: Any, settings: Any, args: argparse.Namespace) -> Any:
+def _decide(fitted: Any, settings: Any, args: argparse.Namespace,
+            on_feasibility: Any = None) -> Any:
     """``fitted.decide`` with the flags' budget, λ and seed (refusals name the flags, see
     :mod:`belief.cli.flags`)."""
     return fitted.decide(settings, budget=args.budget, weights=args.weights, refit=args.refit,
-                         seed=args.seed)
+                         seed=args.seed, on_feasibility=on_feasibility)
 
 
 # -- belief fit ----------------------------------------------------------------------------------
@@ -226,8 +227,10 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
-    decision = _decide(fitted, settings, args)
-    worker.send(decision, fitted)  # the worker draws the figures while the tables are written
+    # the worker draws gains and safety while CVU runs, the rest while the tables are written
+    decision = _decide(fitted, settings, args,
+                       on_feasibility=lambda gate: worker.send_early(gate, fitted))
+    worker.send(decision, fitted)
     # everything validated and computed: write the set of files as one unit
     table = decision.drop_vars([v for v in decision.data_vars
                                 if decision[v].dims != ("candidate",)]).to_dataframe()

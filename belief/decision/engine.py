@@ -54,6 +54,7 @@ from belief.decision.cvu_decisive import decisive_cvu
 from belief.decision.cvu_psis import OutcomeWeights
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional, resampled
+from belief.decision.safety import SafetyGate
 from belief.decision.scores import (
     expected_cost,
     g0,
@@ -74,7 +75,7 @@ from belief.posterior.transfer import transfer_attrs
 from belief.validate import integer
 
 __all__ = ["STOP", "argmax_or_stop", "belief_cost_draws", "decide", "decision_stability",
-           "decision_table"]
+           "decision_table", "gate_view"]
 
 STOP = "(stop)"
 
@@ -184,7 +185,8 @@ def _cvu_status(base: str, ids: list[str], relevant: np.ndarray, cvu_ok: np.ndar
 def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
            seed: int = 0, cvu: xr.Dataset | None = None,
            experiments: Mapping[str, Experiment] | None = None,
-           refit: Callable[[str, np.ndarray], np.ndarray] | None = None) -> xr.Dataset:
+           refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
+           on_feasibility: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
     """Score every candidate at state s_t and pick m*_t = argmax_{feasible} Q, or stop.
 
     Parameters
@@ -210,6 +212,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         ``decisive`` (and the one-step continuation) only for the candidates that could
         still be chosen (:mod:`belief.decision.cvu_decisive`; ``n_deferred`` counts the
         outcomes left bounded, ``cvu_low`` and ``cvu_high`` bound their CVU).
+    on_feasibility : callable Dataset → None, optional
+        Called once the feasible set is known, before CVU, with :func:`gate_view` of it (the
+        variables of the returned decision that it holds, with the same values): ``belief
+        decide`` has the figures that need no more drawn while CVU runs.
 
     Returns
     -------
@@ -259,6 +265,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     feas = feasibility(state, candidates, settings.gate, costs, budget, cost_draws=cost_draws,
                        chance=ChanceConstraint(settings.eps_budget))
     feasible = feas.feasible
+    if on_feasibility is not None:
+        on_feasibility(gate_view(ids, feas, settings.gate))
     terminal = settings.is_terminal(state.step)
     if terminal:
         cvu = None
@@ -393,6 +401,20 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                 ds.attrs[key] = str(cvu.attrs[key])
     ds.attrs.update(transfer_attrs(belief, state.policy))
     return ds
+
+
+def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset:
+    """The feasible set and the safety gate as the decision holds them: ``available``,
+    ``feasible``, ``safe``, ``safe_reason``, ``ucb_clopper_pearson``, ``ucb_posterior`` over
+    ``candidate``, attributes ``alpha_exec``, ``delta``, ``safety_method``."""
+    cand = ("candidate",)
+    return xr.Dataset(
+        {"available": (cand, feas.available), "feasible": (cand, feas.feasible),
+         "safe": (cand, feas.safe), "safe_reason": feas.safety["safe_reason"],
+         "ucb_clopper_pearson": feas.safety["ucb_clopper_pearson"],
+         "ucb_posterior": feas.safety["ucb_posterior"]},
+        coords={"candidate": ids},
+        attrs={"alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method})
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:

@@ -26,7 +26,8 @@ import xarray as xr
 from belief.errors import InputError
 
 __all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "decision_figures",
-           "decision_only_figures", "figure_order", "render_report", "write_report"]
+           "decision_only_figures", "feasibility_figures", "figure_order", "render_report",
+           "value_figures", "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -87,24 +88,43 @@ def belief_figures(fitted: Any) -> dict[str, Any]:
 def decision_only_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
     """The figures of :func:`decision_figures` that depend on the decision: ``gains`` (which
     marks the candidates that cannot be chosen; drawn without marks when ``decision`` is
-    None), ``q_decomposition``, ``safety`` and, with a cost posterior in q_t, ``overrun``."""
-    from belief.report.plots import plot_gains, plot_q_decomposition, plot_safety_bounds
+    None), ``q_decomposition``, ``safety`` and, with a cost posterior in q_t, ``overrun`` —
+    :func:`feasibility_figures` and :func:`value_figures` of the decision."""
+    figs = feasibility_figures(fitted, decision)
+    if decision is not None:
+        figs.update(value_figures(fitted, decision))
+    return figs
+
+
+def feasibility_figures(fitted: Any, gate: xr.Dataset | None) -> dict[str, Any]:
+    """``gains`` and ``safety``: the figures that read of the decision only its feasible set
+    and safety gate (:func:`belief.decision.engine.gate_view`, or the decision itself), so
+    they can be drawn before CVU is known; ``gains`` alone, unmarked, for ``gate`` None."""
+    from belief.report.plots import plot_gains, plot_safety_bounds
 
     figs: dict[str, Any] = {}
-    ax = plot_gains(fitted.belief, decision=decision)
+    ax = plot_gains(fitted.belief, decision=gate)
     ax.set_title(f"posterior-predictive gain of the next execution from {fitted.policy} "
                  f"(step {fitted.step})", fontsize=9)
     _tight(ax.figure)
     figs["gains"] = ax.figure
-    if decision is not None:
-        ax = plot_q_decomposition(decision)
-        _tight(ax.figure)
-        figs["q_decomposition"] = ax.figure
-        ax = plot_safety_bounds(decision)
+    if gate is not None:
+        ax = plot_safety_bounds(gate)
         _tight(ax.figure)
         figs["safety"] = ax.figure
-        if "cost" in fitted.belief:
-            figs.update(_overrun_figure(decision))
+    return figs
+
+
+def value_figures(fitted: Any, decision: xr.Dataset) -> dict[str, Any]:
+    """``q_decomposition`` and, with a cost posterior in q_t, ``overrun``: the figures of the
+    decision's values."""
+    from belief.report.plots import plot_q_decomposition
+
+    ax = plot_q_decomposition(decision)
+    _tight(ax.figure)
+    figs = {"q_decomposition": ax.figure}
+    if "cost" in fitted.belief:
+        figs.update(_overrun_figure(decision))
     return figs
 
 

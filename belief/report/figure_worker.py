@@ -6,11 +6,14 @@ computing CVU (imports and drawing hold the GIL).  The command therefore starts 
 first (:class:`FigureWorker`); the worker imports matplotlib (Agg) and writes the figures the
 belief alone determines (:func:`belief.report.document.belief_figures`): copied from the figure
 cache (:mod:`belief.report.figure_cache`) when it holds this belief file's, else drawn from the
-same belief file, loaded here, and stored there.  It then waits for the decision on its standard
-input (a pickled ``{"decision": Dataset, "belief": belief_view(fitted)}``: what the decision's
-figures read of the belief, so that a worker served by the cache never reads the belief file),
-draws the figures that depend on it
-(:func:`belief.report.document.decision_only_figures`) and lists the file stems it wrote
+same belief file, loaded here, and stored there.  Its standard input then brings two pickled
+messages: ``{"gate": Dataset or None, "belief": belief_view(fitted) or None}`` — the feasible
+set and the safety gate, sent before CVU is computed (``gains`` and ``safety``,
+:func:`belief.report.document.feasibility_figures`, are drawn while the parent computes
+CVU), and what the decision's figures read of the belief, so that a worker served by the cache
+never reads the belief file — and ``{"decision": Dataset}``; it draws the figures of the
+decision's values (:func:`belief.report.document.value_figures`, and ``gains``/``safety`` from
+the decision when no gate came first) and lists the file stems it wrote
 (``figures.json``, with the warnings belief's code raised meanwhile, which the parent issues
 again; its standard error goes to ``worker.log``, both in its folder).  The PNGs
 are the ones the in-process path draws (the same functions and ``savefig`` arguments).
@@ -71,6 +74,8 @@ class FigureWorker:
         self.folder = folder
         self.error: str | None = None
         self._sender: Any = None
+        self._queue: Any = None  # messages for the writer thread
+        self._sent = False
 
     @classmethod
     def disabled(cls) -> FigureWorker:
@@ -104,35 +109,64 @@ class FigureWorker:
             return worker
         return cls(proc, folder)
 
+    def send_early(self, gate: Any, fitted: Any) -> None:
+        """Hand the worker the feasible set and the gate (``gate``,
+        :func:`belief.decision.engine.gate_view`) and what the decision's figures read of
+        ``fitted`` (:func:`belief_view`) before the decision is made: it draws ``gains`` and
+        ``safety`` while CVU runs.  Returns at once; called at most once, before :meth:`send`
+        (a later call does nothing)."""
+        if self.proc is None or self._queue is not None:
+            return
+        self._post({"gate": gate, "belief": belief_view(fitted)})
+
     def send(self, decision: Any, fitted: Any = None) -> None:
         """Hand ``decision`` to the worker and return at once (a thread writes it to the
         worker's standard input and closes it), so the caller writes its tables meanwhile.
-        With ``fitted`` (the belief the decision was made on), what the decision's figures
-        read of it goes along (:func:`belief_view`), so that a worker whose belief figures
-        came from the cache need not read the belief file.  A decision that cannot be sent
-        stops the worker (:attr:`error` says why)."""
-        if self.proc is None or self._sender is not None:
+        With ``fitted`` (the belief the decision was made on) and no :meth:`send_early`, what
+        the decision's figures read of it goes along (:func:`belief_view`), so that a worker
+        whose belief figures came from the cache need not read the belief file.  A decision
+        that cannot be sent stops the worker (:attr:`error` says why)."""
+        if self.proc is None or self._sent:
             return
-        import threading
+        if self._queue is None:
+            self._post({"gate": None,
+                        "belief": None if fitted is None else belief_view(fitted)})
+        self._post({"decision": decision})
+        if self.proc is not None:
+            self._sent = True
+            self._queue.put(None)  # then close the worker's standard input
 
-        stdin = self.proc.stdin
+    def _post(self, message: dict[str, Any]) -> None:
+        """Pickle ``message`` here and queue it for the writer thread (started on the first
+        message), which writes the messages to the worker's standard input in order."""
+        if self.proc is None:
+            return
         try:
-            data = pickle.dumps({"decision": decision,
-                                 "belief": None if fitted is None else belief_view(fitted)})
+            data = pickle.dumps(message)
+        except Exception as exc:  # any failure here means: draw in-process
+            self.error = f"the decision could not be sent to the figure worker: {exc}"
+            self._stop()
+            return
+        if self._queue is None:
+            import queue
+            import threading
+
+            self._queue = queue.Queue()
+            stdin, items = self.proc.stdin, self._queue
 
             def write() -> None:
                 try:
-                    stdin.write(data)
+                    while (item := items.get()) is not None:
+                        stdin.write(item)
+                        stdin.flush()
                     stdin.close()
-                except OSError:  # a worker that died: finish() reports its exit
+                except (OSError, ValueError):  # a worker that died or was stopped
                     pass
 
             self._sender = threading.Thread(target=write, name="belief-figure-send",
                                             daemon=True)
             self._sender.start()
-        except Exception as exc:  # any failure here means: draw in-process
-            self.error = f"the decision could not be sent to the figure worker: {exc}"
-            self._stop()
+        self._queue.put(data)
 
     def finish(self, decision: Any, timeout: float = 120.0,
                fitted: Any = None) -> dict[str, str] | None:
@@ -223,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from belief.report.document import decision_only_figures, figure_order
+    from belief.report.document import feasibility_figures, figure_order, value_figures
     from belief.workflow.belief_file import load
 
     written: list[str] = []
@@ -243,15 +277,20 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("always")
         fitted, replayed = _belief_figures(belief, candidates, folder, save, written)
         after = len(caught)
-        data = sys.stdin.buffer.read()
-        if not data:
+        try:
+            first = pickle.load(sys.stdin.buffer)  # {"gate": …, "belief": …}
+            if fitted is None:  # the belief figures came from the cache
+                fitted = (SimpleNamespace(**first["belief"]) if first["belief"] is not None
+                          else load(belief, candidates))
+            if first["gate"] is not None:  # drawn while the parent computes CVU
+                save(feasibility_figures(fitted, first["gate"]))
+            decision = pickle.load(sys.stdin.buffer)["decision"]
+        except EOFError:  # the parent sent no decision (it gave up or was killed)
             shutil.rmtree(folder, ignore_errors=True)
             return 3
-        sent = pickle.loads(data)
-        if fitted is None:  # the belief figures came from the cache
-            fitted = (SimpleNamespace(**sent["belief"]) if sent["belief"] is not None
-                      else load(belief, candidates))
-        save(decision_only_figures(fitted, sent["decision"]))
+        if first["gate"] is None:
+            save(feasibility_figures(fitted, decision))
+        save(value_figures(fitted, decision))
     # one entry per distinct warning, in order (the parent shows each once)
     own = list(dict.fromkeys(own(caught[:after]) + replayed + own(caught[after:])))
     with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:

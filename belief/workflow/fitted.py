@@ -261,7 +261,8 @@ class FittedBelief:
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
                rollout_depth: int = 2, cvu_estimator: str = "auto",
-               refit_scope: str = "decisive") -> xr.Dataset:
+               refit_scope: str = "decisive",
+               on_feasibility: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         Parameters
@@ -297,6 +298,9 @@ class FittedBelief:
         continuation, rollout_depth
             CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
             ``rollout_depth`` (:class:`belief.decision.settings.CVUSettings`).
+        on_feasibility : callable Dataset → None, optional
+            Called with the feasible set and the gate before CVU is computed
+            (:func:`belief.decision.engine.gate_view`).
         cvu_estimator : {"auto", "psis", "regression"}
             CVU's estimator: ``auto`` (PSIS while the weights can be trusted, regression for
             informative studies), or one forced for every candidate
@@ -354,7 +358,8 @@ class FittedBelief:
         else:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
                       "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
-        decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn)
+        decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn,
+                          on_feasibility=on_feasibility)
         estimated = decision.attrs["cvu_status"].startswith("estimated")
         decision.attrs.update({
             "budget_source": b_source, "weights_source": w_source, "cvu_refits": refits,
