@@ -220,7 +220,8 @@ def test_a_worker_whose_belief_figures_are_cached_does_not_read_the_belief(
     assert main(["decide", str(example_belief_file), "--out", str(first), *FAST_DECIDE]) == 0
     fitted = belief_file.load(example_belief_file)
     gates = []
-    decision = fitted.decide(functional="lcb:0.2", beta=0.0, on_feasibility=gates.append)
+    decision = fitted.decide(functional="lcb:0.2", cvu_outcomes=64,
+                             on_feasibility=gates.append)  # β = 1: CVU computed after
     (gate,) = gates  # what decide sends before CVU: the decision's own values
     assert list(gate["candidate"].values) == list(decision["candidate"].values)
     for name in gate.data_vars:
@@ -242,9 +243,12 @@ def test_a_worker_whose_belief_figures_are_cached_does_not_read_the_belief(
     assert {"gains", "order_effects", "safety", "q_decomposition"} <= set(answer["figures"])
     for name in ("order_effects", "gains", "safety"):
         assert (folder / f"{name}.png").read_bytes() == (first / f"{name}.png").read_bytes()
-    truncated = tmp_path / "no-decision"  # the parent gave up after the gate: exit 3
-    truncated.mkdir()
-    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(payload[:len(
-        pickle.dumps({"gate": gate, "belief": figure_worker.belief_view(fitted)}))])))
-    assert figure_worker.main([str(example_belief_file), str(truncated)]) == 3
-    assert not truncated.exists()
+    first_message = len(pickle.dumps({"gate": gate,
+                                      "belief": figure_worker.belief_view(fitted)}))
+    # the parent gave up after the gate, or died while writing the decision: exit 3
+    for cut in (first_message, first_message + 100):
+        truncated = tmp_path / f"no-decision-{cut}"
+        truncated.mkdir()
+        monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(payload[:cut])))
+        assert figure_worker.main([str(example_belief_file), str(truncated)]) == 3
+        assert not truncated.exists()

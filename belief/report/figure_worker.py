@@ -63,7 +63,8 @@ def save_png(fig: Any, path: Any) -> None:
 class FigureWorker:
     """The figure process of one ``belief decide`` (module docstring).
 
-    Use :meth:`start` before the belief is read, :meth:`send` as soon as the decision is made,
+    Use :meth:`start` before the belief is read, :meth:`send_early` with the feasible set
+    (before CVU; optional), :meth:`send` as soon as the decision is made,
     :meth:`finish` to wait for the figures, and :meth:`close` in a ``finally`` (it kills a
     worker that is still running and removes its folder).  :meth:`disabled` is a worker that
     never runs (one core: a second process would only compete with CVU).
@@ -117,7 +118,13 @@ class FigureWorker:
         (a later call does nothing)."""
         if self.proc is None or self._queue is not None:
             return
-        self._post({"gate": gate, "belief": belief_view(fitted)})
+        try:
+            view = belief_view(fitted)
+        except Exception as exc:  # any failure here means: draw in-process
+            self.error = f"the figures' data could not be sent to the figure worker: {exc}"
+            self._stop()
+            return
+        self._post({"gate": gate, "belief": view})
 
     def send(self, decision: Any, fitted: Any = None) -> None:
         """Hand ``decision`` to the worker and return at once (a thread writes it to the
@@ -129,8 +136,13 @@ class FigureWorker:
         if self.proc is None or self._sent:
             return
         if self._queue is None:
-            self._post({"gate": None,
-                        "belief": None if fitted is None else belief_view(fitted)})
+            try:
+                view = None if fitted is None else belief_view(fitted)
+            except Exception as exc:  # any failure here means: draw in-process
+                self.error = f"the figures' data could not be sent to the figure worker: {exc}"
+                self._stop()
+                return
+            self._post({"gate": None, "belief": view})
         self._post({"decision": decision})
         if self.proc is not None:
             self._sent = True
@@ -141,31 +153,32 @@ class FigureWorker:
         message), which writes the messages to the worker's standard input in order."""
         if self.proc is None:
             return
+        what = "decision" if "decision" in message else "feasible set"
         try:
             data = pickle.dumps(message)
+            if self._queue is None:
+                import queue
+                import threading
+
+                self._queue = queue.Queue()
+                stdin, items = self.proc.stdin, self._queue
+
+                def write() -> None:
+                    try:
+                        while (item := items.get()) is not None:
+                            stdin.write(item)
+                            stdin.flush()
+                        stdin.close()
+                    except (OSError, ValueError):  # a worker that died or was stopped
+                        pass
+
+                self._sender = threading.Thread(target=write, name="belief-figure-send",
+                                                daemon=True)
+                self._sender.start()
         except Exception as exc:  # any failure here means: draw in-process
-            self.error = f"the decision could not be sent to the figure worker: {exc}"
+            self.error = f"the {what} could not be sent to the figure worker: {exc}"
             self._stop()
             return
-        if self._queue is None:
-            import queue
-            import threading
-
-            self._queue = queue.Queue()
-            stdin, items = self.proc.stdin, self._queue
-
-            def write() -> None:
-                try:
-                    while (item := items.get()) is not None:
-                        stdin.write(item)
-                        stdin.flush()
-                    stdin.close()
-                except (OSError, ValueError):  # a worker that died or was stopped
-                    pass
-
-            self._sender = threading.Thread(target=write, name="belief-figure-send",
-                                            daemon=True)
-            self._sender.start()
         self._queue.put(data)
 
     def finish(self, decision: Any, timeout: float = 120.0,
@@ -208,6 +221,8 @@ class FigureWorker:
         _warn_again(recorded)
         return paths
     def _stop(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)  # the writer thread ends (its pipe is closed below)
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -285,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             if first["gate"] is not None:  # drawn while the parent computes CVU
                 save(feasibility_figures(fitted, first["gate"]))
             decision = pickle.load(sys.stdin.buffer)["decision"]
-        except EOFError:  # the parent sent no decision (it gave up or was killed)
+        except (EOFError, pickle.UnpicklingError):  # no decision: the parent gave up or died
             shutil.rmtree(folder, ignore_errors=True)
             return 3
         if first["gate"] is None:

@@ -298,9 +298,6 @@ class FittedBelief:
         continuation, rollout_depth
             CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
             ``rollout_depth`` (:class:`belief.decision.settings.CVUSettings`).
-        on_feasibility : callable Dataset → None, optional
-            Called with the feasible set and the gate before CVU is computed
-            (:func:`belief.decision.engine.gate_view`).
         cvu_estimator : {"auto", "psis", "regression"}
             CVU's estimator: ``auto`` (PSIS while the weights can be trusted, regression for
             informative studies), or one forced for every candidate
@@ -308,6 +305,9 @@ class FittedBelief:
             rollout, ``regression`` gives the nested-regression continuation
             (:mod:`belief.decision.cvu_lookahead_regression`), several times faster than the
             weighted one.
+        on_feasibility : callable Dataset → None, optional
+            Called with the feasible set and the gate before CVU is computed
+            (:func:`belief.decision.engine.gate_view`).
 
         Returns
         -------
