@@ -265,8 +265,9 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     feas = feasibility(state, candidates, settings.gate, costs, budget, cost_draws=cost_draws,
                        chance=ChanceConstraint(settings.eps_budget))
     feasible = feas.feasible
+    gate = gate_view(ids, feas, settings.gate)  # the decision's own gate variables
     if on_feasibility is not None:
-        on_feasibility(gate_view(ids, feas, settings.gate))
+        on_feasibility(gate)
     terminal = settings.is_terminal(state.step)
     if terminal:
         cvu = None
@@ -344,13 +345,12 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             "mv": (cand, mv), "mv_reason": (cand, mv_reason),
             "cvu": (cand, cvu_vals), "q": (cand, q), "value_vs_stop": (cand, value),
             **{f"cost_{r}": (cand, costs[:, k]) for k, r in enumerate(resources)},
-            "available": (cand, feas.available), "budget_ok": (cand, feas.affordable),
+            "available": gate["available"], "budget_ok": (cand, feas.affordable),
             "budget_reason": (cand, np.array(feas.budget_reason, dtype=object)),
-            "safe": (cand, feas.safe), "safe_reason": feas.safety["safe_reason"],
+            "safe": gate["safe"], "safe_reason": gate["safe_reason"],
             "p_exec_bound": feas.safety["p_exec_bound"],
-            "ucb_clopper_pearson": feas.safety["ucb_clopper_pearson"],
-            "ucb_posterior": feas.safety["ucb_posterior"],
-            "feasible": (cand, feasible),
+            "ucb_clopper_pearson": gate["ucb_clopper_pearson"],
+            "ucb_posterior": gate["ucb_posterior"], "feasible": gate["feasible"],
             "chosen": (cand, np.arange(len(ids)) == pick),
             "excluded_reason": (cand, np.array(
                 _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen, cvu_why),
@@ -378,13 +378,12 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
                       *CHANNEL_COLUMNS):
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
-    gate = settings.gate
     ds.attrs.update({
         "step": int(state.step), "policy": state.policy, "chosen": chosen, "stop": int(stop),
         "stop_reason": stop_reason, "functional": str(fn), "beta": beta,
         "g0_null": g0_null, "cvu_status": cvu_status,
         "weights_rule": settings.weights.describe(), "flip_probability": flip,
-        "alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method,
+        **gate.attrs,  # alpha_exec, delta, safety_method
         "eps_budget": settings.eps_budget,
         "costs": "uncertain (cost posterior draws)" if cost_draws is not None else "known",
         "horizon": -1 if settings.horizon is None else settings.horizon,

@@ -128,14 +128,9 @@ def lookup(key: str) -> CachedFigures | None:
                 raise ValueError(f"{name}.png does not match its checksum")
             figures[str(name)] = data
         recorded = [(str(m), str(c), str(t)) for m, c, t in manifest["warnings"]]
-    except FileNotFoundError:
-        if not folder.exists():  # removed by another process meanwhile (pruned): a miss
-            return None
-        warnings.warn(f"figure cache entry {folder} ignored (a file is missing); drawing the "
-                      "figures again", FigureCacheWarning, stacklevel=2)
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
     except (OSError, ValueError, KeyError, TypeError) as err:
+        if isinstance(err, FileNotFoundError) and not folder.exists():
+            return None  # removed by another process meanwhile (pruned): a miss
         warnings.warn(f"figure cache entry {folder} ignored ({err}); drawing the figures again",
                       FigureCacheWarning, stacklevel=2)
         shutil.rmtree(folder, ignore_errors=True)

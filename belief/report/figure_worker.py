@@ -118,13 +118,7 @@ class FigureWorker:
         (a later call does nothing)."""
         if self.proc is None or self._queue is not None:
             return
-        try:
-            view = belief_view(fitted)
-        except Exception as exc:  # any failure here means: draw in-process
-            self.error = f"the figures' data could not be sent to the figure worker: {exc}"
-            self._stop()
-            return
-        self._post({"gate": gate, "belief": view})
+        self._post(lambda: {"gate": gate, "belief": belief_view(fitted)}, "feasible set")
 
     def send(self, decision: Any, fitted: Any = None) -> None:
         """Hand ``decision`` to the worker and return at once (a thread writes it to the
@@ -136,26 +130,23 @@ class FigureWorker:
         if self.proc is None or self._sent:
             return
         if self._queue is None:
-            try:
-                view = None if fitted is None else belief_view(fitted)
-            except Exception as exc:  # any failure here means: draw in-process
-                self.error = f"the figures' data could not be sent to the figure worker: {exc}"
-                self._stop()
-                return
-            self._post({"gate": None, "belief": view})
-        self._post({"decision": decision})
+            self._post(lambda: {"gate": None,
+                                "belief": None if fitted is None else belief_view(fitted)},
+                       "belief's figure data")
+        self._post(lambda: {"decision": decision}, "decision")
         if self.proc is not None:
             self._sent = True
             self._queue.put(None)  # then close the worker's standard input
 
-    def _post(self, message: dict[str, Any]) -> None:
-        """Pickle ``message`` here and queue it for the writer thread (started on the first
-        message), which writes the messages to the worker's standard input in order."""
+    def _post(self, message: Any, what: str) -> None:
+        """Build (``message()``) and pickle a message here and queue it for the writer thread
+        (started on the first message), which writes the messages to the worker's standard
+        input in order.  Any failure stops the worker (:attr:`error` names ``what``): the
+        parent then draws in-process."""
         if self.proc is None:
             return
-        what = "decision" if "decision" in message else "feasible set"
         try:
-            data = pickle.dumps(message)
+            data = pickle.dumps(message())
             if self._queue is None:
                 import queue
                 import threading
@@ -283,11 +274,6 @@ def main(argv: list[str] | None = None) -> int:
             plt.close(fig)
             written.append(name)
 
-    def own(ws: list[warnings.WarningMessage]) -> list[tuple[str, str, str]]:
-        """The warnings of belief's own code, as (module, class name, message)."""
-        return [(w.category.__module__, w.category.__qualname__, str(w.message)) for w in ws
-                if w.category.__module__.split(".")[0] in ("belief", "models")]
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fitted, replayed = _belief_figures(belief, candidates, folder, save, written)
@@ -307,10 +293,17 @@ def main(argv: list[str] | None = None) -> int:
             save(feasibility_figures(fitted, decision))
         save(value_figures(fitted, decision))
     # one entry per distinct warning, in order (the parent shows each once)
-    own = list(dict.fromkeys(own(caught[:after]) + replayed + own(caught[after:])))
+    own = list(dict.fromkeys(_own(caught[:after]) + replayed + _own(caught[after:])))
     with open(os.path.join(folder, _NAMES), "w", encoding="utf-8") as fh:
         json.dump({"figures": figure_order(written), "warnings": own}, fh)
     return 0
+
+
+def _own(ws: list[Any]) -> list[tuple[str, str, str]]:
+    """The warnings of belief's own code among the recorded ``ws``, as (module, class name,
+    message)."""
+    return [(w.category.__module__, w.category.__qualname__, str(w.message)) for w in ws
+            if w.category.__module__.split(".")[0] in ("belief", "models")]
 
 
 def belief_view(fitted: Any) -> dict[str, Any]:
@@ -361,10 +354,8 @@ def _belief_figures(belief: str, candidates: str | None, folder: str, save: Any,
     for w in drawn:  # raised again for the caller's record, and remembered with the figures
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if key is not None and before is not None and stamp() == before:  # not a file replaced
-        recorded = [(w.category.__module__, w.category.__qualname__, str(w.message))
-                    for w in drawn if w.category.__module__.split(".")[0] in ("belief", "models")]
         figure_cache.store(key, {n: Path(folder, f"{n}.png").read_bytes() for n in figs},
-                           recorded)
+                           _own(drawn))
     return fitted, []
 
 
