@@ -23,8 +23,10 @@ continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation`
 gains-model priors (``q_NAME``; e.g. ``no_order:order_effects=false``, the belief without
 order effects: a belief change before/after on the same worlds in one run); ``--cvu-arm
 NAME:FIELD=V`` adds Q with other CVU settings (e.g. ``plugin:noise_correction=false``, CVU
-without the noise-bias correction of :mod:`belief.decision.cvu_noise`); the old one-step
-oracle stays as ``oracle``.
+without the noise-bias correction of :mod:`belief.decision.cvu_noise`); ``--stated-arm SD``
+adds Q given each world's true order effects as stated priors of s.d. SD (``q_statedSD``;
+:meth:`belief.campaign.synthetic.SyntheticWorld.interaction_priors`: what knowing the order
+effects in advance is worth); the old one-step oracle stays as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
         [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
@@ -78,6 +80,9 @@ def main() -> None:
                         help="Q with other gains-model priors as a further row q_NAME, e.g. "
                              "no_order:order_effects=false or g014:gamma_sd=0.14 (repeatable; "
                              "the before/after of a belief change in one run)")
+    parser.add_argument("--stated-arm", action="append", default=[], type=float, metavar="SD",
+                        help="adds Q given each world's true order effects as stated priors "
+                             "of s.d. SD (row q_statedSD; repeatable)")
     parser.add_argument("--cvu-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
                         help="Q with other CVU settings as a further row q_NAME, e.g. "
                              "plugin:noise_correction=false (repeatable)")
@@ -109,34 +114,38 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    arms = [("", settings, policies, None)] if policies else []
+    bad = [sd for sd in args.stated_arm if not (np.isfinite(sd) and sd > 0)]
+    if bad:
+        parser.error(f"--stated-arm {bad[0]:g}: the prior s.d. must be a finite number > 0")
+    arms = [("", settings, policies, None, None)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
         spec, _, estimator = cont.partition("+")
         kind, depth = (spec, 2 if spec == "lookahead2" else 1) if spec in (
             "lookahead2", "one_step") else ("rollout", int(spec.removeprefix("rollout")))
         cvu = replace(settings.cvu, continuation=kind, rollout_depth=max(depth, 1),
                       inner_outcomes=args.inner, estimator=estimator or "auto")
-        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"], None))
-    arms += [(f"q_{name}", settings, ["q"], gains) for name, gains in gains_arms]
+        arms.append((f"q_{cont}", replace(settings, cvu=cvu), ["q"], None, None))
+    arms += [(f"q_{name}", settings, ["q"], gains, None) for name, gains in gains_arms]
+    arms += [(f"q_stated{sd:g}", settings, ["q"], None, sd) for sd in args.stated_arm]
     try:
         arms += [(f"q_{name}", replace(settings, cvu=replace(settings.cvu, **fields)), ["q"],
-                  None) for name, fields in cvu_arms]
+                  None, None) for name, fields in cvu_arms]
     except InputError as e:
         parser.error(f"--cvu-arm: {e}")
     names = [name for name, *_ in arms]
     clash = sorted({n for n in names if names.count(n) > 1 and n})
     if clash:  # rows are told apart by name: two arms of one name would be pooled
-        parser.error(f"--cvu-arm/--gains-arm/--continuations: two rows named "
+        parser.error(f"--cvu-arm/--gains-arm/--stated-arm/--continuations: two rows named "
                      f"{', '.join(clash)}; give the arms different names")
     worlds = [int(w) for w in args.world_list.split(",")] if args.world_list else list(
         range(args.worlds))
     rows: list[dict] = []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for i, v in enumerate(worlds):  # world by world, written after each: partial runs count
-        for name, st, pols, gains in arms:
+        for name, st, pols, gains, stated in arms:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
-                                 gains=gains)
+                                 gains=gains, stated_sd=stated)
             rows.extend({**r, "policy": name} if name else r for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
                   f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)

@@ -139,15 +139,19 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
     true J and the budget spent after the step).
 
-    ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains]])``: ``gains`` a
-    mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
-    ``{"order_effects": False}``), or None for the defaults.
+    ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd]]])``:
+    ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
+    ``{"order_effects": False}``), or None for the defaults; ``stated_sd`` > 0 gives the
+    allocator the world's true order effects as stated pair priors of that s.d.
+    (:meth:`SyntheticWorld.interaction_priors`), None or 0 states none.
     """
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
 
     variation, policy, settings_dict, *rest = args
     world = SyntheticWorld.varied(variation, seed=variation)
+    if len(rest) > 2 and rest[2]:  # the true order effects stated as priors (benchmarks)
+        world = replace(world, stated_interactions=world.interaction_priors(float(rest[2])))
     if rest and rest[0] != 1.0:  # a scaled starting budget (benchmarks of tight budgets)
         world.budget_values = {r: v * float(rest[0]) for r, v in world.budget_values.items()}
     settings = policy_settings(settings_from_dict(settings_dict), policy)
@@ -204,12 +208,14 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
                  *, scheduler: str | None = None, workers: int | None = None,
                  threads: bool = False, budget_scale: float = 1.0,
-                 gains: dict[str, Any] | None = None,
+                 gains: dict[str, Any] | None = None, stated_sd: float | None = None,
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every policy on every world variation (the policy benchmark), in a fixed order
     (``budget_scale`` multiplies every world's starting budget; ``gains`` overrides fields of
-    the gains model's priors, :class:`models.gains.GainsPriors`, for every campaign)."""
-    items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}))
-             for v in variations for p in policies]
+    the gains model's priors, :class:`models.gains.GainsPriors`, for every campaign;
+    ``stated_sd`` states each world's true order effects as priors of that s.d.,
+    :meth:`SyntheticWorld.interaction_priors`)."""
+    items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}),
+              float(stated_sd or 0.0)) for v in variations for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)

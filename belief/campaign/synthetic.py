@@ -390,6 +390,28 @@ class SyntheticWorld:
             g *= self.interactions.get((a, candidate_id), 1.0)
         return g
 
+    def interaction_priors(self, sd: float) -> tuple[InteractionPrior, ...]:
+        """The world's order effects stated as pair priors γ_{a→m} ~ N(mean, sd²): what an
+        expert who knew the truth would tell the allocator (benchmarks of what knowing the
+        order effects is worth to a policy).
+
+        The world multiplies m's logit gain by f_{a→m} once a has run
+        (:meth:`mean_logit_gain`); the gains model adds γ_{a→m} on the logit scale.  The mean
+        is the additive equivalent at m's first execution with a the only actor before it,
+        mean = (f_{a→m} − 1)·g_m, g_m = m's first-execution logit gain (direction effects
+        included).  After repeats (the world's decay multiplies the effect too) or several
+        actors the two differ: a well-centred prior, not the truth itself.
+        """
+        if isinstance(sd, bool) or not isinstance(sd, int | float) or not (
+                np.isfinite(sd) and sd > 0):
+            raise InputError("interaction_priors", f"sd must be a finite number > 0, got "
+                                                   f"{sd!r}")
+        return tuple(
+            InteractionPrior(a, m, float((f - 1.0) * self.mean_logit_gain(m, [])), float(sd))
+            for (a, m), f in self.interactions.items()
+            if a in self._truth and m in self._truth
+            and self._truth[m].candidate.changes_policy)
+
     def true_success(self, policy: str | None = None) -> float:
         """J(π) of a policy the world has produced (default: the current one)."""
         return float(expit(self.policy_logit[policy or self.policy]))
