@@ -64,3 +64,15 @@ def test_clairvoyant_without_an_unknown_candidate_is_refused():
                           "--without", "nope"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "--without nope: candidates must be among" in res.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("sd", ["0", "-0.1", "nan"])
+def test_stated_arm_refuses_a_bad_sd(sd, tmp_path):
+    out = tmp_path / "rows.json"
+    res = subprocess.run([sys.executable, str(SCRIPT), "--stated-arm", sd, "--policies", "",
+                          "--world-list", "0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert "--stated-arm" in last and "> 0" in last, last
+    assert not out.exists()

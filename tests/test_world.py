@@ -87,3 +87,31 @@ def test_opt_in_worlds_are_rebuilt_from_their_description(make):
 
     with pytest.raises(InputError, match="unknown synthetic world 'varied'"):
         world_from_spec({**spec, "factory": {"name": "varied"}})
+
+
+def test_interaction_priors_state_the_truth_at_the_first_execution():
+    """Each stated mean is the world's own change of m's logit gain when a ran just before m's
+    first execution: mean_logit_gain(m, [a]) − mean_logit_gain(m, []) (the world multiplies,
+    the gains model adds; they agree there), and the priors pass the candidate file's rules."""
+    from dataclasses import replace
+
+    from belief.errors import InputError
+    from belief.inputs.interactions import parse_interactions
+
+    for world in (SyntheticWorld(), SyntheticWorld.varied(3, seed=3)):
+        stated = world.interaction_priors(0.1)
+        assert len(stated) == len(world.interactions) > 0
+        for p in stated:
+            change = world.mean_logit_gain(p.target, [p.source]) - world.mean_logit_gain(
+                p.target, [])
+            assert p.mean == pytest.approx(change, rel=1e-12, abs=1e-15)
+            assert p.sd == 0.1 and p.kind == "pair"
+        informed = replace(world, stated_interactions=stated)
+        cands = informed.candidates
+        assert parse_interactions([s.as_dict() for s in cands.interactions],
+                                  cands.candidates) == stated
+    assert SyntheticWorld().interaction_priors(0.1)[0].mean == pytest.approx(
+        (0.5 - 1.0) * 0.20)  # si_friction → dr_1e6: ×0.5 of a logit gain 0.20
+    for bad in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(InputError, match="sd must be a finite number > 0"):
+            SyntheticWorld().interaction_priors(bad)
