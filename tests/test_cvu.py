@@ -599,3 +599,23 @@ def test_exact_refits_keep_cvu_on_one_thread(monkeypatch):
             assert seen == {threading.current_thread().name}, seen
         else:
             assert seen and all(n.startswith("belief-cvu") for n in seen), seen
+
+
+@pytest.mark.parametrize("spec", ["mean", "lcb:0.1", "cvar:0.2"])
+def test_regression_on_an_outcome_that_teaches_nothing_keeps_the_decision_functional(spec):
+    """A constant simulated outcome leaves q_t as it is: E_Y[G0(s^{m,Y})] = G0 under the
+    decision's own φ of the unchanged draws (it took the mean for every φ: an LCB decision
+    credited such a study with mean − LCB of the best candidate)."""
+    from belief.decision.cvu_regression import regression_estimate
+    from belief.decision.functionals import parse_functional
+    from belief.decision.preposterior import NextState
+
+    gain = np.random.default_rng(3).normal(1.5, 1.0, size=(1000, 2))
+    nxt = NextState(gain, np.full(2, 0.1), np.ones(2, bool))
+    phi = parse_functional(spec)
+    est = regression_estimate(nxt, phi, lambda r, idx: np.zeros(idx.size),
+                              np.random.default_rng(0), replicates=2)
+    expected = max(0.0, float((phi(gain.T) - 0.1).max()))
+    assert est.expected_g0 == pytest.approx(expected, rel=1e-12)
+    if spec != "mean":
+        assert expected < float((gain.mean(axis=0) - 0.1).max()) - 0.5  # the case can fail

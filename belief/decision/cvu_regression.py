@@ -253,7 +253,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     feas = nxt.mask_for(y)
     cols = np.flatnonzero(feas if feas.ndim == 1 else feas.any(axis=0))
     if cols.size == 0 or t.shape[1] == 0:
-        phi = np.broadcast_to(gain.mean(axis=0), (n, n_c))  # the outcome teaches nothing
+        # the outcome teaches nothing: φ of the unchanged draws, the decision's functional
+        phi = np.broadcast_to(functional(gain.T), (n, n_c))
         g0_n = nxt.g0(phi, nxt.mask_for(y))
         return Estimate(float(g0_n.mean()), 0.0, "regression", reason or "outcome constant",
                         if_draws=np.zeros(n_s), if_noise=np.zeros(n_s), n_outcomes=n,
