@@ -130,6 +130,11 @@ def test_deployment_check_pass_and_fail():
     none = deployment_check((0, 0), "pi9")
     assert not bool(none["passed"]) and float(none["ucb_clopper_pearson"]) == 1.0
     assert none.attrs["reason"].startswith("fail: no deployment trials of policy 'pi9'")
+    # a posterior bound can pass on a confident prior alone: the reason says so, not "fail"
+    prior_only = deployment_check((0, 0), "pi9", 0.05, 0.05, "posterior", prior=(1.0, 200.0))
+    assert bool(prior_only["passed"]) and float(prior_only["p_deploy_bound"]) <= 0.05
+    assert prior_only.attrs["reason"].startswith("pass: no deployment trials of policy 'pi9'")
+    assert "<= α_deploy 0.05, from the prior alone" in prior_only.attrs["reason"]
 
 
 def test_deployment_check_uses_deployment_events_only(world_candidates):

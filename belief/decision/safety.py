@@ -285,12 +285,12 @@ def deployment_check(evidence: Evidence | tuple[int, int], policy: str,
     passed = bool(bound <= alpha_deploy)
     label = "CP" if method == "clopper_pearson" else f"posterior (Beta({a:g}, {b:g}) prior)"
     level = f"UCB_{1 - delta:g}"
-    if n == 0:
-        reason = (f"fail: no deployment trials of policy {policy!r} ({label} {level} = "
-                  f"{bound:.3f} > α_deploy {alpha_deploy:g})")
+    verdict, op = ("pass", "<=") if passed else ("fail", ">")
+    if n == 0:  # CP gives 1; a posterior bound can pass on its prior alone
+        reason = (f"{verdict}: no deployment trials of policy {policy!r} ({label} {level} = "
+                  f"{bound:.3f} {op} α_deploy {alpha_deploy:g}"
+                  f"{', from the prior alone' if passed else ''})")
     else:
-        verdict = "pass" if passed else "fail"
-        op = "<=" if passed else ">"
         reason = (f"{verdict}: {label} {level} {bound:.4f} {op} α_deploy {alpha_deploy:g} "
                   f"({k}/{n} unsafe deployment trials of policy {policy!r})")
     values = {"trials": n, "unsafe": k, "ucb_clopper_pearson": cp, "ucb_posterior": post,
