@@ -101,8 +101,22 @@ def test_posterior_upper_is_the_sample_quantile():
     draws = xr.DataArray(rng.beta(2, 50, size=(4000, 2)), dims=("sample", "candidate"),
                          coords={"candidate": ["a", "b"]})
     got = posterior_upper(draws, 0.05)
-    np.testing.assert_allclose(got.values, np.quantile(draws.values, 0.95, axis=0))
+    np.testing.assert_array_equal(got.values, np.quantile(draws.values, 0.95, axis=0,
+                                                          method="inverted_cdf"))
     assert got.dims == ("candidate",)
+
+
+def test_posterior_gate_now_and_after_a_study_use_one_quantile():
+    """The gate of s_t and CVU's gate of s_{t+1} take the same (1 − δ)-quantile: with
+    uniform weights (a study that teaches nothing of the cell) next_gate gives the bound of
+    now exactly, even on few draws where the linear and inverted-CDF quantiles differ."""
+    from belief.decision.cvu_safety import next_gate
+
+    p = np.random.default_rng(7).beta(1, 30, size=50)
+    now = float(posterior_upper(xr.DataArray(p, dims="sample"), 0.05))
+    after = next_gate(SafetyGate(method="posterior", delta=0.05), 0, 0, 0, p)
+    assert after.shape == (1,) and after[0] == now
+    assert now != float(np.quantile(p, 0.95))  # the case where the two definitions differ
 
 
 # -- the deployment chance constraint ----------------------------------------------------------
