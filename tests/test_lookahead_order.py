@@ -86,10 +86,12 @@ def test_state_after_matches_a_hand_computation():
     eta2 = eta1 + th[:, 1] * rho**k1[1] + off1[:, 1] + tau * zx[:, 1]  # then b
     off2, k2 = off1 + g[:, 1, :], k1 + np.array([0, 1, 0])
     fresh = np.random.default_rng([7, 1]).standard_normal(zn.shape)
+    fresh[:, 2] = 0.0  # the probe (zero-filled, no gain in any state) gets no noise either
     hand = expit(eta2[:, None] + th * rho[:, None]**k2 + off2 + tau[:, None] * fresh) \
         - expit(eta2)[:, None]
     s1 = gains.state_after(d, "a", seed=[7, 1])
     np.testing.assert_allclose(gains.next_gain(s1, "b").values, hand, rtol=0, atol=1e-14)
+    assert not np.any(gains.next_gain(s1, "b").values[:, 2])  # ΔJ(probe) = 0 two steps on
     np.testing.assert_array_equal(gains.gain_from_draws(s1).values,
                                   gains.next_gain(d, "a").values)
     np.testing.assert_array_equal(s1["gains_history"].values, [1.0, 0.0, 1.0])

@@ -201,10 +201,21 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
                         coords={"candidate": draws["candidate"].values}, name="gain")
 
 
+def _noise_free(z: np.ndarray) -> np.ndarray:
+    """Columns (candidates) of noise draws z (…, S, C) that are 0 in every draw: the
+    candidates that do not change the policy, which :func:`belief.posterior.belief_state.
+    make_belief` zero-fills (θ, noise, offset) so that their ΔJ is exactly 0.  A sampled
+    N(0, 1) column is never identically 0."""
+    z = np.asarray(z)
+    return ~np.any(z.reshape(-1, z.shape[-1]) != 0, axis=0)
+
+
 def _after(draws: xr.Dataset, m: str, adapts: bool | None, order: bool
            ) -> tuple[bool, bool] | None:
     """What executing m changes (:func:`state_after`): (m adapts the policy, m joins the
-    history), or None when nothing changes."""
+    history), or None when nothing changes.  ``adapts`` None: m is one of the draws'
+    candidates — on q_t's draws, which :func:`belief.posterior.belief_state.make_belief`
+    extends to every candidate, a diagnosis too: callers pass ``adapts``."""
     ids = [str(c) for c in draws["candidate"].values]
     if adapts is None:
         adapts = m in ids
@@ -224,6 +235,9 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
 
         η ← η' = :func:`executed_logit` (η + θ_m ρ^{k_m} + Σ_{a ∈ h} γ_{a→m} + τ z_now,m)
         k_m ← k_m + 1,   z_now ← z_next,   z_next ← fresh N(0, 1) from ``default_rng(seed)``
+
+    (z_next stays 0 in the columns where it is 0 in every draw — the candidates that do not
+    change the policy, zero-filled in q_t so that their ΔJ is 0 in every state),
 
     and, with order effects, an actor m joins the history once: ``gains_history`` [m] = 1,
     ``gains_offset`` ← Σ_{a ∈ h ∪ {m}} γ_{a→·} (:func:`_offset_after`).  A model update
@@ -257,8 +271,9 @@ def state_after(draws: xr.Dataset, m: str, adapts: bool | None = None,
         out["gains_eta"] = (draws["gains_eta"].dims, executed_logit(draws, m))
         out["gains_repeats"] = (draws["gains_repeats"].dims, reps)
         out["gains_z_now"] = (draws["gains_z_now"].dims, z_next)
-        out["gains_z_next"] = (draws["gains_z_next"].dims,
-                               np.random.default_rng(seed).standard_normal(z_next.shape))
+        fresh = np.random.default_rng(seed).standard_normal(z_next.shape)
+        fresh[..., _noise_free(z_next)] = 0.0  # no gain in any state: no noise either
+        out["gains_z_next"] = (draws["gains_z_next"].dims, fresh)
     if joins:
         hist = np.asarray(draws["gains_history"].values, dtype=float).copy()
         hist[[str(a) for a in draws["actor"].values].index(m)] = 1.0
