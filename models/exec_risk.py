@@ -33,7 +33,11 @@ untested candidate's prior 95 % quantile of p is ≈ 0.6, so it does *not* pass 
 :meth:`ExecRiskPriors.flat` is the "flat" option: μ_0 ~ Logistic(0, 1), which is exactly the
 logit image of p ~ Beta(1, 1) = Uniform(0, 1), and both pooling scales HalfNormal(0.01), so a
 single candidate's prior on p is Uniform(0, 1) up to a negligible logit jitter and its posterior
-is Beta(k + 1, n − k + 1).  The one-sided Clopper–Pearson bound is the (1 − δ)-quantile of
+is Beta(k + 1, n − k + 1).  With several hardware candidates the same scales pool them
+*completely* (their logits differ by ≈ 0.01): one shared p, not a Beta(1, 1) per candidate — an
+untested candidate inherits its siblings' evidence (0/150 unsafe of a sibling puts its 95 %
+bound near 0.02).  Use it for one candidate, or when the candidates are one risk.  The
+one-sided Clopper–Pearson bound is the (1 − δ)-quantile of
 Beta(k + 1, n − k) (the posterior under the improper Beta(1, 0)), so with the flat option the
 posterior bound sits just below CP, by one pseudo-safe execution (e.g. 0/50: 0.0570 vs 0.0582).
 
@@ -106,7 +110,9 @@ class ExecRiskPriors:
 
     @classmethod
     def flat(cls) -> ExecRiskPriors:
-        """The Beta(1, 1)-equivalent prior: μ_0 ~ Logistic(0, 1), pooling scales ~ HN(0.01)."""
+        """The Beta(1, 1)-equivalent prior of *one* candidate: μ_0 ~ Logistic(0, 1), pooling
+        scales ~ HN(0.01) — several hardware candidates are pooled completely under it
+        (module docstring)."""
         return cls(mu0_mu=0.0, mu0_sigma=1.0, mu0_dist="logistic", sigma_group=0.01,
                    sigma_candidate=0.01)
 

@@ -300,7 +300,8 @@ class BeliefFitter:
         :meth:`fit_reliable`).  ``costs`` is the realised-costs table
         (:mod:`belief.inputs.costs`); with ``settings.costs`` and a table the cost model is
         fitted too (child ``costs``, q_t's ``cost``) — on a table without rows that is its
-        prior predictive (the nominal cost as median; a campaign's step 0).  ``None``: no
+        prior predictive (the nominal cost as median, ≈ 1.04× it with a repair tail; a
+        campaign's step 0).  ``None``: no
         cost model (known costs).
 
         Returns

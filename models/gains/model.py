@@ -763,8 +763,9 @@ class GainsModel:
                         rng: np.random.Generator) -> xr.DataArray:
         """Posterior-predictive gain of the next execution of every gain candidate from ``policy``.
 
-        ΔJ_next(m | π) = logistic(η_π + θ_m ρ^{k_m(π)} + τ_exec · z) − logistic(η_π),
-        z ~ N(0, 1) drawn once per posterior draw and candidate.
+        ΔJ_next(m | π) = logistic(η_π + θ_m ρ^{k_m(π)} + Σ_{a ∈ h(π)} γ_{a→m} + τ_exec · z)
+        − logistic(η_π), z ~ N(0, 1) drawn once per posterior draw and candidate, h(π) the
+        actors in π's history (the γ term only with order effects).
 
         Returns
         -------
