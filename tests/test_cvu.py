@@ -222,6 +222,45 @@ def test_budget_depletion_makes_cvu_negative():
     assert res.attrs["g0_null"] == pytest.approx(1.0)
 
 
+def test_uncertain_costs_one_budget_rule_before_and_after_m():
+    """With cost draws M^budget is the chance constraint at s_t and after m alike.  "useless"
+    (gain 0, known cost 1) changes nothing about "big" (gain 1, cost 4 or 12, mean 8); the
+    chance constraint (ε 0.1) excludes "big" at b = 10 and at b = 9.  Under the expected-cost
+    test after m (8 ≤ 9) "big" looked opened by "useless": CVU +0.92 for a step that only
+    spends (helper-31's case).  Now CVU = −(G0 change from spending) = 0 and m is not worth
+    more than stopping."""
+    from belief.decision.feasibility import BudgetRule, ChanceConstraint
+    from belief.decision.scores import value_vs_stop
+
+    gain = np.stack([np.zeros(200), np.ones(200)], -1)
+    draws = np.zeros((200, 2, 1))
+    draws[:, 0, 0] = 1.0
+    draws[:, 1, 0] = np.where(np.arange(200) % 2 == 0, 4.0, 12.0)
+    costs = draws.mean(axis=0)  # E[ΔC]: 1 and 8
+    rule = BudgetRule(costs, draws, ChanceConstraint(0.1))
+    budget = np.array([10.0])
+    lam = 0.01
+
+    def weights(b):
+        return np.array([lam])
+
+    feasible = rule(budget)
+    assert feasible.tolist() == [True, False] and rule(budget - costs[0]).tolist() == [
+        True, False]
+    res = continuation_value(gain, {"useless": Experiment(next_gain=gain)}, ["useless", "big"],
+                             costs, budget, weights, MEAN, feasible=feasible,
+                             within_budget=rule)
+    cvu = float(res["cvu"].sel(candidate="useless"))
+    assert res.attrs["g0_null"] == 0.0 and cvu == 0.0
+    u0 = 0.0 - lam * 1.0
+    assert value_vs_stop(np.array([u0 + cvu]), res.attrs["g0_null"], 1.0)[0] < 0
+    # the default (known costs) rule on E[ΔC] is the old expected-cost test: "big" opens
+    old = continuation_value(gain, {"useless": Experiment(next_gain=gain)},
+                             ["useless", "big"], costs, budget, weights, MEAN,
+                             feasible=feasible)
+    assert float(old["cvu"].sel(candidate="useless")) == pytest.approx(1.0 - lam * 8.0)
+
+
 def test_voi_is_the_learning_part_of_cvu():
     """cvu_voi = E_Y[G0(s^{m,Y})] − G0(s̄^m): a study that teaches nothing is worth exactly
     nothing as information even where its budget use makes CVU negative; a free study that

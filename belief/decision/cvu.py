@@ -91,7 +91,12 @@ from belief.decision.cvu_noise import noise_draws
 from belief.decision.cvu_psis import OutcomeWeights, importance_estimate
 from belief.decision.cvu_regression import RegressionMemo, regression_estimate
 from belief.decision.cvu_safety import with_safety_channels
-from belief.decision.feasibility import Feasibility, affordable, feasibility
+from belief.decision.feasibility import (
+    BudgetRule,
+    ChanceConstraint,
+    Feasibility,
+    feasibility,
+)
 from belief.decision.functionals import Functional, SortedColumns
 from belief.decision.importance import psis
 from belief.decision.preposterior import NextState, draws_variance, influence, winners
@@ -259,7 +264,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
                        settings: CVUSettings | None = None,
                        steps_after: int | None = None,
                        defer_refits: bool = False,
-                       memos: MutableMapping[str, OutcomeWeights] | None = None
+                       memos: MutableMapping[str, OutcomeWeights] | None = None,
+                       within_budget: Callable[[np.ndarray], np.ndarray] | None = None
                        ) -> xr.Dataset:
     """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
 
@@ -297,6 +303,10 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
         refits could give (:func:`belief.decision.cvu_psis.refit_bounds`; equal to ``cvu``
         where nothing was deferred).  Candidates are then scored on ``settings.workers``
         threads.  One-step continuation only (ValueError otherwise).
+    within_budget : callable b → bool (C,), optional
+        M^budget at a budget b, the same rule for s_t and every state after m
+        (:class:`belief.decision.feasibility.BudgetRule`; default: :func:`affordable` on
+        ``costs``).  With uncertain costs the decision passes its chance constraint.
     memos : mutable mapping candidate id → OutcomeWeights, optional
         The PSIS weights (and weighted functionals) of each candidate's outcomes, kept across
         calls on the same draws, experiments and seed (a deferred estimate and its refit):
@@ -352,7 +362,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
             gain_now, experiments, candidate_ids, costs, budget, weights, functional,
             available=available, repeatable=repeatable, safe=safe, feasible=feasible,
             settings=settings, steps_after=steps_after, defer_refits=defer_refits,
-            memos=memos)
+            memos=memos, within_budget=within_budget)
 
 
 def blas_threads(n: int):
@@ -378,7 +388,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                        settings: CVUSettings | None = None,
                        steps_after: int | None = None,
                        defer_refits: bool = False,
-                       memos: MutableMapping[str, OutcomeWeights] | None = None
+                       memos: MutableMapping[str, OutcomeWeights] | None = None,
+                       within_budget: Callable[[np.ndarray], np.ndarray] | None = None
                        ) -> xr.Dataset:
     settings = settings or CVUSettings()
     if defer_refits and settings.continuation != "one_step":
@@ -392,11 +403,13 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     safe = ones if safe is None else np.asarray(safe, bool)
     costs = np.asarray(costs, float)
     budget = np.asarray(budget, float)
+    if within_budget is None:
+        within_budget = BudgetRule(costs)
 
     lam_now = np.asarray(weights(budget), float)
     c_lam_now = costs @ lam_now
     phi_now = functional(gain_now.T)
-    feasible_now = (available & safe & affordable(costs, budget) if feasible is None
+    feasible_now = (available & safe & within_budget(budget) if feasible is None
                     else np.asarray(feasible, bool))
     g0_null = float(g0(phi_now - c_lam_now, feasible_now))
     belief_ok = bool(np.isfinite(gain_now).all())
@@ -414,7 +427,8 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
     kind = settings.continuation
     ctx = Context({candidate_ids.index(k): v for k, v in experiments.items()
                    if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
-                  functional, budget, available, settings.k_threshold, tuple(candidate_ids))
+                  functional, budget, available, settings.k_threshold, tuple(candidate_ids),
+                  within_budget)
     g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
     # the one-step estimates are corrected; the continuations' G0s stay plug-in, and so does
     # V(s^∅) built from the one-step estimates (``eg_one``), so that a continuation compares
@@ -450,7 +464,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 lambda e, n, s: _estimate(e, n, functional, idx, streams(), s,
                                           noise_z=noise_z, memo=memo, draws_influence=False,
                                           fits=fits, defer_refits=defer_refits),
-                settings, avail_next & safe & affordable(costs, b_next))
+                settings, avail_next & safe & within_budget(b_next))
         except _ESTIMATOR_ERRORS:
             parts = {}
         for k, v in parts.items():
@@ -481,10 +495,10 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             avail_next[c] = False
         if exp.safe_next is None:
             nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
-                            avail_next & safe & affordable(costs, b_next))
+                            avail_next & safe & within_budget(b_next))
         else:  # the execution-risk channel: M^safe(s_{t+1}) from the outcome
             nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
-                            avail_next & affordable(costs, b_next), exp.safe_next)
+                            avail_next & within_budget(b_next), exp.safe_next)
             safety[c] = exp.safety_note
 
         # one stream per candidate (its CVU does not depend on which others are scored)
@@ -651,6 +665,7 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
                   experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
                   costs: np.ndarray | None = None, defer_refits: bool = False,
+                  cost_draws: np.ndarray | None = None,
                   only: Collection[str] | None = None,
                   memos: MutableMapping[str, OutcomeWeights] | None = None) -> xr.Dataset:
     """CVU of every feasible candidate at ``state`` under the decision's settings.
@@ -676,6 +691,10 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         posterior the decision passes E[ΔC(m)], see :mod:`belief.decision.engine`).
     defer_refits : bool
         Bound what the refits could change instead of running them (:func:`continuation_value`).
+    cost_draws : array (S, C, R), optional
+        Joint predictive draws of ΔC (a cost posterior): M^budget is then the decision's chance
+        constraint (ε_budget of ``settings``) at s_t and after m alike
+        (:class:`belief.decision.feasibility.BudgetRule`); default the known-cost test.
     only : collection of str, optional
         Score only these candidates (of the feasible ones); every candidate's estimate uses
         its own streams, so it is the same as when all are scored.
@@ -687,15 +706,19 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     ids = candidates.ids
     costs = candidates.costs().values if costs is None else np.asarray(costs, float)
     budget = state.budget.sel(resource=list(candidates.resources)).values.astype(float)
+    rule = BudgetRule(costs, None if cost_draws is None else np.asarray(cost_draws, float),
+                      ChanceConstraint(settings.eps_budget))
     if feas is None:
-        feas = feasibility(state, candidates, settings.gate, costs, budget)
+        feas = feasibility(state, candidates, settings.gate, costs, budget,
+                           cost_draws=rule.draws, chance=rule.chance)
     if experiments is None:
         experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
     # Q only matters where the candidate is feasible now: the others are not scored
     exps = {k: v for k, v in experiments.items() if feas.feasible[ids.index(k)]
             and (only is None or k in only)}
     # the execution-risk channel where an outcome can move a gate of s_{t+1}
-    exps = with_safety_channels(exps, belief, candidates, settings.gate, feas, costs, budget)
+    exps = with_safety_channels(exps, belief, candidates, settings.gate, feas, costs, budget,
+                                rule)
     cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
     return continuation_value(
         belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,
@@ -704,4 +727,4 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
         steps_after=(None if settings.horizon is None
                      else settings.horizon - int(state.step) - 1), defer_refits=defer_refits,
-        memos=memos)
+        memos=memos, within_budget=rule)

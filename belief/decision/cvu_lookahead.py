@@ -125,6 +125,10 @@ class Context:
     ids : tuple of str
         The candidates' ids in column order (to place the experiments of ``Experiment.then``;
         empty: ``then`` is not used).
+    within_budget : callable b → bool (C,), optional
+        M^budget at a budget b (the decision's rule,
+        :class:`belief.decision.feasibility.BudgetRule`); None: :func:`affordable` on
+        ``costs``.
     """
 
     experiments: Mapping[int, Experiment]
@@ -138,6 +142,7 @@ class Context:
     available: np.ndarray
     k_threshold: float = 0.7
     ids: tuple[str, ...] = ()
+    within_budget: Callable[[np.ndarray], np.ndarray] | None = None
 
     def c_lambda(self, budget: np.ndarray) -> np.ndarray:
         """C_λ(c) = λ(b)ᵀΔC(c) for every candidate."""
@@ -145,7 +150,9 @@ class Context:
 
     def feasible(self, budget: np.ndarray, available: np.ndarray) -> np.ndarray:
         """available ∧ safe (held at s_t) ∧ M^budget(b)."""
-        return available & self.safe & affordable(self.costs, budget)
+        rule = self.within_budget
+        return available & self.safe & (affordable(self.costs, budget) if rule is None
+                                         else rule(budget))
 
     def moved(self, exp: Experiment | None) -> Context:
         """The context of the state after executing the candidate whose experiment is ``exp``:

@@ -27,7 +27,7 @@ after the first step).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -110,11 +110,15 @@ def with_safety_channel(exp: Experiment, cell: int, runs: int, p_draws: np.ndarr
 
 def with_safety_channels(experiments: Mapping[str, Experiment], belief,
                          candidates: CandidateSet, gate: SafetyGate, feas: Feasibility,
-                         costs: np.ndarray, budget: np.ndarray) -> dict[str, Experiment]:
+                         costs: np.ndarray, budget: np.ndarray,
+                         within_budget: Callable[[np.ndarray], np.ndarray] | None = None
+                         ) -> dict[str, Experiment]:
     """Add the execution-risk channel to every experiment whose outcome can change a gate in
     s_{t+1} (module docstring); the others are returned as they are.
 
-    Needs ``p_unsafe`` draws in q_t (the predictive of y); without them no channel is added."""
+    Needs ``p_unsafe`` draws in q_t (the predictive of y); without them no channel is added.
+    ``within_budget``: M^budget at a budget (the decision's rule,
+    :class:`belief.decision.feasibility.BudgetRule`; default :func:`affordable` on ``costs``)."""
     out = dict(experiments)
     if "p_unsafe" not in belief:
         return out
@@ -131,7 +135,8 @@ def with_safety_channels(experiments: Mapping[str, Experiment], belief,
         c, i = ids.index(target), ids.index(mid)
         if (not candidates[target].drives_hardware or not feas.available[c]
                 or (c == i and not m.repeatable)
-                or not affordable(costs[c][None, :], budget - costs[i])[0]):
+                or not (affordable(costs, budget - costs[i]) if within_budget is None
+                        else within_budget(budget - costs[i]))[c]):
             continue
         p = p_all[:, c]
         if not np.isfinite(p).all():

@@ -281,7 +281,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             out = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
                                 experiments=experiments, refit=refit,
                                 costs=None if cost_draws is None else costs,
-                                defer_refits=defer, only=only, memos=memos)
+                                cost_draws=cost_draws, defer_refits=defer, only=only,
+                                memos=memos)
             # keep the weights (2·J·S floats per candidate) only where a refit may follow
             for cid, n in zip(ids, out["n_deferred"].values, strict=True):
                 if n == 0 or not defer:

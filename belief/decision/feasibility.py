@@ -10,7 +10,8 @@
 - available: a non-repeatable candidate leaves the set once executed.
 
 Computed once per decision (:func:`feasibility`) and handed to CVU, which applies the same
-budget rule to the budget after m (:func:`affordable`).
+budget rule to the budget after m (:class:`BudgetRule`: :func:`affordable` with known costs,
+the chance constraint on the same cost draws with uncertain ones).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.validate import real
 
-__all__ = ["ChanceConstraint", "Feasibility", "affordable", "budget_reasons", "chance_reasons",
-           "feasibility", "overrun_probability"]
+__all__ = ["BudgetRule", "ChanceConstraint", "Feasibility", "affordable", "budget_reasons",
+           "chance_reasons", "feasibility", "overrun_probability"]
 
 _TOL = 1e-12
 
@@ -90,6 +91,35 @@ class ChanceConstraint:
         """(mask (..., C), overrun probability (..., C, R)) for draws (S, C, R), budget (..., R)."""
         overrun = overrun_probability(cost_draws, budget)
         return (overrun <= self.eps_budget).all(axis=-1), overrun
+
+
+@dataclass(frozen=True)
+class BudgetRule:
+    """M^budget as a function of the budget b, one rule for s_t and every state CVU looks at.
+
+    Known costs (``draws`` None): :func:`affordable` (ΔC_r(m) ≤ b_r for every r).  Uncertain
+    costs: the chance constraint of the decision on the same joint predictive draws (S, C, R),
+    max_r Pr(ΔC_r(m) > b_r) ≤ ε_budget (:class:`ChanceConstraint`).  CVU evaluates it at the
+    budget after m, b − E[ΔC(m)]; with the expected-cost test there instead, a candidate the
+    chance constraint excludes now could pass after m and credit m with opening it.
+
+    Attributes
+    ----------
+    costs : ndarray (C, R)
+        Known or expected costs (used without draws).
+    draws : ndarray (S, C, R) or None
+    chance : ChanceConstraint
+    """
+
+    costs: np.ndarray
+    draws: np.ndarray | None = None
+    chance: ChanceConstraint = ChanceConstraint()
+
+    def __call__(self, budget: np.ndarray) -> np.ndarray:
+        """The mask (…, C) at budget(s) b (…, R)."""
+        if self.draws is None:
+            return affordable(self.costs, budget)
+        return self.chance.evaluate(self.draws, budget)[0]
 
 
 def chance_reasons(overrun: np.ndarray, eps_budget: float, resources: list[str],
