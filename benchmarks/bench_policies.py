@@ -26,7 +26,9 @@ NAME:FIELD=V`` adds Q with other CVU settings (e.g. ``plugin:noise_correction=fa
 without the noise-bias correction of :mod:`belief.decision.cvu_noise`); ``--stated-arm SD``
 adds Q given each world's true order effects as stated priors of s.d. SD (``q_statedSD``;
 :meth:`belief.campaign.synthetic.SyntheticWorld.interaction_priors`: what knowing the order
-effects in advance is worth); the old one-step oracle stays as ``oracle``.
+effects in advance is worth), and ``--stated-sd SD`` states them in every arm (every row
+named ``…_statedSD``: e.g. a look-ahead given the order effects); the old one-step oracle stays
+as ``oracle``.
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
         [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
@@ -83,6 +85,9 @@ def main() -> None:
     parser.add_argument("--stated-arm", action="append", default=[], type=float, metavar="SD",
                         help="adds Q given each world's true order effects as stated priors "
                              "of s.d. SD (row q_statedSD; repeatable)")
+    parser.add_argument("--stated-sd", type=float, default=None, metavar="SD",
+                        help="every arm given each world's true order effects as stated priors "
+                             "of s.d. SD (rows named …_statedSD)")
     parser.add_argument("--cvu-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
                         help="Q with other CVU settings as a further row q_NAME, e.g. "
                              "plugin:noise_correction=false (repeatable)")
@@ -117,6 +122,12 @@ def main() -> None:
     bad = [sd for sd in args.stated_arm if not (np.isfinite(sd) and sd > 0)]
     if bad:
         parser.error(f"--stated-arm {bad[0]:g}: the prior s.d. must be a finite number > 0")
+    if args.stated_sd is not None and not (np.isfinite(args.stated_sd) and args.stated_sd > 0):
+        parser.error(f"--stated-sd {args.stated_sd:g}: the prior s.d. must be a finite "
+                     "number > 0")
+    if args.stated_sd is not None and args.stated_arm:
+        parser.error("--stated-sd states the order effects in every arm: leave out "
+                     "--stated-arm")
     arms = [("", settings, policies, None, None)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
         spec, _, estimator = cont.partition("+")
@@ -145,8 +156,9 @@ def main() -> None:
         for name, st, pols, gains, stated in arms:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
-                                 gains=gains, stated_sd=stated)
-            rows.extend({**r, "policy": name} if name else r for r in extra)
+                                 gains=gains, stated_sd=stated or args.stated_sd)
+            suffix = "" if args.stated_sd is None else f"_stated{args.stated_sd:g}"
+            rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
                   f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)
         Path(args.out).write_text(json.dumps(rows, indent=1))

@@ -76,3 +76,17 @@ def test_stated_arm_refuses_a_bad_sd(sd, tmp_path):
     last = res.stderr.strip().splitlines()[-1]
     assert "--stated-arm" in last and "> 0" in last, last
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--stated-sd", "0"], "--stated-sd 0: the prior s.d. must be a finite number > 0"),
+    (["--stated-sd", "0.1", "--stated-arm", "0.2"], "--stated-sd states the order effects"),
+])
+def test_stated_sd_refuses_bad_settings(flags, needle, tmp_path):
+    out = tmp_path / "rows.json"
+    res = subprocess.run([sys.executable, str(SCRIPT), *flags, "--policies", "",
+                          "--world-list", "0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr.strip().splitlines()[-1]
+    assert not out.exists()
