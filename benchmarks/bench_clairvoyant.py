@@ -35,28 +35,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from belief.campaign.clairvoyant import (
     adaptive_clairvoyant_value,
     clairvoyant_plan,
+    gap_limits,
     one_step_oracle,
+    without_candidates,
 )
 from belief.campaign.synthetic import SyntheticWorld
 
 SHORT = {"si_friction": "SI", "latency_probe": "probe", "sim_refresh": "refresh",
          "dr_1e6": "DR6", "dr_1e7": "DR7", "da_camera": "DA", "ft_real_100": "FT",
          "ft_pilot": "pilot", "cotrain": "cotrain"}
-
-
-def without(world: SyntheticWorld, ids: frozenset[str]) -> SyntheticWorld:
-    """``world`` without the candidates ``ids`` and every interaction that involves them."""
-    from dataclasses import replace
-
-    return replace(world, truth=tuple(t for t in world.truth if t.candidate.id not in ids),
-                   interactions={k: v for k, v in world.interactions.items()
-                                 if not (set(k) & ids)})
 
 
 def main() -> None:
@@ -110,12 +104,15 @@ def main() -> None:
         print(line + "  " + " → ".join(SHORT.get(m, m) for m in p.sequence) + excl,
               flush=True)
         if args.decompose and p.value > 1e-9:
-            gated, closed, blind = decompose(w, args.horizon, p.value)
-            parts.append((gated, blind))
-            print(f"{'':10s}   gated at start {gated:.3f} of V* (closed: "
-                  f"{','.join(closed) or 'none'}); order-blind {blind:.3f} of V*", flush=True)
+            # the step-0 gate reads the bench runs as the policy benchmark seeds them
+            seeded = w if w.variation is None else replace(w, seed=w.variation)
+            lim = gap_limits(seeded, args.horizon)
+            parts.append((lim.gated_at_start, lim.order_blind))
+            print(f"{'':10s}   gated at start {lim.gated_at_start:.3f} of V* (closed: "
+                  f"{','.join(lim.closed) or 'none'}); order-blind {lim.order_blind:.3f} of V*",
+                  flush=True)
         for ids in removed:
-            q = clairvoyant_plan(without(w, ids), args.horizon).plan
+            q = clairvoyant_plan(without_candidates(w, ids), args.horizon).plan
             share = f"{q.value / p.value:.3f} of V*" if p.value > 1e-9 else f"V {q.value:.4f}"
             print(f"{'':10s}   without {','.join(sorted(ids))}: {share}  "
                   + " → ".join(SHORT.get(m, m) for m in q.sequence), flush=True)
@@ -135,27 +132,6 @@ def main() -> None:
         for k, label in enumerate(("gated at start", "order-blind")):
             print(f"{label}: {a[:, k].mean():.3f} [{lo[k]:.3f}, {hi[k]:.3f}] of V* (90 % "
                   f"bootstrap over worlds; min {a[:, k].min():.3f})")
-
-
-def decompose(world: SyntheticWorld, horizon: int, v_star: float
-              ) -> tuple[float, list[str], float]:
-    """(V* gated at start / V*, the candidates closed at step 0, order-blind V / V*): the
-    module docstring's two limits.  The step-0 gate reads the bench runs of the world's
-    variation seeded as the policy benchmark seeds it (``seed = variation``)."""
-    from dataclasses import replace
-
-    from belief.campaign.clairvoyant import plan_value
-    from belief.decision.safety import clopper_pearson_upper
-
-    seeded = SyntheticWorld.varied(world.variation, seed=world.variation) if (
-        world.variation is not None) else world
-    runs = seeded.initial_safety()
-    ucb = clopper_pearson_upper(runs["unsafe"].to_numpy(), runs["executions"].to_numpy(), 0.05)
-    closed = sorted(runs["candidate"][ucb > 0.1])
-    gated = clairvoyant_plan(without(world, frozenset(closed)), horizon).value if closed \
-        else v_star
-    blind = clairvoyant_plan(replace(world, interactions={}), horizon).plan.sequence
-    return gated / v_star, closed, plan_value(world, blind).value / v_star
 
 
 if __name__ == "__main__":

@@ -187,27 +187,27 @@ def test_bad_input_is_refused():
         plan_value(SyntheticWorld(), ("nope",))
 
 
-def test_decompose_gated_at_start_and_order_blind():
-    """bench_clairvoyant --decompose: the step-0 gate closes what its CP bound on the bench
-    runs excludes (world 17: three candidates, as stop 36 found), and removing them can only
-    lower V*; the order-blind plan is a feasible plan, so it is worth at most V*, exactly V*
-    when the world has no order effects, and much less where they carry the plan (world 2)."""
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_clairvoyant.py"
-    spec = importlib.util.spec_from_file_location("bench_clairvoyant", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    w17 = SyntheticWorld.varied(17)
-    v17 = clairvoyant_plan(w17, 8).value
-    gated, closed, blind = bench.decompose(w17, 8, v17)
-    assert closed == ["ft_real_100", "latency_probe", "si_friction"]
-    assert gated == pytest.approx(clairvoyant_plan(bench.without(w17, frozenset(closed)),
-                                                   8).value / v17)
-    assert 0 < gated < 1 and 0 < blind <= 1 + 1e-12
-    w2 = SyntheticWorld.varied(2)
-    assert bench.decompose(w2, 8, clairvoyant_plan(w2, 8).value)[2] < 0.6
-    flat = replace(w2, interactions={})
-    assert bench.decompose(flat, 8, clairvoyant_plan(flat, 8).value)[2] == pytest.approx(
+def test_gap_limits_gated_at_start_and_order_blind():
+    """gap_limits: the step-0 gate closes what its CP bound on the bench runs excludes
+    (world 17 as the policy benchmark seeds it: three candidates, as stop 36 found), and
+    removing them can only lower V*; the order-blind plan is a feasible plan, so it is worth at
+    most V*, exactly V* when the world has no order effects, and much less where they carry
+    the plan (world 2)."""
+    from belief.campaign.clairvoyant import gap_limits, start_gate_closed, without_candidates
+
+    w17 = SyntheticWorld.varied(17, seed=17)
+    lim = gap_limits(w17, 8)
+    assert lim.closed == start_gate_closed(w17) == ["ft_real_100", "latency_probe",
+                                                    "si_friction"]
+    assert lim.v_star == clairvoyant_plan(w17, 8).value
+    assert lim.gated_at_start == pytest.approx(
+        clairvoyant_plan(without_candidates(w17, lim.closed), 8).value / lim.v_star)
+    assert 0 < lim.gated_at_start < 1 and 0 < lim.order_blind <= 1 + 1e-12
+    w2 = SyntheticWorld.varied(2, seed=2)
+    assert gap_limits(w2, 8).order_blind < 0.6
+    assert gap_limits(replace(w2, interactions={}), 8).order_blind == pytest.approx(
         1.0, abs=1e-12)
+    assert start_gate_closed(SyntheticWorld(), alpha_exec=0.5) == []
+    with pytest.raises(InputError, match="alpha_exec"):
+        start_gate_closed(SyntheticWorld(), alpha_exec=0.0)

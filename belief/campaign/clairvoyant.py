@@ -50,14 +50,20 @@ plan to them; :func:`adaptive_clairvoyant_value` solves that problem too (a dyna
 over (c, η) with η on a grid) and measures how much it adds — the open-loop V* is the limit for
 any policy that does not see ε, the adaptive value for every policy.
 
+Where a learning policy's gap comes from (:func:`gap_limits`): V* without the candidates the
+engine's safety gate closes at the start (:func:`start_gate_closed`; an upper limit for any
+policy that respects the gate, when a closed gate cannot reopen), and the value of the plan the
+clairvoyant picks when it knows everything but the order effects (planned with no
+interactions, valued on the truth).
+
     uv run python benchmarks/bench_clairvoyant.py          # default world and varied worlds 0–19
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -67,9 +73,10 @@ from belief.campaign.synthetic import SyntheticWorld
 from belief.decision.planner import expected_success, hermite_nodes
 from belief.errors import InputError
 
-__all__ = ["ClairvoyantResult", "Plan", "adaptive_clairvoyant_value", "brute_force_plan",
-           "clairvoyant_plan", "expected_success", "one_step_oracle", "plan_value", "plans_table",
-           "truth_gate"]
+__all__ = ["ClairvoyantResult", "GapLimits", "Plan", "adaptive_clairvoyant_value",
+           "brute_force_plan", "clairvoyant_plan", "expected_success", "gap_limits",
+           "one_step_oracle", "plan_value", "plans_table", "start_gate_closed", "truth_gate",
+           "without_candidates"]
 
 RESOURCES = ("real_h", "compute", "eng_h")
 
@@ -151,6 +158,83 @@ def truth_gate(world: SyntheticWorld, alpha_exec: float = 0.1) -> dict[str, str]
     return {t.candidate.id: f"true P_exec {t.p_unsafe:.3f} > α_exec {alpha_exec:g}"
             for t in world.truth
             if t.candidate.drives_hardware and t.p_unsafe > alpha_exec}
+
+
+def without_candidates(world: SyntheticWorld, ids: Iterable[str]) -> SyntheticWorld:
+    """``world`` without the candidates ``ids`` and every interaction that involves them."""
+    ids = frozenset(ids)
+    return replace(world, truth=tuple(t for t in world.truth if t.candidate.id not in ids),
+                   interactions={k: v for k, v in world.interactions.items()
+                                 if not (set(k) & ids)})
+
+
+def start_gate_closed(world: SyntheticWorld, alpha_exec: float = 0.1,
+                      delta: float = 0.05) -> list[str]:
+    """The candidates the engine's Clopper–Pearson gate closes at step 0: one-sided
+    UCB_{1−δ}(unsafe, executions) of the world's pre-campaign bench runs
+    (:meth:`SyntheticWorld.initial_safety`) above α_exec.  In the synthetic worlds only a
+    candidate's own executions (or a bench safety test of it, where the world has one) add to
+    its evidence, so without a safety test a gate closed here stays closed."""
+    from belief.decision.safety import clopper_pearson_upper
+
+    truth_gate(world, alpha_exec)  # validates alpha_exec
+    runs = world.initial_safety()
+    if runs.empty:
+        return []
+    ucb = clopper_pearson_upper(runs["unsafe"].to_numpy(), runs["executions"].to_numpy(),
+                                delta)
+    return sorted(runs["candidate"][ucb > alpha_exec])
+
+
+@dataclass(frozen=True)
+class GapLimits:
+    """Two limits of a learning policy on one world, as fractions of V* (:func:`gap_limits`).
+
+    Attributes
+    ----------
+    v_star : float
+    gated_at_start : float
+        V* without :attr:`closed` / V*.
+    closed : list of str
+        The candidates the gate closes at step 0.
+    order_blind : float
+        V of the plan chosen without the order effects, on the truth, / V*.
+    order_blind_plan : tuple of str
+    """
+
+    v_star: float
+    gated_at_start: float
+    closed: list[str]
+    order_blind: float
+    order_blind_plan: tuple[str, ...]
+
+
+def gap_limits(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
+               delta: float = 0.05) -> GapLimits:
+    """V* and two limits of a learning policy's gap on ``world`` (module docstring).
+
+    gated_at_start = V*(world without :func:`start_gate_closed`) / V* — an upper limit for a
+    policy that respects the gate where closed gates do not reopen; order_blind =
+    V(plan*(world with no interactions) on the true world) / V* — what knowing every gain, cost
+    and risk but not the order effects is worth (not a bound: a policy can learn them).  The
+    order-blind plan satisfies the same budgets and truth gate, so order_blind ≤ 1.  With
+    V* = 0 both fractions are NaN.
+
+    Raises
+    ------
+    InputError
+        As :func:`clairvoyant_plan`.
+    """
+    v_star = clairvoyant_plan(world, horizon, alpha_exec=alpha_exec).value
+    closed = start_gate_closed(world, alpha_exec, delta)
+    gated = (clairvoyant_plan(without_candidates(world, closed), horizon,
+                              alpha_exec=alpha_exec).value if closed else v_star)
+    blind = clairvoyant_plan(replace(world, interactions={}), horizon,
+                             alpha_exec=alpha_exec).plan.sequence
+    v_blind = plan_value(world, blind).value
+    ok = v_star > 1e-12
+    return GapLimits(v_star, gated / v_star if ok else float("nan"), closed,
+                     v_blind / v_star if ok else float("nan"), tuple(blind))
 
 
 def _bump(c: tuple[int, ...], m: int, k: int) -> tuple[int, ...]:
