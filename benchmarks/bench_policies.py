@@ -128,6 +128,10 @@ def main() -> None:
     if args.stated_sd is not None and args.stated_arm:
         parser.error("--stated-sd states the order effects in every arm: leave out "
                      "--stated-arm")
+    if args.stated_sd is not None and any(g.get("order_effects") is False
+                                          for _, g in gains_arms):
+        parser.error("--stated-sd: a --gains-arm with order_effects=false has no order effects "
+                     "to state")
     arms = [("", settings, policies, None, None)] if policies else []
     for cont in [c.strip() for c in args.continuations.split(",") if c.strip()]:
         spec, _, estimator = cont.partition("+")

@@ -81,6 +81,7 @@ def test_stated_arm_refuses_a_bad_sd(sd, tmp_path):
 @pytest.mark.parametrize("flags, needle", [
     (["--stated-sd", "0"], "--stated-sd 0: the prior s.d. must be a finite number > 0"),
     (["--stated-sd", "0.1", "--stated-arm", "0.2"], "--stated-sd states the order effects"),
+    (["--stated-sd", "0.1", "--gains-arm", "no:order_effects=false"], "no order effects"),
 ])
 def test_stated_sd_refuses_bad_settings(flags, needle, tmp_path):
     out = tmp_path / "rows.json"

@@ -216,3 +216,49 @@ def test_synthetic_world_stochastic_costs_follow_the_documented_truth():
     assert "stochastic_costs" not in plain.describe()
     with pytest.raises(InputError, match=r"^stochastic_costs: must be True or False"):
         SyntheticWorld(stochastic_costs="yes")
+
+
+@pytest.mark.parametrize("continuation", ["one_step", "lookahead2"])
+def test_cvu_keeps_the_chance_constraint_after_m(continuation):
+    """Through decide: a's compute ~ 10·exp(0.5 Z) is excluded by the chance constraint
+    (ε 0.1) at b = 14 (Pr(a > 14) = 0.25) and after the diagnosis c (b = 12).  The
+    expected-cost test after c (E = 11.3 ≤ 12) credited c with opening a (CVU +0.047, and c was
+    chosen over b); with one rule c, which teaches nothing, is worth nothing: CVU 0, b chosen."""
+    from dataclasses import replace
+
+    from belief.posterior.experiments import Experiment
+
+    cs = _cands()
+    state = _state(cs, {"compute": 14.0, "eng_h": 5.0}, _lognormal_draws(cs))
+    settings = _settings(0.1).replace(beta=1.0)
+    settings = settings.replace(cvu=replace(settings.cvu, continuation=continuation))
+    gain = state.belief["gain"].transpose("sample", "candidate").values
+    d = decide(state, cs, settings, experiments={k: Experiment(next_gain=gain) for k in cs.ids})
+    assert d["feasible"].values.tolist() == [False, True, True]
+    assert float(d["cvu"].sel(candidate="c")) == pytest.approx(0.0, abs=1e-12)
+    assert d.attrs["chosen"] == "b"
+
+
+def test_cvu_for_state_with_cost_draws_uses_their_expected_costs():
+    """cvu_for_state(cost_draws=) without ``costs`` takes E[ΔC] of the draws (as decide
+    passes it; the nominal costs would value a's step at 10 instead of E = 11.3 compute), and
+    refuses draws of the wrong shape by name."""
+    from belief.decision.cvu import cvu_for_state
+    from belief.posterior.experiments import Experiment
+
+    cs = _cands()
+    draws = _lognormal_draws(cs)
+    state = _state(cs, {"compute": 30.0, "eng_h": 5.0}, draws)
+    settings = _settings(0.1).replace(beta=1.0)
+    gain = state.belief["gain"].transpose("sample", "candidate").values
+    exps = {k: Experiment(next_gain=gain) for k in cs.ids}
+    got = cvu_for_state(state, cs, settings, experiments=exps, cost_draws=draws)
+    want = cvu_for_state(state, cs, settings, experiments=exps, cost_draws=draws,
+                         costs=draws.mean(axis=0))
+    nominal = cvu_for_state(state, cs, settings, experiments=exps, cost_draws=draws,
+                            costs=cs.costs().values)
+    np.testing.assert_array_equal(got["cvu"].values, want["cvu"].values)
+    assert float(got["cvu"].sel(candidate="a")) != pytest.approx(
+        float(nominal["cvu"].sel(candidate="a")), abs=1e-3)
+    with pytest.raises(InputError, match=r"cost_draws: expected draws over"):
+        cvu_for_state(state, cs, settings, experiments=exps, cost_draws=draws[:, :2])

@@ -103,6 +103,7 @@ from belief.decision.preposterior import NextState, draws_variance, influence, w
 from belief.decision.scores import g0
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
+from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
 from belief.posterior.experiments import Experiment, experiments_from_belief
@@ -687,8 +688,9 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         Exact refits where k̂ > ``settings.cvu.k_threshold``
         (:func:`belief.posterior.refit.exact_refit`).
     costs : array (C, R), optional
-        ΔC(m) of the budget dynamics (default: the candidate file's known costs; with a cost
-        posterior the decision passes E[ΔC(m)], see :mod:`belief.decision.engine`).
+        ΔC(m) of the budget dynamics (default: the candidate file's known costs, or E[ΔC(m)]
+        of ``cost_draws`` when given — what the decision passes, see
+        :mod:`belief.decision.engine`).
     defer_refits : bool
         Bound what the refits could change instead of running them (:func:`continuation_value`).
     cost_draws : array (S, C, R), optional
@@ -704,10 +706,18 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     belief = state.belief
     check_belief_candidates(belief, candidates)
     ids = candidates.ids
-    costs = candidates.costs().values if costs is None else np.asarray(costs, float)
+    if cost_draws is not None:
+        cost_draws = np.asarray(cost_draws, float)
+        if cost_draws.ndim != 3 or cost_draws.shape[1:] != (len(ids), len(candidates.resources)):
+            raise InputError("cost_draws", f"expected draws over (sample, candidate, resource) = "
+                                           f"(S, {len(ids)}, {len(candidates.resources)}), got "
+                                           f"shape {cost_draws.shape}")
+    if costs is None:  # E[ΔC] of the draws when there are draws (as decide passes it)
+        costs = (candidates.costs().values if cost_draws is None
+                 else cost_draws.mean(axis=0))
+    costs = np.asarray(costs, float)
     budget = state.budget.sel(resource=list(candidates.resources)).values.astype(float)
-    rule = BudgetRule(costs, None if cost_draws is None else np.asarray(cost_draws, float),
-                      ChanceConstraint(settings.eps_budget))
+    rule = BudgetRule(costs, cost_draws, ChanceConstraint(settings.eps_budget))
     if feas is None:
         feas = feasibility(state, candidates, settings.gate, costs, budget,
                            cost_draws=rule.draws, chance=rule.chance)

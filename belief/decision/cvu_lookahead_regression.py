@@ -193,7 +193,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     x1 = _design(t1, (t1.shape[1],), resp1)
     phi1, resid1, _ = conditional_functional(x1, resp1, fn)
     u1 = phi1 - ctx.c_lambda(budget)[cols1][None, :]  # Û'_c(T_n), (N, C')
-    # m showing nothing: the first stage is the mean of the draws, exactly
+    # m showing nothing: the first stage is φ of the draws, exactly
     noise1 = _fit_noise(resid1, _leverage(x1)) if t1.shape[1] else np.zeros(n)
     tail = np.zeros_like(u1)
     tail_var = np.zeros(n)

@@ -93,7 +93,7 @@ class ChanceConstraint:
         return (overrun <= self.eps_budget).all(axis=-1), overrun
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BudgetRule:
     """M^budget as a function of the budget b, one rule for s_t and every state CVU looks at.
 
