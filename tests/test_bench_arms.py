@@ -66,28 +66,26 @@ def test_clairvoyant_without_an_unknown_candidate_is_refused():
     assert "--without nope: candidates must be among" in res.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("sd", ["0", "-0.1", "nan"])
-def test_stated_arm_refuses_a_bad_sd(sd, tmp_path):
-    out = tmp_path / "rows.json"
-    res = subprocess.run([sys.executable, str(SCRIPT), "--stated-arm", sd, "--policies", "",
-                          "--world-list", "0", "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2, res.stderr
-    last = res.stderr.strip().splitlines()[-1]
-    assert "--stated-arm" in last and "> 0" in last, last
-    assert not out.exists()
-
-
-@pytest.mark.parametrize("flags, needle", [
-    (["--stated-sd", "0"], "--stated-sd 0: the prior s.d. must be a finite number > 0"),
-    (["--stated-sd", "0.1", "--stated-arm", "0.2"], "--stated-sd states the order effects"),
-    (["--stated-sd", "0.1", "--gains-arm", "no:order_effects=false"], "no order effects"),
-])
-def test_stated_sd_refuses_bad_settings(flags, needle, tmp_path):
+def _refused(flags: list[str], tmp_path: Path) -> str:
+    """Run the policy benchmark with ``flags``: it must exit 2 and write nothing; its last
+    error line."""
     out = tmp_path / "rows.json"
     res = subprocess.run([sys.executable, str(SCRIPT), *flags, "--policies", "",
                           "--world-list", "0", "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
-    assert needle in res.stderr.strip().splitlines()[-1]
     assert not out.exists()
+    return res.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--stated-arm", "0"], "--stated-arm 0: the prior s.d. must be a finite number > 0"),
+    (["--stated-arm", "-0.1"], "--stated-arm -0.1: the prior s.d. must be a finite number > 0"),
+    (["--stated-arm", "nan"], "--stated-arm nan: the prior s.d. must be a finite number > 0"),
+    (["--stated-sd", "0"], "--stated-sd 0: the prior s.d. must be a finite number > 0"),
+    (["--stated-sd", "0.1", "--stated-arm", "0.2"], "--stated-sd states the order effects"),
+    (["--stated-sd", "0.1", "--gains-arm", "no:order_effects=false"], "no order effects"),
+])
+def test_stated_flags_refuse_bad_settings(flags, needle, tmp_path):
+    last = _refused(flags, tmp_path)
+    assert needle in last, last
