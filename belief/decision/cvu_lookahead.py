@@ -90,7 +90,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from belief.decision.feasibility import affordable
+from belief.decision.feasibility import BudgetRule
 from belief.decision.functionals import Functional, weighted_columns
 from belief.decision.importance import psis_weights
 from belief.decision.preposterior import control_functions, control_variate_mean, winners
@@ -150,9 +150,8 @@ class Context:
 
     def feasible(self, budget: np.ndarray, available: np.ndarray) -> np.ndarray:
         """available ∧ safe (held at s_t) ∧ M^budget(b)."""
-        rule = self.within_budget
-        return available & self.safe & (affordable(self.costs, budget) if rule is None
-                                         else rule(budget))
+        rule = self.within_budget or BudgetRule(self.costs)
+        return available & self.safe & rule(budget)
 
     def moved(self, exp: Experiment | None) -> Context:
         """The context of the state after executing the candidate whose experiment is ``exp``:

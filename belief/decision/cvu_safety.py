@@ -32,7 +32,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from belief.decision.feasibility import Feasibility, affordable
+from belief.decision.feasibility import BudgetRule, Feasibility
 from belief.decision.functionals import lcb
 from belief.decision.importance import psis_weights
 from belief.decision.safety import SafetyGate, clopper_pearson_upper
@@ -120,6 +120,7 @@ def with_safety_channels(experiments: Mapping[str, Experiment], belief,
     ``within_budget``: M^budget at a budget (the decision's rule,
     :class:`belief.decision.feasibility.BudgetRule`; default :func:`affordable` on ``costs``)."""
     out = dict(experiments)
+    within_budget = within_budget or BudgetRule(costs)
     if "p_unsafe" not in belief:
         return out
     ids = candidates.ids
@@ -135,8 +136,7 @@ def with_safety_channels(experiments: Mapping[str, Experiment], belief,
         c, i = ids.index(target), ids.index(mid)
         if (not candidates[target].drives_hardware or not feas.available[c]
                 or (c == i and not m.repeatable)
-                or not (affordable(costs, budget - costs[i]) if within_budget is None
-                        else within_budget(budget - costs[i]))[c]):
+                or not within_budget(budget - costs[i])[c]):
             continue
         p = p_all[:, c]
         if not np.isfinite(p).all():
