@@ -75,8 +75,8 @@ from belief.errors import InputError
 
 __all__ = ["ClairvoyantResult", "GapLimits", "Plan", "adaptive_clairvoyant_value",
            "brute_force_plan", "clairvoyant_plan", "expected_success", "gap_limits",
-           "one_step_oracle", "plan_value", "plans_table", "start_gate_closed", "truth_gate",
-           "without_candidates"]
+           "lookahead_oracle", "one_step_oracle", "plan_value", "plans_table",
+           "start_gate_closed", "truth_gate", "without_candidates"]
 
 RESOURCES = ("real_h", "compute", "eng_h")
 
@@ -510,6 +510,90 @@ def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
             w.execute(tr.ids[m], step)
             counts[m] += 1
         values.append(w.true_success() - world.initial_success - float(counts @ c_lam))
+        if seed == 0:
+            first = tuple(w.history)
+    v = np.array(values)
+    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)), first
+
+
+def _first_of_best_plan(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
+                        nodes: int) -> tuple[int, float]:
+    """The first candidate of the best open-loop plan of length ≤ ``depth`` from counts c0 and
+    realised logit η (−1: the empty plan, i.e. stop), and that plan's expected net value.
+
+    The dynamic programme of :func:`clairvoyant_plan` started at c0: S*(c0) = 0,
+    S*(c) = max_m S*(c − e_m) + μ_m(c − e_m) over count vectors c ≥ c0 within the budget, the
+    repeats and ``depth`` more executions, and V(c) = E logistic(η + S*(c) + σ√n_a Z) −
+    logistic(η) − λᵀΔC(c − c0) with n_a the adaptations in c − c0.  Ties go to the empty plan,
+    then to the lower candidate index (as in :func:`one_step_oracle`).
+    """
+    best: dict[tuple[int, ...], tuple[float, int]] = {c0: (0.0, -1)}  # (S*, first element)
+    frontier = [c0]
+    for _ in range(depth):
+        nxt: dict[tuple[int, ...], None] = {}
+        for c in frontier:
+            s, first = best[c]
+            spent = np.array(c) @ tr.costs
+            mu = tr.mu(c)
+            for m in range(len(tr.ids)):
+                if c[m] >= tr.cap[m] or (spent + tr.costs[m] > tr.budget + 1e-9).any():
+                    continue
+                c2 = _bump(c, m, 1)
+                cand = (s + float(mu[m]), m if first < 0 else first)
+                if c2 not in best or cand[0] > best[c2][0]:
+                    best[c2] = cand
+                    nxt[c2] = None
+        frontier = list(nxt)
+    keys = list(best)
+    extra = np.array(keys) - np.array(c0)
+    s_star = np.array([best[k][0] for k in keys])
+    n_a = extra[:, tr.adapt].sum(1)
+    value = (expected_success(eta + s_star, tr.world.execution_sd * np.sqrt(n_a), nodes)
+             - expit(eta) - extra @ tr.costs @ tr.lam)
+    i = int(np.argmax(value))  # keys[0] is c0: ties go to stopping
+    return (best[keys[i]][1] if value[i] > value[0] else -1), float(value[i])
+
+
+def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: int = 200,
+                     alpha_exec: float = 0.1, nodes: int = 64
+                     ) -> tuple[float, float, tuple[str, ...]]:
+    """A receding-horizon planner on the truth: at every step, the first candidate of the best
+    plan of at most ``depth`` more executions from the current state, re-planned after each.
+
+    The state is the execution counts c and the realised logit η of the current policy (the
+    planner sees it, as :func:`one_step_oracle` does); the plan's value is the open-loop one of
+    :func:`clairvoyant_plan` from (c, η) with the budget left and min(depth, steps left)
+    executions; it stops when the empty plan is best.  ``depth = 1`` is
+    :func:`one_step_oracle` (the same choices, the same runs); ``depth ≥ horizon`` re-plans the
+    clairvoyant's optimum after every step (without noise it realises V* exactly, by Bellman's
+    principle).  What it measures: the value a policy that knew the truth would keep if it
+    looked only ``depth`` steps ahead — the myopia part of a learning policy's gap.
+
+    Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1, its
+    Monte Carlo standard error sd/√runs, and the sequence of seed 0.
+
+    Raises
+    ------
+    InputError
+        ``depth`` or ``runs`` not an integer ≥ 1; as :func:`clairvoyant_plan`.
+    """
+    for name, v in (("depth", depth), ("runs", runs)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise InputError(name, f"{name} must be an integer >= 1, got {v!r}")
+    tr = _truth(world, horizon, alpha_exec, None, None)
+    c_lam = tr.costs @ tr.lam
+    values, first = [], ()
+    for seed in range(runs):
+        w = replace(world, seed=seed)
+        counts = (0,) * len(tr.ids)
+        for step in range(horizon):
+            m, _ = _first_of_best_plan(tr, counts, float(w.policy_logit[w.policy]),
+                                       min(depth, horizon - step), nodes)
+            if m < 0:
+                break
+            w.execute(tr.ids[m], step)
+            counts = _bump(counts, m, 1)
+        values.append(w.true_success() - world.initial_success - float(np.array(counts) @ c_lam))
         if seed == 0:
             first = tuple(w.history)
     v = np.array(values)
