@@ -9,7 +9,7 @@ per world.
 
     uv run python benchmarks/bench_clairvoyant.py [--worlds 20] [--horizon 8] [--adaptive]
         [--runs 200] [--world-list 8,17,10] [--without sim_refresh --without cotrain,...]
-        [--decompose] [--lookahead 2,3,4,8]
+        [--decompose] [--lookahead 2,3,4,8] [--rollout 1,2,3]
 
 ``--without IDS`` (repeatable, each a comma-separated set of candidate ids) adds, per world, the
 optimum when those candidates do not exist (and their interactions with them), as a fraction of
@@ -32,6 +32,9 @@ bound (a policy can learn order effects on the way), a measure of how much of V*
 plan of ≤ d more executions from the realised state, re-planned after every step; d = 1 is the
 one-step oracle) as mean realised V over ``--runs`` seeds, as a fraction of V*: what a policy
 that knew the truth keeps when it looks only d steps ahead — the myopia part of the gap.
+``--rollout DEPTHS`` the same with the engine's rule (``rule="rollout"``: U0(m) + the greedy
+continuation of depth d after m; d = 1 is Q's one-step continuation G0): what the engine's Q with
+that continuation would capture if its belief were the truth.
 
 Measured (December 2026, horizon 8, worlds 0–19): gated at start 0.983 [0.969, 0.994] of V*
 (min 0.869, world 17); order-blind 0.836 [0.792, 0.877] (min 0.515, world 2).
@@ -75,14 +78,20 @@ def main() -> None:
     parser.add_argument("--lookahead", default="",
                         help="comma-separated depths of the receding-horizon planner on the "
                              "truth (needs --runs > 0)")
+    parser.add_argument("--rollout", default="",
+                        help="comma-separated depths of Q's rollout rule on the truth (needs "
+                             "--runs > 0)")
     args = parser.parse_args()
-    try:
-        depths = [int(d) for d in args.lookahead.split(",") if d.strip()]
-    except ValueError:
-        depths = [0]
-    if any(d < 1 for d in depths) or (depths and args.runs < 1):
-        parser.error(f"--lookahead {args.lookahead}: comma-separated integers >= 1, with "
-                     f"--runs >= 1")
+    oracles = []
+    for flag, rule in (("lookahead", "plan"), ("rollout", "rollout")):
+        text = getattr(args, flag)
+        try:
+            depths = [int(d) for d in text.split(",") if d.strip()]
+        except ValueError:
+            depths = [0]
+        if any(d < 1 for d in depths) or (depths and args.runs < 1):
+            parser.error(f"--{flag} {text}: comma-separated integers >= 1, with --runs >= 1")
+        oracles += [(rule, d) for d in depths]
     if args.world_list:
         items = [v.strip() for v in args.world_list.split(",")]
         if not all(v.isdigit() for v in items):
@@ -128,12 +137,13 @@ def main() -> None:
             print(f"{'':10s}   gated at start {lim.gated_at_start:.3f} of V* (closed: "
                   f"{','.join(lim.closed) or 'none'}); order-blind {lim.order_blind:.3f} of V*",
                   flush=True)
-        if depths and p.value > 1e-9:
-            row = [lookahead_oracle(w, args.horizon, d, runs=args.runs) for d in depths]
+        if oracles and p.value > 1e-9:
+            row = [lookahead_oracle(w, args.horizon, d, runs=args.runs, rule=rule)
+                   for rule, d in oracles]
             looks.append([r[0] / p.value for r in row])
-            print(f"{'':10s}   look-ahead on the truth: " + ", ".join(
-                f"d={d} {r[0] / p.value:.3f}±{r[1] / p.value:.3f}"
-                for d, r in zip(depths, row, strict=True)) + " of V*", flush=True)
+            print(f"{'':10s}   on the truth: " + ", ".join(
+                f"{rule} d={d} {r[0] / p.value:.3f}±{r[1] / p.value:.3f}"
+                for (rule, d), r in zip(oracles, row, strict=True)) + " of V*", flush=True)
         for ids in removed:
             q = clairvoyant_plan(without_candidates(w, ids), args.horizon).plan
             share = f"{q.value / p.value:.3f} of V*" if p.value > 1e-9 else f"V {q.value:.4f}"
@@ -160,8 +170,8 @@ def main() -> None:
         rng = np.random.default_rng(0)
         boot = a[rng.integers(0, len(a), (4000, len(a)))].mean(axis=1)
         lo, hi = np.quantile(boot, [0.05, 0.95], axis=0)
-        for k, d in enumerate(depths):
-            print(f"look-ahead depth {d} on the truth: {a[:, k].mean():.3f} [{lo[k]:.3f}, "
+        for k, (rule, d) in enumerate(oracles):
+            print(f"{rule} depth {d} on the truth: {a[:, k].mean():.3f} [{lo[k]:.3f}, "
                   f"{hi[k]:.3f}] of V* (90 % bootstrap over worlds; min {a[:, k].min():.3f}; "
                   f"{args.runs} noise runs per world)")
 

@@ -232,6 +232,26 @@ def test_lookahead_oracle_depth_one_is_the_one_step_oracle_and_depth_two_sees_th
     assert v2 == pytest.approx(clairvoyant_plan(h, 2).value, abs=1e-12)
 
 
+def test_lookahead_oracle_rollout_rule_is_q_on_the_truth():
+    """rule="rollout" chooses as Q = U0 + G0(after m) does on the truth: at depth 1 it already
+    sees one step past m (refresh: −0.02 + G0 = expit(0.8) − 0.55 beats tune's
+    expit(0.4) − 0.53 + 0), so on the hand world it finds V* where the greedy step does not;
+    at the last step (no step left after m) it is the greedy step.  On a varied world the
+    rollout's choices differ from the plan rule's (not the same policy)."""
+    from belief.campaign.clairvoyant import lookahead_oracle
+
+    h = hand_world()
+    v, se, seq = lookahead_oracle(h, 2, 1, runs=1, rule="rollout")
+    assert seq == ("refresh", "tune") and np.isnan(se)
+    assert v == pytest.approx(clairvoyant_plan(h, 2).value, abs=1e-12)
+    assert lookahead_oracle(h, 1, 3, runs=1, rule="rollout")[2] == ("tune",)
+    w = SyntheticWorld.varied(8)
+    r1 = lookahead_oracle(w, 8, 1, runs=2, rule="rollout")
+    assert r1[2] != lookahead_oracle(w, 8, 1, runs=2)[2]
+    with pytest.raises(InputError, match=r"rule must be one of \['plan', 'rollout'\]"):
+        lookahead_oracle(w, 3, 1, rule="greedy")
+
+
 @pytest.mark.parametrize("variation", [2, 8])
 def test_lookahead_oracle_at_full_depth_realises_v_star_without_noise(variation):
     """Without run-to-run noise, re-planning the optimum after every step follows an optimal

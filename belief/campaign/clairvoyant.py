@@ -483,6 +483,13 @@ def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exe
     return float(np.interp(eta0, grid, nxt[(0,) * len(tr.ids)]) - world.initial_success)
 
 
+def _mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and its Monte Carlo standard error sd/√n (NaN for a single value)."""
+    v = np.asarray(values, float)
+    se = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
+    return float(v.mean()), se
+
+
 def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
                     alpha_exec: float = 0.1) -> tuple[float, float, tuple[str, ...]]:
     """The old benchmark oracle on the truth: each step, argmax over feasible m of
@@ -490,7 +497,8 @@ def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
     logit), stop when none is > 0; feasible = budget, horizon, repeats and the truth gate.
 
     Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1 (the
-    run-to-run noise), its Monte Carlo standard error sd/√runs, and the plan of seed 0.
+    run-to-run noise), its Monte Carlo standard error sd/√runs (NaN for one run), and the plan
+    of seed 0.
     """
     from dataclasses import replace
 
@@ -512,8 +520,7 @@ def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
         values.append(w.true_success() - world.initial_success - float(counts @ c_lam))
         if seed == 0:
             first = tuple(w.history)
-    v = np.array(values)
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)), first
+    return (*_mean_se(values), first)
 
 
 def _first_of_best_plan(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
@@ -554,8 +561,53 @@ def _first_of_best_plan(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
     return (best[keys[i]][1] if value[i] > value[0] else -1), float(value[i])
 
 
+def _rollout_choice(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
+                    nodes: int) -> tuple[int, float]:
+    """The engine's Q with the rollout continuation, on the truth: the m maximising
+    U0(m) + R_d(s^m) (−1, stop, when no value is > 0), and that value.
+
+    A path is a sequence from (c0, η) valued open-loop as in :func:`clairvoyant_plan`:
+    V(path) = E logistic(η + S + σ√n_a Z) − logistic(η) − λᵀΔC(path); U0(m) = V([m]) and
+    R_d(s^m) = the gain in V of up to d greedy steps after m (each the feasible step that
+    raises V most, taken while that rise is > 0; R_1 = G0, the engine's one-step
+    continuation).  With d = min(``depth``, steps left − 1) this is
+    ``CVUSettings(continuation="rollout", rollout_depth=depth)`` (``depth = 1``: one_step) on
+    a belief that is the truth: CVU's −G0(s^∅) is the same for every m and cancels, and
+    knowing the truth, an outcome teaches nothing.
+    """
+    def feasible(c: tuple[int, ...]) -> np.ndarray:
+        spent = np.array(c) @ tr.costs
+        return (np.array(c) < tr.cap) & (spent + tr.costs <= tr.budget + 1e-9).all(1)
+
+    c_lam = tr.costs @ tr.lam
+    j = float(expit(eta))
+
+    def step_values(c: tuple[int, ...], s: float, n_a: int, cost: float) -> np.ndarray:
+        n2 = n_a + tr.adapt.astype(int)
+        v = (expected_success(eta + s + tr.mu(c), tr.world.execution_sd * np.sqrt(n2), nodes)
+             - j - (cost + c_lam))
+        return np.where(feasible(c), v, -np.inf)
+
+    first = step_values(c0, 0.0, 0, 0.0)
+    total = np.full(len(tr.ids), -np.inf)
+    for m in np.flatnonzero(np.isfinite(first)):
+        c, s, n_a, cost, v = _bump(c0, m, 1), float(tr.mu(c0)[m]), int(tr.adapt[m]), \
+            float(c_lam[m]), float(first[m])
+        for _ in range(depth):
+            nxt = step_values(c, s, n_a, cost)
+            k = int(np.argmax(nxt))
+            if not nxt[k] > v:
+                break
+            s, n_a, cost, v = s + float(tr.mu(c)[k]), n_a + int(tr.adapt[k]), \
+                cost + float(c_lam[k]), float(nxt[k])
+            c = _bump(c, k, 1)
+        total[m] = v
+    m = int(np.argmax(total))
+    return (m if total[m] > 0 else -1), float(max(total[m], 0.0))
+
+
 def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: int = 200,
-                     alpha_exec: float = 0.1, nodes: int = 64
+                     rule: str = "plan", alpha_exec: float = 0.1, nodes: int = 64
                      ) -> tuple[float, float, tuple[str, ...]]:
     """A receding-horizon planner on the truth: at every step, the first candidate of the best
     plan of at most ``depth`` more executions from the current state, re-planned after each.
@@ -569,8 +621,13 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
     principle).  What it measures: the value a policy that knew the truth would keep if it
     looked only ``depth`` steps ahead — the myopia part of a learning policy's gap.
 
+    ``rule="rollout"`` chooses as the engine's Q with the greedy rollout of depth d does when
+    its belief is the truth (:func:`_rollout_choice`: U0(m) + R_d(s^m), the U0-greedy
+    continuation for min(d, steps left − 1) steps; d = 1 is Q's one-step continuation G0,
+    which already sees one step past m): the planning limit of the engine's own policies.
+
     Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1, its
-    Monte Carlo standard error sd/√runs, and the sequence of seed 0.
+    Monte Carlo standard error sd/√runs (NaN for one run), and the sequence of seed 0.
 
     Raises
     ------
@@ -580,6 +637,8 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
     for name, v in (("depth", depth), ("runs", runs)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise InputError(name, f"{name} must be an integer >= 1, got {v!r}")
+    if rule not in ("plan", "rollout"):
+        raise InputError("rule", f"rule must be one of ['plan', 'rollout'], got {rule!r}")
     tr = _truth(world, horizon, alpha_exec, None, None)
     c_lam = tr.costs @ tr.lam
     values, first = [], ()
@@ -587,8 +646,10 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
         w = replace(world, seed=seed)
         counts = (0,) * len(tr.ids)
         for step in range(horizon):
-            m, _ = _first_of_best_plan(tr, counts, float(w.policy_logit[w.policy]),
-                                       min(depth, horizon - step), nodes)
+            eta = float(w.policy_logit[w.policy])
+            m, _ = (_first_of_best_plan(tr, counts, eta, min(depth, horizon - step), nodes)
+                    if rule == "plan" else
+                    _rollout_choice(tr, counts, eta, min(depth, horizon - step - 1), nodes))
             if m < 0:
                 break
             w.execute(tr.ids[m], step)
@@ -596,8 +657,7 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
         values.append(w.true_success() - world.initial_success - float(np.array(counts) @ c_lam))
         if seed == 0:
             first = tuple(w.history)
-    v = np.array(values)
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)), first
+    return (*_mean_se(values), first)
 
 
 def plans_table(results: Mapping[str, ClairvoyantResult]) -> pd.DataFrame:
