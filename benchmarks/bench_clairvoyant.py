@@ -38,6 +38,12 @@ that continuation would capture if its belief were the truth.
 
 Measured (December 2026, horizon 8, worlds 0–19): gated at start 0.983 [0.969, 0.994] of V*
 (min 0.869, world 17); order-blind 0.836 [0.792, 0.877] (min 0.515, world 2).
+On the truth (200 noise runs per world, 90 % bootstrap over worlds): the greedy step 0.799
+(min 0.491); Q's rule (``--rollout 1``: U0 + G0) 0.915 [0.888, 0.939] (min 0.742), rollout 2
+0.963 [0.950, 0.975], rollout 3 0.983 [0.973, 0.992]; plans of ≤ d steps re-planned
+(``--lookahead``) d = 2 0.914 [0.888, 0.939] (Q's rule up to ties), 3 0.960, 4 0.986,
+8 1.006 [1.004, 1.008] (above V*: re-planning sees the realised noise).  About 4 min
+(``--rollout 1,2,3``) and 10 min (``--lookahead 2,3,4,8``) here.
 """
 
 from __future__ import annotations

@@ -89,3 +89,39 @@ def _refused(flags: list[str], tmp_path: Path) -> str:
 def test_stated_flags_refuse_bad_settings(flags, needle, tmp_path):
     last = _refused(flags, tmp_path)
     assert needle in last, last
+
+
+def test_truth_rule_maps_each_q_row_to_its_rule_on_the_truth():
+    """The price-of-not-knowing table compares each Q row with the rule it uses, run on the
+    truth: one-step Q (stated or not) is the depth-1 rollout, a rollout row its depth, the
+    two-step look-ahead the best plan of three steps; rows of other beliefs or baselines none."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_policies", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.truth_rule("q") == mod.truth_rule("q_stated0.1") == ("rollout", 1)
+    assert mod.truth_rule("q_rollout3+psis_stated0.1") == ("rollout", 3)
+    assert mod.truth_rule("q_rollout2") == ("rollout", 2)
+    assert mod.truth_rule("q_lookahead2+psis") == ("plan", 3)
+    for other in ("u0", "oracle", "q_no_order", "q_plugin", "q (Q > 0 stop)"):
+        assert mod.truth_rule(other) is None
+
+
+def test_clairvoyant_lookahead_and_rollout_flags():
+    """--rollout prints Q's rule on the truth as a fraction of V* per world and over worlds;
+    a depth < 1 or no noise runs is refused by flag name with exit 2."""
+    res = subprocess.run([sys.executable, str(CLAIRVOYANT), "--world-list", "8", "--runs", "3",
+                          "--rollout", "1", "--lookahead", "3"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    summary = [line for line in res.stdout.splitlines() if "on the truth:" in line
+               and "bootstrap" in line]
+    assert [line.split(" on the truth")[0] for line in summary] == ["plan depth 3",
+                                                                      "rollout depth 1"]
+    assert all(0.5 < float(line.split(": ")[1].split()[0]) < 1.2 for line in summary)
+    for flags in (["--rollout", "0"], ["--lookahead", "2", "--runs", "0"], ["--rollout", "x"]):
+        res = subprocess.run([sys.executable, str(CLAIRVOYANT), "--world-list", "8", *flags],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2
+        assert f"{flags[0]} " in res.stderr.strip().splitlines()[-1]

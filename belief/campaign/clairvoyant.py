@@ -607,7 +607,9 @@ def _rollout_choice(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
 
 
 def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: int = 200,
-                     rule: str = "plan", alpha_exec: float = 0.1, nodes: int = 64
+                     rule: str = "plan", alpha_exec: float = 0.1,
+                     weights: Mapping[str, float] | None = None,
+                     budget: Mapping[str, float] | None = None, nodes: int = 64
                      ) -> tuple[float, float, tuple[str, ...]]:
     """A receding-horizon planner on the truth: at every step, the first candidate of the best
     plan of at most ``depth`` more executions from the current state, re-planned after each.
@@ -625,6 +627,9 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
     its belief is the truth (:func:`_rollout_choice`: U0(m) + R_d(s^m), the U0-greedy
     continuation for min(d, steps left − 1) steps; d = 1 is Q's one-step continuation G0,
     which already sees one step past m): the planning limit of the engine's own policies.
+    U0(m) + G0(s^m) is the best plan of ≤ 2 steps that starts with m, so ``rule="rollout"``
+    at depth 1 is ``rule="plan"`` at depth 2 up to ties (two orders of the same pair with equal
+    value; they break differently).  ``weights`` and ``budget`` as in :func:`clairvoyant_plan`.
 
     Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1, its
     Monte Carlo standard error sd/√runs (NaN for one run), and the sequence of seed 0.
@@ -639,7 +644,7 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
             raise InputError(name, f"{name} must be an integer >= 1, got {v!r}")
     if rule not in ("plan", "rollout"):
         raise InputError("rule", f"rule must be one of ['plan', 'rollout'], got {rule!r}")
-    tr = _truth(world, horizon, alpha_exec, None, None)
+    tr = _truth(world, horizon, alpha_exec, weights, budget)
     c_lam = tr.costs @ tr.lam
     values, first = [], ()
     for seed in range(runs):
@@ -654,7 +659,8 @@ def lookahead_oracle(world: SyntheticWorld, horizon: int, depth: int, *, runs: i
                 break
             w.execute(tr.ids[m], step)
             counts = _bump(counts, m, 1)
-        values.append(w.true_success() - world.initial_success - float(np.array(counts) @ c_lam))
+        values.append(w.true_success() - world.initial_success
+                      - float(np.array(counts) @ c_lam))
         if seed == 0:
             first = tuple(w.history)
     return (*_mean_se(values), first)
