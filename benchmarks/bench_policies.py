@@ -32,13 +32,19 @@ as ``oracle``.
 
 The price of not knowing (``--truth-runs``, default 50 noise runs per world; 0 skips): each Q
 row's rule run on the truth (:func:`belief.campaign.clairvoyant.lookahead_oracle`: one-step Q
-is the depth-1 rollout, ``q_rolloutD`` depth D, ``q_lookahead2`` the best plan of ≤ 3 steps),
-V/V* on the truth beside the campaigns' V/V*, and their difference paired over worlds: 1 − the
-first is the rule's myopia, the difference what not knowing the truth cost (learning, Monte
-Carlo error and the luck of one campaign per world).  Measured over the rows of stops 45–46
-(``--from-json`` of those runs, ``--truth-runs 200``): Q 0.915 on the truth, 0.767 in the
-campaigns, not knowing +0.148 [+0.063, +0.243]; the depth-3 rollout told the order effects
-0.983 / 0.878, +0.105 [+0.061, +0.149].
+is the depth-1 rollout, a rollout row its depth, ``lookahead2`` the best plan of ≤ 3 steps;
+rows record their continuation, older rows are mapped by name, :func:`truth_rule`), V/V* on
+the truth beside the campaigns' V/V*, and their difference paired over worlds: 1 − the first
+is the rule's myopia; the difference is what not knowing the truth cost — learning, the
+safety gate under uncertainty (about 1.7 % of V*, ``bench_clairvoyant.py --decompose``), not
+seeing η exactly, Monte Carlo error, the luck of one campaign per world, and for rows whose
+estimator falls back to one_step in some decisions (``auto``; their use is printed) that
+fallback.  Measured on the rows of four runs at 46a6915/82ab918 (horizon 8, the defaults above;
+``--policies q --stated-arm 0.1``, ``--policies "" --continuations rollout2`` with and
+without ``--stated-sd 0.1``, ``--continuations rollout3+psis --inner 8`` with and without;
+each over ``--world-list 0,…,9`` and ``10,…,19``), summarised with ``--from-json … --truth-runs
+200``: Q 0.915 on the truth, 0.767 in the campaigns, not knowing +0.148 [+0.063, +0.243]; the
+depth-3 rollout told the order effects 0.983 / 0.878, +0.105 [+0.061, +0.149].
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
         [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
@@ -315,18 +321,30 @@ def _per_world(df: pd.DataFrame, limit: dict, order: list[str]) -> None:
         print(line + "  " + "; ".join(f"{p}: {a or 'stop'}" for p, a in acts.items()))
 
 
-def truth_rule(policy: str) -> tuple[str, int] | None:
+def truth_rule(policy: str, continuation: str | None = None,
+               depth: int | None = None) -> tuple[str, int] | None:
     """The rule of :func:`belief.campaign.clairvoyant.lookahead_oracle` that chooses as a Q row
-    does when its belief is the truth: ``q`` (and its stated or prior arms) → rollout depth 1
-    (Q's G0), ``q_rolloutD…`` → rollout depth D, ``q_lookahead2…`` → the best plan of ≤ 3
-    steps (U0(m) + V_2 after m); None for rows without one (baselines, other CVU settings)."""
+    does when its belief is the truth: one-step Q → rollout depth 1 (Q's G0), the rollout of
+    depth D → rollout depth D, the two-step look-ahead → the best plan of ≤ 3 steps (U0(m) +
+    V_2 after m); None for rows that are not Q (baselines) or whose rule is unknown.
+
+    ``continuation`` and ``depth`` are the row's recorded CVU settings (rows written since
+    this stop carry them, so a gains or CVU arm of any name maps by what it ran); rows without
+    them are mapped by name: ``q`` and ``q_stated…`` one-step, ``q_one_step…``,
+    ``q_rolloutD…`` and ``q_lookahead2…`` (any ``+estimator`` and ``_stated`` suffix).
+    """
+    if continuation is not None:
+        if not (policy == "q" or policy.startswith("q_")) or policy.endswith("(Q > 0 stop)"):
+            return None
+        return {"one_step": ("rollout", 1), "lookahead2": ("plan", 3)}.get(
+            continuation, ("rollout", int(depth or 1)))
     base = policy.split("_stated")[0]
-    if base == "q":
+    if base == "q" or re.fullmatch(r"q_one_step(\+\w+)?", base):
         return ("rollout", 1)
-    m = re.fullmatch(r"q_rollout(\d+)(\+psis)?", base)
+    m = re.fullmatch(r"q_rollout(\d+)(\+\w+)?", base)
     if m:
         return ("rollout", int(m.group(1)))
-    if re.fullmatch(r"q_lookahead2(\+psis)?", base):
+    if re.fullmatch(r"q_lookahead2(\+\w+)?", base):
         return ("plan", 3)
     return None
 
@@ -337,7 +355,13 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
     from belief.campaign.clairvoyant import lookahead_oracle
     from belief.campaign.synthetic import SyntheticWorld
 
-    rows = [p for p in order if truth_rule(p) is not None]
+    def rule_of(p: str) -> tuple[str, int] | None:
+        first = df[df.policy == p].iloc[0]
+        cont = first.get("continuation") if "continuation" in df else None
+        cont = cont if isinstance(cont, str) else None
+        return truth_rule(p, cont, first.get("rollout_depth") if cont else None)
+
+    rows = [p for p in order if rule_of(p) is not None]
     if not rows or runs < 1:
         return
     horizon = int(df.horizon.max())
@@ -348,7 +372,7 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
     print(f"{'policy':26s} {'rule':>10s} {'on the truth':>22s} {'campaign':>22s} "
           f"{'not knowing':>24s}")
     for p in rows:
-        rule, depth = truth_rule(p)
+        rule, depth = rule_of(p)
         d = df[df.policy == p]
         truth = []
         for v in d.variation:

@@ -104,8 +104,16 @@ def test_truth_rule_maps_each_q_row_to_its_rule_on_the_truth():
     assert mod.truth_rule("q_rollout3+psis_stated0.1") == ("rollout", 3)
     assert mod.truth_rule("q_rollout2") == ("rollout", 2)
     assert mod.truth_rule("q_lookahead2+psis") == ("plan", 3)
+    assert mod.truth_rule("q_rollout2+regression_stated0.1") == ("rollout", 2)
+    assert mod.truth_rule("q_one_step") == ("rollout", 1)
     for other in ("u0", "oracle", "q_no_order", "q_plugin", "q (Q > 0 stop)"):
-        assert mod.truth_rule(other) is None
+        assert mod.truth_rule(other) is None  # by name alone: unknown
+    # rows that record their continuation map by what they ran, whatever their name
+    assert mod.truth_rule("q_no_order", "one_step", 1) == ("rollout", 1)
+    assert mod.truth_rule("q_deep", "rollout", 3) == ("rollout", 3)
+    assert mod.truth_rule("q_la", "lookahead2", 2) == ("plan", 3)
+    for other in ("u0", "oracle", "q (Q > 0 stop)"):
+        assert mod.truth_rule(other, "one_step", 1) is None
 
 
 def test_clairvoyant_lookahead_and_rollout_flags():

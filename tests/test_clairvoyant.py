@@ -267,3 +267,102 @@ def test_lookahead_oracle_at_full_depth_realises_v_star_without_noise(variation)
         lookahead_oracle(w, 3, 0)
     with pytest.raises(InputError, match="runs"):
         lookahead_oracle(w, 3, 2, runs=0)
+
+
+def _seq_value(w: SyntheticWorld, history: list[str], eta: float, seq: tuple[str, ...],
+               weights: dict[str, float]) -> float:
+    """V of executing ``seq`` after ``history`` from logit η, by the world's own dynamics."""
+    adapt = {t.candidate.id: t.candidate.changes_policy for t in w.truth}
+    cost = {t.candidate.id: t.candidate.cost for t in w.truth}
+    s = sum(w.mean_logit_gain(m, history + list(seq[:i])) for i, m in enumerate(seq))
+    n_a = sum(adapt[m] for m in seq)
+    c = sum(weights[r] * v for m in seq for r, v in cost[m].items())
+    return float(expected_success(eta + s, w.execution_sd * np.sqrt(n_a))) - expit(eta) - c
+
+
+def _feasible_after(w: SyntheticWorld, history: list[str], seq: tuple[str, ...]) -> bool:
+    truth = {t.candidate.id: t for t in w.truth}
+    runs = history + list(seq)
+    if any(runs.count(m) > 1 and not truth[m].candidate.repeatable for m in set(runs)):
+        return False
+    if any(truth[m].candidate.drives_hardware and truth[m].p_unsafe > 0.1 for m in seq):
+        return False
+    spent = {r: sum(truth[m].candidate.cost.get(r, 0.0) for m in runs) for r in w.budget_values}
+    return all(spent[r] <= w.budget_values[r] + 1e-9 for r in spent)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lookahead_rules_from_a_part_way_state_match_enumeration(seed):
+    """From a state part-way through a campaign (a non-repeatable candidate already run, part
+    of a tight budget spent, η moved), the plan rule's value is the best over every feasible
+    sequence of ≤ d more steps, its first candidate starts one of the best, and the rollout
+    rule's choice is U0(m) + the greedy continuation, each enumerated with the world's own
+    dynamics (noise, order effects, repeats, budget left)."""
+    from belief.campaign.clairvoyant import _bump, _first_of_best_plan, _rollout_choice, _truth
+
+    w = _random_world(seed)
+    rng = np.random.default_rng([seed, 5])
+    tr = _truth(w, 8, 0.1, None, None)
+    allowed = [m for m in tr.ids if m not in tr.excluded]
+    once = [m for m in allowed if not next(t for t in w.truth if t.candidate.id == m)
+            .candidate.repeatable and _feasible_after(w, [], (m,))]
+    # the history runs the most valuable non-repeatable candidate (a rule that forgot it ran
+    # would pick it again), then a random feasible one
+    history = [max(once, key=lambda m: _seq_value(w, [], 0.0, (m,), dict(w.weight_values)))]
+    while len(history) < 2:
+        m = str(rng.choice(allowed))
+        if _feasible_after(w, history, (m,)):
+            history.append(m)
+    counts = (0,) * len(tr.ids)
+    for m in history:
+        counts = _bump(counts, tr.ids.index(m), 1)
+    eta = float(rng.normal(0.0, 0.7))
+    lam = dict(w.weight_values)
+    for depth in (1, 2, 3):
+        seqs = [s for n in range(depth + 1) for s in itertools.product(allowed, repeat=n)
+                if _feasible_after(w, history, s)]
+        values = {s: _seq_value(w, history, eta, s, lam) for s in seqs}
+        best = max(values.values())
+        first, value = _first_of_best_plan(tr, counts, eta, depth, 64)
+        assert value == pytest.approx(best, abs=1e-10)
+        if first < 0:
+            assert best <= 1e-12
+        else:
+            assert max(v for s, v in values.items() if s and s[0] == tr.ids[first]) == \
+                pytest.approx(best, abs=1e-10)
+        # the rollout rule: U0(m) + up to `depth` greedy steps, each taken while V rises
+        totals = {}
+        for m in allowed:
+            if not _feasible_after(w, history, (m,)):
+                continue
+            path = (m,)
+            for _ in range(depth):
+                nxt = [(*path, k) for k in allowed if _feasible_after(w, history, (*path, k))]
+                if not nxt:
+                    break
+                cand = max(nxt, key=lambda s: values.get(s, _seq_value(w, history, eta, s,
+                                                                         lam)))
+                if not _seq_value(w, history, eta, cand, lam) > _seq_value(w, history, eta,
+                                                                           path, lam):
+                    break
+                path = cand
+            totals[m] = _seq_value(w, history, eta, path, lam)
+        pick, rvalue = _rollout_choice(tr, counts, eta, depth, 64)
+        top = max(totals.values())
+        assert rvalue == pytest.approx(max(top, 0.0), abs=1e-10)
+        if pick >= 0:
+            assert totals[tr.ids[pick]] == pytest.approx(top, abs=1e-10)
+        else:
+            assert top <= 1e-12
+
+
+def test_rollout_depth_two_reaches_v_star_where_depth_one_does_not():
+    """Without noise on world 8 at T = 3 the depth-2 rollout realises V* and one-step Q's rule
+    does not: the rule's depth is used, not cut to one step."""
+    from belief.campaign.clairvoyant import lookahead_oracle
+
+    w = replace(SyntheticWorld.varied(8), execution_sd=0.0)
+    v_star = clairvoyant_plan(w, 3).value
+    assert lookahead_oracle(w, 3, 2, runs=1, rule="rollout")[0] == pytest.approx(v_star,
+                                                                                 abs=1e-12)
+    assert lookahead_oracle(w, 3, 1, runs=1, rule="rollout")[0] < v_star - 1e-3

@@ -531,8 +531,10 @@ def _first_of_best_plan(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
     The dynamic programme of :func:`clairvoyant_plan` started at c0: S*(c0) = 0,
     S*(c) = max_m S*(c − e_m) + μ_m(c − e_m) over count vectors c ≥ c0 within the budget, the
     repeats and ``depth`` more executions, and V(c) = E logistic(η + S*(c) + σ√n_a Z) −
-    logistic(η) − λᵀΔC(c − c0) with n_a the adaptations in c − c0.  Ties go to the empty plan,
-    then to the lower candidate index (as in :func:`one_step_oracle`).
+    logistic(η) − λᵀΔC(c − c0) with n_a the adaptations in c − c0.  Ties go to the empty plan
+    (then, at depth 1, to the lower candidate index, as in :func:`one_step_oracle`; deeper,
+    ties between count vectors go to the shorter plan, and the two orders of a pair that tie
+    exactly are told apart by rounding).
     """
     best: dict[tuple[int, ...], tuple[float, int]] = {c0: (0.0, -1)}  # (S*, first element)
     frontier = [c0]
@@ -570,10 +572,14 @@ def _rollout_choice(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
     V(path) = E logistic(η + S + σ√n_a Z) − logistic(η) − λᵀΔC(path); U0(m) = V([m]) and
     R_d(s^m) = the gain in V of up to d greedy steps after m (each the feasible step that
     raises V most, taken while that rise is > 0; R_1 = G0, the engine's one-step
-    continuation).  With d = min(``depth``, steps left − 1) this is
+    continuation).  With d = min(``depth``, steps left − 1) this is the rule of
     ``CVUSettings(continuation="rollout", rollout_depth=depth)`` (``depth = 1``: one_step) on
-    a belief that is the truth: CVU's −G0(s^∅) is the same for every m and cancels, and
-    knowing the truth, an outcome teaches nothing.
+    a belief that is the truth (CVU's −G0(s^∅) is the same for every m and cancels), with one
+    difference: the continuation is open-loop.  Knowing θ, m's outcome still tells the engine
+    something — the realised run-to-run noise of m, hence η′ — so its E_Y[G0(s^{m,Y})] holds
+    a small value-of-information term (σ = 0.15 in the synthetic worlds) that R_d here leaves
+    out; the outer loop, on the other hand, reads the realised η exactly, which the engine
+    never can.
     """
     def feasible(c: tuple[int, ...]) -> np.ndarray:
         spent = np.array(c) @ tr.costs

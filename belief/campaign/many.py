@@ -137,7 +137,8 @@ def policy_settings(settings: Any, policy: str) -> Any:
 def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
     (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
-    true J and the budget spent after the step).
+    true J and the budget spent after the step; and the CVU continuation and rollout depth the
+    campaign's settings asked for).
 
     ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd]]])``:
     ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
@@ -202,7 +203,8 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
                                         for d in result.decisions),
             "seconds": time.perf_counter() - t0,
             "step_seconds": list(result.step_seconds),
-            "decide_seconds": list(campaign.decide_seconds), "trace": trace}
+            "decide_seconds": list(campaign.decide_seconds), "trace": trace,
+            "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth}
 
 
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
