@@ -47,8 +47,15 @@ each over ``--world-list 0,…,9`` and ``10,…,19``), summarised with ``--from-
 depth-3 rollout told the order effects 0.983 / 0.878, +0.105 [+0.061, +0.149].
 
     uv run python benchmarks/bench_policies.py [--worlds 20] [--horizon 8] [--workers 2]
-        [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8] [--world-list 0,3]
+        [--seeds 3] [--continuations lookahead2,rollout2,lookahead2+psis] [--inner 8]
+        [--world-list 0,3]
         [--gains-arm no_order:order_effects=false] [--cvu-arm plugin:noise_correction=false]
+
+``--seeds K`` runs K campaigns per world (seeds v, 1000 + v, …;
+:func:`belief.campaign.many.campaign_seed`): the truth and V* are the world's, the outcomes and
+bench runs the seed's; every interval then resamples worlds, each the mean of its K campaigns,
+and paired differences pair world means (one campaign per world is noisy: single worlds swing
+by ±0.5 between arms).
 
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
@@ -77,6 +84,9 @@ from belief.posterior.fitter import FitSettings
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="campaigns per world (seeds v, 1000+v, 2000+v, …); intervals "
+                             "resample worlds, each the mean of its campaigns")
     parser.add_argument("--horizon", type=int, default=8)
     parser.add_argument("--world-list", default="",
                         help="comma-separated world variations (default: 0..worlds-1)")
@@ -139,6 +149,8 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not 1 <= args.seeds < 1000:
+        parser.error(f"--seeds {args.seeds}: campaigns per world must be an integer in [1, 999]")
     bad = [sd for sd in args.stated_arm if not (np.isfinite(sd) and sd > 0)]
     if bad:
         parser.error(f"--stated-arm {bad[0]:g}: the prior s.d. must be a finite number > 0")
@@ -180,7 +192,8 @@ def main() -> None:
         for name, st, pols, gains, stated in arms:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
-                                 gains=gains, stated_sd=stated or args.stated_sd)
+                                 gains=gains, stated_sd=stated or args.stated_sd,
+                                 seeds=range(args.seeds))
             suffix = "" if args.stated_sd is None else f"_stated{args.stated_sd:g}"
             rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
@@ -240,9 +253,7 @@ def _compare(df: pd.DataFrame, col: str, label: str) -> None:
         return
     means = {p: df[df.policy == p][col].mean() for p in df.policy.unique()}
     best = min(present, key=means.get)
-    q = df[df.policy == "q"].set_index("variation")[col]
-    b = df[df.policy == best].set_index("variation")[col]
-    diff = (b - q).to_numpy()
+    diff = (_world_means(df, best, col) - _world_means(df, "q", col)).dropna().to_numpy()
     rng = np.random.default_rng(0)
     boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])
     print(f"{label}: best baseline {best} (mean regret {means[best]:.4f}); Q with CVU "
@@ -252,6 +263,13 @@ def _compare(df: pd.DataFrame, col: str, label: str) -> None:
 
 
 LEGACY = "q (Q > 0 stop)"
+
+
+def _world_means(df: pd.DataFrame, policy: str, col: str) -> pd.Series:
+    """``col`` of ``policy``'s campaigns averaged over each world's seeds (index: variation):
+    the unit every bootstrap interval resamples, so several campaigns per world narrow a
+    world's value instead of counting as more worlds."""
+    return df[df.policy == policy].groupby("variation")[col].mean()
 
 
 def _boot(x: np.ndarray, reps: int = 4000, seed: int = 2) -> tuple[float, float]:
@@ -312,7 +330,9 @@ def _per_world(df: pd.DataFrame, limit: dict, order: list[str]) -> None:
     print("\nper world: V/V* (V* the clairvoyant's net value); Q's and the look-ahead's "
           "actions")
     print(f"{'world':>5s} {'V*':>7s} " + " ".join(f"{p[:17]:>17s}" for p in cols))
-    hist = df.set_index(["variation", "policy"]).history
+    # the actions of each world's first campaign (its seed v unless --seeds changed it)
+    hist = df.sort_values("seed").drop_duplicates(["variation", "policy"]).set_index(
+        ["variation", "policy"]).history
     for v in pivot.sort_values("q" if "q" in pivot else cols[0]).index:
         line = f"{int(v):5d} {limit[v]:7.4f} " + " ".join(f"{pivot.loc[v, p]:17.3f}"
                                                           for p in cols)
@@ -373,16 +393,16 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
           f"{'not knowing':>24s}")
     for p in rows:
         rule, depth = rule_of(p)
-        d = df[df.policy == p]
+        c = _world_means(df, p, "captured")
         truth = []
-        for v in d.variation:
+        for v in c.index:
             key = (int(v), rule, depth)
             if key not in cache:
                 w = SyntheticWorld.varied(int(v), seed=int(v))
                 cache[key] = lookahead_oracle(w, horizon, depth, runs=runs, rule=rule,
                                               weights=weights, budget=totals[v])[0] / limit[v]
             truth.append(cache[key])
-        t, c = np.array(truth), d.captured.to_numpy()
+        t, c = np.array(truth), c.to_numpy()
         (tl, th), (cl, ch), (dl, dh) = _boot(t), _boot(c), _boot(t - c)
         print(f"{p:26s} {rule + ' ' + str(depth):>10s} {t.mean():6.3f} [{tl:6.3f}, {th:6.3f}] "
               f"{c.mean():6.3f} [{cl:6.3f}, {ch:6.3f}] {(t - c).mean():+7.3f} "
@@ -399,6 +419,9 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
 
     rows = rows + legacy_stop_rows(rows)
     df = pd.DataFrame(rows)
+    if "seed" not in df:  # rows written before --seeds: one campaign per world, its seed v
+        df["seed"] = df["variation"]
+    df["seed"] = df["seed"].fillna(df["variation"]).astype(int)
     horizon = int(df.horizon.max())
     df["spent"] = df.budget_used.apply(lambda b: sum(weights[r] * v for r, v in b.items()))
     df["net"] = df.final_success - df.initial_success - df.spent
@@ -415,10 +438,11 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
         weights=weights).value / limit[r.variation], axis=1)
     has_oracle = "oracle" in set(df.policy)
     if has_oracle:
-        oracle = df[df.policy == "oracle"].set_index("variation")
-        df["regret"] = df.apply(lambda r: oracle.final_success[r.variation] - r.final_success,
-                                axis=1)
-        df["regret_net"] = df.apply(lambda r: oracle.net[r.variation] - r.net, axis=1)
+        oracle = df[df.policy == "oracle"].set_index(["variation", "seed"])
+        df["regret"] = df.apply(lambda r: oracle.final_success[(r.variation, r.seed)]
+                                - r.final_success, axis=1)
+        df["regret_net"] = df.apply(lambda r: oracle.net[(r.variation, r.seed)] - r.net,
+                                    axis=1)
     print(title)
     print(f"{'policy':16s} {'final J':>8s} {'regret J':>9s} {'regret V':>9s} {'90% range':>18s} "
           f"{'V* − V':>8s} {'V/V*':>6s} {'budget':>7s} {'steps':>6s} {'gate viol.':>10s} "
@@ -438,24 +462,29 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
               f"{d.gate_violations.sum():10d} {d.unsafe_events.sum():7d} "
               f"{np.nanmean(per_step):7.2f}")
     n_worlds = df.variation.nunique()
-    print(f"\nagainst the limit (clairvoyant V*, {n_worlds} worlds; V* mean "
-          f"{np.mean(list(limit.values())):.4f}): mean and 90 % bootstrap interval over worlds")
+    per = df.groupby(["policy", "variation"]).size()
+    seeds = f", {per.min()}–{per.max()} campaigns per world" if per.max() > 1 else ""
+    print(f"\nagainst the limit (clairvoyant V*, {n_worlds} worlds{seeds}; V* mean "
+          f"{np.mean(list(limit.values())):.4f}): mean and 90 % bootstrap interval over worlds "
+          f"(of each world's mean over its campaigns)")
     print(f"{'policy':18s} {'V*−V':>8s} {'90% CI':>18s} {'V/V*':>6s} {'90% CI':>16s} "
           f"{'min V/V*':>8s} {'V>V*':>5s} {'Vplan/V*':>8s} {'90% CI':>16s} {'>V*':>4s}")
     for p in order:
         d = df[df.policy == p]
-        reg, cap = d.regret_clairvoyant.to_numpy(), d.captured.to_numpy()
-        plan = d.captured_plan.to_numpy()
+        reg, cap, plan = (_world_means(df, p, c).to_numpy()
+                          for c in ("regret_clairvoyant", "captured", "captured_plan"))
         (rl, rh), (cl, ch), (pl, ph) = _boot(reg), _boot(cap), _boot(plan)
         print(f"{p:18s} {reg.mean():8.4f} [{rl:7.4f}, {rh:7.4f}] {cap.mean():6.3f} "
-              f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} {int((reg < 0).sum()):5d} "
-              f"{plan.mean():8.3f} [{pl:6.3f}, {ph:6.3f}] {int((plan > 1 + 1e-9).sum()):4d}")
-    print("V: realised net value of the campaign (one run per world: its execution noise is in "
-          "the interval); Vplan: expected net value of the sequence it executed")
+              f"[{cl:6.3f}, {ch:6.3f}] {cap.min():8.3f} "
+              f"{int((d.regret_clairvoyant < 0).sum()):5d} {plan.mean():8.3f} "
+              f"[{pl:6.3f}, {ph:6.3f}] {int((d.captured_plan > 1 + 1e-9).sum()):4d}")
+    print("V: realised net value of the campaign (its execution noise is in the interval); "
+          "Vplan: expected net value of the sequence it executed; min: of the world means; "
+          "V>V*, >V*: campaigns")
     for p in variants if "q" in set(df.policy) else []:
-        a = df[df.policy == "q"].set_index("variation")
-        b = df[df.policy == p].set_index("variation")
-        diff = (b.captured - a.captured).dropna().to_numpy()
+        a, b = df[df.policy == "q"], df[df.policy == p]
+        diff = (_world_means(df, p, "captured")
+                - _world_means(df, "q", "captured")).dropna().to_numpy()
         lo, hi = _boot(diff)
         print(f"{p} − q, paired over worlds: V/V* {diff.mean():+.3f} (90% CI [{lo:+.3f}, "
               f"{hi:+.3f}]); wall time per step "
@@ -472,8 +501,8 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")
     if LEGACY in set(df.policy):
-        new = df[df.policy == "q"].set_index("variation")
-        old = df[df.policy == LEGACY].set_index("variation")
+        new = df[df.policy == "q"].set_index(["variation", "seed"])
+        old = df[df.policy == LEGACY].set_index(["variation", "seed"])
         diff = (old.regret_clairvoyant - new.regret_clairvoyant).to_numpy()
         rng = np.random.default_rng(1)
         boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])

@@ -133,3 +133,64 @@ def test_clairvoyant_lookahead_and_rollout_flags():
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 2
         assert f"{flags[0]} " in res.stderr.strip().splitlines()[-1]
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_policies", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_campaign_seeds_and_world_means(capsys):
+    """Several campaigns per world: seeds v, 1000 + v, …; the limit table averages each world's
+    campaigns first and bootstraps worlds, so an unbalanced design (one campaign on world 0,
+    three on world 1) gives the mean of the two world means, not of the four rows."""
+    from belief.campaign.clairvoyant import clairvoyant_plan
+    from belief.campaign.many import campaign_seed
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.errors import InputError
+
+    assert [campaign_seed(7, k) for k in range(3)] == [7, 1007, 2007]
+    with pytest.raises(InputError, match="seeds"):
+        campaign_seed(3, -1)
+    mod = _bench_module()
+    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    rows, captured = [], {0: [0.2], 1: [0.5, 0.7, 0.9]}
+    for v, caps in captured.items():
+        w = SyntheticWorld.varied(v, seed=v)
+        budget = dict(w.budget_values)
+        v_star = clairvoyant_plan(w, 2, weights=weights, budget=budget).plan.value
+        for k, c in enumerate(caps):
+            rows.append({"variation": v, "seed": campaign_seed(v, k), "policy": "u0",
+                         "horizon": 2, "budget_total": budget,
+                         "budget_used": {r: 0.0 for r in budget}, "budget_used_fraction": 0.0,
+                         "initial_success": w.initial_success,
+                         "final_success": w.initial_success + c * v_star, "steps": 0,
+                         "history": [], "gate_violations": 0, "unsafe_events": 0,
+                         "step_seconds": [0.1], "trace": []})
+    mod.summarise(rows, weights, "test", truth_runs=0)
+    out = capsys.readouterr().out
+    assert "1–3 campaigns per world" in out
+    line = next(x for x in out.splitlines()[out.splitlines().index(next(
+        x for x in out.splitlines() if x.startswith("against the limit"))):]
+        if x.startswith("u0"))
+    import re
+
+    # V*−V [CI], V/V* [CI], min V/V*, …
+    v_over_vstar, lo, hi, low = (float(t) for t in re.findall(r"-?\d+\.\d+", line)[3:7])
+    assert v_over_vstar == pytest.approx((0.2 + 0.7) / 2, abs=1e-3)  # rows would give 0.575
+    assert (lo, hi) == (pytest.approx(0.2, abs=1e-3), pytest.approx(0.7, abs=1e-3))
+    assert low == pytest.approx(0.2, abs=1e-3)
+
+
+def test_seeds_flag_is_refused_out_of_range(tmp_path):
+    out = tmp_path / "rows.json"
+    res = subprocess.run([sys.executable, str(SCRIPT), "--seeds", "0", "--policies", "u0",
+                          "--world-list", "0", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "--seeds 0" in res.stderr.strip().splitlines()[-1]
+    assert not out.exists()

@@ -19,8 +19,8 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["map_tasks", "policy_run", "policy_settings", "replay_folder", "run_policies",
-           "write_tree"]
+__all__ = ["campaign_seed", "map_tasks", "policy_run", "policy_settings", "replay_folder",
+           "run_policies", "write_tree"]
 
 
 @contextmanager
@@ -140,17 +140,21 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     true J and the budget spent after the step; and the CVU continuation and rollout depth the
     campaign's settings asked for).
 
-    ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd]]])``:
+    ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd[,
+    seed]]]])``:
     ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
     ``{"order_effects": False}``), or None for the defaults; ``stated_sd`` > 0 gives the
     allocator the world's true order effects as stated pair priors of that s.d.
-    (:meth:`SyntheticWorld.interaction_priors`), None or 0 states none.
+    (:meth:`SyntheticWorld.interaction_priors`), None or 0 states none; ``seed`` seeds the
+    world's outcomes and bench runs (default: the variation — one campaign per world, as
+    before; the truth does not depend on it).
     """
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
 
     variation, policy, settings_dict, *rest = args
-    world = SyntheticWorld.varied(variation, seed=variation)
+    seed = int(rest[3]) if len(rest) > 3 and rest[3] is not None else int(variation)
+    world = SyntheticWorld.varied(variation, seed=seed)
     if len(rest) > 2 and rest[2]:  # the true order effects stated as priors (benchmarks)
         world = replace(world, stated_interactions=world.interaction_priors(float(rest[2])))
     if rest and rest[0] != 1.0:  # a scaled starting budget (benchmarks of tight budgets)
@@ -188,7 +192,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
                  if t.candidate.drives_hardware and t.p_unsafe > settings.gate.alpha_exec]
     n_initial = len(campaign.initial_evidence.get("safety_events", []))
     unsafe_events = int(result.evidence.safety["unsafe"].iloc[n_initial:].sum())
-    return {"variation": variation, "policy": policy, "horizon": settings.horizon,
+    return {"variation": variation, "seed": seed, "policy": policy, "horizon": settings.horizon,
             "budget_total": {r: float(b0.sel(resource=r)) for r in b0["resource"].values},
             "final_success": world.true_success(result.policy),
             "initial_success": world.initial_success,
@@ -207,17 +211,30 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
             "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth}
 
 
+def campaign_seed(variation: int, k: int) -> int:
+    """The seed of world ``variation``'s k-th benchmark campaign: v for k = 0 (the one campaign
+    per world of earlier runs), 1000·k + v after it (distinct for v < 1000)."""
+    if k < 0 or variation < 0:
+        raise InputError("seeds", f"campaign index and variation must be >= 0, got "
+                                  f"{k!r}, {variation!r}")
+    return int(variation) if k == 0 else 1000 * int(k) + int(variation)
+
+
 def run_policies(variations: Iterable[int], policies: Iterable[str], settings_dict: dict,
                  *, scheduler: str | None = None, workers: int | None = None,
                  threads: bool = False, budget_scale: float = 1.0,
                  gains: dict[str, Any] | None = None, stated_sd: float | None = None,
+                 seeds: Iterable[int] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every policy on every world variation (the policy benchmark), in a fixed order
     (``budget_scale`` multiplies every world's starting budget; ``gains`` overrides fields of
     the gains model's priors, :class:`models.gains.GainsPriors`, for every campaign;
     ``stated_sd`` states each world's true order effects as priors of that s.d.,
-    :meth:`SyntheticWorld.interaction_priors`)."""
+    :meth:`SyntheticWorld.interaction_priors`; ``seeds`` gives each world several campaigns,
+    seeded ``campaign_seed(v, k)`` for k in ``seeds``, default one with seed v)."""
+    ks = [0] if seeds is None else [int(k) for k in seeds]
     items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}),
-              float(stated_sd or 0.0)) for v in variations for p in policies]
+              float(stated_sd or 0.0), campaign_seed(v, k))
+             for v in variations for k in ks for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)
