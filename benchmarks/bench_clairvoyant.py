@@ -69,6 +69,13 @@ SHORT = {"si_friction": "SI", "latency_probe": "probe", "sim_refresh": "refresh"
          "ft_pilot": "pilot", "cotrain": "cotrain"}
 
 
+def _boot_columns(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """90 % percentile bootstrap interval of each column's mean, resampling rows (worlds)."""
+    rng = np.random.default_rng(0)
+    boot = a[rng.integers(0, len(a), (4000, len(a)))].mean(axis=1)
+    return tuple(np.quantile(boot, [0.05, 0.95], axis=0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, default=20)
@@ -165,17 +172,13 @@ def main() -> None:
         print(f"one-step oracle captures {f.mean():.3f} of V* on average (min {f.min():.3f})")
     if parts:
         a = np.array(parts if args.world_list else parts[1:])
-        rng = np.random.default_rng(0)
-        boot = a[rng.integers(0, len(a), (4000, len(a)))].mean(axis=1)
-        lo, hi = np.quantile(boot, [0.05, 0.95], axis=0)
+        lo, hi = _boot_columns(a)
         for k, label in enumerate(("gated at start", "order-blind")):
             print(f"{label}: {a[:, k].mean():.3f} [{lo[k]:.3f}, {hi[k]:.3f}] of V* (90 % "
                   f"bootstrap over worlds; min {a[:, k].min():.3f})")
     if looks:
         a = np.array(looks)  # varied worlds only (the default world is not run)
-        rng = np.random.default_rng(0)
-        boot = a[rng.integers(0, len(a), (4000, len(a)))].mean(axis=1)
-        lo, hi = np.quantile(boot, [0.05, 0.95], axis=0)
+        lo, hi = _boot_columns(a)
         for k, (rule, d) in enumerate(oracles):
             print(f"{rule} depth {d} on the truth: {a[:, k].mean():.3f} [{lo[k]:.3f}, "
                   f"{hi[k]:.3f}] of V* (90 % bootstrap over worlds; min {a[:, k].min():.3f}; "

@@ -359,7 +359,7 @@ def truth_rule(policy: str, continuation: str | None = None,
     ``q_rolloutD…`` and ``q_lookahead2…`` (any ``+estimator`` and ``_stated`` suffix).
     """
     if continuation is not None:
-        if not (policy == "q" or policy.startswith("q_")) or policy.endswith("(Q > 0 stop)"):
+        if not (policy == "q" or policy.startswith("q_")):  # baselines, the legacy stop row
             return None
         return {"one_step": ("rollout", 1), "lookahead2": ("plan", 3)}.get(
             continuation, ("rollout", int(depth or 1)))

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.special import expit, logit
 
 from belief.campaign.synthetic import SyntheticWorld
@@ -265,17 +266,20 @@ class _Truth:
         cc = np.array(c)
         return self.g * self.d ** cc * np.prod(np.where((cc > 0)[:, None], self.inter, 1.0), 0)
 
+    def can_run(self, c: tuple[int, ...]) -> np.ndarray:
+        """Which candidates may execute next after counts c: within their repeats (and the
+        truth gate, cap 0) and within every budget after what c has spent."""
+        cc = np.array(c)
+        return (cc < self.cap) & (cc @ self.costs + self.costs <= self.budget + 1e-9).all(1)
+
     def layers(self) -> list[list[tuple[int, ...]]]:
         """Feasible count vectors by plan length 0..T (budget, horizon, repeats, gate)."""
         out = [[(0,) * len(self.ids)]]
         for _n in range(self.horizon):
             nxt: dict[tuple[int, ...], None] = {}
             for c in out[-1]:
-                spent = np.array(c) @ self.costs
-                for m in range(len(self.ids)):
-                    over = (spent + self.costs[m] > self.budget + 1e-9).any()
-                    if c[m] < self.cap[m] and not over:
-                        nxt[_bump(c, m, 1)] = None
+                for m in np.flatnonzero(self.can_run(c)):
+                    nxt[_bump(c, int(m), 1)] = None
             out.append(list(nxt))
         return out
 
@@ -486,8 +490,7 @@ def adaptive_clairvoyant_value(world: SyntheticWorld, horizon: int, *, alpha_exe
 def _mean_se(values: Sequence[float]) -> tuple[float, float]:
     """Mean and its Monte Carlo standard error sd/√n (NaN for a single value)."""
     v = np.asarray(values, float)
-    se = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
-    return float(v.mean()), se
+    return float(v.mean()), float(stats.sem(v)) if v.size > 1 else float("nan")
 
 
 def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
@@ -509,7 +512,7 @@ def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
         w = replace(world, seed=seed)
         counts = np.zeros(len(tr.ids), int)
         for step in range(horizon):
-            ok = (counts < tr.cap) & (counts @ tr.costs + tr.costs <= tr.budget + 1e-9).all(1)
+            ok = tr.can_run(tuple(counts))
             net = np.array([w.expected_gain(m) for m in tr.ids]) - c_lam
             net = np.where(ok, net, -np.inf)
             if not ok.any() or net.max() <= 0:
@@ -542,11 +545,8 @@ def _first_of_best_plan(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
         nxt: dict[tuple[int, ...], None] = {}
         for c in frontier:
             s, first = best[c]
-            spent = np.array(c) @ tr.costs
             mu = tr.mu(c)
-            for m in range(len(tr.ids)):
-                if c[m] >= tr.cap[m] or (spent + tr.costs[m] > tr.budget + 1e-9).any():
-                    continue
+            for m in map(int, np.flatnonzero(tr.can_run(c))):
                 c2 = _bump(c, m, 1)
                 cand = (s + float(mu[m]), m if first < 0 else first)
                 if c2 not in best or cand[0] > best[c2][0]:
@@ -581,10 +581,6 @@ def _rollout_choice(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
     out; the outer loop, on the other hand, reads the realised η exactly, which the engine
     never can.
     """
-    def feasible(c: tuple[int, ...]) -> np.ndarray:
-        spent = np.array(c) @ tr.costs
-        return (np.array(c) < tr.cap) & (spent + tr.costs <= tr.budget + 1e-9).all(1)
-
     c_lam = tr.costs @ tr.lam
     j = float(expit(eta))
 
@@ -592,7 +588,7 @@ def _rollout_choice(tr: _Truth, c0: tuple[int, ...], eta: float, depth: int,
         n2 = n_a + tr.adapt.astype(int)
         v = (expected_success(eta + s + tr.mu(c), tr.world.execution_sd * np.sqrt(n2), nodes)
              - j - (cost + c_lam))
-        return np.where(feasible(c), v, -np.inf)
+        return np.where(tr.can_run(c), v, -np.inf)
 
     first = step_values(c0, 0.0, 0, 0.0)
     total = np.full(len(tr.ids), -np.inf)
