@@ -56,6 +56,8 @@ depth-3 rollout told the order effects 0.983 / 0.878, +0.105 [+0.061, +0.149].
 bench runs the seed's; every interval then resamples worlds, each the mean of its K campaigns,
 and paired differences pair world means (one campaign per world is noisy: single worlds swing
 by ±0.5 between arms).
+``--campaign-list 1,2`` runs only those campaigns (to add campaigns to stored rows of k = 0;
+summarise the files together with ``--from-json``).
 Measured (``--policies q --seeds 3``, worlds 0–9 and 10–19 in two processes, 22 min each
 here; the k = 0 campaigns repeat the one-campaign runs' histories exactly): Q captures 0.727
 [0.664, 0.786] of V* (one campaign per world had given 0.767 [0.666, 0.859]), min over world
@@ -92,6 +94,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1,
                         help="campaigns per world (seeds v, 1000+v, 2000+v, …); intervals "
                              "resample worlds, each the mean of its campaigns")
+    parser.add_argument("--campaign-list", default="",
+                        help="comma-separated campaign indices k to run instead of "
+                             "0..seeds-1 (e.g. 1,2: add campaigns to stored rows of k = 0, "
+                             "then summarise both with --from-json)")
     parser.add_argument("--horizon", type=int, default=8)
     parser.add_argument("--world-list", default="",
                         help="comma-separated world variations (default: 0..worlds-1)")
@@ -156,6 +162,15 @@ def main() -> None:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not 1 <= args.seeds < 1000:
         parser.error(f"--seeds {args.seeds}: campaigns per world must be an integer in [1, 999]")
+    try:
+        campaigns = [int(k) for k in args.campaign_list.split(",")] if args.campaign_list \
+            else list(range(args.seeds))
+    except ValueError:
+        parser.error(f"--campaign-list {args.campaign_list}: campaign indices must be "
+                     "comma-separated integers in [0, 999]")
+    if not all(0 <= k < 1000 for k in campaigns) or len(set(campaigns)) < len(campaigns):
+        parser.error(f"--campaign-list {args.campaign_list}: campaign indices must be "
+                     "distinct integers in [0, 999]")
     bad = [sd for sd in args.stated_arm if not (np.isfinite(sd) and sd > 0)]
     if bad:
         parser.error(f"--stated-arm {bad[0]:g}: the prior s.d. must be a finite number > 0")
@@ -198,7 +213,7 @@ def main() -> None:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
                                  gains=gains, stated_sd=stated or args.stated_sd,
-                                 seeds=range(args.seeds))
+                                 seeds=campaigns)
             suffix = "" if args.stated_sd is None else f"_stated{args.stated_sd:g}"
             rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "

@@ -183,3 +183,8 @@ def test_campaign_seeds_and_world_means(capsys):
 
 def test_seeds_flag_is_refused_out_of_range(tmp_path):
     assert "--seeds 0" in _refused(["--seeds", "0"], tmp_path)
+
+
+@pytest.mark.parametrize("value", ["1,x", "1,1", "-1", "1000"])
+def test_campaign_list_is_refused_when_not_distinct_indices(tmp_path, value):
+    assert f"--campaign-list {value}" in _refused(["--campaign-list", value], tmp_path)
