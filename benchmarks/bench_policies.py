@@ -149,7 +149,16 @@ def main() -> None:
     weights = {r: v * args.weights_scale
                for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
     if args.from_json:
-        rows = [r for f in args.from_json.split(",") for r in json.loads(Path(f).read_text())]
+        rows, seen = [], {}
+        for f in args.from_json.split(","):
+            for i, r in enumerate(json.loads(Path(f).read_text())):
+                # rows written before --seeds carry no seed: their campaign's seed is v
+                key = (r["variation"], r.get("seed", r["variation"]), r["policy"])
+                if key in seen:  # one campaign twice would be weighted twice in its world
+                    parser.error(f"--from-json: {f} row {i} repeats {seen[key]}: world {key[0]},"
+                                 f" seed {key[1]}, policy {key[2]}; give each campaign once")
+                seen[key] = f"{f} row {i}"
+                rows.append(r)
         summarise(rows, weights, f"rows of {args.from_json}", truth_runs=args.truth_runs)
         return
     settings = CampaignSettings(horizon=args.horizon, beta=1.0,

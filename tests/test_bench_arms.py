@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -188,3 +189,17 @@ def test_seeds_flag_is_refused_out_of_range(tmp_path):
 @pytest.mark.parametrize("value", ["1,x", "1,1", "-1", "1000"])
 def test_campaign_list_is_refused_when_not_distinct_indices(tmp_path, value):
     assert f"--campaign-list {value}" in _refused(["--campaign-list", value], tmp_path)
+
+
+def test_from_json_refuses_a_campaign_given_twice(tmp_path):
+    """A row without a seed (written before --seeds) is campaign k = 0, seed v: the same
+    campaign as a row of seed v, so summarising both files would weigh it twice."""
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps([{"variation": 4, "policy": "q"}]))
+    new.write_text(json.dumps([{"variation": 4, "seed": 1004, "policy": "q"},
+                               {"variation": 4, "seed": 4, "policy": "q"}]))
+    res = subprocess.run([sys.executable, str(SCRIPT), "--from-json", f"{old},{new}"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert (f"{new} row 1 repeats {old} row 0: world 4, seed 4, policy q"
+            in res.stderr.strip().splitlines()[-1])
