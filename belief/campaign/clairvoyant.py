@@ -494,10 +494,13 @@ def _mean_se(values: Sequence[float]) -> tuple[float, float]:
 
 
 def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
-                    alpha_exec: float = 0.1) -> tuple[float, float, tuple[str, ...]]:
+                    alpha_exec: float = 0.1, weights: Mapping[str, float] | None = None,
+                    budget: Mapping[str, float] | None = None
+                    ) -> tuple[float, float, tuple[str, ...]]:
     """The old benchmark oracle on the truth: each step, argmax over feasible m of
     E[ΔJ(m) | world] − λᵀΔC(m) (:meth:`SyntheticWorld.expected_gain`, which sees the realised
     logit), stop when none is > 0; feasible = budget, horizon, repeats and the truth gate.
+    ``weights`` (λ) and ``budget`` as in :func:`clairvoyant_plan` (default: the world's).
 
     Returns the mean realised V = J_T − J_0 − λᵀΔC over ``runs`` worlds seeded 0..runs−1 (the
     run-to-run noise), its Monte Carlo standard error sd/√runs (NaN for one run), and the plan
@@ -505,7 +508,7 @@ def one_step_oracle(world: SyntheticWorld, horizon: int, *, runs: int = 200,
     """
     from dataclasses import replace
 
-    tr = _truth(world, horizon, alpha_exec, None, None)
+    tr = _truth(world, horizon, alpha_exec, weights, budget)
     c_lam = tr.costs @ tr.lam
     values, first = [], ()
     for seed in range(runs):
