@@ -135,6 +135,9 @@ def main() -> None:
     parser.add_argument("--truth-runs", type=int, default=50,
                         help="noise runs per world of each Q row's rule on the truth (the "
                              "price of not knowing; 0: skip)")
+    parser.add_argument("--show-steps", default="",
+                        help="comma-separated worlds whose campaigns to print step by step "
+                             "(every feasible candidate's U0, CVU, Q; a case study)")
     parser.add_argument("--from-json", default=None,
                         help="summarise the rows of earlier runs (comma-separated JSON files) "
                              "instead of running")
@@ -148,6 +151,11 @@ def main() -> None:
         parser.error(str(e))
     weights = {r: v * args.weights_scale
                for r, v in {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}.items()}
+    try:
+        show = [int(v) for v in args.show_steps.split(",")] if args.show_steps else []
+    except ValueError:
+        parser.error(f"--show-steps {args.show_steps}: world variations must be "
+                     "comma-separated integers")
     if args.from_json:
         rows, seen = [], {}
         for f in args.from_json.split(","):
@@ -159,7 +167,8 @@ def main() -> None:
                                  f" seed {key[1]}, policy {key[2]}; give each campaign once")
                 seen[key] = f"{f} row {i}"
                 rows.append(r)
-        summarise(rows, weights, f"rows of {args.from_json}", truth_runs=args.truth_runs)
+        summarise(rows, weights, f"rows of {args.from_json}", truth_runs=args.truth_runs,
+                  show_steps=show)
         return
     settings = CampaignSettings(horizon=args.horizon, beta=1.0,
                                 fit=FitSettings(draws=args.draws, tune=args.draws),
@@ -230,7 +239,8 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(rows, indent=1))
     wall = time.perf_counter() - t0
     print()
-    summarise(rows, weights, truth_runs=args.truth_runs, title=f"{len(worlds)} worlds x "
+    summarise(rows, weights, truth_runs=args.truth_runs, show_steps=show,
+              title=f"{len(worlds)} worlds x "
               f"{len(policies)} policies, horizon "
               f"{args.horizon}, {args.draws} draws/chain, CVU {args.outcomes} outcomes "
               f"({wall / 60:.1f} min)")
@@ -440,9 +450,45 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
           "myopia); not knowing = on the truth − campaign (learning, Monte Carlo and luck)")
 
 
+def _steps(df: pd.DataFrame, worlds: list[int]) -> None:
+    """The campaigns of ``worlds`` step by step: the choice, the true J after it and every
+    feasible candidate's U0, CVU, Q and value against stopping U0 + β·E[V(s')], best first (a
+    case study from the stored rows; rows written before the trace kept the table show the
+    choices only), under the world's true logit gains."""
+    from belief.campaign.synthetic import SyntheticWorld
+
+    for v in worlds:
+        if v not in set(df.variation):
+            print(f"\n--show-steps: world {v} has no rows here")
+            continue
+        truth = SyntheticWorld.varied(v, seed=v).truth
+        print(f"\nworld {v}: true logit gains " + ", ".join(
+            f"{t.candidate.id} {t.logit_gain:+.3f}"
+            for t in sorted(truth, key=lambda t: -t.logit_gain)))
+        # the legacy stop rule's rows are derived from Q's traces: not campaigns of their own
+        mine = df[(df.variation == v) & (df.policy != LEGACY)]
+        for _, r in mine.sort_values(["policy", "seed"]).iterrows():
+            print(f"{r.policy}, seed {r.seed}: V/V* {r.captured:.3f}, stop: "
+                  f"{r.get('stop_reason') or 'horizon'}")
+            for t in r.trace:
+                print(f"  step {t['step']}: {t['chosen']}, true J after "
+                      f"{t['true_success_after']:.3f}")
+                table = t.get("candidates")
+                if not table:
+                    continue
+                feasible = sorted(((c, x) for c, x in table.items() if x["feasible"]),
+                                  key=lambda cx: -(cx[1].get("value_vs_stop") or -np.inf))
+                print(f"    {'candidate':14s} {'U0':>8s} {'CVU':>8s} {'Q':>8s} {'vs stop':>8s}")
+                for c, x in feasible:
+                    print(f"    {c:14s} " + " ".join(
+                        f"{x[k]:8.4f}" if x.get(k) is not None else f"{'nan':>8s}"
+                        for k in ("u0", "cvu", "q", "value_vs_stop")))
+
+
 def summarise(rows: list[dict], weights: dict[str, float], title: str,
-              truth_runs: int = 50) -> None:
-    """Print the per-policy table and the comparison of Q with the best baseline."""
+              truth_runs: int = 50, show_steps: list[int] | None = None) -> None:
+    """Print the per-policy table and the comparison of Q with the best baseline (and the
+    campaigns of the worlds ``show_steps`` step by step)."""
     from belief.campaign.clairvoyant import clairvoyant_plan, plan_value
     from belief.campaign.synthetic import SyntheticWorld
 
@@ -545,6 +591,8 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
     if "unreliable_decisions" in df:
         print(f"decisions taken on beliefs still failing the convergence checks: "
               f"{int(df.unreliable_decisions.sum())} of {int(df.steps.sum() + len(df))}")
+    if show_steps:
+        _steps(df, show_steps)
 
 
 if __name__ == "__main__":

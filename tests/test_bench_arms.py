@@ -203,3 +203,38 @@ def test_from_json_refuses_a_campaign_given_twice(tmp_path):
     assert res.returncode == 2, res.stderr
     assert (f"{new} row 1 repeats {old} row 0: world 4, seed 4, policy q"
             in res.stderr.strip().splitlines()[-1])
+
+
+def test_show_steps_prints_each_campaigns_table_best_first(capsys):
+    """--show-steps: a world's campaigns step by step, feasible candidates ordered by their
+    value against stopping, infeasible ones and other worlds left out, None printed as nan."""
+    from belief.campaign.clairvoyant import clairvoyant_plan
+    from belief.campaign.synthetic import SyntheticWorld
+
+    mod = _bench_module()
+    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    w = SyntheticWorld.varied(0, seed=0)
+    budget = dict(w.budget_values)
+    v_star = clairvoyant_plan(w, 2, weights=weights, budget=budget).plan.value
+    a, b, c = "dr_1e6", "sim_refresh", "ft_real_100"
+    table = {a: {"feasible": True, "u0": 0.01, "cvu": 0.02, "q": 0.03, "value_vs_stop": 0.04},
+             b: {"feasible": True, "u0": -0.01, "cvu": None, "q": None,
+                 "value_vs_stop": 0.05},
+             c: {"feasible": False, "u0": 0.9, "cvu": 0.0, "q": 0.9, "value_vs_stop": 0.9}}
+    rows = [{"variation": v, "seed": v, "policy": "q", "horizon": 2, "budget_total": budget,
+             "budget_used": {r: 0.0 for r in budget}, "budget_used_fraction": 0.0,
+             "initial_success": w.initial_success,
+             "final_success": w.initial_success + 0.5 * v_star, "steps": 1,
+             "history": [a], "gate_violations": 0, "unsafe_events": 0, "stop_reason": "",
+             "step_seconds": [0.1],
+             "trace": [{"step": 0, "chosen": a, "true_success_after": 0.4, "max_q": 0.03,
+                        "max_value_vs_stop": 0.05, "candidates": table}]} for v in (0, 1)]
+    rows[1]["budget_total"] = dict(SyntheticWorld.varied(1, seed=1).budget_values)
+    rows[1]["budget_used"] = {r: 0.0 for r in rows[1]["budget_total"]}
+    mod.summarise(rows, weights, "test", truth_runs=0, show_steps=[0])
+    out = capsys.readouterr().out.split("\nworld 0: true logit gains")[1].splitlines()
+    assert out[1].startswith("q, seed 0: V/V* 0.500")
+    assert out[2] == f"  step 0: {a}, true J after 0.400"
+    assert out[4].split() == [b, "-0.0100", "nan", "nan", "0.0500"]
+    assert out[5].split() == [a, "0.0100", "0.0200", "0.0300", "0.0400"]
+    assert len(out) == 6  # c is not feasible; world 1 is not shown

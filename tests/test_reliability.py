@@ -56,6 +56,17 @@ def test_policy_runs_identical_serial_and_on_dask(fitter):
 
     assert strip(serial) == strip(dask)
     assert [r["policy"] for r in serial] == ["u0", "thompson"]
+    # every step's table (Thompson picks by a draw, not by Q): the chosen candidate is
+    # feasible and the best feasible Q is the one the trace records
+    from belief.campaign.synthetic import SyntheticWorld
+
+    for r in serial:
+        for t in r["trace"]:
+            table = t["candidates"]
+            assert set(table) == set(SyntheticWorld.varied(5).candidates.ids)
+            assert t["chosen"] not in table or table[t["chosen"]]["feasible"]
+            assert max(x["q"] for x in table.values() if x["feasible"]) == pytest.approx(
+                t["max_q"], abs=1e-12)
 
 
 WRITER = textwrap.dedent("""

@@ -125,6 +125,13 @@ def _spent(campaign: Any) -> np.ndarray:
     return campaign.costs_table()[list(campaign.candidates.resources)].sum().to_numpy(float)
 
 
+def _finite_or_none(x: Any) -> float | None:
+    """A float for the rows' JSON, None where it is not finite (NaN ≠ NaN would make two equal
+    rows compare unequal)."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
 def policy_settings(settings: Any, policy: str) -> Any:
     """The campaign settings of one policy's run: ``allocation`` set, and β = 0 unless the
     policy uses CVU (:data:`belief.decision.allocation.USES_CVU`)."""
@@ -137,8 +144,9 @@ def policy_settings(settings: Any, policy: str) -> Any:
 def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     """One campaign of allocation policy ``policy`` on world variation ``v``: a summary dict
     (with a per-step ``trace``: the choice, the best feasible Q and value against stopping, the
-    true J and the budget spent after the step; and the CVU continuation and rollout depth the
-    campaign's settings asked for).
+    true J and the budget spent after the step, and every candidate's U0, CVU, Q, value
+    against stopping and feasibility (``candidates``; None where not finite); and the CVU
+    continuation and rollout depth the campaign's settings asked for).
 
     ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd[,
     seed]]]])``:
@@ -178,12 +186,17 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
         q = np.where(feasible, decision["q"].values, -np.inf)
         v = np.where(feasible, decision["value_vs_stop"].values, -np.inf)
         spent = _spent(campaign)
+        cols = [k for k in ("u0", "cvu", "q", "value_vs_stop") if k in decision]
+        table = {str(c): {"feasible": bool(feasible[i]),
+                          **{k: _finite_or_none(decision[k].values[i]) for k in cols}}
+                 for i, c in enumerate(decision["candidate"].values)}
         trace.append({"step": step, "chosen": decision.attrs["chosen"],
                       "max_q": float(q.max()), "max_value_vs_stop": float(v.max()),
                       "continuation_used": str(decision.attrs.get("continuation_used", "")),
                       "true_success_after": world.true_success(campaign.policy),
                       "spent_after": dict(zip(world.candidates.resources, spent.tolist(),
-                                              strict=True))})
+                                              strict=True)),
+                      "candidates": table})
 
     result = campaign.run(on_step=on_step)
     b0 = world.initial_budget
