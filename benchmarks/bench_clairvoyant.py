@@ -17,7 +17,7 @@ V*: a decomposition of a learning policy's gap into the options its belief never
 model update whose value only a stated prior can reveal, a candidate the safety gate kept closed
 under uncertainty, one whose gain the belief under-rated — and the rest.
 
-``--decompose`` adds three limits per world, as fractions of V*: **gated at start** — the
+``--decompose`` adds two limits per world, as fractions of V*: **gated at start** — the
 optimum without the candidates the campaign's safety gate closes at step 0 (one-sided
 Clopper–Pearson UCB_0.95 of the pre-campaign bench runs > α_exec = 0.1, the runs of
 ``SyntheticWorld.varied(v, seed=v)`` as the policy benchmark draws them; in these worlds a
@@ -25,12 +25,7 @@ closed gate never reopens: only a candidate's own executions add to its evidence
 limit for any policy that respects the gate; **order-blind** — the plan the clairvoyant picks
 when it knows everything but the order effects (planned with no interactions), valued on the
 true world: what knowing every gain, cost and risk but not the order effects is worth.  Not a
-bound (a policy can learn order effects on the way), a measure of how much of V* they carry;
-**blind to the unlearnable order effects** — the same with only the order effects a campaign
-cannot learn in time left out (those whose actor or target runs once: the actor is committed
-before any outcome shows its effect, the target's one run shows it too late;
-:func:`belief.campaign.clairvoyant.gap_limits`): with priors centred at "no interaction" every
-policy decides those on its prior, so 1 − it is the part of V* only stated priors can reach.
+bound (a policy can learn order effects on the way), a measure of how much of V* they carry.
 
 ``--lookahead DEPTHS`` adds, per world and depth d, the receding-horizon planner on the truth
 (:func:`belief.campaign.clairvoyant.lookahead_oracle`: each step the first candidate of the best
@@ -42,9 +37,7 @@ continuation of depth d after m; d = 1 is Q's one-step continuation G0): what th
 that continuation would capture if its belief were the truth.
 
 Measured (December 2026, horizon 8, worlds 0–19): gated at start 0.983 [0.969, 0.994] of V*
-(min 0.869, world 17); order-blind 0.836 [0.792, 0.877] (min 0.515, world 2); blind to the
-unlearnable order effects 0.938 [0.915, 0.959] (min 0.745, world 15; partial knowledge can
-plan worse than none: world 18, 0.938 against order-blind 0.973).
+(min 0.869, world 17); order-blind 0.836 [0.792, 0.877] (min 0.515, world 2).
 On the truth (200 noise runs per world, 90 % bootstrap over worlds): the greedy step 0.799
 (min 0.491); Q's rule (``--rollout 1``: U0 + G0) 0.915 [0.888, 0.939] (min 0.742), rollout 2
 0.963 [0.950, 0.975], rollout 3 0.983 [0.973, 0.992]; plans of ≤ d steps re-planned
@@ -94,7 +87,7 @@ def main() -> None:
     parser.add_argument("--without", action="append", default=[],
                         help="comma-separated candidates removed (repeatable)")
     parser.add_argument("--decompose", action="store_true",
-                        help="add V* gated at start and the values of the order-blind plans")
+                        help="add V* gated at start and the order-blind plan's value")
     parser.add_argument("--lookahead", default="",
                         help="comma-separated depths of the receding-horizon planner on the "
                              "truth (needs --runs > 0)")
@@ -153,10 +146,9 @@ def main() -> None:
             # the step-0 gate reads the bench runs as the policy benchmark seeds them
             seeded = w if w.variation is None else replace(w, seed=w.variation)
             lim = gap_limits(seeded, args.horizon)
-            parts.append((lim.gated_at_start, lim.order_blind, lim.order_unlearnable))
+            parts.append((lim.gated_at_start, lim.order_blind))
             print(f"{'':10s}   gated at start {lim.gated_at_start:.3f} of V* (closed: "
-                  f"{','.join(lim.closed) or 'none'}); order-blind {lim.order_blind:.3f}; "
-                  f"blind to the unlearnable order effects {lim.order_unlearnable:.3f} of V*",
+                  f"{','.join(lim.closed) or 'none'}); order-blind {lim.order_blind:.3f} of V*",
                   flush=True)
         if oracles and p.value > 1e-9 and (args.world_list or name != "default"):
             row = [lookahead_oracle(w, args.horizon, d, runs=args.runs, rule=rule)
@@ -181,8 +173,7 @@ def main() -> None:
     if parts:
         a = np.array(parts if args.world_list else parts[1:])
         lo, hi = _boot_columns(a)
-        for k, label in enumerate(("gated at start", "order-blind",
-                                   "blind to the unlearnable order effects")):
+        for k, label in enumerate(("gated at start", "order-blind")):
             print(f"{label}: {a[:, k].mean():.3f} [{lo[k]:.3f}, {hi[k]:.3f}] of V* (90 % "
                   f"bootstrap over worlds; min {a[:, k].min():.3f})")
     if looks:

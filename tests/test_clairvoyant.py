@@ -208,19 +208,6 @@ def test_gap_limits_gated_at_start_and_order_blind():
     assert gap_limits(w2, 8).order_blind < 0.6
     assert gap_limits(replace(w2, interactions={}), 8).order_blind == pytest.approx(
         1.0, abs=1e-12)
-    # order effects a campaign can learn in time are those between repeatable candidates: a
-    # world with only such a pair leaves nothing unlearnable, one with only a one-run actor's
-    # pair (the simulator refresh before DR) leaves it all, as the order-blind plan does
-    lim2 = gap_limits(w2, 8)
-    assert lim2.order_blind <= lim2.order_unlearnable <= 1 + 1e-12
-    learnable = replace(w2, interactions={("dr_1e6", "ft_real_100"): 1.5})
-    assert gap_limits(learnable, 8).order_unlearnable == pytest.approx(1.0, abs=1e-12)
-    one_run = replace(w2, interactions={("sim_refresh", "dr_1e7"): 1.5,
-                                        ("sim_refresh", "dr_1e6"): 1.5})
-    lim_r = gap_limits(one_run, 8)
-    assert lim_r.order_unlearnable == pytest.approx(lim_r.order_blind, abs=1e-12)
-    assert lim_r.order_unlearnable < 1 - 1e-3 and "sim_refresh" not in \
-        lim_r.order_unlearnable_plan
     assert start_gate_closed(SyntheticWorld(), alpha_exec=0.5) == []
     with pytest.raises(InputError, match="alpha_exec"):
         start_gate_closed(SyntheticWorld(), alpha_exec=0.0)

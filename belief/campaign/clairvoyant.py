@@ -54,8 +54,7 @@ Where a learning policy's gap comes from (:func:`gap_limits`): V* without the ca
 engine's safety gate closes at the start (:func:`start_gate_closed`; an upper limit for any
 policy that respects the gate, when a closed gate cannot reopen), and the value of the plan the
 clairvoyant picks when it knows everything but the order effects (planned with no
-interactions, valued on the truth), or everything but the order effects no campaign can learn in
-time (those of an actor or a target that runs once).
+interactions, valued on the truth).
 
     uv run python benchmarks/bench_clairvoyant.py          # default world and varied worlds 0–19
 """
@@ -202,10 +201,6 @@ class GapLimits:
     order_blind : float
         V of the plan chosen without the order effects, on the truth, / V*.
     order_blind_plan : tuple of str
-    order_unlearnable : float
-        V of the plan chosen knowing only the order effects a campaign can learn in time
-        (between repeatable candidates), on the truth, / V*.
-    order_unlearnable_plan : tuple of str
     """
 
     v_star: float
@@ -213,29 +208,18 @@ class GapLimits:
     closed: list[str]
     order_blind: float
     order_blind_plan: tuple[str, ...]
-    order_unlearnable: float = float("nan")
-    order_unlearnable_plan: tuple[str, ...] = ()
 
 
 def gap_limits(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
                delta: float = 0.05) -> GapLimits:
-    """V* and three limits of a learning policy's gap on ``world`` (module docstring).
+    """V* and two limits of a learning policy's gap on ``world`` (module docstring).
 
     gated_at_start = V*(world without :func:`start_gate_closed`) / V* — an upper limit for a
     policy that respects the gate where closed gates do not reopen; order_blind =
     V(plan*(world with no interactions) on the true world) / V* — what knowing every gain, cost
-    and risk but not the order effects is worth (not a bound: a policy can learn them);
-    order_unlearnable = V(plan*(world keeping only the interactions a → m with a and m both
-    repeatable) on the true world) / V* — what knowing everything but the order effects no
-    campaign can learn before it must act on them is worth: γ_{a→m} shows only in m's outcomes
-    after a ran, so for an actor a that runs once the choice of whether and when to run it is
-    made before any outcome informs γ_{a→·}, and for a target m that runs once γ_{a→m} is
-    seen when m can no longer be used.  With priors centred at "no interaction" (the gains
-    model's default, and the framework's "no fixed monotonic law") a policy therefore
-    decides those on its prior alone; stated priors (``[[interaction]]``) are how a user
-    brings that knowledge.  Not a bound either (a policy can happen on the right order).
-    The plans satisfy the same budgets and truth gate, so both fractions are ≤ 1.  With
-    V* = 0 the fractions are NaN.
+    and risk but not the order effects is worth (not a bound: a policy can learn them).  The
+    order-blind plan satisfies the same budgets and truth gate, so order_blind ≤ 1.  With
+    V* = 0 both fractions are NaN.
 
     Raises
     ------
@@ -249,16 +233,9 @@ def gap_limits(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
     blind = clairvoyant_plan(replace(world, interactions={}), horizon,
                              alpha_exec=alpha_exec).plan.sequence
     v_blind = plan_value(world, blind).value
-    repeatable = {t.candidate.id: t.candidate.repeatable for t in world.truth}
-    learnable = {(a, m): f for (a, m), f in world.interactions.items()
-                 if repeatable.get(a, False) and repeatable.get(m, False)}
-    part = clairvoyant_plan(replace(world, interactions=learnable), horizon,
-                            alpha_exec=alpha_exec).plan.sequence
-    v_part = plan_value(world, part).value
     ok = v_star > 1e-12
-    frac = (lambda v: v / v_star) if ok else (lambda v: float("nan"))
-    return GapLimits(v_star, frac(gated), closed, frac(v_blind), tuple(blind), frac(v_part),
-                     tuple(part))
+    return GapLimits(v_star, gated / v_star if ok else float("nan"), closed,
+                     v_blind / v_star if ok else float("nan"), tuple(blind))
 
 
 def _bump(c: tuple[int, ...], m: int, k: int) -> tuple[int, ...]:
