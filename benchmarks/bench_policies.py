@@ -156,12 +156,18 @@ def main() -> None:
     except ValueError:
         parser.error(f"--show-steps {args.show_steps}: world variations must be "
                      "comma-separated integers")
+    if args.from_json and args.campaign_list:
+        parser.error("--campaign-list runs campaigns: --from-json summarises stored rows; "
+                     "give one of them")
+    if args.campaign_list and args.seeds != 1:
+        parser.error("--campaign-list names the campaigns to run: leave out --seeds")
     if args.from_json:
         rows, seen = [], {}
         for f in args.from_json.split(","):
             for i, r in enumerate(json.loads(Path(f).read_text())):
                 # rows written before --seeds carry no seed: their campaign's seed is v
-                key = (r["variation"], r.get("seed", r["variation"]), r["policy"])
+                seed = r.get("seed")
+                key = (r["variation"], r["variation"] if seed is None else seed, r["policy"])
                 if key in seen:  # one campaign twice would be weighted twice in its world
                     parser.error(f"--from-json: {f} row {i} repeats {seen[key]}: world {key[0]},"
                                  f" seed {key[1]}, policy {key[2]}; give each campaign once")
@@ -450,6 +456,12 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
           "myopia); not knowing = on the truth − campaign (learning, Monte Carlo and luck)")
 
 
+def _vs_stop(item: tuple[str, dict]) -> float:
+    """A stored candidate's value against stopping for sorting: None (not finite) last."""
+    v = item[1].get("value_vs_stop")
+    return -np.inf if v is None else float(v)
+
+
 def _steps(df: pd.DataFrame, worlds: list[int]) -> None:
     """The campaigns of ``worlds`` step by step: the choice, the true J after it and every
     feasible candidate's U0, CVU, Q and value against stopping U0 + β·E[V(s')], best first (a
@@ -470,14 +482,14 @@ def _steps(df: pd.DataFrame, worlds: list[int]) -> None:
         for _, r in mine.sort_values(["policy", "seed"]).iterrows():
             print(f"{r.policy}, seed {r.seed}: V/V* {r.captured:.3f}, stop: "
                   f"{r.get('stop_reason') or 'horizon'}")
-            for t in r.trace:
+            for t in r.trace if isinstance(r.trace, list) else []:
                 print(f"  step {t['step']}: {t['chosen']}, true J after "
                       f"{t['true_success_after']:.3f}")
                 table = t.get("candidates")
                 if not table:
                     continue
                 feasible = sorted(((c, x) for c, x in table.items() if x["feasible"]),
-                                  key=lambda cx: -(cx[1].get("value_vs_stop") or -np.inf))
+                                  key=_vs_stop, reverse=True)
                 print(f"    {'candidate':14s} {'U0':>8s} {'CVU':>8s} {'Q':>8s} {'vs stop':>8s}")
                 for c, x in feasible:
                     print(f"    {c:14s} " + " ".join(

@@ -191,6 +191,14 @@ def test_campaign_list_is_refused_when_not_distinct_indices(tmp_path, value):
     assert f"--campaign-list {value}" in _refused(["--campaign-list", value], tmp_path)
 
 
+@pytest.mark.parametrize("flags, needle", [
+    (["--campaign-list", "1", "--seeds", "3"], "leave out --seeds"),
+    (["--campaign-list", "1", "--from-json", "x.json"], "give one of them"),
+    (["--show-steps", "3,x"], "--show-steps 3,x")])
+def test_campaign_list_and_show_steps_refusals(tmp_path, flags, needle):
+    assert needle in _refused(flags, tmp_path)
+
+
 def test_from_json_refuses_a_campaign_given_twice(tmp_path):
     """A row without a seed (written before --seeds) is campaign k = 0, seed v: the same
     campaign as a row of seed v, so summarising both files would weigh it twice."""
@@ -198,6 +206,11 @@ def test_from_json_refuses_a_campaign_given_twice(tmp_path):
     old.write_text(json.dumps([{"variation": 4, "policy": "q"}]))
     new.write_text(json.dumps([{"variation": 4, "seed": 1004, "policy": "q"},
                                {"variation": 4, "seed": 4, "policy": "q"}]))
+    null = tmp_path / "null.json"  # a stored null seed is seed v too, as summarise reads it
+    null.write_text(json.dumps([{"variation": 4, "seed": None, "policy": "q"}]))
+    res = subprocess.run([sys.executable, str(SCRIPT), "--from-json", f"{old},{null}"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and f"{null} row 0 repeats {old} row 0" in res.stderr
     res = subprocess.run([sys.executable, str(SCRIPT), "--from-json", f"{old},{new}"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
@@ -220,6 +233,12 @@ def test_show_steps_prints_each_campaigns_table_best_first(capsys):
     table = {a: {"feasible": True, "u0": 0.01, "cvu": 0.02, "q": 0.03, "value_vs_stop": 0.04},
              b: {"feasible": True, "u0": -0.01, "cvu": None, "q": None,
                  "value_vs_stop": 0.05},
+             "dr_1e7": {"feasible": True, "u0": -0.5, "cvu": 0.0, "q": -0.5,
+                        "value_vs_stop": -0.5},
+             "da_camera": {"feasible": True, "u0": 0.0, "cvu": 0.0, "q": 0.0,
+                           "value_vs_stop": 0.0},
+             "cotrain": {"feasible": True, "u0": None, "cvu": None, "q": None,
+                         "value_vs_stop": None},
              c: {"feasible": False, "u0": 0.9, "cvu": 0.0, "q": 0.9, "value_vs_stop": 0.9}}
     rows = [{"variation": v, "seed": v, "policy": "q", "horizon": 2, "budget_total": budget,
              "budget_used": {r: 0.0 for r in budget}, "budget_used_fraction": 0.0,
@@ -237,4 +256,6 @@ def test_show_steps_prints_each_campaigns_table_best_first(capsys):
     assert out[2] == f"  step 0: {a}, true J after 0.400"
     assert out[4].split() == [b, "-0.0100", "nan", "nan", "0.0500"]
     assert out[5].split() == [a, "0.0100", "0.0200", "0.0300", "0.0400"]
-    assert len(out) == 6  # c is not feasible; world 1 is not shown
+    # a value of exactly 0 sorts as 0 (above −0.5), one that is not finite last
+    assert [x.split()[0] for x in out[6:]] == ["da_camera", "dr_1e7", "cotrain"]
+    assert len(out) == 9  # c is not feasible; world 1 is not shown

@@ -224,13 +224,14 @@ def test_lookahead_oracle_depth_one_is_the_one_step_oracle_and_depth_two_sees_th
     v0, se0, seq0 = one_step_oracle(w, 6, runs=4)
     assert seq1 == seq0 and v1 == pytest.approx(v0, abs=1e-12)
     assert se1 == pytest.approx(se0, abs=1e-12) and se1 > 0  # the noise moves the runs
-    # with another λ and budget both rules read the same ones (a larger λ, half the budget)
+    # another λ, and half the budget, each read by both rules (each changes the plan)
     lam = {r: 3 * x for r, x in w.weight_values.items()}
     half = {r: x / 2 for r, x in w.budget_values.items()}
-    v1b, _, seq1b = lookahead_oracle(w, 6, 1, runs=4, weights=lam, budget=half)
-    v0b, _, seq0b = one_step_oracle(w, 6, runs=4, weights=lam, budget=half)
-    assert seq1b == seq0b and v1b == pytest.approx(v0b, abs=1e-12)
-    assert seq0b != seq0  # the settings are read: they change the oracle's plan
+    for kw in ({"weights": lam}, {"budget": half}):
+        v1b, _, seq1b = lookahead_oracle(w, 6, 1, runs=4, **kw)
+        v0b, _, seq0b = one_step_oracle(w, 6, runs=4, **kw)
+        assert seq1b == seq0b and v1b == pytest.approx(v0b, abs=1e-12)
+        assert seq0b != seq0, kw
     h = hand_world()
     assert lookahead_oracle(h, 2, 1, runs=1)[::2] == (pytest.approx(expit(0.4) - 0.53),
                                                       ("tune",))

@@ -217,7 +217,12 @@ def gap_limits(world: SyntheticWorld, horizon: int, *, alpha_exec: float = 0.1,
     gated_at_start = V*(world without :func:`start_gate_closed`) / V* — an upper limit for a
     policy that respects the gate where closed gates do not reopen; order_blind =
     V(plan*(world with no interactions) on the true world) / V* — what knowing every gain, cost
-    and risk but not the order effects is worth (not a bound: a policy can learn them).  The
+    and risk but not the order effects is worth.  Not a bound: a policy learns from m's runs
+    after a what m gains there (θ_m + γ_{a→m}, for m's later runs), though not the order
+    itself — an actor counts once, so whether a comes before m is settled at a's first run,
+    before anything shows γ_{a→m} (unless another actor of a's method pair already showed
+    the pooled part, or past campaigns did); with priors centred at "no interaction" the
+    order is chosen on the prior, and stated priors are how a user brings that knowledge.  The
     order-blind plan satisfies the same budgets and truth gate, so order_blind ≤ 1.  With
     V* = 0 both fractions are NaN.
 
