@@ -58,6 +58,14 @@ and paired differences pair world means (one campaign per world is noisy: single
 by ±0.5 between arms).
 ``--campaign-list 1,2`` runs only those campaigns (to add campaigns to stored rows of k = 0;
 summarise the files together with ``--from-json``).
+Measured the same way for the depth-3 rollout (``--policies "" --continuations rollout3+psis
+--inner 8``, with and without ``--stated-sd 0.1``; the stored k = 0 rows plus ``--campaign-list
+1,2``, two processes of 10 worlds, ≈ 45 min each; summarised with ``--from-json`` beside Q's
+three campaigns): V/V* 0.773 [0.713, 0.830] (one campaign per world had given 0.791), − Q
++0.046 [+0.004, +0.089] paired over worlds; told the order effects 0.849 [0.796, 0.897], − Q
++0.122 [+0.078, +0.170], − the rollout not told +0.076 [+0.037, +0.117]; 16.0 s per step against
+Q's 5.2 s (the decision alone 13.2 s against 2.5 s).  Not knowing (``--truth-runs 50``): Q
++0.196, the rollout +0.218, told the order effects +0.142 [+0.097, +0.194].
 Measured (``--policies q --seeds 3``, worlds 0–9 and 10–19 in two processes, 22 min each
 here; the k = 0 campaigns repeat the one-campaign runs' histories exactly): Q captures 0.727
 [0.664, 0.786] of V* (one campaign per world had given 0.767 [0.666, 0.859]), min over world
