@@ -173,9 +173,7 @@ def main() -> None:
         rows, seen = [], {}
         for f in args.from_json.split(","):
             for i, r in enumerate(json.loads(Path(f).read_text())):
-                # rows written before --seeds carry no seed: their campaign's seed is v
-                seed = r.get("seed")
-                key = (r["variation"], r["variation"] if seed is None else seed, r["policy"])
+                key = (r["variation"], _seed(r), r["policy"])
                 if key in seen:  # one campaign twice would be weighted twice in its world
                     parser.error(f"--from-json: {f} row {i} repeats {seen[key]}: world {key[0]},"
                                  f" seed {key[1]}, policy {key[2]}; give each campaign once")
@@ -307,15 +305,20 @@ def _compare(df: pd.DataFrame, col: str, label: str) -> None:
     means = {p: df[df.policy == p][col].mean() for p in df.policy.unique()}
     best = min(present, key=means.get)
     diff = (_world_means(df, best, col) - _world_means(df, "q", col)).dropna().to_numpy()
-    rng = np.random.default_rng(0)
-    boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])
+    lo, hi = _boot(diff, seed=0)
     print(f"{label}: best baseline {best} (mean regret {means[best]:.4f}); Q with CVU "
           f"{means['q']:.4f}: {100 * (1 - means['q'] / means[best]):.0f}% lower; paired "
-          f"difference {diff.mean():.4f}, bootstrap 90% CI "
-          f"[{np.quantile(boot, 0.05):.4f}, {np.quantile(boot, 0.95):.4f}]")
+          f"difference {diff.mean():.4f}, bootstrap 90% CI [{lo:.4f}, {hi:.4f}]")
 
 
 LEGACY = "q (Q > 0 stop)"
+
+
+def _seed(row: dict) -> int:
+    """A stored row's campaign seed; rows written before --seeds (no seed, or null) were the
+    one campaign of world v, seeded v."""
+    seed = row.get("seed")
+    return int(row["variation"] if seed is None else seed)
 
 
 def _world_means(df: pd.DataFrame, policy: str, col: str) -> pd.Series:
@@ -514,9 +517,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
 
     rows = rows + legacy_stop_rows(rows)
     df = pd.DataFrame(rows)
-    if "seed" not in df:  # rows written before --seeds: one campaign per world, its seed v
-        df["seed"] = df["variation"]
-    df["seed"] = df["seed"].fillna(df["variation"]).astype(int)
+    df["seed"] = [_seed(r) for r in rows]
     horizon = int(df.horizon.max())
     df["spent"] = df.budget_used.apply(lambda b: sum(weights[r] * v for r, v in b.items()))
     df["net"] = df.final_success - df.initial_success - df.spent
@@ -599,14 +600,13 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
         new = df[df.policy == "q"].set_index(["variation", "seed"])
         old = df[df.policy == LEGACY].set_index(["variation", "seed"])
         diff = (old.regret_clairvoyant - new.regret_clairvoyant).to_numpy()
-        rng = np.random.default_rng(1)
-        boot = np.array([rng.choice(diff, diff.size).mean() for _ in range(4000)])
+        lo, hi = _boot(diff, seed=1)
         print(f"stop rule: against stopping (new) vs 'Q > 0' (former), same runs: steps "
               f"{new.steps.mean():.2f} vs {old.steps.mean():.2f}, net value "
               f"{new.net.mean():.4f} vs {old.net.mean():.4f}, final J "
               f"{new.final_success.mean():.4f} vs {old.final_success.mean():.4f}; regret to the "
-              f"clairvoyant lower by {diff.mean():.4f} (90% CI [{np.quantile(boot, 0.05):.4f}, "
-              f"{np.quantile(boot, 0.95):.4f}]); campaigns that differ: "
+              f"clairvoyant lower by {diff.mean():.4f} (90% CI [{lo:.4f}, {hi:.4f}]); "
+              f"campaigns that differ: "
               f"{int((new.steps != old.steps).sum())} of {len(new)}")
     if "unreliable_decisions" in df:
         print(f"decisions taken on beliefs still failing the convergence checks: "
