@@ -599,14 +599,21 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
     if LEGACY in set(df.policy):
         new = df[df.policy == "q"].set_index(["variation", "seed"])
         old = df[df.policy == LEGACY].set_index(["variation", "seed"])
-        diff = (old.regret_clairvoyant - new.regret_clairvoyant).to_numpy()
+
+        def means(col: str) -> tuple[float, float]:  # over worlds, each its campaigns' mean
+            return (float(_world_means(df, "q", col).mean()),
+                    float(_world_means(df, LEGACY, col).mean()))
+
+        # paired per world (the legacy rows are prefixes of the same campaigns), and the
+        # interval resamples worlds like every other interval here
+        diff = (_world_means(df, LEGACY, "regret_clairvoyant")
+                - _world_means(df, "q", "regret_clairvoyant")).dropna().to_numpy()
         lo, hi = _boot(diff, seed=1)
+        (sn, so), (nn, no), (jn, jo) = means("steps"), means("net"), means("final_success")
         print(f"stop rule: against stopping (new) vs 'Q > 0' (former), same runs: steps "
-              f"{new.steps.mean():.2f} vs {old.steps.mean():.2f}, net value "
-              f"{new.net.mean():.4f} vs {old.net.mean():.4f}, final J "
-              f"{new.final_success.mean():.4f} vs {old.final_success.mean():.4f}; regret to the "
-              f"clairvoyant lower by {diff.mean():.4f} (90% CI [{lo:.4f}, {hi:.4f}]); "
-              f"campaigns that differ: "
+              f"{sn:.2f} vs {so:.2f}, net value {nn:.4f} vs {no:.4f}, final J "
+              f"{jn:.4f} vs {jo:.4f}; regret to the clairvoyant lower by {diff.mean():.4f} "
+              f"(90% CI over worlds [{lo:.4f}, {hi:.4f}]); campaigns that differ: "
               f"{int((new.steps != old.steps).sum())} of {len(new)}")
     if "unreliable_decisions" in df:
         print(f"decisions taken on beliefs still failing the convergence checks: "

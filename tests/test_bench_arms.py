@@ -259,3 +259,40 @@ def test_show_steps_prints_each_campaigns_table_best_first(capsys):
     # a value of exactly 0 sorts as 0 (above −0.5), one that is not finite last
     assert [x.split()[0] for x in out[6:]] == ["da_camera", "dr_1e7", "cotrain"]
     assert len(out) == 9  # c is not feasible; world 1 is not shown
+
+
+def test_stop_rule_line_pairs_and_bootstraps_world_means(capsys):
+    """The stop-rule line compares Q's campaigns with their prefixes under the former rule
+    ('stop when no feasible Q > 0'); with an unbalanced design (one campaign on world 0, three
+    on world 1) its difference is the mean of the two world means and its interval resamples
+    worlds, so with two worlds its bounds are the two world means."""
+    from belief.campaign.many import campaign_seed
+    from belief.campaign.synthetic import SyntheticWorld
+
+    mod = _bench_module()
+    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    # the gain of each campaign's single step, which the former rule (max Q ≤ 0) never takes
+    gains = {0: [0.1], 1: [0.2, 0.2, 0.5]}
+    rows = []
+    for v, xs in gains.items():
+        w = SyntheticWorld.varied(v, seed=v)
+        budget = dict(w.budget_values)
+        zero = {r: 0.0 for r in budget}
+        for k, x in enumerate(xs):
+            j = w.initial_success + x
+            rows.append({"variation": v, "seed": campaign_seed(v, k), "policy": "q",
+                         "horizon": 2, "budget_total": budget, "budget_used": zero,
+                         "budget_used_fraction": 0.0, "initial_success": w.initial_success,
+                         "final_success": j, "steps": 1, "history": ["dr_1e6"],
+                         "gate_violations": 0, "unsafe_events": 0, "step_seconds": [0.1],
+                         "trace": [{"step": 0, "chosen": "dr_1e6", "max_q": -0.01,
+                                    "true_success_after": j, "spent_after": zero}]})
+    mod.summarise(rows, weights, "test", truth_runs=0)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stop rule"))
+    assert "steps 1.00 vs 0.00" in line
+    diff, lo, hi = (float(t) for t in re.search(
+        r"lower by (-?\d+\.\d+) \(90% CI over worlds \[(-?\d+\.\d+), (-?\d+\.\d+)\]",
+        line).groups())
+    assert diff == pytest.approx((0.1 + 0.3) / 2, abs=1e-4)  # campaigns would give 0.25
+    assert (lo, hi) == (pytest.approx(0.1, abs=1e-4), pytest.approx(0.3, abs=1e-4))
+    assert line.endswith("campaigns that differ: 4 of 4")
