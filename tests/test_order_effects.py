@@ -438,3 +438,54 @@ def test_sampled_gamma_is_the_actor_by_actor_whitening(world_candidates, lineage
     assert several >= 2  # pairs informed by data ...
     assert ((approx["step_both"] > 0) & ((hist > 0).sum(axis=1) >= 2)).any()  # ... after 2 actors
     np.testing.assert_allclose(gamma, want, rtol=1e-12, atol=1e-12)
+
+
+def _stated(cands, *priors):
+    from dataclasses import replace
+
+    from belief.inputs.interactions import InteractionPrior
+
+    return replace(cands, interactions=tuple(InteractionPrior(a, m, mean, sd)
+                                             for a, m, mean, sd in priors))
+
+
+def test_stated_prior_values_are_data_of_one_compiled_graph(world_candidates, lineage):
+    """The stated priors' means and s.d. are ``pm.Data``: models that differ only in them have
+    one compile key (one compile), and the graph built for one set of values gives, with the
+    other set's data swapped in, the other model's γ — the whitening with its μ and σ."""
+    import pymc as pm
+
+    paired, updates = lineage
+    a = GainsModel(_stated(world_candidates, ("si_friction", "dr_1e6", 0.3, 0.05),
+                           ("sim_refresh", "dr_1e6", -0.2, 0.1)), ON, max_policies=5)
+    b = GainsModel(_stated(world_candidates, ("si_friction", "dr_1e6", -0.4, 0.2),
+                           ("sim_refresh", "dr_1e6", 0.1, 0.02)), ON, max_policies=5)
+    other = GainsModel(_stated(world_candidates, ("si_friction", "dr_1e6", 0.3, 0.05)), ON,
+                       max_policies=5)
+    plain = GainsModel(world_candidates, ON, max_policies=5)
+    assert a.compile_key() == b.compile_key()
+    assert len({a.compile_key(), other.compile_key(), plain.compile_key()}) == 3
+    enc = a.encode(paired, model_updates=updates)
+    est = gains_module.encode_estimates(None, enc, a.gain_ids, a.max_estimates, a.actors)
+    built = a.build(enc, est)
+    point = {v.name: np.random.default_rng(3).normal(0.0, 0.7, built.initial_point()[v.name].shape)
+             for v in built.value_vars}
+    outs = built.replace_rvs_by_values([built["gamma"]])
+    fn = built.compile_fn(outs, inputs=built.value_vars, on_unused_input="ignore",
+                          point_fn=False)
+    k = [b.pairs.index(p) for p in (("si_friction", "dr_1e6"), ("sim_refresh", "dr_1e6"))]
+    (g_a,) = fn(**point)
+    data_b = b.data(enc, est)
+    np.testing.assert_array_equal(data_b["gamma_stated_mean"], b.pair_mean[b.pair_stated])
+    assert set(data_b) == {v.name for v in built.data_vars}  # a re-fit refreshes every one
+    with built:
+        pm.set_data({n: data_b[n] for n in ("gamma_stated_mean", "gamma_stated_sd")})
+    (g_swapped,) = fn(**point)
+    # γ of b built on its own values, at the same point
+    built_b = b.build(enc, est)
+    fn_b = built_b.compile_fn(built_b.replace_rvs_by_values([built_b["gamma"]]),
+                              inputs=built_b.value_vars, on_unused_input="ignore",
+                              point_fn=False)
+    (g_b,) = fn_b(**point)
+    np.testing.assert_allclose(g_swapped, g_b, rtol=1e-12, atol=1e-12)
+    assert np.abs(g_a[k] - g_b[k]).min() > 0.05  # the values matter: a's γ differ from b's

@@ -66,7 +66,9 @@ what it measures).  γ_{m→m} = 0 (repeats are ρ).  Summary-level estimates of
 carry the same term.  Prior, per pair (a, m), a ≠ m:
 
 - stated in the candidate file (``[[interaction]]``, :mod:`belief.inputs.interactions`):
-  γ_{a→m} ~ Normal(mean, sd);
+  γ_{a→m} ~ Normal(mean, sd); the means and s.d. are data of the compiled model
+  (``gamma_stated_mean``/``_sd``), so changing them — a prior-sensitivity analysis — re-samples
+  without a new compile (which pairs are stated is part of the graph);
 - otherwise a shrinkage prior centred at "no interaction", partially pooled by the method
   pair: γ_{a→m} = σ_g · g_{M(a)→M(m)} + σ_e · e_{a→m}, g, e ~ N(0, 1), g shared by the
   candidate pairs of a method pair with ≥ 2 of them (method = lens/method label); defaults

@@ -219,13 +219,19 @@ class GainsModel:
 
         pr = self.priors
         n = len(self.pairs)
-        mu = pt.as_tensor(np.where(self.pair_stated, self.pair_mean, 0.0))
+        stated = np.flatnonzero(self.pair_stated)
+        # the stated priors' means and s.d. are data (``gamma_stated_mean``/``_sd``): one
+        # compiled model serves every value of them (prior sensitivity without a recompile)
+        mu = pt.zeros(n)
+        sd = pt.as_tensor(np.where(self.pair_stated, 1.0, pr.gamma_sd))
+        if len(stated):
+            mu = pt.set_subtensor(mu[stated], data["gamma_stated_mean"])
+            sd = pt.set_subtensor(sd[stated], data["gamma_stated_sd"])
         if self.gamma_groups:
             g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
             grouped = (~self.pair_stated) & (self.pair_group >= 0)
             mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
                 np.maximum(self.pair_group, 0)]
-        sd = np.where(self.pair_stated, self.pair_sd, pr.gamma_sd)
         sparse = pr.gamma_prior == "laplace"
         hist, via = data["history"], approx["via_onehot"]
         var = approx["step_var"] + tau_exec**2
@@ -290,6 +296,10 @@ class GainsModel:
                                           history_matrix(estimates.history, self.max_estimates,
                                                  n_act),
                                           dims=("estimate_slot", "actor"))
+        if self.pair_stated.any():
+            stated = self.pair_stated
+            data["gamma_stated_mean"] = pm.Data("gamma_stated_mean", self.pair_mean[stated])
+            data["gamma_stated_sd"] = pm.Data("gamma_stated_sd", self.pair_sd[stated])
         if self.campaigns:
             data["policy_campaign"] = pm.Data("policy_campaign",
                                               encoding.campaign_onehot(self.campaigns),
@@ -535,20 +545,30 @@ class GainsModel:
         elif not self.campaigns:  # only the order effects and the campaign offsets read them
             out.pop("step_hat")  # (a compiled model knows used data only)
             out.pop("step_both")
+        if self.pair_stated.any():
+            out["gamma_stated_mean"] = self.pair_mean[self.pair_stated]
+            out["gamma_stated_sd"] = self.pair_sd[self.pair_stated]
         if self.campaigns:
             out["policy_campaign"] = enc.campaign_onehot(self.campaigns)
             out["est_campaign"] = est.campaign_onehot(self.campaigns)
         return {k: v for k, v in out.items() if k not in _ONE_HOT}
 
-    def _compiled(self):
+    def compile_key(self) -> tuple:
+        """What identifies this model's compiled graph: the candidates, priors, slot counts,
+        the order-effect pairs and which of them have a stated prior — not the stated means
+        and s.d., which are data, so models that differ only in them share one compile."""
         key = (tuple(self.gain_ids), tuple(self.methods), tuple(self.lenses),
                tuple(self.structure.groups), self.priors, self.max_policies,
                self.max_estimates, tuple(self.pairs), tuple(self.pair_stated),
-               tuple(self.pair_mean), tuple(self.pair_sd), tuple(self.pair_group),
+               tuple(self.pair_group),  # the stated priors' values are data (not in the key)
                tuple(self.directions), self.direction_loading.tobytes(),
                self.max_direction_estimates)
         if self.campaigns:  # the default key (and model) is unchanged without past campaigns
             key = (*key, "campaigns", self.campaigns, self.campaign_sd)
+        return key
+
+    def _compiled(self):
+        key = self.compile_key()
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
