@@ -597,17 +597,18 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")
     if LEGACY in set(df.policy):
-        new = df[df.policy == "q"].set_index(["variation", "seed"])
         old = df[df.policy == LEGACY].set_index(["variation", "seed"])
+        # the Q campaigns the former rule's rows were derived from (rows without a trace have
+        # none), so both sides average the same campaigns of each world
+        new = df[df.policy == "q"].set_index(["variation", "seed"]).loc[old.index]
 
         def means(col: str) -> tuple[float, float]:  # over worlds, each its campaigns' mean
-            return (float(_world_means(df, "q", col).mean()),
-                    float(_world_means(df, LEGACY, col).mean()))
+            return tuple(float(d[col].groupby(level="variation").mean().mean())
+                         for d in (new, old))
 
-        # paired per world (the legacy rows are prefixes of the same campaigns), and the
-        # interval resamples worlds like every other interval here
-        diff = (_world_means(df, LEGACY, "regret_clairvoyant")
-                - _world_means(df, "q", "regret_clairvoyant")).dropna().to_numpy()
+        # paired per world, and the interval resamples worlds like every other interval here
+        diff = (old.regret_clairvoyant - new.regret_clairvoyant).groupby(
+            level="variation").mean().to_numpy()
         lo, hi = _boot(diff, seed=1)
         (sn, so), (nn, no), (jn, jo) = means("steps"), means("net"), means("final_success")
         print(f"stop rule: against stopping (new) vs 'Q > 0' (former), same runs: steps "

@@ -287,6 +287,10 @@ def test_stop_rule_line_pairs_and_bootstraps_world_means(capsys):
                          "gate_violations": 0, "unsafe_events": 0, "step_seconds": [0.1],
                          "trace": [{"step": 0, "chosen": "dr_1e6", "max_q": -0.01,
                                     "true_success_after": j, "spent_after": zero}]})
+    # a stored row without a trace has no former-rule twin: it stays out of both sides
+    rows.append({**rows[-1], "seed": campaign_seed(1, 3),
+                 "final_success": rows[-1]["initial_success"] + 0.9})
+    del rows[-1]["trace"]
     mod.summarise(rows, weights, "test", truth_runs=0)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("stop rule"))
     assert "steps 1.00 vs 0.00" in line

@@ -378,14 +378,15 @@ def test_one_decide_parses_the_functional_once_and_validates_lambda_once(fitted_
 
 def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file, tmp_path,
                                                                       capsys):
-    """``--continuation rollout --rollout-depth 2`` reaches CVU (every scored candidate says
-    which continuation it used, and it is the same for all of them) and gives the same
-    decision as the Python API."""
+    """``--continuation rollout --rollout-depth 2 --inner-outcomes 8`` reaches CVU (every
+    scored candidate says which continuation it used, and it is the same for all of them) and
+    gives the same decision and CVU as the Python API with the same settings."""
     from belief.workflow.belief_file import load
 
     out = tmp_path / "dec"
     assert main(["decide", str(fitted_file), "--out", str(out), "--cvu-outcomes", "32",
-                 "--continuation", "rollout", "--rollout-depth", "2"]) == 0
+                 "--continuation", "rollout", "--rollout-depth", "2",
+                 "--inner-outcomes", "8"]) == 0
     capsys.readouterr()
     table = pd.read_csv(out / "decision.csv").set_index("candidate")
     scored = table[table.feasible]
@@ -396,10 +397,12 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
     suffix = "+rollout-by-regression" if regression.any() else "+rollout"
     assert (scored["cvu_continuation"] == "rollout(d=2)").all()
     assert scored["cvu_method"].str.endswith(suffix).all(), scored["cvu_method"]
-    api = load(fitted_file).decide(cvu_outcomes=32, continuation="rollout", rollout_depth=2)
+    api = load(fitted_file).decide(cvu_outcomes=32, continuation="rollout", rollout_depth=2,
+                                   inner_outcomes=8)
     assert api.attrs["continuation"] == "rollout"
     assert api.attrs["continuation_used"] == "rollout(d=2)"
     assert api.attrs["continuation_depth"] == 2
+    assert api.attrs["continuation_inner_outcomes"] == 8
     chosen = table.index[table.chosen].tolist()
     assert chosen == [api.attrs["chosen"]]
     np.testing.assert_allclose(scored["cvu"].values,

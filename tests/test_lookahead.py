@@ -139,6 +139,11 @@ def test_decide_flag_refuses_a_bad_continuation_on_one_line(tmp_path, capsys):
                  "--continuation", "rollout", "--rollout-depth", "0"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--rollout-depth" in err
+    code = main(["decide", str(tmp_path / "missing.nc"), "--out", str(out),
+                 "--continuation", "rollout", "--inner-outcomes", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "error: --inner-outcomes: must be an integer >= 2, got 1" in err, err
     assert not out.exists()
 
 

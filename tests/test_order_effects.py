@@ -465,6 +465,11 @@ def test_stated_prior_values_are_data_of_one_compiled_graph(world_candidates, li
     plain = GainsModel(world_candidates, ON, max_policies=5)
     assert a.compile_key() == b.compile_key()
     assert len({a.compile_key(), other.compile_key(), plain.compile_key()}) == 3
+    # which pairs are stated is structure: two ungrouped pairs (equal pair_group) stated with
+    # the same values must not share a graph, or one's prior would act on the other
+    x, y = (GainsModel(_stated(world_candidates, ("si_friction", m, 0.1, 0.1)), ON,
+                       max_policies=5) for m in ("da_camera", "ft_real_100"))
+    assert (x.pair_group == y.pair_group).all() and x.compile_key() != y.compile_key()
     enc = a.encode(paired, model_updates=updates)
     est = gains_module.encode_estimates(None, enc, a.gain_ids, a.max_estimates, a.actors)
     built = a.build(enc, est)
@@ -489,3 +494,15 @@ def test_stated_prior_values_are_data_of_one_compiled_graph(world_candidates, li
     (g_b,) = fn_b(**point)
     np.testing.assert_allclose(g_swapped, g_b, rtol=1e-12, atol=1e-12)
     assert np.abs(g_a[k] - g_b[k]).min() > 0.05  # the values matter: a's γ differ from b's
+    # the generative model (SBC, prior predictive) reads the same containers
+    gen_a, gen_b = a.build_generative(enc, est), b.build_generative(enc, est)
+    z = {"z_gamma_stated": np.array([0.7, -1.3])}
+    fns = [g.compile_fn(g.replace_rvs_by_values([g["gamma"]]), inputs=g.value_vars,
+                        on_unused_input="ignore", point_fn=False) for g in (gen_a, gen_b)]
+    pt_a = {**{v.name: np.zeros(gen_a.initial_point()[v.name].shape)
+               for v in gen_a.value_vars}, **z}
+    with gen_a:
+        pm.set_data({n: data_b[n] for n in ("gamma_stated_mean", "gamma_stated_sd")})
+    (ga,), (gb,) = fns[0](**pt_a), fns[1](**pt_a)
+    np.testing.assert_allclose(ga[k], [-0.4 + 0.2 * 0.7, 0.1 - 0.02 * 1.3], rtol=1e-12)
+    np.testing.assert_allclose(ga, gb, rtol=1e-12, atol=1e-12)

@@ -24,6 +24,7 @@ FLAGS: dict[str, str] = {
     "alpha_exec": "--alpha-exec", "eps_budget": "--epsilon-budget",
     "CVUSettings.continuation": "--continuation",
     "CVUSettings.rollout_depth": "--rollout-depth",
+    "CVUSettings.inner_outcomes": "--inner-outcomes",
     "CVUSettings.estimator": "--cvu-estimator",
     "CVUSettings.refit_scope": "--refit-scope",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",

@@ -77,6 +77,10 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                         "steps); slower than one_step")
     p.add_argument("--rollout-depth", type=int, default=2, metavar="D",
                    help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
+    p.add_argument("--inner-outcomes", type=int, default=32, metavar="K",
+                   help="K >= 2 inner outcomes of --continuation lookahead2 (second-step "
+                        "outcomes per first outcome and next candidate) or rollout (greedy "
+                        "paths per first outcome); default 32")
     p.add_argument("--cvu-estimator", default="auto", metavar="E",
                    help="CVU's estimator: auto (default: PSIS while the weights can be "
                         "trusted, regression on the simulated outcome for informative studies), "
@@ -108,6 +112,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
                         workers=args.cvu_workers,
                         continuation=args.continuation, rollout_depth=args.rollout_depth,
+                        inner_outcomes=args.inner_outcomes,
                         estimator=args.cvu_estimator, refit_scope=args.refit_scope),
         horizon=args.horizon, eps_budget=args.eps_budget)
 

@@ -657,6 +657,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                "k_threshold": settings.k_threshold, "functional": str(functional),
                "estimator": settings.estimator,
                **({"continuation": settings.continuation, "continuation_depth": depth,
+                   "continuation_inner_outcomes": settings.inner_outcomes,
                    "continuation_used": used, "continuation_reason": why}
                   if settings.continuation != "one_step" else {})})
 

@@ -227,8 +227,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     of G0 that the PSIS or regression estimator removed, :mod:`belief.decision.cvu_noise`;
     NaN for other estimators) and ``cvu_reason`` when known (with a
     non-myopic ``settings.cvu.continuation`` also ``cvu_continuation``, ``cvu_bias_bound``
-    and ``cvu_inner_bad_share``, and the attributes ``continuation`` and
-    ``continuation_depth``; ``g0_null`` is then V(s^∅));
+    and ``cvu_inner_bad_share``, and the attributes ``continuation``,
+    ``continuation_depth`` and ``continuation_inner_outcomes``; ``g0_null`` is then V(s^∅));
     attributes ``chosen`` (id or ``"(stop)"``), ``stop`` (0/1), ``stop_reason``,
     ``functional``, ``beta``, ``g0_null``, ``cvu_status``, ``lambda_<resource>``,
     ``flip_probability`` (under posterior resampling and CVU's error, β·cvu_se per candidate);
@@ -396,6 +396,8 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     if cvu is not None and "continuation" in cvu.attrs:  # a non-myopic continuation
         ds.attrs["continuation"] = str(cvu.attrs["continuation"])
         ds.attrs["continuation_depth"] = int(cvu.attrs["continuation_depth"])
+        if "continuation_inner_outcomes" in cvu.attrs:
+            ds.attrs["continuation_inner_outcomes"] = int(cvu.attrs["continuation_inner_outcomes"])
         for key in ("continuation_used", "continuation_reason"):
             if key in cvu.attrs:
                 ds.attrs[key] = str(cvu.attrs[key])

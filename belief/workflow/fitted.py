@@ -261,7 +261,7 @@ class FittedBelief:
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
                rollout_depth: int = 2, cvu_estimator: str = "auto",
-               refit_scope: str = "decisive",
+               refit_scope: str = "decisive", inner_outcomes: int = 32,
                on_feasibility: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
@@ -295,9 +295,11 @@ class FittedBelief:
             T; at the last step (step ≥ T − 1) CVU := 0.
         seed : int
             Seeds CVU and the decision-stability bootstrap.
-        continuation, rollout_depth
+        continuation, rollout_depth, inner_outcomes
             CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
-            ``rollout_depth`` (:class:`belief.decision.settings.CVUSettings`).
+            ``rollout_depth``, with ``inner_outcomes`` second-step outcomes (``lookahead2``) or
+            greedy paths (``rollout``) per first outcome
+            (:class:`belief.decision.settings.CVUSettings`).
         cvu_estimator : {"auto", "psis", "regression"}
             CVU's estimator: ``auto`` (PSIS while the weights can be trusted, regression for
             informative studies), or one forced for every candidate
@@ -327,7 +329,8 @@ class FittedBelief:
                 delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
                 horizon=horizon, stability_resamples=stability_resamples,
                 continuation=continuation, rollout_depth=rollout_depth,
-                cvu_estimator=cvu_estimator, refit_scope=refit_scope)
+                cvu_estimator=cvu_estimator, refit_scope=refit_scope,
+                inner_outcomes=inner_outcomes)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)

@@ -161,9 +161,11 @@ class GainsModel:
             out["past_campaign"] = list(range(1, self.campaigns + 1))
         return out
 
-    def _order_effects(self, history, est_history):
+    def _order_effects(self, history, est_history, stated_prior=None):
         """γ over pairs and the order-effect terms Σ_{a ∈ h} γ_{a→m} of every step and
-        estimate (zeros without pairs), in a model context.
+        estimate (zeros without pairs), in a model context; ``stated_prior`` = (means, s.d.)
+        of the stated pairs as tensors (the model's ``gamma_stated_*`` data; default the
+        constants of the candidate file).
 
         γ_{a→m} = μ_{am} + s_{am} z (stated prior, z ~ N(0, 1)) or g_{M(a)→M(m)} · σ_g + e
         (default; g ~ N(0, 1) shared by a method pair with ≥ 2 pairs, e = σ_e z_e,
@@ -193,8 +195,8 @@ class GainsModel:
             gamma = pt.set_subtensor(gamma[default], part)
         if len(stated):
             z = pm.Normal("z_gamma_stated", 0.0, 1.0, shape=len(stated))
-            gamma = pt.set_subtensor(gamma[stated], self.pair_mean[stated]
-                                     + self.pair_sd[stated] * z)
+            mean, sd = stated_prior or (self.pair_mean[stated], self.pair_sd[stated])
+            gamma = pt.set_subtensor(gamma[stated], mean + sd * z)
         gamma = pm.Deterministic("gamma", gamma, dims="pair")
         mat = pt.zeros((len(self.actors), len(self.gain_ids)))
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
@@ -498,8 +500,10 @@ class GainsModel:
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
+            stated = (data["gamma_stated_mean"], data["gamma_stated_sd"]) \
+                if "gamma_stated_mean" in data else None
             _, order, order_est = self._order_effects(data.get("history"),
-                                                      data.get("est_history"))
+                                                      data.get("est_history"), stated)
             if self.pairs:
                 order = order[pt.arange(self.max_policies), data["via"]]
                 order_est = order_est[pt.arange(self.max_estimates), data["est_candidate"]]
