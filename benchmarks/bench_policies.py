@@ -66,6 +66,15 @@ three campaigns): V/V* 0.773 [0.713, 0.830] (one campaign per world had given 0.
 +0.122 [+0.078, +0.170], − the rollout not told +0.076 [+0.037, +0.117]; 16.0 s per step against
 Q's 5.2 s (the decision alone 13.2 s against 2.5 s).  Not knowing (``--truth-runs 50``): Q
 +0.196, the rollout +0.218, told the order effects +0.142 [+0.097, +0.194].
+The other arms the same way (stored k = 0 rows plus ``--campaign-list 1,2`` at 9283381:
+``--policies "" --stated-arm 0.1``, ``--policies "" --continuations rollout2`` with and without
+``--stated-sd 0.1``; paired differences with the bench's ``_world_means`` and ``_boot``): told
+the order effects, one-step Q 0.772 [0.703, 0.837] (− Q not told +0.044 [−0.003, +0.096]), the
+depth-2 rollout 0.814 [0.759, 0.864] (− one-step Q told +0.042 [+0.006, +0.078]), the depth-3
+rollout − one-step Q told +0.078 [+0.038, +0.123] and − depth 2 told +0.036 [+0.014, +0.059]
+(depth 2 ran the ``auto`` estimator, depth 3 PSIS forced; decision alone 10.4 s and 13.0 s).
+Not told, the depth-2 rollout 0.766 [0.703, 0.825] (− Q +0.038 [+0.005, +0.071]; depth 3 − it
++0.008 [−0.024, +0.039]).
 Measured (``--policies q --seeds 3``, worlds 0–9 and 10–19 in two processes, 22 min each
 here; the k = 0 campaigns repeat the one-campaign runs' histories exactly): Q captures 0.727
 [0.664, 0.786] of V* (one campaign per world had given 0.767 [0.666, 0.859]), min over world
