@@ -161,11 +161,18 @@ class GainsModel:
             out["past_campaign"] = list(range(1, self.campaigns + 1))
         return out
 
-    def _order_effects(self, history, est_history, stated_prior=None):
+    def _stated_data(self) -> dict[str, np.ndarray]:
+        """The stated priors' means and s.d. (``gamma_stated_mean``/``_sd``, stated pairs in
+        pair order): data of the sampled and generative models, empty when none is stated."""
+        if not self.pair_stated.any():
+            return {}
+        return {"gamma_stated_mean": self.pair_mean[self.pair_stated],
+                "gamma_stated_sd": self.pair_sd[self.pair_stated]}
+
+    def _order_effects(self, data):
         """γ over pairs and the order-effect terms Σ_{a ∈ h} γ_{a→m} of every step and
-        estimate (zeros without pairs), in a model context; ``stated_prior`` = (means, s.d.)
-        of the stated pairs as tensors (the model's ``gamma_stated_*`` data; default the
-        constants of the candidate file).
+        estimate (zeros without pairs), in a model context, from the model's data containers
+        (``history``, ``est_history`` and the stated priors' ``gamma_stated_*``).
 
         γ_{a→m} = μ_{am} + s_{am} z (stated prior, z ~ N(0, 1)) or g_{M(a)→M(m)} · σ_g + e
         (default; g ~ N(0, 1) shared by a method pair with ≥ 2 pairs, e = σ_e z_e,
@@ -195,12 +202,12 @@ class GainsModel:
             gamma = pt.set_subtensor(gamma[default], part)
         if len(stated):
             z = pm.Normal("z_gamma_stated", 0.0, 1.0, shape=len(stated))
-            mean, sd = stated_prior or (self.pair_mean[stated], self.pair_sd[stated])
-            gamma = pt.set_subtensor(gamma[stated], mean + sd * z)
+            gamma = pt.set_subtensor(gamma[stated], data["gamma_stated_mean"]
+                                     + data["gamma_stated_sd"] * z)
         gamma = pm.Deterministic("gamma", gamma, dims="pair")
         mat = pt.zeros((len(self.actors), len(self.gain_ids)))
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
-        return gamma, pt.dot(history, mat), pt.dot(est_history, mat)
+        return gamma, pt.dot(data["history"], mat), pt.dot(data["est_history"], mat)
 
     def _order_effects_sampled(self, data, approx, effect, rho, tau_exec, extra_var=None):
         """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
@@ -298,10 +305,7 @@ class GainsModel:
                                           history_matrix(estimates.history, self.max_estimates,
                                                  n_act),
                                           dims=("estimate_slot", "actor"))
-        if self.pair_stated.any():
-            stated = self.pair_stated
-            data["gamma_stated_mean"] = pm.Data("gamma_stated_mean", self.pair_mean[stated])
-            data["gamma_stated_sd"] = pm.Data("gamma_stated_sd", self.pair_sd[stated])
+        data.update({name: pm.Data(name, value) for name, value in self._stated_data().items()})
         if self.campaigns:
             data["policy_campaign"] = pm.Data("policy_campaign",
                                               encoding.campaign_onehot(self.campaigns),
@@ -500,10 +504,7 @@ class GainsModel:
                 dims="candidate")
             rho = pm.Beta("rho", pr.repeat_alpha, pr.repeat_beta)
             root = data["is_root"]
-            stated = (data["gamma_stated_mean"], data["gamma_stated_sd"]) \
-                if "gamma_stated_mean" in data else None
-            _, order, order_est = self._order_effects(data.get("history"),
-                                                      data.get("est_history"), stated)
+            _, order, order_est = self._order_effects(data)
             if self.pairs:
                 order = order[pt.arange(self.max_policies), data["via"]]
                 order_est = order_est[pt.arange(self.max_estimates), data["est_candidate"]]
@@ -549,9 +550,7 @@ class GainsModel:
         elif not self.campaigns:  # only the order effects and the campaign offsets read them
             out.pop("step_hat")  # (a compiled model knows used data only)
             out.pop("step_both")
-        if self.pair_stated.any():
-            out["gamma_stated_mean"] = self.pair_mean[self.pair_stated]
-            out["gamma_stated_sd"] = self.pair_sd[self.pair_stated]
+        out.update(self._stated_data())
         if self.campaigns:
             out["policy_campaign"] = enc.campaign_onehot(self.campaigns)
             out["est_campaign"] = est.campaign_onehot(self.campaigns)
