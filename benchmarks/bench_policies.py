@@ -143,6 +143,9 @@ def main() -> None:
     parser.add_argument("--stated-sd", type=float, default=None, metavar="SD",
                         help="every arm given each world's true order effects as stated priors "
                              "of s.d. SD (rows named …_statedSD)")
+    parser.add_argument("--past", type=int, default=0, metavar="K",
+                        help="every arm's gains model also fitted on K past campaigns of its "
+                             "world (random orders of the adaptations; rows named …_pastK)")
     parser.add_argument("--cvu-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
                         help="Q with other CVU settings as a further row q_NAME, e.g. "
                              "plugin:noise_correction=false (repeatable)")
@@ -216,6 +219,9 @@ def main() -> None:
     if args.stated_sd is not None and not (np.isfinite(args.stated_sd) and args.stated_sd > 0):
         parser.error(f"--stated-sd {args.stated_sd:g}: the prior s.d. must be a finite "
                      "number > 0")
+    if not 0 <= args.past <= 16:
+        parser.error(f"--past {args.past}: past campaigns per world must be an integer in "
+                     "[0, 16]")
     if args.stated_sd is not None and args.stated_arm:
         parser.error("--stated-sd states the order effects in every arm: leave out "
                      "--stated-arm")
@@ -252,8 +258,9 @@ def main() -> None:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
                                  gains=gains, stated_sd=stated or args.stated_sd,
-                                 seeds=campaigns)
-            suffix = "" if args.stated_sd is None else f"_stated{args.stated_sd:g}"
+                                 seeds=campaigns, past=args.past)
+            suffix = ("" if args.stated_sd is None else f"_stated{args.stated_sd:g}") + (
+                f"_past{args.past}" if args.past else "")
             rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)
             print(f"\rworld {v} ({i + 1}/{len(worlds)}) {name or ','.join(pols)} "
                   f"{(time.perf_counter() - t0) / 60:.1f} min", end="", flush=True)
@@ -423,7 +430,7 @@ def truth_rule(policy: str, continuation: str | None = None,
             return None
         return {"one_step": ("rollout", 1), "lookahead2": ("plan", 3)}.get(
             continuation, ("rollout", int(depth or 1)))
-    base = policy.split("_stated")[0]
+    base = policy.split("_stated")[0].split("_past")[0]
     if base == "q" or re.fullmatch(r"q_one_step(\+\w+)?", base):
         return ("rollout", 1)
     m = re.fullmatch(r"q_rollout(\d+)(\+\w+)?", base)

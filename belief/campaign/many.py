@@ -149,13 +149,15 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     continuation and rollout depth the campaign's settings asked for).
 
     ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd[,
-    seed]]]])``:
+    seed[, past]]]]]])``:
     ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
     ``{"order_effects": False}``), or None for the defaults; ``stated_sd`` > 0 gives the
     allocator the world's true order effects as stated pair priors of that s.d.
     (:meth:`SyntheticWorld.interaction_priors`), None or 0 states none; ``seed`` seeds the
     world's outcomes and bench runs (default: the variation — one campaign per world, as
-    before; the truth does not depend on it).
+    before; the truth does not depend on it); ``past`` > 0 fits the gains model on that many
+    past campaigns of the world too (:func:`belief.campaign.scripted.random_past_campaigns`,
+    the same for every campaign of a world; ``belief fit --past``), 0 or None on none.
     """
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
@@ -169,12 +171,19 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
         world.budget_values = {r: v * float(rest[0]) for r, v in world.budget_values.items()}
     settings = policy_settings(settings_from_dict(settings_dict), policy)
     fitter = None
-    if len(rest) > 1 and rest[1]:  # another gains prior (benchmarks of the belief itself)
+    gains = dict(rest[1]) if len(rest) > 1 and rest[1] else {}
+    n_past = int(rest[4]) if len(rest) > 4 and rest[4] else 0
+    if gains or n_past:  # another gains prior, past campaigns (benchmarks of the belief)
+        import tempfile
+
+        from belief.campaign.scripted import random_past_campaigns
         from belief.posterior.fitter import BeliefFitter
         from models.gains import GainsPriors
 
+        with tempfile.TemporaryDirectory() as tmp:  # read into memory, then not needed
+            past = random_past_campaigns(world, n_past, tmp) if n_past else ()
         fitter = BeliefFitter(world.candidates, settings.fit,
-                              gains_priors=GainsPriors(**dict(rest[1])))
+                              gains_priors=GainsPriors(**gains), past=past)
     import time
 
     t0 = time.perf_counter()
@@ -221,7 +230,8 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
             "seconds": time.perf_counter() - t0,
             "step_seconds": list(result.step_seconds),
             "decide_seconds": list(campaign.decide_seconds), "trace": trace,
-            "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth}
+            "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth,
+            "past_campaigns": n_past}
 
 
 def campaign_seed(variation: int, k: int) -> int:
@@ -237,17 +247,19 @@ def run_policies(variations: Iterable[int], policies: Iterable[str], settings_di
                  *, scheduler: str | None = None, workers: int | None = None,
                  threads: bool = False, budget_scale: float = 1.0,
                  gains: dict[str, Any] | None = None, stated_sd: float | None = None,
-                 seeds: Iterable[int] | None = None,
+                 seeds: Iterable[int] | None = None, past: int = 0,
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every policy on every world variation (the policy benchmark), in a fixed order
     (``budget_scale`` multiplies every world's starting budget; ``gains`` overrides fields of
     the gains model's priors, :class:`models.gains.GainsPriors`, for every campaign;
     ``stated_sd`` states each world's true order effects as priors of that s.d.,
     :meth:`SyntheticWorld.interaction_priors`; ``seeds`` gives each world several campaigns,
-    seeded ``campaign_seed(v, k)`` for k in ``seeds``, default one with seed v)."""
+    seeded ``campaign_seed(v, k)`` for k in ``seeds``, default one with seed v; ``past``
+    fits every campaign's gains model on that many past campaigns of its world too,
+    :func:`belief.campaign.scripted.random_past_campaigns`)."""
     ks = [0] if seeds is None else [int(k) for k in seeds]
     items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}),
-              float(stated_sd or 0.0), campaign_seed(v, k))
+              float(stated_sd or 0.0), campaign_seed(v, k), int(past))
              for v in variations for k in ks for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from belief.campaign.world import model_update_row
 
-__all__ = ["scripted_campaign", "write_evidence_folder"]
+__all__ = ["random_past_campaigns", "scripted_campaign", "write_evidence_folder"]
 
 
 def scripted_campaign(world, order: Sequence[str]) -> dict[str, pd.DataFrame]:
@@ -65,3 +65,40 @@ def write_evidence_folder(tables: dict[str, pd.DataFrame], folder: str | Path,
     if candidates is not None:
         (folder / "candidates.toml").write_text(candidates_toml(candidates), encoding="utf-8")
     return folder
+
+
+def random_past_campaigns(world, k: int, folder: str | Path) -> tuple:
+    """``k`` past campaigns of ``world``'s candidate set, read back as ``belief fit --past``
+    reads them (:func:`belief.inputs.past_campaigns.read_past_campaigns`): what a team that
+    ran the same candidates ``k`` times before would bring to the current campaign.
+
+    Past campaign j (0-based) executes every policy-changing adaptation of the candidate set
+    once, in the order ``default_rng([variation, 40_000, j]).permutation``, in a copy of the
+    world seeded ``1_000_000 + 1000·j + variation`` (outcomes distinct from every benchmark
+    campaign's seed ``1000·k + v``, k < 1000); it is written as an evidence folder
+    ``folder/past<j>`` with its candidate file.  The same world gets the same past whatever
+    the current campaign's seed: a team has one history.  Random orders put each pair a → m
+    in both orders across campaigns, which is how past campaigns inform the order effects
+    (the campaign level of :mod:`models.gains` absorbs each campaign's own offset).
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    from belief.errors import InputError
+    from belief.inputs.past_campaigns import read_past_campaigns
+
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
+        raise InputError("past", f"the number of past campaigns must be an integer >= 0, "
+                                 f"got {k!r}")
+    v = int(world.variation or 0)
+    adaptations = [c.id for c in world.candidates if c.role == "adaptation"
+                   and c.changes_policy]
+    paths = []
+    for j in range(k):
+        past = replace(world, seed=1_000_000 + 1000 * j + v)
+        order = [adaptations[i] for i in np.random.default_rng([v, 40_000, j]).permutation(
+            len(adaptations))]
+        paths.append(write_evidence_folder(scripted_campaign(past, order),
+                                           Path(folder) / f"past{j}", past.candidates))
+    return read_past_campaigns(paths, world.candidates)
