@@ -96,6 +96,8 @@ def _bench_module():
     (["--stated-sd", "0"], "--stated-sd 0: the prior s.d. must be a finite number > 0"),
     (["--stated-sd", "0.1", "--stated-arm", "0.2"], "--stated-sd states the order effects"),
     (["--stated-sd", "0.1", "--gains-arm", "no:order_effects=false"], "no order effects"),
+    (["--past", "-1"], "--past -1: past campaigns per world must be an integer in [0, 16]"),
+    (["--past", "17"], "--past 17: past campaigns per world must be an integer in [0, 16]"),
 ])
 def test_stated_flags_refuse_bad_settings(flags, needle, tmp_path):
     last = _refused(flags, tmp_path)
@@ -113,6 +115,8 @@ def test_truth_rule_maps_each_q_row_to_its_rule_on_the_truth():
     assert mod.truth_rule("q_lookahead2+psis") == ("plan", 3)
     assert mod.truth_rule("q_rollout2+regression_stated0.1") == ("rollout", 2)
     assert mod.truth_rule("q_one_step") == ("rollout", 1)
+    assert mod.truth_rule("q_past4") == mod.truth_rule("q_stated0.1_past4") == ("rollout", 1)
+    assert mod.truth_rule("q_rollout3+psis_past4") == ("rollout", 3)
     for other in ("u0", "oracle", "q_no_order", "q_plugin", "q (Q > 0 stop)"):
         assert mod.truth_rule(other) is None  # by name alone: unknown
     # rows that record their continuation map by what they ran, whatever their name

@@ -290,3 +290,49 @@ def test_policy_run_fits_with_the_gains_priors_it_is_given(monkeypatch):
         policy_run((3, "u0", s, 1.0, {}))
     assert seen[0].gains_priors.order_effects is False and seen[0].gains_priors.gamma_sd == 0.5
     assert seen[1] is None
+
+
+def test_policy_run_fits_on_the_past_campaigns_it_is_given(monkeypatch):
+    """many.policy_run's ``past`` (the policy benchmark's ``--past K``) reaches the campaign's
+    fitter as K past campaigns of the same world: every adaptation run once each, in
+    different orders, the same history for every campaign seed of a world."""
+    import belief.campaign.loop as loop
+    from belief.campaign.loop import CampaignSettings, settings_to_dict
+    from belief.campaign.many import policy_run
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(world, settings, out=None, fitter=None, **kw):
+        seen.append((world, fitter))
+        raise Stop
+
+    monkeypatch.setattr(loop, "Campaign", capture)
+    s = settings_to_dict(CampaignSettings(horizon=1, weights={"real_h": 0.01, "compute": 0.0,
+                                                              "eng_h": 0.0}))
+    for seed in (3, 1003):
+        with pytest.raises(Stop):
+            policy_run((3, "u0", s, 1.0, {}, 0.0, seed, 2))
+    with pytest.raises(Stop):
+        policy_run((3, "u0", s, 1.0, {}, 0.0, 3, 0))
+    (w1, f1), (w2, f2), (_, f0) = seen
+    assert f0 is None and len(f1.past) == len(f2.past) == 2
+    assert f1.gains.campaigns == 2  # the gains model has a campaign level
+    adaptations = sorted(c.id for c in w1.candidates if c.role == "adaptation")
+    orders = [list(c.evidence.paired.sort_values("step")["candidate"]) for c in f1.past]
+    assert all(sorted(o) == adaptations for o in orders) and orders[0] != orders[1]
+    for a, b in zip(f1.past, f2.past, strict=True):  # one history per world
+        pd.testing.assert_frame_equal(a.evidence.paired, b.evidence.paired)
+    assert w1.history == [] and w1.seed == 3  # scripting the past left the world as it was
+
+
+@pytest.mark.parametrize("k", [-1, 1.5, True, "2"])
+def test_random_past_campaigns_refuse_a_bad_count(k, tmp_path):
+    from belief.campaign.scripted import random_past_campaigns
+    from belief.campaign.synthetic import SyntheticWorld
+
+    with pytest.raises(InputError, match="past.*integer >= 0"):
+        random_past_campaigns(SyntheticWorld.varied(1), k, tmp_path)
+    assert not any(tmp_path.iterdir())
