@@ -409,6 +409,35 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
                                api["cvu"].sel(candidate=list(scored.index)).values, rtol=1e-9)
 
 
+def test_decide_max_refits_reaches_cvu_from_the_cli_and_the_api(fitted_file, tmp_path,
+                                                                monkeypatch):
+    """``--refit --max-refits 3`` (and ``decide(refit=True, max_refits=3)``) caps CVU's exact
+    refits per candidate at 3, and the decision's ``cvu_refits`` says so; the default is 16."""
+    import belief.decision.engine as engine
+    import belief.posterior.refit as refit_mod
+    from belief.workflow.belief_file import load
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(state, candidates, settings, **kw):
+        seen.append((settings.cvu.max_refits, kw["refit"]))
+        raise Stop
+
+    monkeypatch.setattr(engine, "decide", capture)
+    monkeypatch.setattr(refit_mod, "exact_refit", lambda *a, **k: "refit-fn")  # no compile
+    with pytest.raises(Stop):
+        main(["decide", str(fitted_file), "--out", str(tmp_path / "d"), "--refit",
+              "--max-refits", "3"])
+    with pytest.raises(Stop):
+        load(fitted_file).decide(refit=True, max_refits=3)
+    with pytest.raises(Stop):
+        load(fitted_file).decide(refit=True)
+    assert seen == [(3, "refit-fn"), (3, "refit-fn"), (16, "refit-fn")]
+
+
 def test_decide_with_a_forced_estimator_from_the_cli_and_the_api(fitted_file, tmp_path,
                                                                  capsys):
     """``--cvu-estimator regression --continuation lookahead2`` scores every candidate by

@@ -317,7 +317,7 @@ def test_policy_run_fits_on_the_past_campaigns_it_is_given(monkeypatch):
             policy_run((3, "u0", s, 1.0, {}, 0.0, seed, 2))
     with pytest.raises(Stop):
         policy_run((3, "u0", s, 1.0, {}, 0.0, 3, 0))
-    (w1, f1), (w2, f2), (_, f0) = seen
+    (w1, f1), (_, f2), (_, f0) = seen
     assert f0 is None and len(f1.past) == len(f2.past) == 2
     assert f1.gains.campaigns == 2  # the gains model has a campaign level
     adaptations = sorted(c.id for c in w1.candidates if c.role == "adaptation")
@@ -333,6 +333,6 @@ def test_random_past_campaigns_refuse_a_bad_count(k, tmp_path):
     from belief.campaign.scripted import random_past_campaigns
     from belief.campaign.synthetic import SyntheticWorld
 
-    with pytest.raises(InputError, match="past.*integer >= 0"):
+    with pytest.raises(InputError, match=r"past.*integer >= 0"):
         random_past_campaigns(SyntheticWorld.varied(1), k, tmp_path)
     assert not any(tmp_path.iterdir())

@@ -144,6 +144,11 @@ def test_decide_flag_refuses_a_bad_continuation_on_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "error: --inner-outcomes: must be an integer >= 2, got 1" in err, err
+    code = main(["decide", str(tmp_path / "missing.nc"), "--out", str(out), "--refit",
+                 "--max-refits", "-1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "error: --max-refits: must be an integer >= 0, got -1" in err, err
     assert not out.exists()
 
 

@@ -27,6 +27,7 @@ FLAGS: dict[str, str] = {
     "CVUSettings.inner_outcomes": "--inner-outcomes",
     "CVUSettings.estimator": "--cvu-estimator",
     "CVUSettings.refit_scope": "--refit-scope",
+    "CVUSettings.max_refits": "--max-refits",
     "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",

@@ -90,6 +90,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
+    p.add_argument("--max-refits", type=int, default=16, metavar="N",
+                   help="with --refit: at most N exact refits per candidate, the outcomes with "
+                        "the largest k̂ first (default 16)")
     p.add_argument("--refit-scope", default="decisive", metavar="SCOPE",
                    help="with --refit: decisive (default: only the candidates that could "
                         "still be chosen, until the choice is settled; the others' untrusted "
@@ -113,7 +116,8 @@ def _decision_settings(args: argparse.Namespace) -> Any:
                         workers=args.cvu_workers,
                         continuation=args.continuation, rollout_depth=args.rollout_depth,
                         inner_outcomes=args.inner_outcomes,
-                        estimator=args.cvu_estimator, refit_scope=args.refit_scope),
+                        estimator=args.cvu_estimator, refit_scope=args.refit_scope,
+                        max_refits=args.max_refits),
         horizon=args.horizon, eps_budget=args.eps_budget)
 
 

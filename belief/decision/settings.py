@@ -283,15 +283,16 @@ def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = 
                           rollout_depth: int = 2, eps_budget: float = 0.0,
                           cvu_estimator: str = "auto",
                           refit_scope: str = "decisive",
-                          inner_outcomes: int = 32) -> DecisionSettings:
+                          inner_outcomes: int = 32, max_refits: int = 16) -> DecisionSettings:
     """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
     ``continuation``, ``rollout_depth``, ``inner_outcomes``, ``cvu_estimator`` (its
-    ``estimator``) and ``refit_scope`` are those of :class:`CVUSettings` (not used when ``cvu``
-    is given)."""
+    ``estimator``), ``refit_scope`` and ``max_refits`` are those of :class:`CVUSettings` (not
+    used when ``cvu`` is given)."""
     if cvu is None:
         cvu = CVUSettings(n_outcomes=cvu_outcomes, continuation=continuation,
                           rollout_depth=rollout_depth, estimator=cvu_estimator,
-                          refit_scope=refit_scope, inner_outcomes=inner_outcomes)
+                          refit_scope=refit_scope, inner_outcomes=inner_outcomes,
+                          max_refits=max_refits)
     return DecisionSettings(weights=weights, functional=functional, beta=beta,
                             gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
                                             method=safety_method),

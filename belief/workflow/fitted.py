@@ -262,6 +262,7 @@ class FittedBelief:
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
                rollout_depth: int = 2, cvu_estimator: str = "auto",
                refit_scope: str = "decisive", inner_outcomes: int = 32,
+               max_refits: int = 16,
                on_feasibility: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
@@ -291,6 +292,9 @@ class FittedBelief:
             With ``refit``: refit only as many candidates as settle the choice (the others'
             untrusted outcomes bounded), or every candidate
             (:class:`belief.decision.settings.CVUSettings` ``refit_scope``).
+        max_refits : int
+            With ``refit``: at most this many exact refits per candidate, the outcomes with
+            the largest k̂ first (default 16; ``CVUSettings.max_refits``).
         horizon : int, optional
             T; at the last step (step ≥ T − 1) CVU := 0.
         seed : int
@@ -330,7 +334,7 @@ class FittedBelief:
                 horizon=horizon, stability_resamples=stability_resamples,
                 continuation=continuation, rollout_depth=rollout_depth,
                 cvu_estimator=cvu_estimator, refit_scope=refit_scope,
-                inner_outcomes=inner_outcomes)
+                inner_outcomes=inner_outcomes, max_refits=max_refits)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -355,7 +359,8 @@ class FittedBelief:
 
             refit_fn = exact_refit(self._fitter(), self.evidence, state, settings.cvu.trials,
                                    seed, settings.cvu.refit_draws)
-            refits = ("exact refits where PSIS k̂ > 0.7 (on the evidence stored in the file"
+            refits = (f"exact refits where PSIS k̂ > 0.7, at most {settings.cvu.max_refits} "
+                      "per candidate (on the evidence stored in the file"
                       + ("; only as many as settle the choice, the others' outcomes bounded)"
                          if settings.cvu.decisive_refits else ")"))
         else:
