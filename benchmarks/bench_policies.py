@@ -387,7 +387,10 @@ def _seconds(d: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def _continuation_use(d: pd.DataFrame, name: str) -> None:
-    """How many of a variant's decisions used its continuation (all or none per decision)."""
+    """How many of a variant's decisions used its continuation (all or none per decision);
+    nothing for a one-step variant (a row that records its continuation as one_step)."""
+    if "continuation" in d and (d.continuation == "one_step").all():
+        return
     used = [t.get("continuation_used", "") for tr in d.trace for t in tr]
     n = len(used)
     k = sum(u not in ("", "one_step") for u in used)
