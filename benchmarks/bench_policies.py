@@ -90,10 +90,13 @@ Past campaigns (``--past 4``, one campaign per world, at 2735fb0, two processes 
 ≈ 41 min; paired over worlds): one-step Q 0.779 [0.698, 0.856] against 0.760 [0.656, 0.857]
 without them, +0.019 [−0.072, +0.117]; the depth-3 rollout 0.807 [0.726, 0.881] against 0.769
 [0.678, 0.850], +0.037 [−0.036, +0.115] (and − one-step Q with the same past +0.028 [−0.016,
-+0.078]).  Four past campaigns of random order do not buy what the stated order effects buy
-(0.849 above): with every adaptation run once per campaign, a pair is seen in both orders in
-only some campaigns, and each campaign's own offsets absorb part of it (``bench_past_campaigns``:
-the γ interval narrows by about a quarter at K = 4).  A step costs 14.7 s (one-step) and 29.2 s
++0.078]); both differences are printed by the summary (each ``…_pastK`` row against its twin
+without).  With one campaign per world neither is distinguishable from zero, nor from what
+stating the order effects buys the rollout (+0.076 [+0.037, +0.117] over the rollout not told,
+three campaigns per world, above).  Four past campaigns teach γ slowly: across them a pair is
+seen in both orders with probability 7/8 (never within one campaign), and each campaign's own
+offsets absorb part of it (``bench_past_campaigns``: the γ interval narrows by a sixth to a
+quarter at K = 4).  A step costs 14.7 s (one-step) and 29.2 s
 (rollout) with the past against 5.7 s and 16.2 s without: the gains model is fitted on five
 campaigns' evidence.  (The k = 0 baseline here, Q 0.760 and the rollout 0.769, differs from the
 earlier one-campaign runs, 0.767 and 0.791: the gains model's graph changed since — stated
@@ -194,6 +197,9 @@ def main() -> None:
     except ValueError:
         parser.error(f"--show-steps {args.show_steps}: world variations must be "
                      "comma-separated integers")
+    if args.from_json and args.past:
+        parser.error("--past runs campaigns: --from-json summarises stored rows; give one of "
+                     "them")
     if args.from_json and args.campaign_list:
         parser.error("--campaign-list runs campaigns: --from-json summarises stored rows; "
                      "give one of them")
@@ -444,7 +450,8 @@ def truth_rule(policy: str, continuation: str | None = None,
     ``continuation`` and ``depth`` are the row's recorded CVU settings (rows written since
     this stop carry them, so a gains or CVU arm of any name maps by what it ran); rows without
     them are mapped by name: ``q`` and ``q_stated…`` one-step, ``q_one_step…``,
-    ``q_rolloutD…`` and ``q_lookahead2…`` (any ``+estimator`` and ``_stated`` suffix).
+    ``q_rolloutD…`` and ``q_lookahead2…`` (any ``+estimator``, ``_stated`` and ``_past``
+    suffix).
     """
     if continuation is not None:
         if not (policy == "q" or policy.startswith("q_")):  # baselines, the legacy stop row
@@ -581,8 +588,10 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
           f"{'V* − V':>8s} {'V/V*':>6s} {'budget':>7s} {'steps':>6s} {'gate viol.':>10s} "
           f"{'unsafe':>7s} {'s/step':>7s}")
     variants = sorted(p for p in set(df.policy) if p.startswith("q_"))
-    order = [*[p for p in POLICIES if p in set(df.policy)], *variants,
-             *([LEGACY] if LEGACY in set(df.policy) else [])]
+    order = [*[p for p in POLICIES if p in set(df.policy)], *variants]
+    # baselines run with --stated-sd/--past (u0_past4, …): rows of their own, not dropped
+    order += sorted(set(df.policy) - set(order) - {LEGACY})
+    order += [LEGACY] if LEGACY in set(df.policy) else []
     for p in order:
         d = df[df.policy == p]
         reg = d["regret"].to_numpy() if has_oracle else np.full(len(d), np.nan)
@@ -626,6 +635,14 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
               f"(same run); the decision alone (no fit) "
               f"{np.nanmean(_seconds(b, 'decide_seconds')):.2f} s vs "
               f"{np.nanmean(_seconds(a, 'decide_seconds')):.2f} s")
+    for p in order:  # a row told the order effects or given a past, against itself without
+        twin = re.sub(r"(_stated[^_]+)?(_past\d+)?$", "", p)
+        if twin != p and twin in set(df.policy):
+            diff = (_world_means(df, p, "captured")
+                    - _world_means(df, twin, "captured")).dropna().to_numpy()
+            lo, hi = _boot(diff)
+            print(f"{p} − {twin}, paired over worlds: V/V* {diff.mean():+.3f} (90% CI "
+                  f"[{lo:+.3f}, {hi:+.3f}])")
     for p in variants:
         _continuation_use(df[df.policy == p], p)
     _per_world(df, limit, order)

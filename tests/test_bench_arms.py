@@ -98,6 +98,7 @@ def _bench_module():
     (["--stated-sd", "0.1", "--gains-arm", "no:order_effects=false"], "no order effects"),
     (["--past", "-1"], "--past -1: past campaigns per world must be an integer in [0, 16]"),
     (["--past", "17"], "--past 17: past campaigns per world must be an integer in [0, 16]"),
+    (["--past", "2", "--from-json", "rows.json"], "--past runs campaigns: --from-json"),
 ])
 def test_stated_flags_refuse_bad_settings(flags, needle, tmp_path):
     last = _refused(flags, tmp_path)

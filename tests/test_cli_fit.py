@@ -412,7 +412,8 @@ def test_decide_with_a_rollout_continuation_from_the_cli_and_the_api(fitted_file
 def test_decide_max_refits_reaches_cvu_from_the_cli_and_the_api(fitted_file, tmp_path,
                                                                 monkeypatch):
     """``--refit --max-refits 3`` (and ``decide(refit=True, max_refits=3)``) caps CVU's exact
-    refits per candidate at 3, and the decision's ``cvu_refits`` says so; the default is 16."""
+    refits per candidate at 3, and the decision's ``cvu_refits`` says so; the default is 16;
+    ``max_refits=0`` refits nothing and says why."""
     import belief.decision.engine as engine
     import belief.posterior.refit as refit_mod
     from belief.workflow.belief_file import load
@@ -424,18 +425,22 @@ def test_decide_max_refits_reaches_cvu_from_the_cli_and_the_api(fitted_file, tmp
 
     def capture(state, candidates, settings, **kw):
         seen.append((settings.cvu.max_refits, kw["refit"]))
-        raise Stop
+        if len(seen) == 1:  # the CLI: stop before it writes
+            raise Stop
+        return xr.Dataset(attrs={"cvu_status": "estimated"})
 
     monkeypatch.setattr(engine, "decide", capture)
     monkeypatch.setattr(refit_mod, "exact_refit", lambda *a, **k: "refit-fn")  # no compile
     with pytest.raises(Stop):
         main(["decide", str(fitted_file), "--out", str(tmp_path / "d"), "--refit",
               "--max-refits", "3"])
-    with pytest.raises(Stop):
-        load(fitted_file).decide(refit=True, max_refits=3)
-    with pytest.raises(Stop):
-        load(fitted_file).decide(refit=True)
-    assert seen == [(3, "refit-fn"), (3, "refit-fn"), (16, "refit-fn")]
+    fitted = load(fitted_file)
+    three, default, none = (fitted.decide(refit=True, **kw) for kw in (
+        {"max_refits": 3}, {}, {"max_refits": 0}))
+    assert seen == [(3, "refit-fn"), (3, "refit-fn"), (16, "refit-fn"), (0, None)]
+    assert "at most 3 per candidate" in three.attrs["cvu_refits"]
+    assert "at most 16 per candidate" in default.attrs["cvu_refits"]
+    assert none.attrs["cvu_refits"].startswith("no exact refits (--max-refits 0)")
 
 
 def test_decide_with_a_forced_estimator_from_the_cli_and_the_api(fitted_file, tmp_path,

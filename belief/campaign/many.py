@@ -149,7 +149,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     continuation and rollout depth the campaign's settings asked for).
 
     ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd[,
-    seed[, past]]]]]])``:
+    seed[, past]]]]])``:
     ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
     ``{"order_effects": False}``), or None for the defaults; ``stated_sd`` > 0 gives the
     allocator the world's true order effects as stated pair priors of that s.d.
@@ -157,7 +157,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     world's outcomes and bench runs (default: the variation — one campaign per world, as
     before; the truth does not depend on it); ``past`` > 0 fits the gains model on that many
     past campaigns of the world too (:func:`belief.campaign.scripted.random_past_campaigns`,
-    the same for every campaign of a world; ``belief fit --past``), 0 or None on none.
+    the same for every campaign of a world; ``belief fit --past``), 0 or None: none.
     """
     from belief.campaign.loop import Campaign, settings_from_dict
     from belief.campaign.synthetic import SyntheticWorld
@@ -172,7 +172,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     settings = policy_settings(settings_from_dict(settings_dict), policy)
     fitter = None
     gains = dict(rest[1]) if len(rest) > 1 and rest[1] else {}
-    n_past = int(rest[4]) if len(rest) > 4 and rest[4] else 0
+    n_past = rest[4] if len(rest) > 4 and rest[4] is not None else 0  # checked below
     if gains or n_past:  # another gains prior, past campaigns (benchmarks of the belief)
         import tempfile
 
@@ -231,7 +231,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
             "step_seconds": list(result.step_seconds),
             "decide_seconds": list(campaign.decide_seconds), "trace": trace,
             "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth,
-            "past_campaigns": n_past}
+            "past_campaigns": int(n_past)}
 
 
 def campaign_seed(variation: int, k: int) -> int:

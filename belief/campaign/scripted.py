@@ -72,14 +72,19 @@ def random_past_campaigns(world, k: int, folder: str | Path) -> tuple:
     reads them (:func:`belief.inputs.past_campaigns.read_past_campaigns`): what a team that
     ran the same candidates ``k`` times before would bring to the current campaign.
 
-    Past campaign j (0-based) executes every policy-changing adaptation of the candidate set
-    once, in the order ``default_rng([variation, 40_000, j]).permutation``, in a copy of the
-    world seeded ``1_000_000 + 1000·j + variation`` (outcomes distinct from every benchmark
-    campaign's seed ``1000·k + v``, k < 1000); it is written as an evidence folder
-    ``folder/past<j>`` with its candidate file.  The same world gets the same past whatever
-    the current campaign's seed: a team has one history.  Random orders put each pair a → m
-    in both orders across campaigns, which is how past campaigns inform the order effects
-    (the campaign level of :mod:`models.gains` absorbs each campaign's own offset).
+    Past campaign j = 0, …, k − 1 executes every policy-changing adaptation of the candidate
+    set once, in the order ``default_rng([v, 40_000, j]).permutation`` (v = the world's
+    variation), in a copy of the world seeded ``1_000_000 + 1000·j + v`` (outcomes distinct
+    from every benchmark campaign's seed ``1000·i + v``, i, v < 1000); it is written as an
+    evidence folder ``folder/past<j>`` with its candidate file.  The same world gets the same
+    past whatever the current campaign's seed: a team has one history.  Across campaigns a
+    pair a → m is seen in both orders with probability 1 − 2^(1−k) (7/8 at k = 4, never at
+    k = 1), which is how past campaigns inform the order effects (the campaign level of
+    :mod:`models.gains` absorbs each campaign's own offsets).  Only the gains tables are used
+    (:mod:`belief.inputs.past_campaigns`), so running the unsafe adaptations here costs
+    nothing.  (The order's stream ``[v, 40_000, j]`` is also the world's stochastic-cost
+    stream of campaign seed v at step j, first execution: numpy ignores trailing zeros.  The
+    varied worlds draw no cost noise, so nothing is shared there.)
     """
     from dataclasses import replace
 

@@ -354,6 +354,8 @@ class FittedBelief:
             refits = "CVU not computed (β = 0)"
         elif settings.is_terminal(self.step):
             refits = "terminal step: CVU := 0"
+        elif refit and settings.cvu.max_refits == 0:
+            refits = ("no exact refits (--max-refits 0): CVU by PSIS reweighting only")
         elif refit:
             from belief.posterior.refit import exact_refit
 
