@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+import io
 import json
 import re
 import subprocess
@@ -22,18 +25,14 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_policies.py
     ("x:n_outcomes=48.5", "n_outcomes takes an integer"),
 ])
 def test_cvu_arm_refuses_bad_settings(arm, needle, tmp_path):
-    out = tmp_path / "rows.json"
-    res = subprocess.run([sys.executable, str(SCRIPT), "--cvu-arm", arm, "--policies", "",
-                          "--world-list", "0", "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2, res.stderr
-    last = res.stderr.strip().splitlines()[-1]
+    last = _refused(["--cvu-arm", arm], tmp_path)
     assert "--cvu-arm" in last and needle in last, last
-    assert not out.exists()
 
 
 def test_arms_of_one_name_are_refused(tmp_path):
-    """An arm named like a --continuations row would pool two settings under one name."""
+    """An arm named like a --continuations row would pool two settings under one name (run
+    as the script, the one end-to-end refusal: exit 2, nothing written; the other refusals
+    call its ``main`` in this process)."""
     out = tmp_path / "rows.json"
     res = subprocess.run([sys.executable, str(SCRIPT), "--continuations", "lookahead2",
                           "--cvu-arm", "lookahead2:noise_correction=false", "--policies", "",
@@ -70,17 +69,23 @@ def test_clairvoyant_without_an_unknown_candidate_is_refused():
 
 
 def _refused(flags: list[str], tmp_path: Path) -> str:
-    """Run the policy benchmark with ``flags``: it must exit 2 and write nothing; its last
-    error line."""
+    """Run the policy benchmark's ``main`` with ``flags`` (in this process: a subprocess per
+    refusal cost ~10 s of imports each): it must exit 2 and write nothing; its last error
+    line."""
     out = tmp_path / "rows.json"
-    res = subprocess.run([sys.executable, str(SCRIPT), *flags, "--policies", "",
-                          "--world-list", "0", "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2, res.stderr
+    argv, err = sys.argv, io.StringIO()
+    sys.argv = [str(SCRIPT), *flags, "--policies", "", "--world-list", "0", "--out", str(out)]
+    try:
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
+            _bench_module().main()
+    finally:
+        sys.argv = argv
+    assert exc.value.code == 2, err.getvalue()
     assert not out.exists()
-    return res.stderr.strip().splitlines()[-1]
+    return err.getvalue().strip().splitlines()[-1]
 
 
+@functools.cache
 def _bench_module():
     """bench_policies.py loaded as a module (it is a script, not part of the package)."""
     spec = importlib.util.spec_from_file_location("bench_policies", SCRIPT)
