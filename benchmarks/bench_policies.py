@@ -440,6 +440,12 @@ def _per_world(df: pd.DataFrame, limit: dict, order: list[str]) -> None:
         print(line + "  " + "; ".join(f"{p}: {a or 'stop'}" for p, a in acts.items()))
 
 
+def without_belief_suffix(policy: str) -> str:
+    """A row's name without the suffixes of ``--stated-sd`` and ``--past`` (``_statedSD``,
+    ``_pastK``): the same arm on the belief that was given neither."""
+    return re.sub(r"(_stated[^_]+)?(_past\d+)?$", "", policy)
+
+
 def truth_rule(policy: str, continuation: str | None = None,
                depth: int | None = None) -> tuple[str, int] | None:
     """The rule of :func:`belief.campaign.clairvoyant.lookahead_oracle` that chooses as a Q row
@@ -458,7 +464,7 @@ def truth_rule(policy: str, continuation: str | None = None,
             return None
         return {"one_step": ("rollout", 1), "lookahead2": ("plan", 3)}.get(
             continuation, ("rollout", int(depth or 1)))
-    base = policy.split("_stated")[0].split("_past")[0]
+    base = without_belief_suffix(policy)
     if base == "q" or re.fullmatch(r"q_one_step(\+\w+)?", base):
         return ("rollout", 1)
     m = re.fullmatch(r"q_rollout(\d+)(\+\w+)?", base)
@@ -636,7 +642,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
               f"{np.nanmean(_seconds(b, 'decide_seconds')):.2f} s vs "
               f"{np.nanmean(_seconds(a, 'decide_seconds')):.2f} s")
     for p in order:  # a row told the order effects or given a past, against itself without
-        twin = re.sub(r"(_stated[^_]+)?(_past\d+)?$", "", p)
+        twin = without_belief_suffix(p)
         if twin != p and twin in set(df.policy):
             diff = (_world_means(df, p, "captured")
                     - _world_means(df, twin, "captured")).dropna().to_numpy()

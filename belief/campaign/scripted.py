@@ -9,11 +9,15 @@ the candidate file it ran with.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from belief.campaign.world import model_update_row
+from belief.errors import InputError
+from belief.inputs.past_campaigns import PastCampaign, read_past_campaigns
 
 __all__ = ["random_past_campaigns", "scripted_campaign", "write_evidence_folder"]
 
@@ -67,7 +71,7 @@ def write_evidence_folder(tables: dict[str, pd.DataFrame], folder: str | Path,
     return folder
 
 
-def random_past_campaigns(world, k: int, folder: str | Path) -> tuple:
+def random_past_campaigns(world, k: int, folder: str | Path) -> tuple[PastCampaign, ...]:
     """``k`` past campaigns of ``world``'s candidate set, read back as ``belief fit --past``
     reads them (:func:`belief.inputs.past_campaigns.read_past_campaigns`): what a team that
     ran the same candidates ``k`` times before would bring to the current campaign.
@@ -86,13 +90,6 @@ def random_past_campaigns(world, k: int, folder: str | Path) -> tuple:
     stream of campaign seed v at step j, first execution: numpy ignores trailing zeros.  The
     varied worlds draw no cost noise, so nothing is shared there.)
     """
-    from dataclasses import replace
-
-    import numpy as np
-
-    from belief.errors import InputError
-    from belief.inputs.past_campaigns import read_past_campaigns
-
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
         raise InputError("past", f"the number of past campaigns must be an integer >= 0, "
                                  f"got {k!r}")

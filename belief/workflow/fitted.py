@@ -355,14 +355,15 @@ class FittedBelief:
         elif settings.is_terminal(self.step):
             refits = "terminal step: CVU := 0"
         elif refit and settings.cvu.max_refits == 0:
-            refits = ("no exact refits (--max-refits 0): CVU by PSIS reweighting only")
+            refits = "no exact refits (--max-refits 0): CVU by PSIS reweighting only"
         elif refit:
             from belief.posterior.refit import exact_refit
 
             refit_fn = exact_refit(self._fitter(), self.evidence, state, settings.cvu.trials,
                                    seed, settings.cvu.refit_draws)
-            refits = (f"exact refits where PSIS k̂ > 0.7, at most {settings.cvu.max_refits} "
-                      "per candidate (on the evidence stored in the file"
+            refits = (f"exact refits where PSIS k̂ > {settings.cvu.k_threshold:g}, at most "
+                      f"{settings.cvu.max_refits} per candidate (on the evidence stored in the "
+                      "file"
                       + ("; only as many as settle the choice, the others' outcomes bounded)"
                          if settings.cvu.decisive_refits else ")"))
         else:
