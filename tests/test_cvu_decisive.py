@@ -202,7 +202,7 @@ def test_campaigns_bound_refits_for_q_only_and_old_logs_refit_all():
 def test_decide_refuses_an_unknown_refit_scope_naming_the_flag(capsys):
     from belief.cli.main import main
 
-    assert main(["decide", "absent.nc", "--refit-scope", "sometimes"]) == 2
+    assert main(["decide", "absent.nc", "--refit", "--refit-scope", "sometimes"]) == 2
     err = capsys.readouterr().err
     assert "--refit-scope" in err and "'decisive', 'all'" in err
 

@@ -152,6 +152,41 @@ def test_decide_flag_refuses_a_bad_continuation_on_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("flags, named, rule", [
+    (["--max-refits", "2"], "--max-refits", "applies only with --refit (given 2)"),
+    (["--refit-scope", "all"], "--refit-scope", "applies only with --refit (given 'all')"),
+    (["--rollout-depth", "3"], "--rollout-depth", "applies only with --continuation rollout"),
+    (["--continuation", "lookahead2", "--rollout-depth", "3"], "--rollout-depth",
+     "applies only with --continuation rollout"),
+    (["--inner-outcomes", "8"], "--inner-outcomes",
+     "applies only with --continuation lookahead2 or rollout"),
+])
+def test_decide_refuses_a_flag_given_without_the_flag_it_needs(tmp_path, capsys, flags, named,
+                                                               rule):
+    """A flag that acts only with another one is refused without it (one line naming it,
+    exit 2, nothing written) instead of being silently ignored."""
+    out = tmp_path / "dec"
+    code = main(["decide", str(tmp_path / "missing.nc"), "--out", str(out), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"error: {named}: {rule}" in err, err
+    assert not out.exists()
+
+
+def test_dependent_flags_take_their_defaults_when_not_given():
+    """Not given, the dependent flags are CVUSettings' defaults (16 refits, decisive scope,
+    depth 2, 32 inner outcomes): the CLI's defaults are the library's."""
+    from belief.cli.main import build_parser
+    from belief.cli.statistician import _decision_settings
+    from belief.decision.settings import CVUSettings
+
+    args = build_parser().parse_args(["decide", "x.nc"])
+    cvu = _decision_settings(args).cvu
+    ref = CVUSettings()
+    assert (cvu.max_refits, cvu.refit_scope, cvu.rollout_depth, cvu.inner_outcomes) == (
+        ref.max_refits, ref.refit_scope, ref.rollout_depth, ref.inner_outcomes)
+
+
 def test_decide_uses_the_continuation_and_the_horizon_truncates_it():
     """Through the decision entry point: a probe that measures a's gain (normal, no further
     learning after it) has the same E_Y[V] under the look-ahead as under one step (nothing

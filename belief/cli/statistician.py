@@ -75,9 +75,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                    help="CVU's continuation: one_step (G0, default), lookahead2 (two-step "
                         "look-ahead) or rollout (the U0-greedy policy for --rollout-depth "
                         "steps); slower than one_step")
-    p.add_argument("--rollout-depth", type=int, default=2, metavar="D",
+    p.add_argument("--rollout-depth", type=int, default=None, metavar="D",
                    help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
-    p.add_argument("--inner-outcomes", type=int, default=32, metavar="K",
+    p.add_argument("--inner-outcomes", type=int, default=None, metavar="K",
                    help="K >= 2 inner outcomes of --continuation lookahead2 (second-step "
                         "outcomes per first outcome and next candidate) or rollout (greedy "
                         "paths per first outcome); default 32")
@@ -90,10 +90,10 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refit", action="store_true",
                    help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
                         "the model; default: PSIS only, and the output says so)")
-    p.add_argument("--max-refits", type=int, default=16, metavar="N",
+    p.add_argument("--max-refits", type=int, default=None, metavar="N",
                    help="with --refit: at most N exact refits per candidate, the outcomes with "
                         "the largest k̂ first (default 16)")
-    p.add_argument("--refit-scope", default="decisive", metavar="SCOPE",
+    p.add_argument("--refit-scope", default=None, metavar="SCOPE",
                    help="with --refit: decisive (default: only the candidates that could "
                         "still be chosen, until the choice is settled; the others' untrusted "
                         "outcomes are bounded) or all (every candidate's)")
@@ -101,23 +101,50 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                                                        "bootstrap (default 0)")
 
 
+# flags that act only together with another flag's value: (flag, attribute, needed, rule)
+_DEPENDENT_FLAGS = (
+    ("--max-refits", "max_refits", lambda a: a.refit, "applies only with --refit"),
+    ("--refit-scope", "refit_scope", lambda a: a.refit, "applies only with --refit"),
+    ("--rollout-depth", "rollout_depth", lambda a: a.continuation == "rollout",
+     "applies only with --continuation rollout"),
+    ("--inner-outcomes", "inner_outcomes",
+     lambda a: a.continuation in ("lookahead2", "rollout"),
+     "applies only with --continuation lookahead2 or rollout"),
+)
+# their defaults when not given
+_DEPENDENT_DEFAULTS = {"max_refits": 16, "refit_scope": "decisive", "rollout_depth": 2,
+                       "inner_outcomes": 32}
+
+
+def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags that act only with another one (``--max-refits`` and ``--refit-scope`` with
+    ``--refit``; ``--rollout-depth`` with ``--continuation rollout``; ``--inner-outcomes``
+    with a non-myopic continuation), with their defaults where not given; one given without
+    the flag it needs is refused, naming it, instead of being silently ignored."""
+    for flag, attr, needed, rule in _DEPENDENT_FLAGS:
+        if getattr(args, attr) is not None and not needed(args):
+            raise InputError(flag, f"{rule} (given {getattr(args, attr)!r})")
+    return {attr: _DEPENDENT_DEFAULTS[attr] if getattr(args, attr) is None
+            else getattr(args, attr) for _, attr, _, _ in _DEPENDENT_FLAGS}
+
+
 def _decision_settings(args: argparse.Namespace) -> Any:
     """The decision settings from the flags, validated once (when built), before any belief is
     loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
-    is loaded."""
+    is loaded.  Flags that act only with another one are refused without it
+    (:func:`_dependent_flags`)."""
     from belief.decision.safety import SafetyGate
     from belief.decision.settings import CVUSettings, DecisionSettings
 
+    dependent = _dependent_flags(args)
     return DecisionSettings(
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.safety_method),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
                         workers=args.cvu_workers,
-                        continuation=args.continuation, rollout_depth=args.rollout_depth,
-                        inner_outcomes=args.inner_outcomes,
-                        estimator=args.cvu_estimator, refit_scope=args.refit_scope,
-                        max_refits=args.max_refits),
+                        continuation=args.continuation, estimator=args.cvu_estimator,
+                        **dependent),
         horizon=args.horizon, eps_budget=args.eps_budget)
 
 
