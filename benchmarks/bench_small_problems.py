@@ -8,6 +8,15 @@ standard error over seeds (MCSE).  Fractions are V_policy / V_Bayes per problem.
 V_PI, the clairvoyant's value on the same problem (E over the prior of the best plan knowing
 θ; Monte Carlo, 200 000 draws), so V_Bayes / V_PI is the price of learning.
 
+The price of learning (:func:`learning_split`): per problem, a policy's gap to the clairvoyant
+splits exactly into what no learning policy can avoid and what the policy itself leaves,
+
+    1 − V_pol / V_PI = (1 − V_Bayes / V_PI)  +  (V_Bayes − V_pol) / V_PI,
+
+printed as means over problems with 90 % bootstrap intervals, and the share of the mean gap
+that is the price of learning.  This is the issue's question "how much of the gap to the
+clairvoyant is the unavoidable price of learning", answered where it can be computed exactly.
+
 Decomposition of Q's shortfall, per problem, in units of V_Bayes:
   myopia   = (V_Bayes − V_q_exact)       the one-step continuation G0 instead of V_{τ−1}
   MC error = (V_q_exact − V_q_engine)    finite draws and outcomes in U0 and CVU
@@ -87,6 +96,50 @@ def continuation_summary(df: pd.DataFrame, names: list[str], label: str) -> None
               f"{t * 1e3:11.0f} {t / t_base:10.2f}")
 
 
+def learning_split(df: pd.DataFrame, pi: dict[str, tuple[float, float]],
+                   policies: list[str], reps: int = 2000) -> pd.DataFrame:
+    """Each policy's gap to the clairvoyant split into the price of learning and its own part.
+
+    Per problem p (value V_pol the mean over the policy's seeds):
+    captured = V_pol / V_PI, price = 1 − V_Bayes / V_PI, own = (V_Bayes − V_pol) / V_PI, so
+    1 − captured = price + own exactly.  Returns one row per policy: the means over problems,
+    90 % percentile bootstrap intervals of the mean captured fraction and of the mean price
+    (``reps`` resamples of problems, :func:`bootstrap_mean`), and ``share`` = mean price /
+    mean gap (NaN when the mean gap is 0).
+    """
+    rows = []
+    for pol in policies:
+        d = df[df.policy == pol].groupby("problem")[["value", "bayes"]].mean()
+        if d.empty:
+            continue
+        v_pi = np.array([pi[name][0] for name in d.index])
+        if (v_pi <= 0).any():
+            raise ValueError("V_PI must be > 0 on every problem (a problem worth nothing "
+                             "even to the clairvoyant has no fraction)")
+        captured = d.value.to_numpy() / v_pi
+        price = 1.0 - d.bayes.to_numpy() / v_pi
+        own = (d.bayes.to_numpy() - d.value.to_numpy()) / v_pi
+        gap = 1.0 - captured.mean()
+        rows.append({"policy": pol, "problems": len(d), "captured": captured.mean(),
+                     "captured_ci": bootstrap_mean(captured, reps), "price": price.mean(),
+                     "price_ci": bootstrap_mean(price, reps), "own": own.mean(),
+                     "share": price.mean() / gap if gap > 0 else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def print_learning_split(df: pd.DataFrame, pi: dict[str, tuple[float, float]],
+                         policies: list[str], label: str) -> None:
+    split = learning_split(df, pi, policies)
+    print(f"\n{label}: fraction of the clairvoyant's V_PI captured, and its gap split into the "
+          "price of learning (1 − V_Bayes/V_PI) and the policy's own shortfall")
+    print(f"{'policy':16s} {'V/V_PI':>7s} {'90% CI':>16s} {'learning':>8s} {'90% CI':>16s} "
+          f"{'own':>7s} {'share':>6s}")
+    for r in split.itertuples():
+        print(f"{r.policy:16s} {r.captured:7.3f} [{r.captured_ci[0]:6.3f}, "
+              f"{r.captured_ci[1]:6.3f}] {r.price:8.3f} [{r.price_ci[0]:6.3f}, "
+              f"{r.price_ci[1]:6.3f}] {r.own:7.3f} {r.share:6.2f}")
+
+
 def summary(df: pd.DataFrame, policies: list[str], label: str) -> None:
     print(f"\n{label} ({df.problem.nunique()} problems): fraction of V_Bayes captured")
     print(f"{'policy':14s} {'mean':>7s} {'median':>7s} {'min':>7s} {'sum ratio':>9s} "
@@ -153,6 +206,11 @@ def main() -> None:
     summary(df[df.family == "random"], show, "random family")
     hard = wide.index[wide["u0"] < 0.97]
     summary(df[df.problem.isin(hard)], show, "where learning matters (u0 < 97 % of Bayes)")
+    split_show = ["bayes", "q_engine", "u0", "kg", "lookahead_2", "rollout_3",
+                  *(["q_engine_la2", "q_engine_roll3"] if not args.no_continuations else [])]
+    print_learning_split(df, pi, split_show, f"all ({len(problems)} problems)")
+    print_learning_split(df[df.problem.isin(hard)], pi, split_show,
+                         "where learning matters (u0 < 97 % of Bayes)")
 
     print("\nQ's shortfall (q_engine, DESIGN stop), in units of V_Bayes, where it is > 3 %:")
     print(f"{'problem':26s} {'short':>7s} {'myopia':>7s} {'MC err':>7s} {'(MCSE)':>7s} "

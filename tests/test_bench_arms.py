@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_policies.py"
@@ -310,3 +312,32 @@ def test_stop_rule_line_pairs_and_bootstraps_world_means(capsys):
     assert diff == pytest.approx((0.1 + 0.3) / 2, abs=1e-4)  # campaigns would give 0.25
     assert (lo, hi) == (pytest.approx(0.1, abs=1e-4), pytest.approx(0.3, abs=1e-4))
     assert line.endswith("campaigns that differ: 4 of 4")
+
+
+def test_learning_split_adds_up_to_the_gap_to_the_clairvoyant():
+    """bench_small_problems' split: per problem 1 − V/V_PI = (1 − V_Bayes/V_PI) +
+    (V_Bayes − V)/V_PI, averaged over problems (seeds averaged first); Bayes has no own part."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_small_problems", SCRIPT.parent / "bench_small_problems.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    pi = {"a": (0.10, 0.0), "b": (0.20, 0.0)}
+    df = pd.DataFrame([
+        {"problem": "a", "policy": "bayes", "value": 0.05, "bayes": 0.05},
+        {"problem": "b", "policy": "bayes", "value": 0.15, "bayes": 0.15},
+        {"problem": "a", "policy": "q", "value": 0.04, "bayes": 0.05},
+        {"problem": "a", "policy": "q", "value": 0.02, "bayes": 0.05},  # a second seed
+        {"problem": "b", "policy": "q", "value": 0.15, "bayes": 0.15}])
+    split = mod.learning_split(df, pi, ["bayes", "q", "absent"], reps=200).set_index("policy")
+    assert list(split.index) == ["bayes", "q"]
+    # a: price 0.5; b: price 0.25 → mean 0.375 for every policy
+    np.testing.assert_allclose(split.price, 0.375)
+    np.testing.assert_allclose(split.loc["bayes", ["captured", "own", "share"]].astype(float),
+                               [0.625, 0.0, 1.0])
+    # q: a captures 0.03/0.1 = 0.3 (own 0.2), b 0.75 (own 0) → 0.525, own 0.1, share 0.375/0.475
+    np.testing.assert_allclose(split.loc["q", ["captured", "own", "share"]].astype(float),
+                               [0.525, 0.1, 0.375 / 0.475])
+    lo, hi = split.loc["q", "captured_ci"]
+    assert 0.3 <= lo <= 0.525 <= hi <= 0.75
+    with pytest.raises(ValueError, match="V_PI must be > 0"):
+        mod.learning_split(df, {"a": (0.0, 0.0), "b": (0.2, 0.0)}, ["q"])
