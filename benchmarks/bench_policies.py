@@ -112,6 +112,7 @@ import argparse
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -120,6 +121,7 @@ import pandas as pd
 
 from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
+from belief.campaign.synthetic import WORLD_FAMILIES, SyntheticWorld, benchmark_world
 from belief.decision.allocation import POLICIES
 from belief.decision.settings import CVUSettings
 from belief.errors import InputError
@@ -167,6 +169,10 @@ def main() -> None:
     parser.add_argument("--past", type=int, default=0, metavar="K",
                         help="every arm's gains model also fitted on K past campaigns of its "
                              "world (random orders of the adaptations; rows named …_pastK)")
+    parser.add_argument("--family", default="varied", choices=WORLD_FAMILIES,
+                        help="world family: varied (default) or bench_test (the same worlds "
+                             "with ft_real_100 gated at the start and a bench safety test "
+                             "that can open it)")
     parser.add_argument("--cvu-arm", action="append", default=[], metavar="NAME:FIELD=V[:…]",
                         help="Q with other CVU settings as a further row q_NAME, e.g. "
                              "plugin:noise_correction=false (repeatable)")
@@ -215,6 +221,10 @@ def main() -> None:
                                  f" seed {key[1]}, policy {key[2]}; give each campaign once")
                 seen[key] = f"{f} row {i}"
                 rows.append(r)
+        families = sorted({r.get("family", "varied") for r in rows})
+        if len(families) > 1:  # V* and the truth are per family: one summary, one family
+            parser.error(f"--from-json: rows of world families {', '.join(families)}; "
+                         "summarise one family at a time")
         summarise(rows, weights, f"rows of {args.from_json}", truth_runs=args.truth_runs,
                   show_steps=show)
         return
@@ -282,7 +292,7 @@ def main() -> None:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
                                  gains=gains, stated_sd=stated or args.stated_sd,
-                                 seeds=campaigns, past=args.past)
+                                 seeds=campaigns, past=args.past, family=args.family)
             suffix = ("" if args.stated_sd is None else f"_stated{args.stated_sd:g}") + (
                 f"_past{args.past}" if args.past else "")
             rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)
@@ -352,6 +362,16 @@ def _compare(df: pd.DataFrame, col: str, label: str) -> None:
 
 
 LEGACY = "q (Q > 0 stop)"
+
+
+def _family(rows: list[dict]) -> str:
+    """The world family of the rows (rows written before families existed are ``varied``);
+    rows of two families are refused (V* and the truth are per family)."""
+    families = sorted({r.get("family", "varied") for r in rows})
+    if len(families) != 1:
+        raise InputError("rows", f"world families {', '.join(families) or 'none'}: one "
+                                 "summary holds one family")
+    return families[0]
 
 
 def _seed(row: dict) -> int:
@@ -476,10 +496,9 @@ def truth_rule(policy: str, continuation: str | None = None,
 
 
 def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[str, float],
-                 runs: int) -> None:
+                 runs: int, world: Callable[[int], SyntheticWorld]) -> None:
     """Each Q row's rule on the truth beside its campaigns: the price of not knowing."""
     from belief.campaign.clairvoyant import lookahead_oracle
-    from belief.campaign.synthetic import SyntheticWorld
 
     def rule_of(p: str) -> tuple[str, int] | None:
         first = df[df.policy == p].iloc[0]
@@ -504,7 +523,7 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
         for v in c.index:
             key = (int(v), rule, depth)
             if key not in cache:
-                w = SyntheticWorld.varied(int(v), seed=int(v))
+                w = world(int(v))
                 cache[key] = lookahead_oracle(w, horizon, depth, runs=runs, rule=rule,
                                               weights=weights, budget=totals[v])[0] / limit[v]
             truth.append(cache[key])
@@ -523,18 +542,17 @@ def _vs_stop(item: tuple[str, dict]) -> float:
     return -np.inf if v is None else float(v)
 
 
-def _steps(df: pd.DataFrame, worlds: list[int]) -> None:
+def _steps(df: pd.DataFrame, worlds: list[int],
+           world: Callable[[int], SyntheticWorld]) -> None:
     """The campaigns of ``worlds`` step by step: the choice, the true J after it and every
     feasible candidate's U0, CVU, Q and value against stopping U0 + β·E[V(s')], best first (a
     case study from the stored rows; rows written before the trace kept the table show the
     choices only), under the world's true logit gains."""
-    from belief.campaign.synthetic import SyntheticWorld
-
     for v in worlds:
         if v not in set(df.variation):
             print(f"\n--show-steps: world {v} has no rows here")
             continue
-        truth = SyntheticWorld.varied(v, seed=v).truth
+        truth = world(v).truth
         print(f"\nworld {v}: true logit gains " + ", ".join(
             f"{t.candidate.id} {t.logit_gain:+.3f}"
             for t in sorted(truth, key=lambda t: -t.logit_gain)))
@@ -563,16 +581,20 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
     """Print the per-policy table and the comparison of Q with the best baseline (and the
     campaigns of the worlds ``show_steps`` step by step)."""
     from belief.campaign.clairvoyant import clairvoyant_plan, plan_value
-    from belief.campaign.synthetic import SyntheticWorld
 
     rows = rows + legacy_stop_rows(rows)
+    family = _family(rows)
+
+    def world(v: int) -> SyntheticWorld:  # the truth of world v (the seed does not change it)
+        return benchmark_world(int(v), int(v), family)
+
     df = pd.DataFrame(rows)
     df["seed"] = [_seed(r) for r in rows]
     horizon = int(df.horizon.max())
     df["spent"] = df.budget_used.apply(lambda b: sum(weights[r] * v for r, v in b.items()))
     df["net"] = df.final_success - df.initial_success - df.spent
     totals = df.groupby("variation").budget_total.first()
-    limit = {v: clairvoyant_plan(SyntheticWorld.varied(int(v), seed=int(v)), horizon,
+    limit = {v: clairvoyant_plan(world(v), horizon,
                                  weights=weights, budget=totals[v]).plan.value
              for v in df.variation.unique()}
     df["regret_clairvoyant"] = df.apply(lambda r: limit[r.variation] - r.net, axis=1)
@@ -580,7 +602,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
     # the expected net value of the executed sequence (execution noise averaged out): the
     # quantity V* maximises over sequences, so V*−V_plan ≥ 0 for any sequence in its set
     df["captured_plan"] = df.apply(lambda r: plan_value(
-        SyntheticWorld.varied(int(r.variation), seed=int(r.variation)), list(r.history),
+        world(r.variation), list(r.history),
         weights=weights).value / limit[r.variation], axis=1)
     has_oracle = "oracle" in set(df.policy)
     if has_oracle:
@@ -589,7 +611,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
                                 - r.final_success, axis=1)
         df["regret_net"] = df.apply(lambda r: oracle.net[(r.variation, r.seed)] - r.net,
                                     axis=1)
-    print(title)
+    print(title + ("" if family == "varied" else f" [world family {family}]"))
     print(f"{'policy':16s} {'final J':>8s} {'regret J':>9s} {'regret V':>9s} {'90% range':>18s} "
           f"{'V* − V':>8s} {'V/V*':>6s} {'budget':>7s} {'steps':>6s} {'gate viol.':>10s} "
           f"{'unsafe':>7s} {'s/step':>7s}")
@@ -652,7 +674,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
     for p in variants:
         _continuation_use(df[df.policy == p], p)
     _per_world(df, limit, order)
-    _not_knowing(df, order, limit, weights, truth_runs)
+    _not_knowing(df, order, limit, weights, truth_runs, world)
     if has_oracle:
         _compare(df, "regret", "final J")
         _compare(df, "regret_net", "net value V")
@@ -680,7 +702,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
         print(f"decisions taken on beliefs still failing the convergence checks: "
               f"{int(df.unreliable_decisions.sum())} of {int(df.steps.sum() + len(df))}")
     if show_steps:
-        _steps(df, show_steps)
+        _steps(df, show_steps, world)
 
 
 if __name__ == "__main__":

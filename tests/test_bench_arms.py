@@ -341,3 +341,32 @@ def test_learning_split_adds_up_to_the_gap_to_the_clairvoyant():
     assert 0.3 <= lo <= 0.525 <= hi <= 0.75
     with pytest.raises(ValueError, match="V_PI must be > 0"):
         mod.learning_split(df, {"a": (0.0, 0.0), "b": (0.2, 0.0)}, ["q"])
+
+
+def test_world_family_flag_rows_and_refusals(tmp_path):
+    """``--family``: an unknown family is refused by the parser; rows record their family
+    (rows written before families are ``varied``), and rows of two families are not
+    summarised together (from JSON: one line, exit 2).  In the bench-test family the
+    clairvoyant's V* is the varied world's: knowing P_exec it never runs the test."""
+    from belief.campaign.clairvoyant import clairvoyant_plan
+    from belief.campaign.synthetic import benchmark_world
+    from belief.errors import InputError
+
+    assert "invalid choice: 'nope'" in _refused(["--family", "nope"], tmp_path)
+    mod = _bench_module()
+    assert mod._family([{"variation": 1}]) == "varied"
+    assert mod._family([{"variation": 1, "family": "bench_test"}]) == "bench_test"
+    with pytest.raises(InputError, match="world families bench_test, varied"):
+        mod._family([{"variation": 1}, {"variation": 1, "family": "bench_test"}])
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps([{"variation": 4, "seed": 4, "policy": "q"}]))
+    b.write_text(json.dumps([{"variation": 4, "seed": 4, "policy": "u0",
+                              "family": "bench_test"}]))
+    last = _refused(["--from-json", f"{a},{b}"], tmp_path)
+    assert "--from-json: rows of world families bench_test, varied" in last, last
+    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    for v in (2, 9):
+        plans = [clairvoyant_plan(benchmark_world(v, v, f), 8, weights=weights)
+                 for f in ("varied", "bench_test")]
+        assert plans[0].plan.value == pytest.approx(plans[1].plan.value, rel=1e-12)
+        assert "ft_bench" not in plans[1].plan.sequence

@@ -63,6 +63,7 @@ def test_pilot_estimates_the_informed_gain_without_changing_policy():
 
 @pytest.mark.parametrize("make", [
     lambda: SyntheticWorld.with_bench_test(seed=3, ft_bench_runs=30),
+    lambda: SyntheticWorld.with_bench_test(seed=1005, variation=5),
     lambda: SyntheticWorld.with_latency_probe(seed=2, latency_effect=0.4, measurement_se=0.2),
 ])
 def test_opt_in_worlds_are_rebuilt_from_their_description(make):
@@ -115,3 +116,38 @@ def test_interaction_priors_state_the_truth_at_the_first_execution():
     for bad in (0.0, -1.0, float("nan"), True):
         with pytest.raises(InputError, match="sd must be a finite number > 0"):
             SyntheticWorld().interaction_priors(bad)
+
+
+def test_bench_test_family_is_the_varied_world_with_a_gated_ft_and_its_bench_test():
+    """``benchmark_world(v, seed, "bench_test")``: every true number of ``varied(v)`` (gains,
+    costs, risks, interactions, J_0), ft_real_100 with 20 bench runs and 100 safety runs, and
+    ``ft_bench`` after it; at the start the engine's gate closes ft_real_100 (it does not in
+    the varied world); an unknown family is refused naming the allowed ones."""
+    from dataclasses import replace
+
+    from belief.campaign.clairvoyant import start_gate_closed
+    from belief.campaign.synthetic import BENCH_TEST, benchmark_world
+    from belief.errors import InputError
+
+    for v in (0, 7):
+        base = benchmark_world(v, v, "varied")
+        fam = benchmark_world(v, v, "bench_test")
+        assert fam.variation == v and fam.initial_success == base.initial_success
+        assert fam.interactions == base.interactions
+        ids = [t.candidate.id for t in fam.truth]
+        assert ids == [*[t.candidate.id for t in base.truth][:ids.index("ft_bench")],
+                       "ft_bench", *[t.candidate.id for t in base.truth][ids.index("ft_bench"):]]
+        assert ids[ids.index("ft_bench") - 1] == "ft_real_100"
+        mine = {t.candidate.id: t for t in fam.truth}
+        for t in base.truth:
+            if t.candidate.id == "ft_real_100":
+                assert mine[t.candidate.id] == replace(
+                    t, candidate=replace(t.candidate, safety_runs=100), bench_runs=20)
+            else:
+                assert mine[t.candidate.id] == t
+        assert mine["ft_bench"] == BENCH_TEST
+        assert "ft_real_100" in start_gate_closed(fam)
+        assert "ft_real_100" not in start_gate_closed(base)
+    with pytest.raises(InputError, match="unknown world family 'other'; allowed: varied, "
+                                         "bench_test"):
+        benchmark_world(0, 0, "other")

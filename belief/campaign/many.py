@@ -149,7 +149,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     continuation and rollout depth the campaign's settings asked for).
 
     ``args`` is ``(variation, policy, settings_dict[, budget_scale[, gains[, stated_sd[,
-    seed[, past]]]]])``:
+    seed[, past[, family]]]]]])``:
     ``gains`` a mapping of :class:`models.gains.GainsPriors` fields to override (e.g.
     ``{"order_effects": False}``), or None for the defaults; ``stated_sd`` > 0 gives the
     allocator the world's true order effects as stated pair priors of that s.d.
@@ -157,14 +157,17 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
     world's outcomes and bench runs (default: the variation — one campaign per world, as
     before; the truth does not depend on it); ``past`` > 0 fits the gains model on that many
     past campaigns of the world too (:func:`belief.campaign.scripted.random_past_campaigns`,
-    the same for every campaign of a world; ``belief fit --past``), 0 or None: none.
+    the same for every campaign of a world; ``belief fit --past``), 0 or None: none;
+    ``family`` the world family (:func:`belief.campaign.synthetic.benchmark_world`, default
+    ``varied``), recorded in the row.
     """
     from belief.campaign.loop import Campaign, settings_from_dict
-    from belief.campaign.synthetic import SyntheticWorld
+    from belief.campaign.synthetic import benchmark_world
 
     variation, policy, settings_dict, *rest = args
     seed = int(rest[3]) if len(rest) > 3 and rest[3] is not None else int(variation)
-    world = SyntheticWorld.varied(variation, seed=seed)
+    family = str(rest[5]) if len(rest) > 5 and rest[5] is not None else "varied"
+    world = benchmark_world(variation, seed, family)
     if len(rest) > 2 and rest[2]:  # the true order effects stated as priors (benchmarks)
         world = replace(world, stated_interactions=world.interaction_priors(float(rest[2])))
     if rest and rest[0] != 1.0:  # a scaled starting budget (benchmarks of tight budgets)
@@ -231,7 +234,7 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
             "step_seconds": list(result.step_seconds),
             "decide_seconds": list(campaign.decide_seconds), "trace": trace,
             "continuation": settings.cvu.continuation, "rollout_depth": settings.cvu.rollout_depth,
-            "past_campaigns": int(n_past)}
+            "past_campaigns": int(n_past), "family": family}
 
 
 def campaign_seed(variation: int, k: int) -> int:
@@ -248,6 +251,7 @@ def run_policies(variations: Iterable[int], policies: Iterable[str], settings_di
                  threads: bool = False, budget_scale: float = 1.0,
                  gains: dict[str, Any] | None = None, stated_sd: float | None = None,
                  seeds: Iterable[int] | None = None, past: int = 0,
+                 family: str = "varied",
                  progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Every policy on every world variation (the policy benchmark), in a fixed order
     (``budget_scale`` multiplies every world's starting budget; ``gains`` overrides fields of
@@ -256,10 +260,11 @@ def run_policies(variations: Iterable[int], policies: Iterable[str], settings_di
     :meth:`SyntheticWorld.interaction_priors`; ``seeds`` gives each world several campaigns,
     seeded ``campaign_seed(v, k)`` for k in ``seeds``, default one with seed v; ``past``
     fits every campaign's gains model on that many past campaigns of its world too,
-    :func:`belief.campaign.scripted.random_past_campaigns`)."""
+    :func:`belief.campaign.scripted.random_past_campaigns`; ``family`` the worlds' family,
+    :func:`belief.campaign.synthetic.benchmark_world`)."""
     ks = [0] if seeds is None else [int(k) for k in seeds]
     items = [(v, p, settings_dict, float(budget_scale), dict(gains or {}),
-              float(stated_sd or 0.0), campaign_seed(v, k), int(past))
+              float(stated_sd or 0.0), campaign_seed(v, k), int(past), str(family))
              for v in variations for k in ks for p in policies]
     return map_tasks(policy_run, items, scheduler=scheduler, workers=workers, threads=threads,
                      progress=progress)

@@ -142,7 +142,8 @@ from belief.inputs.interactions import InteractionPrior
 from belief.inputs.resources import make_budget
 from belief.validate import integer
 
-__all__ = ["SyntheticWorld", "TrueCandidate", "world_from_spec"]
+__all__ = ["WORLD_FAMILIES", "SyntheticWorld", "TrueCandidate", "benchmark_world",
+           "world_from_spec"]
 
 EVAL_PROTOCOL = "pick_place_v1"
 COST_OFFSET, COST_NOISE, REPAIR_P, REPAIR_MU, REPAIR_SD = 0.25, 0.2, 0.1, 1.5, 0.3
@@ -444,22 +445,33 @@ class SyntheticWorld:
         return val - float(expit(eta))
 
     @classmethod
-    def with_bench_test(cls, seed: int = 0, ft_bench_runs: int = 20, **kw) -> SyntheticWorld:
+    def with_bench_test(cls, seed: int = 0, ft_bench_runs: int = 20,
+                        variation: int | None = None, **kw) -> SyntheticWorld:
         """The default world with ``ft_real_100`` gated and a bench safety test that can open
         it (module docstring, "Bench safety test"): ft_real_100 gets ``ft_bench_runs``
         pre-campaign bench runs instead of 150 (0/20 unsafe: CP UCB_0.95 = 0.139 > α_exec
         0.1) and declares ``safety_runs = 100``; ``ft_bench`` is added after it.  Every true
-        gain, P_exec and interaction is the default world's."""
+        gain, P_exec and interaction is the default world's, or with ``variation`` those of
+        :meth:`varied` (``variation``) — the bench-test family of the policy benchmark, where
+        a test can open a candidate (ft_bench runs ft_real_100's controller, so it has the
+        varied world's P_exec of ft_real_100, which may exceed α_exec: then the test keeps
+        the gate closed)."""
+        base = None if variation is None else cls.varied(variation, seed=seed)
         truth = []
-        for t in DEFAULT_CANDIDATES:
+        for t in (DEFAULT_CANDIDATES if base is None else base.truth):
             if t.candidate.id == "ft_real_100":
                 t = TrueCandidate(replace(t.candidate, safety_runs=100), t.logit_gain,
                                   t.p_unsafe, t.decay, t.runs_per_execution, ft_bench_runs)
             truth.append(t)
             if t.candidate.id == "ft_real_100":
                 truth.append(BENCH_TEST)
-        return cls(seed=seed, truth=tuple(truth), factory={
-            "name": "with_bench_test", "ft_bench_runs": int(ft_bench_runs)}, **kw)
+        factory: dict[str, object] = {"name": "with_bench_test",
+                                      "ft_bench_runs": int(ft_bench_runs)}
+        if base is not None:
+            factory["variation"] = int(variation)
+            kw = {"initial_success": base.initial_success,
+                  "interactions": dict(base.interactions), "variation": int(variation), **kw}
+        return cls(seed=seed, truth=tuple(truth), factory=factory, **kw)
 
     @classmethod
     def with_latency_probe(cls, seed: int = 0, latency_effect: float = 0.3,
@@ -690,6 +702,24 @@ def _truth_of(world: SyntheticWorld) -> tuple:
 
 FACTORIES = ("with_bench_test", "with_latency_probe")
 """The opt-in worlds :meth:`SyntheticWorld.describe` records by name and arguments."""
+
+WORLD_FAMILIES = ("varied", "bench_test")
+"""The world families of the policy benchmark (:func:`benchmark_world`)."""
+
+
+def benchmark_world(variation: int, seed: int, family: str = "varied") -> SyntheticWorld:
+    """World ``variation`` of a benchmark family, its outcomes seeded ``seed``.
+
+    ``varied``: :meth:`SyntheticWorld.varied` (true gains, costs, interactions and risks
+    perturbed); ``bench_test``: the same world with ft_real_100 gated at the start and a bench
+    safety test that can open it (:meth:`SyntheticWorld.with_bench_test` with ``variation``):
+    a family where a diagnosis opens (or keeps closed) a candidate."""
+    if family not in WORLD_FAMILIES:
+        raise InputError("family", f"unknown world family {family!r}; allowed: "
+                                   f"{', '.join(WORLD_FAMILIES)}")
+    if family == "bench_test":
+        return SyntheticWorld.with_bench_test(seed=seed, variation=variation)
+    return SyntheticWorld.varied(variation, seed=seed)
 
 
 def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
