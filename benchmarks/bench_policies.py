@@ -32,6 +32,11 @@ gains model on K past campaigns of its world too (rows ``…_pastK``;
 :func:`belief.campaign.scripted.random_past_campaigns`: each runs every adaptation once, in a
 random order, and a world has the same K past campaigns whatever the current campaign's seed):
 what a team's history is worth to a policy; the old one-step oracle stays as ``oracle``.
+``--family bench_test`` runs the same worlds with ft_real_100 gated at the start (20
+pre-campaign bench runs instead of 150) and a bench safety test ``ft_bench`` that can open it
+(:func:`belief.campaign.synthetic.benchmark_world`): a family where a diagnosis opens a
+candidate.  The clairvoyant knows P_exec and never runs the test, so its V* is the varied
+world's; rows record their family and a summary holds one family.
 
 The price of not knowing (``--truth-runs``, default 50 noise runs per world; 0 skips): each Q
 row's rule run on the truth (:func:`belief.campaign.clairvoyant.lookahead_oracle`: one-step Q
@@ -536,6 +541,34 @@ def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[
           "myopia); not knowing = on the truth − campaign (learning, Monte Carlo and luck)")
 
 
+def _bench_test_use(df: pd.DataFrame, order: list[str], limit: dict,
+                    weights: dict[str, float], world: Callable[[int], SyntheticWorld]) -> None:
+    """The bench-test family: per policy, the campaigns that ran the test ``ft_bench``, that
+    ran ft_real_100 after it, and the worlds whose V* uses ft_real_100 (the test is worth
+    running there; V* without ft_real_100 / V* shows by how much)."""
+    from belief.campaign.clairvoyant import clairvoyant_plan, without_candidates
+
+    horizon = int(df.horizon.max())
+    totals = df.groupby("variation").budget_total.first()
+    needs = {v: clairvoyant_plan(without_candidates(world(v), ["ft_real_100"]), horizon,
+                                 weights=weights, budget=totals[v]).plan.value / limit[v]
+             for v in sorted(df.variation.unique())}
+    uses = [v for v, f in needs.items() if f < 1 - 1e-9]
+    print(f"\nthe bench test: V* uses ft_real_100 in {len(uses)} of {len(needs)} worlds "
+          f"(V* without it keeps {np.mean([needs[v] for v in uses]):.3f} of V* there)"
+          if uses else f"\nthe bench test: V* uses ft_real_100 in none of {len(needs)} worlds")
+    print(f"{'policy':18s} {'ran ft_bench':>12s} {'then FT':>8s} {'FT, V* uses FT':>15s}")
+    for p in order:
+        d = df[df.policy == p]
+        tested = d.history.apply(lambda h: "ft_bench" in h)
+        then_ft = d.history.apply(
+            lambda h: "ft_bench" in h and "ft_real_100" in h[h.index("ft_bench"):])
+        in_uses = d.variation.isin(uses)
+        print(f"{p:18s} {int(tested.sum()):5d} of {len(d):<4d} {int(then_ft.sum()):8d} "
+              f"{int(d[in_uses].history.apply(lambda h: 'ft_real_100' in h).sum()):8d} of "
+              f"{int(in_uses.sum()):<4d}")
+
+
 def _vs_stop(item: tuple[str, dict]) -> float:
     """A stored candidate's value against stopping for sorting: None (not finite) last."""
     v = item[1].get("value_vs_stop")
@@ -673,6 +706,8 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
                   f"[{lo:+.3f}, {hi:+.3f}])")
     for p in variants:
         _continuation_use(df[df.policy == p], p)
+    if family == "bench_test":
+        _bench_test_use(df, order, limit, weights, world)
     _per_world(df, limit, order)
     _not_knowing(df, order, limit, weights, truth_runs, world)
     if has_oracle:

@@ -370,3 +370,30 @@ def test_world_family_flag_rows_and_refusals(tmp_path):
                  for f in ("varied", "bench_test")]
         assert plans[0].plan.value == pytest.approx(plans[1].plan.value, rel=1e-12)
         assert "ft_bench" not in plans[1].plan.sequence
+
+
+def test_bench_test_family_summary_counts_tests_and_openings(capsys):
+    """The bench-test family's summary counts, per policy, the campaigns that ran ft_bench,
+    those that ran ft_real_100 after it, and ft_real_100 runs where V* uses it."""
+    from belief.campaign.synthetic import benchmark_world
+
+    mod = _bench_module()
+    weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
+    rows = []
+    for v, seed, hist in [(0, 0, ["ft_bench", "ft_real_100"]), (0, 1000, ["ft_real_100"]),
+                          (5, 5, ["dr_1e6", "ft_bench"])]:
+        w = benchmark_world(v, seed, "bench_test")
+        budget = dict(w.budget_values)
+        rows.append({"variation": v, "seed": seed, "policy": "u0", "horizon": 8,
+                     "budget_total": budget, "budget_used": {r: 0.0 for r in budget},
+                     "budget_used_fraction": 0.0, "initial_success": w.initial_success,
+                     "final_success": w.initial_success, "steps": len(hist), "history": hist,
+                     "gate_violations": 0, "unsafe_events": 0, "step_seconds": [0.1],
+                     "trace": [], "family": "bench_test"})
+    mod.summarise(rows, weights, "test", truth_runs=0)
+    out = capsys.readouterr().out
+    assert "test [world family bench_test]" in out
+    # world 0's V* runs ft_real_100 at horizon 8, world 5's does not (see the family's test)
+    assert "V* uses ft_real_100 in 1 of 2 worlds" in out
+    line = next(x for x in out.splitlines() if x.startswith("u0 ") and " of " in x)
+    assert re.sub(r"\s+", " ", line).strip() == "u0 2 of 3 1 2 of 2", line
