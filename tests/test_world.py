@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from belief.campaign.synthetic import SyntheticWorld
@@ -120,9 +121,10 @@ def test_interaction_priors_state_the_truth_at_the_first_execution():
 
 def test_bench_test_family_is_the_varied_world_with_a_gated_ft_and_its_bench_test():
     """``benchmark_world(v, seed, "bench_test")``: every true number of ``varied(v)`` (gains,
-    costs, risks, interactions, J_0), ft_real_100 with 20 bench runs and 100 safety runs, and
-    ``ft_bench`` after it; at the start the engine's gate closes ft_real_100 (it does not in
-    the varied world); an unknown family is refused naming the allowed ones."""
+    costs, risks, interactions, J_0) and every other candidate's pre-campaign evidence,
+    ft_real_100 with 20 bench runs and 100 safety runs, and ``ft_bench`` appended last; at
+    the start the engine's gate closes ft_real_100 (it does not in the varied world); an
+    unknown family is refused naming the allowed ones."""
     from dataclasses import replace
 
     from belief.campaign.clairvoyant import start_gate_closed
@@ -135,9 +137,13 @@ def test_bench_test_family_is_the_varied_world_with_a_gated_ft_and_its_bench_tes
         assert fam.variation == v and fam.initial_success == base.initial_success
         assert fam.interactions == base.interactions
         ids = [t.candidate.id for t in fam.truth]
-        assert ids == [*[t.candidate.id for t in base.truth][:ids.index("ft_bench")],
-                       "ft_bench", *[t.candidate.id for t in base.truth][ids.index("ft_bench"):]]
-        assert ids[ids.index("ft_bench") - 1] == "ft_real_100"
+        assert ids == [*(t.candidate.id for t in base.truth), "ft_bench"]  # appended last
+        # every other candidate's pre-campaign bench evidence is the varied world's
+        mine_safety = fam.initial_safety().set_index("candidate")
+        base_safety = base.initial_safety().set_index("candidate")
+        others = base_safety.index.drop("ft_real_100")
+        pd.testing.assert_frame_equal(mine_safety.loc[others], base_safety.loc[others])
+        assert mine_safety.loc["ft_real_100", "executions"] == 20
         mine = {t.candidate.id: t for t in fam.truth}
         for t in base.truth:
             if t.candidate.id == "ft_real_100":

@@ -455,7 +455,11 @@ class SyntheticWorld:
         :meth:`varied` (``variation``) — the bench-test family of the policy benchmark, where
         a test can open a candidate (ft_bench runs ft_real_100's controller, so it has the
         varied world's P_exec of ft_real_100, which may exceed α_exec: then the test keeps
-        the gate closed)."""
+        the gate closed).  With ``variation`` the test is appended *last*: the pre-campaign
+        bench runs and cost offsets are seeded by a candidate's position, so every other
+        candidate keeps the varied world's evidence and the two families differ only in
+        ft_real_100's bench runs and the test (without it, after ft_real_100, as logs of
+        earlier campaigns have it)."""
         base = None if variation is None else cls.varied(variation, seed=seed)
         truth = []
         for t in (DEFAULT_CANDIDATES if base is None else base.truth):
@@ -463,8 +467,10 @@ class SyntheticWorld:
                 t = TrueCandidate(replace(t.candidate, safety_runs=100), t.logit_gain,
                                   t.p_unsafe, t.decay, t.runs_per_execution, ft_bench_runs)
             truth.append(t)
-            if t.candidate.id == "ft_real_100":
+            if t.candidate.id == "ft_real_100" and base is None:
                 truth.append(BENCH_TEST)
+        if base is not None:
+            truth.append(BENCH_TEST)
         factory: dict[str, object] = {"name": "with_bench_test",
                                       "ft_bench_runs": int(ft_bench_runs)}
         if base is not None:
