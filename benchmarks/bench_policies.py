@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--past", type=int, default=0, metavar="K",
                         help="every arm's gains model also fitted on K past campaigns of its "
                              "world (random orders of the adaptations; rows named …_pastK)")
-    parser.add_argument("--family", default="varied", choices=WORLD_FAMILIES,
+    parser.add_argument("--family", default=None, choices=WORLD_FAMILIES,
                         help="world family: varied (default) or bench_test (the same worlds "
                              "with ft_real_100 gated at the start and a bench safety test "
                              "that can open it)")
@@ -217,6 +217,9 @@ def main() -> None:
     except ValueError:
         parser.error(f"--show-steps {args.show_steps}: world variations must be "
                      "comma-separated integers")
+    if args.from_json and args.family:
+        parser.error("--family runs campaigns: --from-json summarises stored rows (they "
+                     "record their family); give one of them")
     if args.from_json and args.past:
         parser.error("--past runs campaigns: --from-json summarises stored rows; give one of "
                      "them")
@@ -229,7 +232,7 @@ def main() -> None:
         rows, seen = [], {}
         for f in args.from_json.split(","):
             for i, r in enumerate(json.loads(Path(f).read_text())):
-                key = (r["variation"], _seed(r), r["policy"])
+                key = (r["variation"], _seed(r), r["policy"], r.get("family", "varied"))
                 if key in seen:  # one campaign twice would be weighted twice in its world
                     parser.error(f"--from-json: {f} row {i} repeats {seen[key]}: world {key[0]},"
                                  f" seed {key[1]}, policy {key[2]}; give each campaign once")
@@ -306,7 +309,8 @@ def main() -> None:
             extra = run_policies([v], pols, settings_to_dict(st), workers=args.workers,
                                  scheduler=args.scheduler, budget_scale=args.budget_scale,
                                  gains=gains, stated_sd=stated or args.stated_sd,
-                                 seeds=campaigns, past=args.past, family=args.family)
+                                 seeds=campaigns, past=args.past,
+                                 family=args.family or "varied")
             suffix = ("" if args.stated_sd is None else f"_stated{args.stated_sd:g}") + (
                 f"_past{args.past}" if args.past else "")
             rows.extend({**r, "policy": (name or r["policy"]) + suffix} for r in extra)

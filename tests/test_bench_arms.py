@@ -360,10 +360,12 @@ def test_world_family_flag_rows_and_refusals(tmp_path):
         mod._family([{"variation": 1}, {"variation": 1, "family": "bench_test"}])
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps([{"variation": 4, "seed": 4, "policy": "q"}]))
-    b.write_text(json.dumps([{"variation": 4, "seed": 4, "policy": "u0",
-                              "family": "bench_test"}]))
+    b.write_text(json.dumps([{"variation": 4, "seed": 4, "policy": "q",
+                              "family": "bench_test"}]))  # the same campaign in each family
     last = _refused(["--from-json", f"{a},{b}"], tmp_path)
     assert "--from-json: rows of world families bench_test, varied" in last, last
+    last = _refused(["--from-json", str(a), "--family", "bench_test"], tmp_path)
+    assert "--family runs campaigns" in last, last
     weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
     for v in (2, 9):
         plans = [clairvoyant_plan(benchmark_world(v, v, f), 8, weights=weights)
@@ -381,7 +383,7 @@ def test_bench_test_family_summary_counts_tests_and_openings(capsys):
     weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
     rows = []
     for v, seed, hist in [(0, 0, ["ft_bench", "ft_real_100"]), (0, 1000, ["ft_real_100"]),
-                          (5, 5, ["dr_1e6", "ft_bench"])]:
+                          (5, 5, ["ft_real_100", "dr_1e6", "ft_bench"])]:
         w = benchmark_world(v, seed, "bench_test")
         budget = dict(w.budget_values)
         rows.append({"variation": v, "seed": seed, "policy": "u0", "horizon": 8,
@@ -396,4 +398,5 @@ def test_bench_test_family_summary_counts_tests_and_openings(capsys):
     # world 0's V* runs ft_real_100 at horizon 8, world 5's does not (see the family's test)
     assert "V* uses ft_real_100 in 1 of 2 worlds" in out
     line = next(x for x in out.splitlines() if x.startswith("u0 ") and " of " in x)
+    # world 5's FT ran before its test: not "then FT"
     assert re.sub(r"\s+", " ", line).strip() == "u0 2 of 3 1 2 of 2", line

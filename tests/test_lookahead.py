@@ -173,6 +173,28 @@ def test_decide_refuses_a_flag_given_without_the_flag_it_needs(tmp_path, capsys,
     assert not out.exists()
 
 
+def test_dependent_flags_are_accepted_with_the_flag_they_need():
+    """``--inner-outcomes`` with lookahead2 or rollout, ``--rollout-depth`` with rollout and
+    ``--max-refits``/``--refit-scope`` with ``--refit`` reach the settings; a misspelled
+    continuation is refused as such, not as a flag that needs it."""
+    from belief.cli.main import build_parser
+    from belief.cli.statistician import _decision_settings
+    from belief.errors import InputError
+
+    parse = build_parser().parse_args
+    for cont in ("lookahead2", "rollout"):
+        cvu = _decision_settings(parse(["decide", "x.nc", "--continuation", cont,
+                                        "--inner-outcomes", "8"])).cvu
+        assert (cvu.continuation, cvu.inner_outcomes) == (cont, 8)
+    cvu = _decision_settings(parse(["decide", "x.nc", "--continuation", "rollout",
+                                    "--rollout-depth", "3", "--refit", "--max-refits", "2",
+                                    "--refit-scope", "all"])).cvu
+    assert (cvu.rollout_depth, cvu.max_refits, cvu.refit_scope) == (3, 2, "all")
+    with pytest.raises(InputError, match="must be one of"):
+        _decision_settings(parse(["decide", "x.nc", "--continuation", "Rollout",
+                                  "--rollout-depth", "3"]))
+
+
 def test_dependent_flags_take_their_defaults_when_not_given():
     """Not given, the dependent flags are CVUSettings' defaults (16 refits, decisive scope,
     depth 2, 32 inner outcomes): the CLI's defaults are the library's."""

@@ -121,6 +121,10 @@ def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
     ``--refit``; ``--rollout-depth`` with ``--continuation rollout``; ``--inner-outcomes``
     with a non-myopic continuation), with their defaults where not given; one given without
     the flag it needs is refused, naming it, instead of being silently ignored."""
+    from belief.decision.settings import CONTINUATIONS
+    from belief.validate import choice
+
+    choice(args.continuation, "--continuation", CONTINUATIONS)  # before what depends on it
     for flag, attr, needed, rule in _DEPENDENT_FLAGS:
         if getattr(args, attr) is not None and not needed(args):
             raise InputError(flag, f"{rule} (given {getattr(args, attr)!r})")
@@ -372,6 +376,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     alpha_deploy = fraction(args.alpha_deploy, "--alpha-deploy")
     settings = _decision_settings(args) if args.decision is None else None
     if args.decision is not None:
+        _dependent_flags(args)  # refused the same way, though a given decision is not re-made
         decision = load_decision(args.decision)
     fitted = load(args.belief, args.candidates)
     if settings is None:
