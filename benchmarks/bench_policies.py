@@ -116,6 +116,13 @@ campaigns' evidence.  (The k = 0 baseline here, Q 0.760 and the rollout 0.769, d
 earlier one-campaign runs, 0.767 and 0.791: the gains model's graph changed since — stated
 priors as data — and close decisions flip with the draws.)
 
+The two-step look-ahead (``--policies q --continuations lookahead2 --inner 8 --truth-runs 0``
+at a9daf34, one campaign per world, two processes of 10 worlds, ≈ 27 min each; its Q rows
+repeat the histories of the rows above exactly): 0.855 [0.791, 0.916] of V*, − Q +0.094
+[+0.025, +0.180], − the depth-3 rollout of the past-campaign baseline runs above +0.085
+[+0.022, +0.167] (paired over worlds); 11.9 s per decision against 2.4 s.  One campaign per
+world only: a lead for three campaigns per world and a told arm, not yet a figure to rank by.
+
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
 """
