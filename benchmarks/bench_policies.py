@@ -37,15 +37,15 @@ pre-campaign bench runs instead of 150) and a bench safety test ``ft_bench`` tha
 (:func:`belief.campaign.synthetic.benchmark_world`): a family where a diagnosis opens a
 candidate.  The clairvoyant knows P_exec and never runs the test, so its V* is the varied
 world's; rows record their family and a summary holds one family.  Measured (2026-12-07, at
-a9daf34, one campaign per world, two processes of 10 worlds: ``--family bench_test --policies
-q,u0 --continuations rollout3+psis --inner 8`` ≈ 35 min, ``--policies "" --continuations
-lookahead2 --inner 8`` ≈ 21 min): V* runs ft_real_100 in 16 worlds (without it V* keeps 0.893
-there); one-step Q 0.635 [0.542, 0.726] of V* and never ran the test (against 0.760 on the same
-worlds and seeds without the gate, −0.126 [−0.233, −0.016] paired; its CVU of the test is 0 up
-to Monte Carlo error: FT's gain must still be learned by a pilot after the test, two steps of
-information); U0-greedy 0.571; the depth-3 rollout 0.681 (+0.046 [−0.021, +0.123] over Q); the
-two-step look-ahead 0.718 [0.639, 0.797] (+0.083 [+0.020, +0.155] over Q; 11.1 s per decision
-against 2.6 s); each look-ahead ran the test in 2 of 20 campaigns, as the 7th of 8 steps.
+638dfe5, one campaign per world, two processes of 10 worlds, ``--family bench_test --policies q
+--continuations lookahead2 --inner 8 --truth-runs 0``, ≈ 24 min each): V* runs ft_real_100 in
+16 worlds (without it V* keeps 0.893 there); one-step Q 0.627 [0.530, 0.721] of V* and never
+ran the test (against 0.760 on the same worlds and seeds without the gate, −0.134 [−0.240,
+−0.023] paired; its CVU of the test is 0 up to Monte Carlo error: FT's gain is still to be
+learned by a pilot that pays only once FT can follow, two steps of information); the two-step
+look-ahead 0.708 [0.622, 0.791] (+0.081 [+0.019, +0.153] over Q; 10.6 s per decision against
+2.1 s), which ran the test in 2 of 20 campaigns, as the 7th of 8 steps (0.855 without the
+gate, below).
 
 The price of not knowing (``--truth-runs``, default 50 noise runs per world; 0 skips): each Q
 row's rule run on the truth (:func:`belief.campaign.clairvoyant.lookahead_oracle`: one-step Q
