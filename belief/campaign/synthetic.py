@@ -469,11 +469,10 @@ class SyntheticWorld:
             truth.append(t)
             if t.candidate.id == "ft_real_100" and base is None:
                 truth.append(BENCH_TEST)
-        if base is not None:
-            truth.append(BENCH_TEST)
         factory: dict[str, object] = {"name": "with_bench_test",
                                       "ft_bench_runs": int(ft_bench_runs)}
         if base is not None:
+            truth.append(BENCH_TEST)
             factory["variation"] = int(variation)
             kw = {"initial_success": base.initial_success,
                   "interactions": dict(base.interactions), "variation": int(variation), **kw}

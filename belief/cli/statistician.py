@@ -111,16 +111,14 @@ _DEPENDENT_FLAGS = (
      lambda a: a.continuation in ("lookahead2", "rollout"),
      "applies only with --continuation lookahead2 or rollout"),
 )
-# their defaults when not given
-_DEPENDENT_DEFAULTS = {"max_refits": 16, "refit_scope": "decisive", "rollout_depth": 2,
-                       "inner_outcomes": 32}
 
 
 def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The flags that act only with another one (``--max-refits`` and ``--refit-scope`` with
     ``--refit``; ``--rollout-depth`` with ``--continuation rollout``; ``--inner-outcomes``
     with a non-myopic continuation), with their defaults where not given; one given without
-    the flag it needs is refused, naming it, instead of being silently ignored."""
+    the flag it needs is refused, naming it, instead of being silently ignored.  Returns the
+    given ones only: the others take CVUSettings' own defaults."""
     from belief.decision.settings import CONTINUATIONS
     from belief.validate import choice
 
@@ -128,8 +126,8 @@ def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
     for flag, attr, needed, rule in _DEPENDENT_FLAGS:
         if getattr(args, attr) is not None and not needed(args):
             raise InputError(flag, f"{rule} (given {getattr(args, attr)!r})")
-    return {attr: _DEPENDENT_DEFAULTS[attr] if getattr(args, attr) is None
-            else getattr(args, attr) for _, attr, _, _ in _DEPENDENT_FLAGS}
+    return {attr: getattr(args, attr) for _, attr, _, _ in _DEPENDENT_FLAGS
+            if getattr(args, attr) is not None}
 
 
 def _decision_settings(args: argparse.Namespace) -> Any:
