@@ -137,6 +137,13 @@ def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_
     (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(InputError, match=r"record 3: step 5 follows step 0: step 1 is missing"):
         Campaign.resume(broken, fitter=fitter)
+    # a world changed after it was built cannot be rebuilt from its description
+    recs = log_records(out)
+    recs[0]["world"]["changed"] = True
+    (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InputError, match=r"campaign_log.jsonl, record 1 \(header\): the logged "
+                                         r"synthetic world was changed after it was built"):
+        Campaign.resume(broken, fitter=fitter)
 
 
 def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(

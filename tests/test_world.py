@@ -87,8 +87,42 @@ def test_opt_in_worlds_are_rebuilt_from_their_description(make):
     assert "factory" not in changed.describe()
     from belief.errors import InputError
 
+    # … and no other description rebuilds it: resume refuses it rather than rebuild another
+    assert changed.describe()["changed"] is True
+    with pytest.raises(InputError, match="changed after it was built"):
+        world_from_spec(json.loads(json.dumps(changed.describe())))
+
     with pytest.raises(InputError, match="unknown synthetic world 'varied'"):
         world_from_spec({**spec, "factory": {"name": "varied"}})
+
+
+@pytest.mark.parametrize("change", [
+    {"budget_values": {"real_h": 6.0, "compute": 150.0, "eng_h": 10.0}},  # --budget-scale
+    {"stated_interactions": "priors"},  # --stated-sd
+])
+def test_a_changed_world_is_not_logged_as_the_world_it_came_from(change):
+    """A varied world with scaled budgets or stated order effects used to be described as
+    the plain varied world, so a resume from its log rebuilt another world with other
+    budgets or beliefs and carried on silently; its description now says it was changed,
+    and rebuilding from it is refused.  Unchanged worlds keep their former description."""
+    from dataclasses import replace
+
+    from belief.campaign.synthetic import world_from_spec
+    from belief.errors import InputError
+
+    world = SyntheticWorld.varied(5, seed=1005)
+    assert world.describe() == {"kind": "synthetic", "seed": 1005, "variation": 5}
+    assert SyntheticWorld(seed=2).describe() == {"kind": "synthetic", "seed": 2,
+                                                 "variation": None}
+    if change.get("stated_interactions") == "priors":
+        change = {"stated_interactions": world.interaction_priors(0.1)}
+    changed = replace(world, **change)
+    assert changed.describe() == {"kind": "synthetic", "seed": 1005, "variation": 5,
+                                  "changed": True}
+    with pytest.raises(InputError, match=r"campaign log: .*changed after it was built"):
+        world_from_spec(changed.describe())
+    # a new seed is not a change: the outcomes are seeded by it, and it is recorded
+    assert replace(world, seed=7).describe() == {"kind": "synthetic", "seed": 7, "variation": 5}
 
 
 def test_interaction_priors_state_the_truth_at_the_first_execution():

@@ -128,7 +128,7 @@ e^{1.5 + 0.045} ≈ 1.37 more in ``real_h``; the cost model's E[ΔC | θ] formul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -687,17 +687,32 @@ class SyntheticWorld:
 
     # -- resume -----------------------------------------------------------------------------
     def describe(self) -> dict[str, object]:
-        """How to rebuild this world (:func:`world_from_spec`), stored in campaign logs."""
-        spec = {"kind": "synthetic", "seed": self.seed, "variation": self.variation}
+        """How to rebuild this world (:func:`world_from_spec`), stored in campaign logs.
+
+        ``{"kind", "seed", "variation"}``, plus ``"stochastic_costs"`` when set and the opt-in
+        constructor's name and arguments (``"factory"``) when they rebuild this world.  A world
+        changed after it was built (``dataclasses.replace`` of its truth, budgets, stated
+        priors, …) is described with ``"changed": True``: no description rebuilds it, and
+        :func:`world_from_spec` refuses such a description rather than rebuild another world.
+        """
+        spec: dict[str, object] = {"kind": "synthetic", "seed": self.seed,
+                                   "variation": self.variation}
         if self.stochastic_costs:  # absent by default: logs of earlier campaigns unchanged
             spec["stochastic_costs"] = True
         if self.factory is not None:  # an opt-in world (with_bench_test, with_latency_probe)
             with_factory = {**spec, "factory": dict(self.factory)}
-            again = world_from_spec(with_factory)
-            # recorded only if it rebuilds this world (not after dataclasses.replace of truth)
-            if _truth_of(again) == _truth_of(self):
+            if _same_world(world_from_spec(with_factory), self):
                 spec = with_factory
+        if not _same_world(world_from_spec(spec), self):
+            spec["changed"] = True
         return spec
+
+
+def _same_world(a: SyntheticWorld, b: SyntheticWorld) -> bool:
+    """Whether every constructor field but ``factory`` is equal (the outcomes and evidence
+    of a synthetic world are functions of these)."""
+    return all(getattr(a, f.name) == getattr(b, f.name)
+               for f in fields(SyntheticWorld) if f.init and f.name != "factory")
 
 
 def _truth_of(world: SyntheticWorld) -> tuple:
@@ -734,6 +749,10 @@ def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
                                          "log; pass the world to resume")
     from dataclasses import replace
 
+    if spec.get("changed"):
+        raise InputError("campaign log", "the logged synthetic world was changed after it was "
+                                         "built (truth, budgets or stated priors differ from "
+                                         "its constructor's); pass the world to resume")
     variation = spec.get("variation")
     factory = spec.get("factory")
     if factory is not None:
