@@ -142,7 +142,12 @@ def test_resume_refuses_other_settings_and_broken_records(full_run, fitter, tmp_
     recs[0]["world"]["changed"] = True
     (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(InputError, match=r"campaign_log.jsonl, record 1 \(header\): the logged "
-                                         r"synthetic world was changed after it was built"):
+                                         r"synthetic world cannot be rebuilt"):
+        Campaign.resume(broken, fitter=fitter)
+    del recs[0]["world"]["changed"]
+    recs[0]["world"]["seed"] = -1  # the field a rule names stays in the message
+    (broken / "campaign_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InputError, match=r"campaign_log.jsonl, record 1 \(header\): seed: "):
         Campaign.resume(broken, fitter=fitter)
 
 

@@ -732,7 +732,8 @@ class Campaign:
                 world = world_from_spec(h["world"])
         except (KeyError, TypeError, ValueError) as err:
             if isinstance(err, InputError):  # named for this log's header
-                raise InputError(str(log.path), err.rule, where="record 1 (header)") from None
+                rule = err.rule if err.table == "campaign log" else str(err)
+                raise InputError(str(log.path), rule, where="record 1 (header)") from None
             raise InputError(str(log.path), f"record 1 (header): unusable world description "
                                             f"({type(err).__name__}: {err})") from None
         logged = candidates_from_dict(h["candidates"], source=str(log.path))

@@ -691,19 +691,21 @@ class SyntheticWorld:
 
         ``{"kind", "seed", "variation"}``, plus ``"stochastic_costs"`` when set and the opt-in
         constructor's name and arguments (``"factory"``) when they rebuild this world.  A world
-        changed after it was built (``dataclasses.replace`` of its truth, budgets, stated
-        priors, …) is described with ``"changed": True``: no description rebuilds it, and
+        that description does not rebuild — any constructor field differs from what it
+        rebuilds (a world built with other values, or changed after it was built: budgets,
+        stated priors, truth, …), or a subclass — is described with ``"changed": True``, and
         :func:`world_from_spec` refuses such a description rather than rebuild another world.
         """
         spec: dict[str, object] = {"kind": "synthetic", "seed": self.seed,
-                                   "variation": self.variation}
+                                   "variation": None if self.variation is None
+                                   else int(self.variation)}
         if self.stochastic_costs:  # absent by default: logs of earlier campaigns unchanged
             spec["stochastic_costs"] = True
         if self.factory is not None:  # an opt-in world (with_bench_test, with_latency_probe)
             with_factory = {**spec, "factory": dict(self.factory)}
             if _same_world(world_from_spec(with_factory), self):
                 spec = with_factory
-        if not _same_world(world_from_spec(spec), self):
+        if type(self) is not SyntheticWorld or not _same_world(world_from_spec(spec), self):
             spec["changed"] = True
         return spec
 
@@ -713,11 +715,6 @@ def _same_world(a: SyntheticWorld, b: SyntheticWorld) -> bool:
     of a synthetic world are functions of these)."""
     return all(getattr(a, f.name) == getattr(b, f.name)
                for f in fields(SyntheticWorld) if f.init and f.name != "factory")
-
-
-def _truth_of(world: SyntheticWorld) -> tuple:
-    return (world.truth, world.interactions, world.direction_effects,
-            world.stated_interactions, world.initial_success, world.budget_values)
 
 
 FACTORIES = ("with_bench_test", "with_latency_probe")
@@ -750,9 +747,10 @@ def world_from_spec(spec: dict[str, object]) -> SyntheticWorld:
     from dataclasses import replace
 
     if spec.get("changed"):
-        raise InputError("campaign log", "the logged synthetic world was changed after it was "
-                                         "built (truth, budgets or stated priors differ from "
-                                         "its constructor's); pass the world to resume")
+        raise InputError("campaign log", "the logged synthetic world cannot be rebuilt from "
+                                         "its description (built with other values or changed "
+                                         "after it was built: budgets, stated priors, truth, "
+                                         "…); pass the world to resume")
     variation = spec.get("variation")
     factory = spec.get("factory")
     if factory is not None:
