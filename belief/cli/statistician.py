@@ -116,9 +116,9 @@ _DEPENDENT_FLAGS = (
 def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The flags that act only with another one (``--max-refits`` and ``--refit-scope`` with
     ``--refit``; ``--rollout-depth`` with ``--continuation rollout``; ``--inner-outcomes``
-    with a non-myopic continuation), with their defaults where not given; one given without
-    the flag it needs is refused, naming it, instead of being silently ignored.  Returns the
-    given ones only: the others take CVUSettings' own defaults."""
+    with a non-myopic continuation) that were given; one given without the flag it needs is
+    refused, naming it, instead of being silently ignored.  Those not given are left out, so
+    they take CVUSettings' own defaults."""
     from belief.decision.settings import CONTINUATIONS
     from belief.validate import choice
 
