@@ -16,7 +16,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # shared with the CLI subprocesses the tests start, never the user's own cache.  Under
 # pytest-xdist the controller makes it and removes it at exit; its workers inherit it through
 # the environment, so a model compiled by one worker is loaded by the other.
-if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("BELIEF_TEST_CACHE_OWNER"):
+# A developer may keep one test cache across runs with BELIEF_TEST_CACHE_DIR (never removed).
+if os.environ.get("BELIEF_TEST_CACHE_DIR"):
+    os.environ["BELIEF_CACHE_DIR"] = os.environ["BELIEF_TEST_CACHE_DIR"]
+elif os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("BELIEF_TEST_CACHE_OWNER"):
     os.environ["BELIEF_CACHE_DIR"] = os.environ["BELIEF_TEST_CACHE_OWNER"]
 else:
     os.environ["BELIEF_CACHE_DIR"] = tempfile.mkdtemp(prefix="belief-test-cache-")
