@@ -5,7 +5,8 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.decision.engine import decide
+from belief.decision.engine import decide, decision_stability
+from belief.decision.functionals import parse_functional
 from belief.decision.safety import SafetyGate
 from belief.decision.scores import g0
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -176,6 +177,22 @@ def test_decision_stability_reflects_closeness():
     assert abs(close.attrs["flip_probability"] - expected) <= 4 * np.sqrt(
         expected * (1 - expected) / 200)
     assert far.attrs["flip_probability"] == 0.0
+
+
+def test_decision_stability_with_an_unknown_cvu_error_is_nan_not_zero():
+    rng = np.random.default_rng(0)
+    gain = rng.normal([1.0, 0.9, 0.2], 1.0, size=(200, 3))
+    fn = parse_functional("mean")
+    cost, cont = np.zeros(3), np.zeros(3)
+    feas = np.array([True, True, False])
+    known = decision_stability(gain, fn, cost, cont, feas, 0, 200, 1,
+                               continuation_se=np.array([0.5, 0.5, np.nan]))
+    # the NaN error of an unranked (infeasible) candidate does not matter; a near tie flips
+    assert 0.0 < known < 1.0
+    # the same near tie with one ranked candidate's error unknown: NaN, not "as if 0"
+    unknown = decision_stability(gain, fn, cost, cont, feas, 0, 200, 1,
+                                 continuation_se=np.array([0.5, np.nan, 0.0]))
+    assert np.isnan(unknown)
 
 
 def test_scarcity_weights_rise_as_budget_falls():

@@ -116,7 +116,15 @@ def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.nd
     candidate and replicate — CVU's Monte Carlo error, β·se; feasibility held fixed), and
     report the fraction of replicates whose argmax (or stop) differs from ``chosen`` (−1 =
     stop).  A proxy for how much the decision rests on Monte Carlo noise, not a value.
+
+    A ranked (``feasible``) candidate whose ``continuation_se`` is NaN has an unknown CVU
+    error: the result is then NaN, never computed as if that error were 0 (which would
+    understate Pr(flip)).
     """
+    if continuation_se is not None:
+        se_all = np.asarray(continuation_se, float)
+        if np.isnan(se_all[np.asarray(feasible, bool)]).any():
+            return float("nan")
     rng = np.random.default_rng(seed)
     n = gain.shape[0]
     idx = rng.integers(0, n, size=(resamples, n))
