@@ -92,7 +92,7 @@ import numpy as np
 
 from belief.decision.feasibility import BudgetRule
 from belief.decision.functionals import Functional, weighted_columns
-from belief.decision.importance import psis_weights
+from belief.decision.importance import khat_threshold, psis_weights
 from belief.decision.preposterior import control_functions, control_variate_mean, winners
 from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
@@ -233,7 +233,7 @@ def _after_step(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarr
     y = np.asarray(exp.simulate(rng, idx.ravel()))
     logr = np.repeat(_log(w), k, axis=0) + np.asarray(exp.loglik(y), float)
     smooth, raw, khat, ok = psis_weights(logr)
-    bad = int((~ok | ~(khat <= ctx.k_threshold)).sum())
+    bad = int((~ok | ~(khat <= khat_threshold(ctx.k_threshold, logr.shape[-1]))).sum())
     val = g0(weighted_columns(fn, g2, smooth) - cl2[None, :], np.ones(cols.size, bool))
     # the option best under w_j, and its utility column (0 for stopping) for the control
     best = winners(u_prior + cl2[None, :], cl2, np.ones(cols.size, bool))  # (J,)
@@ -312,7 +312,8 @@ def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.nda
                 logw[sel] = _log(weights[sel]) + np.asarray(exp.loglik(y), float)
                 smooth, _raw, khat, ok = psis_weights(logw[sel])
                 weights[sel] = smooth
-                n_bad += int((~ok | ~(khat <= ctx.k_threshold)).sum())
+                n_bad += int((~ok | ~(khat <= khat_threshold(ctx.k_threshold,
+                                                              weights.shape[-1]))).sum())
                 n_checked += sel.size
         if not alive.any():
             break
@@ -422,7 +423,8 @@ def expected_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
         return ContinuationEstimate(float(vals[0]), float(err[0]), bias, share, 0.0)
     y = np.asarray(exp.simulate(outcome_rng, idx))
     smooth, raw, khat, ok = psis_weights(np.asarray(exp.loglik(y), float))
-    outer_bad = float((~ok | ~(khat <= ctx.k_threshold)).mean())
+    outer_bad = float((~ok | ~(khat <= khat_threshold(ctx.k_threshold,
+                                                      smooth.shape[-1]))).mean())
     vals, err, share = continuation_rows(inner, smooth, gains, budget, available, kind, depth,
                                          k, rng)
     # outer martingale controls, as in one-step CVU (any f of the draws has mean-zero Z)

@@ -41,7 +41,7 @@ from belief.decision.functionals import (
     weighted_column_quantiles,
     weighted_columns,
 )
-from belief.decision.importance import psis_weights
+from belief.decision.importance import khat_threshold, psis_weights
 from belief.decision.preposterior import (
     NextState,
     control_functions,
@@ -268,6 +268,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     gain = nxt.gain
     n_s = gain.shape[0]
     n_j = y.shape[0]
+    k_threshold = khat_threshold(k_threshold, n_s)
     omega = np.empty((n_j, n_s))
     smooth = np.empty((n_j, n_s))
     khat = np.full(n_j, np.nan)

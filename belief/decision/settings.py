@@ -36,8 +36,10 @@ class CVUSettings:
     n_outcomes : int
         J, simulated outcomes per candidate for the importance (PSIS) estimator (≥ 2).
     k_threshold : float
-        Pareto k̂ above which an outcome's weights are not trusted (0.7; NaN is never
-        trusted).
+        The cap of the Pareto k̂ above which an outcome's weights are not trusted: the
+        threshold used is min(1 − 1/log10 S, k_threshold) for S reweighted draws
+        (:func:`belief.decision.importance.khat_threshold`; 0.697 at S = 2000); NaN is never
+        trusted.
     max_refits : int
         At most this many exact refits per candidate (outcomes with the largest k̂ first).
     chunk : int
