@@ -19,7 +19,7 @@ import belief  # noqa: E402
 
 project = "belief"
 author = "the belief developers"
-copyright = "the belief developers"  # noqa: A001
+copyright = "the belief developers"
 release = version = belief.__version__
 
 extensions = [
