@@ -98,3 +98,18 @@ def test_the_notebooks_readme_covers_every_notebook():
     text = (root / "README.md").read_text(encoding="utf-8")
     missing = [p.name for p in root.glob("*.ipynb") if p.name not in text]
     assert not missing
+
+
+def test_results_commands_name_existing_benchmarks_and_flags():
+    """Each figure's command runs a script of benchmarks/ with flags that script defines."""
+    import shlex
+
+    root = DOCS.parent
+    text = (DOCS / "results.md").read_text(encoding="utf-8")
+    commands = re.findall(r"uv run python (benchmarks/\S+\.py)([^\n`]*)", text)
+    assert len(commands) >= 8, commands
+    for script, rest in commands:
+        source = (root / script).read_text(encoding="utf-8")
+        for word in shlex.split(rest):
+            if word.startswith("--"):
+                assert f'"{word}"' in source, (script, word)

@@ -168,3 +168,30 @@ def test_toml_blocks_are_valid_candidate_files(path):
         model_priors(cfile)  # the [priors.…] tables built as `belief fit` builds them
         if "[[interaction]]" in code:
             assert cfile.candidates.interactions
+
+
+# ---- executed end to end (slow) ------------------------------------------------------------
+
+EXECUTED = ["fit-your-csv-files.md"]
+"""How-to pages whose shell commands run in order as written (fit, check, decide, report on the
+shipped example: minutes).  The other pages' commands need a campaign folder made by a demo or
+past campaigns of one's own, or take far longer (a demo, a replay); they are parsed above."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXECUTED)
+def test_howto_commands_run(name, tmp_path, monkeypatch):
+    from belief.cli.main import main
+
+    (tmp_path / "belief").symlink_to(ROOT / "belief")  # the example's paths, as from the root
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    ran = []
+    for code in blocks(ROOT / "docs" / "howto" / name, "bash"):
+        for argv in _commands(code):
+            assert argv[:3] == ["uv", "run", "belief"], argv
+            assert main(argv[3:]) == 0, shlex.join(argv)
+            ran.append(argv[3])
+    assert ran == ["fit", "check", "decide", "report"]
+    assert (tmp_path / "belief.nc").exists() and (tmp_path / "report.html").exists()
+    assert (tmp_path / "decision" / "decision.csv").exists()
