@@ -113,3 +113,14 @@ def test_results_commands_name_existing_benchmarks_and_flags():
         for word in shlex.split(rest):
             if word.startswith("--"):
                 assert f'"{word}"' in source, (script, word)
+
+
+def test_documentation_paths_named_by_the_code_exist():
+    """A message or docstring that sends the user to docs/… names a page that exists."""
+    root = DOCS.parent
+    named = set()
+    for path in [*root.joinpath("belief").rglob("*.py"), *root.joinpath("models").rglob("*.py")]:
+        named |= set(re.findall(r"docs/[\w/.-]+\.md", path.read_text(encoding="utf-8")))
+    assert "docs/howto/check-fails.md" in named
+    assert all((root / p).exists() for p in named), sorted(p for p in named
+                                                           if not (root / p).exists())
