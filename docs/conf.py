@@ -33,6 +33,7 @@ extensions = [
 
 # .rst first: autosummary writes its stub pages (reference/generated/) with the first suffix
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+smartquotes = False  # prose names CLI flags: "--overwrite" must not become an en dash
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 myst_enable_extensions = ["dollarmath", "amsmath", "deflist", "colon_fence"]
 myst_heading_anchors = 3
