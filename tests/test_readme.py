@@ -3,14 +3,16 @@
 * ``python`` blocks are executed, in order, one namespace per page, from a temporary working
   folder (they find the shipped example through ``belief.example_paths()``).  The README's
   quick start fits a model, so its test also checks what the decision says.
-* ``bash`` blocks: every ``uv run belief …`` command is parsed by the parser the executable
-  runs (:func:`belief.cli.main.build_parser`), so a renamed or removed flag, a missing argument
+* shell blocks: every ``uv run belief …`` (or ``belief …``) command is parsed by the parser
+  the executable runs (:func:`belief.cli.main.build_parser`), so a renamed or removed flag, a missing argument
   or a value argparse refuses fails here; ``uv run --group G …`` names a dependency group of
   pyproject.toml.  The commands are not executed (a fit takes minutes); the CLI tests run them.
 * ``toml`` blocks parse as a candidate file: a block with ``[[candidate]]`` tables on its own,
   a fragment (``[priors.…]``, ``[[interaction]]``) appended to the shipped example's file; the
   priors are built as ``belief fit`` builds them, so an unknown field or family fails here.
-* ``text`` blocks (diagrams, output) are not run; any other language fails the test.
+* ``text`` blocks and blocks without a language (diagrams, expected output) are not run;
+  ``sh``/``shell``/``console`` count as ``bash`` (``$ `` prompts dropped), ``json`` blocks must
+  parse; any other language fails the test, so that no code block goes untested unnoticed.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 HOWTOS = sorted((ROOT / "docs" / "howto").glob("*.md"))
 PAGES = [README, *HOWTOS]
-RUN_LANGUAGES = {"python", "bash", "toml"}
+RUN_LANGUAGES = {"python", "bash", "toml", "json"}
+SHELL = {"bash", "sh", "shell", "console"}
 
 _BLOCK = re.compile(r"^```(\{?[\w-]*\}?)[^\n]*\n(.*?)^```", flags=re.S | re.M)
 
@@ -38,6 +41,8 @@ def _found(path: Path) -> list[tuple[str, str]]:
 
 
 def blocks(path: Path, language: str | None = None) -> list[str]:
+    if language == "bash":
+        return [code for lang, code in _found(path) if lang in SHELL]
     return [code for lang, code in _found(path) if language is None or lang == language]
 
 
@@ -55,9 +60,16 @@ def test_the_howto_guides_are_found():
 
 @pytest.mark.parametrize("path", PAGES, ids=_page_id)
 def test_every_block_has_a_known_language(path):
-    unknown = _languages(path) - RUN_LANGUAGES - {"text", ""}
+    unknown = _languages(path) - RUN_LANGUAGES - SHELL - {"text", ""}
     assert not unknown, f"{path.name}: blocks in {unknown} are neither run nor text"
-    assert "" not in _languages(path), f"{path.name}: a block without a language (use text)"
+
+
+def test_json_blocks_parse():
+    import json
+
+    for path in PAGES:
+        for code in blocks(path, "json"):
+            json.loads(code)  # raises on a broken example
 
 
 # ---- python --------------------------------------------------------------------------------
@@ -92,22 +104,24 @@ HOWTO_PYTHON = [p for p in HOWTOS if blocks(p, "python")]
 
 
 @pytest.mark.parametrize("path", HOWTO_PYTHON, ids=_page_id)
-def test_howto_python_blocks_run(path, tmp_path, monkeypatch, capsys):
+def test_howto_python_blocks_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__howto__"}
     for code in blocks(path, "python"):
-        exec(compile(code, str(path), "exec"), namespace)
-    assert capsys.readouterr().out.strip(), f"{path.name}: the example prints nothing"
+        exec(compile(code, str(path), "exec"), namespace)  # a failing example raises here
 
 
 # ---- bash ----------------------------------------------------------------------------------
 
 
-def _commands(code: str) -> list[list[str]]:
-    """Each command line of a shell block as argv (comments dropped)."""
+def _commands(code: str, language: str = "bash") -> list[list[str]]:
+    """Each command line of a shell block as argv (comments dropped; in a ``console`` block
+    only the lines after a ``$ `` prompt, the others being output)."""
     out = []
     for line in code.splitlines():
-        line = line.split(" #", 1)[0].strip()
+        if language == "console" and not line.startswith("$ "):
+            continue
+        line = line.split(" #", 1)[0].strip().removeprefix("$ ")
         if line and not line.startswith("#"):
             out.append(shlex.split(line))
     return out
@@ -126,18 +140,21 @@ def test_shell_commands_parse(path):
     from belief.cli.main import build_parser
 
     checked = 0
-    for code in blocks(path, "bash"):
-        for argv in _commands(code):
-            assert argv[:2] == ["uv", "run"], f"{path.name}: not a `uv run` command: {argv}"
-            rest = argv[2:]
-            while rest and rest[0].startswith("--"):  # uv's own options
-                option = rest.pop(0)
-                if option in ("--group", "--with"):
-                    value = rest.pop(0)
-                    if option == "--group":
-                        assert value in _dependency_groups(), f"{path.name}: group {value}"
-            if rest[0] != "belief":
-                continue
+    for language, code in _found(path):
+        if language not in SHELL:
+            continue
+        for argv in _commands(code, language):
+            rest = argv
+            if argv[:2] == ["uv", "run"]:
+                rest = argv[2:]
+                while rest and rest[0].startswith("--"):  # uv's own options
+                    option = rest.pop(0)
+                    if option in ("--group", "--with"):
+                        value = rest.pop(0)
+                        if option == "--group":
+                            assert value in _dependency_groups(), f"{path.name}: group {value}"
+            if not rest or rest[0] != "belief":
+                continue  # another program (pytest, sphinx-build, jupyter, export …)
             try:
                 args = build_parser().parse_args(rest[1:])
             except SystemExit as exc:  # argparse refused it: say which command
