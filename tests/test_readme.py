@@ -4,9 +4,10 @@
   folder (they find the shipped example through ``belief.example_paths()``).  The README's
   quick start fits a model, so its test also checks what the decision says.
 * shell blocks: every ``uv run belief …`` (or ``belief …``) command is parsed by the parser
-  the executable runs (:func:`belief.cli.main.build_parser`), so a renamed or removed flag, a missing argument
-  or a value argparse refuses fails here; ``uv run --group G …`` names a dependency group of
-  pyproject.toml.  The commands are not executed (a fit takes minutes); the CLI tests run them.
+  the executable runs (:func:`belief.cli.main.build_parser`), so a renamed or removed flag, a
+  missing argument or a value argparse refuses fails here; ``uv run --group G …`` names a
+  dependency group of pyproject.toml.  The commands are not executed (a fit takes minutes):
+  the CLI tests run them, and the slow test below runs one guide's commands end to end.
 * ``toml`` blocks parse as a candidate file: a block with ``[[candidate]]`` tables on its own,
   a fragment (``[priors.…]``, ``[[interaction]]``) appended to the shipped example's file; the
   priors are built as ``belief fit`` builds them, so an unknown field or family fails here.
