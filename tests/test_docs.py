@@ -68,6 +68,9 @@ def test_every_evidence_table_is_on_the_tables_page_with_its_columns():
     # the column-meaning tables of the docstrings arrive as Markdown tables, row by row
     assert "| `control_successes` | successes of π_t" in page
     assert "| `<resource>` | one column per resource" in page
+    # the candidate file's annotated example, from the loader's docstring
+    candidate_file = page.split("## The candidate file", 1)[1].split("\n## ", 1)[0]
+    assert "```toml" in candidate_file and "[[candidate]]" in candidate_file
 
 
 @pytest.mark.parametrize("section", ["howto", "explanation", "reference", "tutorials"])

@@ -160,7 +160,7 @@ def tables_markdown() -> str:
     from belief.inputs import tables as t
 
     cols = input_tables()
-    lines = ["# Input tables", "",
+    lines = ["# Input tables and the candidate file", "",
              "Generated from the validators' own column definitions "
              "(`belief.inputs.tables.TABLES`, the `*_COLUMNS` constants and "
              "`belief.inputs.costs.COST_COLUMNS`) and their docstrings: what is listed here is "
@@ -190,9 +190,29 @@ def tables_markdown() -> str:
                                                               costs.COST_COLUMNS)
               + " and one column per resource of the candidate file.", "",
               _md_roles(_rst_to_markdown(costs.__doc__)), "",
+              *_candidate_file_section(),
               "## Column meanings of `paired_evaluations`", "",
               _md_roles(_rst_to_markdown(t.__doc__, keep="Paired evaluations")), ""]
     return "\n".join(lines)
+
+
+def _candidate_file_section() -> list[str]:
+    """The candidate file's format: the annotated example of :mod:`belief.inputs.candidates`
+    (the loader's own docstring) and the optional tables of :mod:`belief.inputs.candidate_file`."""
+    import textwrap
+
+    from belief.inputs import candidates
+    from belief.inputs.candidate_file import PRIOR_MODELS
+
+    doc = inspect.cleandoc(candidates.__doc__ or "")
+    intro, _, example = doc.partition("::\n")
+    return ["## The candidate file", "",
+            _md_roles(" ".join(intro.split("\n\n", 1)[-1].split())) + ":", "",
+            "```toml", textwrap.dedent(example).strip("\n"), "```", "",
+            "Optional tables besides these: `[weights]` (the default resource weights λ of "
+            "`belief decide`, one number per resource) and `[priors.<model>]`, `<model>` one of "
+            + ", ".join(f"`{m}`" for m in PRIOR_MODELS)
+            + " (see the how-to guide on priors and order effects).", ""]
 
 
 def _rst_to_markdown(doc: str | None, keep: str | None = None) -> str:
