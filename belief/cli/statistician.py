@@ -392,7 +392,8 @@ def add_statistician_commands(sub: Any) -> None:
     fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
                          description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "
                                      "fit every model that has data, save belief and posteriors.")
-    fit.add_argument("evidence_dir", metavar="EVIDENCE_DIR")
+    fit.add_argument("evidence_dir", metavar="EVIDENCE_DIR",
+                     help="folder of evidence tables, one <table>.csv or .parquet each")
     fit.add_argument("--candidates", required=True, metavar="FILE", help="candidate TOML file")
     fit.add_argument("--out", default="belief.nc", help="output netCDF (default belief.nc)")
     fit.add_argument("--policy", default=None,
@@ -438,7 +439,7 @@ def add_statistician_commands(sub: Any) -> None:
     check = sub.add_parser("check", help="convergence diagnostics (exit 1 when they fail)",
                            description="R-hat, bulk/tail ESS and divergences of every fitted "
                                        "model. Exit 0 converged, 1 fails, 2 bad input.")
-    check.add_argument("belief", metavar="BELIEF")
+    check.add_argument("belief", metavar="BELIEF", help="belief file written by belief fit")
     check.add_argument("--candidates", default=None, metavar="FILE",
                        help="optional: check the stored candidates against this file too")
     check.add_argument("--rhat-max", type=float, default=None,
@@ -458,7 +459,7 @@ def add_statistician_commands(sub: Any) -> None:
                             description="A report of the belief, the decision and why: gains, "
                                         "Q decomposition, safety bounds, sensitivities, "
                                         "convergence.")
-    report.add_argument("belief", metavar="BELIEF")
+    report.add_argument("belief", metavar="BELIEF", help="belief file written by belief fit")
     report.add_argument("--decision", default=None, metavar="PATH",
                         help="decision.nc (or its folder) written by belief decide; default: "
                              "decide now with the options below")

@@ -108,9 +108,9 @@ class CVUSettings:
         decide`` uses 2, or 1 on a one-core machine (``--cvu-workers``).
     continuation : {"one_step", "lookahead2", "rollout"}
         What CVU takes as the value of the state after m
-        (:mod:`belief.decision.cvu_lookahead`): ``one_step`` G0(s') = max(0, max U0(·|s'))
+        (:mod:`belief.decision.cvu_lookahead`): ``one_step`` ``G0(s') = max(0, max U0(·|s'))``
         (the framework's CVU, the default); ``lookahead2`` the two-step look-ahead value
-        V_2(s') = max(0, max_{m'} U0(m'|s') + E_{Y'}[G0(s'^{m',Y'})]); ``rollout`` the value
+        ``V_2(s') = max(0, max_{m'} U0(m'|s') + E_{Y'}[G0(s'^{m',Y'})])``; ``rollout`` the value
         R_d(s') of ``rollout_depth`` steps of the U0-greedy policy (with its stop) on the
         updated belief (R_1 = G0: depth 1 is ``one_step``).  Both are truncated to the steps
         the horizon leaves.

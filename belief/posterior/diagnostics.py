@@ -281,8 +281,8 @@ def next_steps(table: pd.DataFrame, escalations: dict[str, str] | None = None) -
             lines.append(
                 f"{model}: divergent transitions{done} — re-fit with `belief fit ... "
                 "--target-accept 0.99 --tune 2000`; if they remain, state a tighter scale prior "
-                f"for the level in the candidate file's [priors.{model}] section (README, "
-                "'When belief check fails') and fit again")
+                f"for the level in the candidate file's [priors.{model}] section "
+                "(docs/howto/check-fails.md) and fit again")
         else:
             lines.append(
                 f"{model}: too few effective draws{done} — re-fit with more draws, e.g. "
