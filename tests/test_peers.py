@@ -88,8 +88,13 @@ def test_kg_per_cost_hand_computed():
                   cvu_status="estimated")  # b 0.75: c 1.25 > a 1.2
     assert choose("kg_cost", dec).candidate == "c"
     dec, _ = make(gain, [0.2, 0.04, 0.3], phi=[0.1, 0.0, 0.3], cvu=[0.02, 0.03, -0.05],
-                  cvu_status="estimated")  # no KG above its cost
+                  cvu_status="estimated")  # no KG above its cost, G0(s^∅) = 0: stop
     assert choose("kg_cost", dec).stop
+    # with G0(s^∅) = 0.1 every KG + G0 exceeds its cost (a .02, b .09, c .05): the largest
+    # ratio, c (0.833; a 0.6, b 0.75), is taken — the plain "KG > cost" rule would stop
+    dec.attrs["g0_null"] = 0.1
+    pick = choose("kg_cost", dec)
+    assert pick.candidate == "c" and "0.8333" in pick.reason
     dec, _ = make(gain, [0.2, 0.04, 0.2], phi=[0.1, 0.0, 0.3], cvu=[0.02, np.nan, 0.05],
                   cvu_status="estimated")  # NaN CVU never picked
     assert choose("kg_cost", dec).candidate == "c"

@@ -27,8 +27,8 @@ plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best open-loop pl
                non-myopic continuation, which has no VOI)
 ei_cost        peer: expected improvement per unit cost, argmax E[max(0, ΔJ)]/C_λ; stop when
                no EI exceeds its cost (:mod:`belief.decision.peers`)
-kg_cost        peer: knowledge gradient per unit cost, argmax (φ(ΔJ) + CVU)/C_λ; stop when no
-               KG exceeds its cost (needs CVU: β > 0)
+kg_cost        peer: knowledge gradient per unit cost, argmax KG/C_λ, KG = φ(ΔJ) + CVU; stop
+               when no KG + G0(s^∅) > C_λ (needs CVU: β > 0)
 ucb_bwk        peer: UCB-BwK, argmax UCB(ΔJ) / (vᵀ LCB of the normalised costs), duals v over
                the budgets and the steps; ``ucb_bwk:q`` sets the UCB quantile (default 0.9)
 pbgi           peer: the Pandora's-box Gittins index g, E[max(0, ΔJ − g)] = C_λ; stop when
@@ -230,8 +230,13 @@ def _peer(name: str, decision: xr.Dataset, belief: xr.Dataset | None, candidates
         _ei, ratio = ei_scores(decision, belief)
         return _argmax(ratio, feasible, ids, 1.0, "EI/C_λ")
     if rule == "kg_cost":
-        _kg, ratio = kg_scores(decision)
-        return _argmax(np.nan_to_num(ratio, nan=-np.inf), feasible, ids, 1.0, "KG/C_λ")
+        _kg, ratio, versus_stop = kg_scores(decision)
+        ok = feasible & (np.nan_to_num(versus_stop, nan=-np.inf) > 0)
+        if not ok.any():
+            return Choice(STOP, "stop: no feasible candidate has KG + G0(s^∅) > C_λ (none is "
+                                "worth more than stopping)")
+        i = int(np.argmax(np.where(ok, ratio, -np.inf)))
+        return Choice(ids[i], f"argmax KG/C_λ = {ratio[i]:.4g}")
     if rule == "pbgi":
         return _argmax(np.nan_to_num(pbgi_scores(decision, belief), nan=-np.inf), feasible, ids,
                        0.0, "Gittins index")

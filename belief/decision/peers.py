@@ -22,10 +22,14 @@ kg_cost     KG(m) = E_Y[W(s^{m,Y})] − W(s_t), W(s) = J(π_s) + G0(s), G0(s) = 
             current policy plus the best one-step option, stopping included) that executing m
             and seeing Y brings — with φ = mean, KG(m) = φ(ΔJ(m)) + CVU(m), read from the
             decision (``phi_gain`` + ``cvu``, the engine's E_Y[G0(s^{m,Y})] − G0(s^∅));
-            argmax KG/C_λ; stop when no KG(m) exceeds its cost (KG/C_λ ≤ 1, i.e. Q = U0 + CVU
-            ≤ 0: the knowledge-gradient stopping rule, not the engine's value against
-            stopping).  Needs CVU (β > 0, the one-step continuation); β only switches CVU
-            on, it does not scale KG.  λ-weighted scalar cost.
+            argmax KG/C_λ; stop when no feasible m is worth more than stopping in KG's own
+            terms: doing m yields E[W(s^{m,Y})] − C_λ(m) = W(s_t) + KG(m) − C_λ(m), stopping
+            yields J(π_t) = W(s_t) − G0(s^∅) (the best one-step option in W is not held until
+            it is paid for), so stop when no KG(m) + G0(s^∅) > C_λ(m).  (The plain rule
+            "stop when no KG exceeds its cost", KG/C_λ ≤ 1 ⇔ U0 + CVU ≤ 0, forfeits the last
+            worthwhile action: KG(m*) = C_λ(m*) when nothing is worth doing after m*.)
+            Needs CVU (β > 0, the one-step continuation); β only switches CVU on, it does
+            not scale KG.  λ-weighted scalar cost.
 ucb_bwk     the UCB-BwK / PrimalDualBwK rule (Agrawal & Devanur 2014; Badanidiyuru, Kleinberg &
             Slivkins 2013, Algorithm 2): argmax UCB(ΔJ(m)) / (vᵀ LCB(C̃(m))) over the d
             budgets *and the steps* (the horizon is a resource with budget T and consumption 1
@@ -119,8 +123,9 @@ def ei_scores(decision: xr.Dataset, belief: xr.Dataset | None) -> tuple[np.ndarr
     return ei, _ratio(ei, decision["c_lambda"].values)
 
 
-def kg_scores(decision: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """(KG(m) = φ(ΔJ(m)) + CVU(m), KG/C_λ) from the decision (module docstring, ``kg_cost``).
+def kg_scores(decision: xr.Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(KG(m) = φ(ΔJ(m)) + CVU(m), KG/C_λ, KG − C_λ + G0(s^∅): the value against stopping)
+    from the decision (module docstring, ``kg_cost``).
 
     Refuses a decision without CVU (β = 0 before the last step) or with a non-myopic
     continuation (KG is one step deep).  A candidate whose CVU is NaN gets a NaN score (never
@@ -134,7 +139,9 @@ def kg_scores(decision: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
                                                      "(E_Y[G0(s^{m,Y})]): continuation "
                                                      "one_step")
     kg = decision["phi_gain"].values.astype(float) + decision["cvu"].values.astype(float)
-    return kg, _ratio(kg, decision["c_lambda"].values)
+    cost = decision["c_lambda"].values.astype(float)
+    g0_null = 0.0 if terminal else float(a.get("g0_null", 0.0))
+    return kg, _ratio(kg, cost), kg - cost + g0_null
 
 
 def gittins_index(draws: np.ndarray, cost: float) -> float:
