@@ -130,6 +130,12 @@ def test_gittins_index_normal_closed_form():
     assert se < 0.002  # the check has power: a wrong root (e.g. ignoring the cost) misses
     assert abs(np.maximum(x - g_hat, 0).mean() - cost) < 1e-10  # the root on the draws
     assert gittins_index(x, 0.0) == x.max()
+    # a cost above mean − min: the root is below every draw, g = mean − cost exactly (the
+    # bracket [min, max] would not hold it)
+    assert gittins_index(np.array([0.1, 0.2, 0.3]), 0.15) == pytest.approx(0.05, abs=1e-15)
+    assert gittins_index(np.array([0.1, 0.2, 0.3]), 0.1) == pytest.approx(0.1, abs=1e-15)
+    g = gittins_index(np.array([0.1, 0.2, 0.3]), 0.05)  # (0.2 − g + 0.3 − g)/3 = 0.05
+    assert g == pytest.approx(0.175, abs=1e-10)
 
 
 def test_pbgi_picks_the_largest_index_and_stops_below_zero():
@@ -245,3 +251,20 @@ def test_kg_cost_campaign_needs_beta_and_one_step_cvu():
                          cvu=CVUSettings(continuation="lookahead2"))
     assert as_flag(e.value, "demo").table == "--continuation"
     assert CampaignSettings(allocation="ucb_bwk:0.8").allocation == "ucb_bwk:0.8"
+
+
+def test_gittins_index_solves_its_equation_on_any_draws():
+    """Random, constant, two-valued and rounding-prone draws: E[max(0, X − g)] = cost holds on
+    the draws to 1e-12 (the root of the campaign's pbgi whatever the draws)."""
+    rng = np.random.default_rng(11)
+    cases = [(np.full(50, 0.2), 0.05), (np.array([0.1, 0.2, 0.3]), 0.1),
+             (np.array([0.0, 1.0]), 0.25), (np.zeros(10), 0.01)]
+    for _ in range(200):
+        x = rng.normal(rng.normal(), rng.exponential(), int(rng.integers(1, 60)))
+        if rng.uniform() < 0.3:
+            x = np.round(x, 1)
+        cases.append((x, float(rng.exponential(0.5))))
+    for x, cost in cases:
+        g = gittins_index(x, cost)
+        assert abs(np.maximum(x - g, 0).mean() - cost) < 1e-12 * max(1.0, np.abs(x).max()), \
+            (x, cost, g)

@@ -148,19 +148,22 @@ def gittins_index(draws: np.ndarray, cost: float) -> float:
     """The Pandora's-box Gittins index g of one candidate: E[max(0, X − g)] = cost on the draws.
 
     f(g) = (1/S) Σ_s max(0, x_s − g) − cost is continuous and strictly decreasing where it is
-    positive; it is bracketed by g_lo = min(mean(x) − cost, min(x)) (f ≥ 0: below min(x),
-    f = mean(x) − g − cost) and g_hi = max(x) (f = −cost < 0), and solved by
-    :func:`scipy.optimize.brentq`.  cost ≤ 0 gives g = max(x) (the smallest g with f = 0).
+    positive.  Below min(x), f = mean(x) − g − cost, so when mean(x) − cost ≤ min(x) the root
+    is g = mean(x) − cost exactly; otherwise it lies in (min(x), max(x)) (f(min x) > 0,
+    f(max x) = −cost < 0) and :func:`scipy.optimize.brentq` finds it.  cost ≤ 0 gives
+    g = max(x) (the smallest g with f = 0).
     """
     x = np.asarray(draws, float).ravel()
     if cost <= 0:
         return float(x.max())
-    lo, hi = min(float(x.mean()) - cost, float(x.min())), float(x.max())
+    lo, hi = float(x.min()), float(x.max())
+    if float(x.mean()) - cost <= lo:
+        return float(x.mean()) - cost
 
     def f(g: float) -> float:
         return float(np.maximum(x - g, 0.0).mean()) - cost
 
-    if f(lo) == 0.0:
+    if f(lo) <= 0:  # mean(x) − cost exceeds min(x) by rounding only: the root is min(x)
         return lo
     return float(brentq(f, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps))
 
