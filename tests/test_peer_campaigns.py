@@ -42,9 +42,16 @@ def test_ucb_bwk_campaign_logs_its_picks_and_replay_rederives_its_duals(bwk_run,
     assert bool(rows["agree"].all())
     # the same log re-decided by another peer: its picks are that rule's (a stop or a
     # feasible candidate at every step)
-    ei = replay(out, fitter=fitter, seed=SETTINGS.seed, allocation="ei_cost")
-    assert ei.attrs["allocation"] == "ei_cost"
-    assert ei["steps"].to_dataset().sizes["step"] == rows.sizes["step"]
+    for rule, beta in (("ei_cost", None), ("pbgi", None), ("kg_cost", 1.0)):
+        other = replay(out, fitter=fitter, seed=SETTINGS.seed, allocation=rule, beta=beta)
+        assert other.attrs["allocation"] == rule
+        o = other["steps"].to_dataset()
+        assert o.sizes["step"] == rows.sizes["step"]
+        feasible = other["scores"].to_dataset()["feasible"]
+        for t, rec in zip(o["step"].values, o["recommended"].values, strict=True):
+            assert rec == "(stop)" or bool(feasible.sel(step=t, candidate=rec)), (rule, t)
+    # kg_cost decided with CVU: the scores hold it
+    assert other.attrs["beta"] == 1.0
 
 
 def test_replay_allocation_is_checked_before_any_fit(tmp_path, capsys):
