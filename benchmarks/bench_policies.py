@@ -1,9 +1,11 @@
 """Allocation policies on many seeded synthetic worlds: final true J, regret, budget, safety.
 
 Every policy (Q with CVU, U0-greedy, MV-greedy, Thompson on net gain, round-robin, the
-oracle that knows the truth, and ``plan``, the open-loop planner on the belief,
-:mod:`belief.decision.planner`) runs on the same worlds (``SyntheticWorld.varied(v)``: true gains,
-costs, interactions and hardware risk perturbed) with the same budgets and feasibility rules.
+oracle that knows the truth, ``plan``, the open-loop planner on the belief,
+:mod:`belief.decision.planner`, and the peer rules ``ei_cost``, ``kg_cost``, ``ucb_bwk``,
+``pbgi`` of :mod:`belief.decision.peers`, selectable with ``--policies``) runs on the same
+worlds (``SyntheticWorld.varied(v)``: true gains, costs, interactions and hardware risk
+perturbed) with the same budgets and feasibility rules.
 Two regrets against the oracle (the one-step greedy allocator on the *true* expected gains, so
 regret can be negative): in final success, J_final(oracle) − J_final(policy), and in net value
 — what the allocator maximises — V = (J_final − J_0) − λᵀ(budget spent), regret
@@ -150,7 +152,7 @@ import pandas as pd
 from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
 from belief.campaign.synthetic import WORLD_FAMILIES, SyntheticWorld, benchmark_world
-from belief.decision.allocation import POLICIES
+from belief.decision.allocation import POLICIES, check_policy
 from belief.decision.settings import CVUSettings
 from belief.errors import InputError
 from belief.posterior.fitter import FitSettings
@@ -267,6 +269,11 @@ def main() -> None:
                                 weights=weights)
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for p in policies:
+        try:
+            check_policy(p)
+        except InputError as e:
+            parser.error(f"--policies {p}: {e.rule}")
     if not 1 <= args.seeds < 1000:
         parser.error(f"--seeds {args.seeds}: campaigns per world must be an integer in [1, 999]")
     try:

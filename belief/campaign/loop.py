@@ -161,6 +161,11 @@ class CampaignSettings:
              integer(self.stability_resamples, "stability_resamples", minimum=0))
         set_(self, "alpha_deploy", fraction(self.alpha_deploy, "alpha_deploy"))
         check_policy(self.allocation)
+        if self.allocation == "kg_cost" and self.beta <= 0:
+            raise InputError("beta", "the kg_cost allocation needs CVU: beta > 0")
+        if self.allocation == "kg_cost" and self.cvu.continuation != "one_step":
+            raise InputError("CVUSettings.continuation", "the kg_cost allocation needs the "
+                                                         "one-step CVU: continuation one_step")
         if not isinstance(self.act_on_unreliable, bool):
             raise InputError("act_on_unreliable", "must be true or false")
         set_(self, "eps_budget", ChanceConstraint(self.eps_budget).eps_budget)
@@ -507,6 +512,11 @@ class Campaign:
         return pd.DataFrame(self._cost_rows,
                             columns=["step", "candidate", *self.candidates.resources, "policy"])
 
+    def spent(self) -> dict[str, float]:
+        """The realised consumption so far per resource (Σ of the realised costs)."""
+        return {r: float(sum(row[r] for row in self._cost_rows))
+                for r in self.candidates.resources}
+
     def _fit(self, step: int, seed: int) -> None:
         """q_t on D_t (and, with ``fit.costs``, the cost model on the realised costs)."""
         costs = self.costs_table() if self.settings.fit.costs else None
@@ -534,7 +544,8 @@ class Campaign:
         if s.allocation != "q":
             pick = choose(s.allocation, decision, belief=self.belief, world=self.world,
                           history=tuple(self.history),
-                          rng=np.random.default_rng([seed, 7]), candidates=self.candidates)
+                          rng=np.random.default_rng([seed, 7]), candidates=self.candidates,
+                          spent=self.spent())
             ids = list(decision["candidate"].values)
             decision = decision.assign(chosen=("candidate", np.array(ids) == pick.candidate))
             decision.attrs.update({"q_choice": decision.attrs["chosen"],

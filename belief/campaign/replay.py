@@ -262,7 +262,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
            functional: str | None = None, weights: Any = None, beta: float | None = None,
            alpha_exec: float | None = None, fitter: BeliefFitter | None = None,
            use_refits: bool | None = None, seed: int | None = None,
-           progress: Any = None, past: Any = None) -> xr.DataTree:
+           progress: Any = None, past: Any = None,
+           allocation: str | None = None) -> xr.DataTree:
     """Re-decide every logged step and compare with what was done.
 
     Parameters
@@ -282,6 +283,13 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         Past campaigns of the same candidate set (``belief replay --past``): every step's
         gains fit learns from them too (campaign level, :mod:`belief.inputs.past_campaigns`);
         the tree's attribute ``past_campaigns`` lists them.
+    allocation : str, optional
+        Re-decide with this allocation rule (:data:`belief.decision.allocation.POLICIES`,
+        e.g. ``ei_cost``: what the BoTorch-style rule would have picked at each step of the
+        campaign); the recommendation is its pick and the regret is still on the decision's
+        V scale.  Default: the engine's Q (whatever the campaign used).  ``oracle`` is refused
+        (a log has no truth); ``thompson`` draws with the generator (step seed, 7), as the
+        campaign; ``ucb_bwk`` derives its duals from the budget spent before each step.
 
     Returns
     -------
@@ -305,6 +313,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         changes["beta"] = beta
     if alpha_exec is not None:
         changes["gate"] = replace(s.gate, alpha_exec=alpha_exec)
+    if allocation is not None:
+        changes["allocation"] = allocation
     s = replace(s, **changes)  # re-validated: the settings are parsed once, here
     seed = s.seed if seed is None else seed
     if use_refits is None:
@@ -349,6 +359,9 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
 
             refit = exact_refit(fitter, evidence, state, s.cvu.trials, sd, s.cvu.refit_draws)
         d = decide(state, cands, ds, seed=sd, refit=refit)
+        if allocation is not None and s.allocation != "q":
+            d = _apply_allocation(s.allocation, d, belief, cands, history, sd,
+                                  camp.initial_budget - budget)
         rows.append(_step_row(t, logged, d, belief))
         scores.append(d[["phi_gain", "c_lambda", "u0", "cvu", "q", "value_vs_stop",
                          "feasible"]].reset_coords(drop=True))
@@ -364,6 +377,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         .rename("budget").to_dataset()
     tree = xr.DataTree.from_dict({"steps": steps_ds, "scores": score_ds, "budget": budget_ds})
     tree.attrs.update({"source": camp.source, "functional": str(s.functional),
+                       "allocation": s.allocation if allocation is not None else "q",
                        "beta": s.beta, "alpha_exec": s.gate.alpha_exec,
                        "problem": camp.problem or "", "n_steps": n_logged,
                        "overrun": camp.overrun(),
@@ -371,6 +385,22 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     if fitter.past:
         tree.attrs["past_campaigns"] = ", ".join(f"{c.label} ({c.source})" for c in fitter.past)
     return tree
+
+
+def _apply_allocation(name: str, d: xr.Dataset, belief: xr.Dataset, cands: Any,
+                      history: list[str], seed: int, spent: xr.DataArray) -> xr.Dataset:
+    """The decision with ``chosen`` replaced by allocation ``name``'s pick (as the campaign
+    loop does)."""
+    from belief.decision.allocation import choose
+
+    pick = choose(name, d, belief=belief, world=None, history=tuple(history),
+                  rng=np.random.default_rng([seed, 7]), candidates=cands,
+                  spent={r: float(spent.sel(resource=r)) for r in cands.resources})
+    ids = list(d["candidate"].values)
+    d = d.assign(chosen=("candidate", np.array(ids) == pick.candidate))
+    d.attrs.update({"q_choice": d.attrs["chosen"], "chosen": pick.candidate,
+                    "stop": int(pick.stop), "stop_reason": pick.reason if pick.stop else ""})
+    return d
 
 
 def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[str, Any]:

@@ -51,6 +51,8 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
         changes["weights"] = _weights(args.weights)
     if args.eps_budget is not None:
         changes["eps_budget"] = args.eps_budget
+    if getattr(args, "allocation", None) is not None:
+        changes["allocation"] = args.allocation
     return replace(s, **changes)
 
 
@@ -82,6 +84,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if past and not single:
         raise InputError("--past", "--past works with the replay of one campaign log, not a "
                                    "folder of logs")
+    if not single and getattr(args, "allocation", None) is not None:
+        raise InputError("--allocation", "--allocation works with the replay of one campaign "
+                                         "log, not a folder of logs")
     if not single:
         if not source.is_dir():
             raise InputError(str(source), "not a campaign log, a run folder, or a folder of logs")
@@ -112,6 +117,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                       f"{len(camp.steps)} step(s) before it")
     with console.status("replaying…") as status:
         tree = replay(camp, settings, seed=args.seed, use_refits=args.refits, past=past,
+                      allocation=args.allocation,
                       progress=lambda t, n: status.update(f"replaying step {t + 1} of {n}"))
     steps = tree["steps"].to_dataset().to_dataframe()
     fig = plot_replay(tree)
@@ -282,6 +288,10 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
                     metavar="EPS", help="ε_budget in [0, 1) of the budget's chance constraint, "
                                         "for a campaign with a cost posterior (default: the "
                                         "log's)")
+    rp.add_argument("--allocation", default=None,
+                    help="re-decide with this allocation rule instead of Q (e.g. ei_cost, "
+                         "kg_cost, ucb_bwk, pbgi, thompson: what that rule would have picked "
+                         "at each step)")
     rp.add_argument("--seed", type=int, default=None,
                     help="seed of the re-fits (default: the campaign's)")
     rp.add_argument("--refits", action=argparse.BooleanOptionalAction, default=None,

@@ -245,7 +245,10 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help="allocation policy: q (default), u0, mv, thompson, round_robin, "
                            "oracle, plan (the open-loop planner on the belief), "
                            "plan_voi (that plan's value of each first step + beta x the "
-                           "value of its information)")
+                           "value of its information); the peer rules ei_cost (expected "
+                           "improvement per cost), kg_cost (knowledge gradient per cost), "
+                           "ucb_bwk[:q] (UCB bandits with knapsacks), pbgi (Pandora's-box "
+                           "Gittins index)")
     demo.add_argument("--act-on-unreliable", action="store_true",
                       help="act even when a fit still fails the convergence checks after the "
                            "2x/4x refits (default: stop and say so)")

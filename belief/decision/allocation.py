@@ -25,6 +25,14 @@ plan_voi       argmax V_plan(m) + β·VOI(m): the value of the best open-loop pl
                stop when no feasible candidate's score is > 0 (VOI 0 where the decision has
                no CVU: the last step, β = 0; refused for a decision whose CVU used a
                non-myopic continuation, which has no VOI)
+ei_cost        peer: expected improvement per unit cost, argmax E[max(0, ΔJ)]/C_λ; stop when
+               no EI exceeds its cost (:mod:`belief.decision.peers`)
+kg_cost        peer: knowledge gradient per unit cost, argmax KG/C_λ, KG = φ(ΔJ) + CVU; stop
+               when no KG + G0(s^∅) > C_λ (needs CVU: β > 0)
+ucb_bwk        peer: UCB-BwK, argmax UCB(ΔJ) / (vᵀ LCB of the normalised costs), duals v over
+               the budgets and the steps; ``ucb_bwk:q`` sets the UCB quantile (default 0.9)
+pbgi           peer: the Pandora's-box Gittins index g, E[max(0, ΔJ − g)] = C_λ; stop when
+               no index is > 0
 =============  ===============================================================================
 
 ``plan_voi`` joins the two non-myopic parts that ``q`` and ``plan`` each have one of: the plan
@@ -37,6 +45,7 @@ policy: the information value is one step deep and added to an open-loop plan va
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +53,21 @@ import numpy as np
 import xarray as xr
 
 from belief.decision.engine import STOP, argmax_or_stop
+from belief.decision.peers import (
+    PEER_POLICIES,
+    bwk_scores,
+    ei_scores,
+    kg_scores,
+    parse_peer,
+    pbgi_scores,
+)
 from belief.errors import InputError
 
 __all__ = ["POLICIES", "USES_CVU", "Choice", "choose"]
 
-POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle", "plan", "plan_voi")
-USES_CVU = frozenset({"q", "plan_voi"})
+POLICIES = ("q", "u0", "mv", "thompson", "round_robin", "oracle", "plan", "plan_voi",
+            *PEER_POLICIES)
+USES_CVU = frozenset({"q", "plan_voi", "kg_cost"})
 """The policies whose decision needs CVU (the campaign's β); the others decide with β = 0."""
 
 
@@ -66,7 +84,10 @@ class Choice:
 
 
 def check_policy(name: str) -> str:
-    """Validate an allocation-policy name."""
+    """Validate an allocation-policy name (a peer rule may carry its option, ``ucb_bwk:q``)."""
+    if isinstance(name, str) and name.partition(":")[0] in PEER_POLICIES:
+        parse_peer(name)
+        return name
     if name not in POLICIES:
         raise InputError("allocation", f"unknown allocation policy {name!r}; allowed: "
                                        f"{list(POLICIES)}")
@@ -83,7 +104,8 @@ def _argmax(values: np.ndarray, ok: np.ndarray, ids: list[str], threshold: float
 
 def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
            world: Any = None, history: tuple[str, ...] = (),
-           rng: np.random.Generator | None = None, candidates: Any = None) -> Choice:
+           rng: np.random.Generator | None = None, candidates: Any = None,
+           spent: Mapping[str, float] | None = None) -> Choice:
     """The pick of allocation policy ``name`` at this decision.
 
     Parameters
@@ -104,9 +126,13 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
     candidates : CandidateSet
         For ``plan`` and ``plan_voi`` (which candidates change the policy, which may repeat);
         they also read the decision's ``cost_<r>``, ``budget_<r>``, ``lambda_<r>``, ``step`` and
-        ``horizon``.
+        ``horizon``; ``ucb_bwk`` reads the nominal costs.
+    spent : mapping resource → float
+        The realised consumption so far (``ucb_bwk``: its duals, b_0 = b_t + spent).
     """
     check_policy(name)
+    if name.partition(":")[0] in PEER_POLICIES:
+        return _peer(name, decision, belief, candidates, spent)
     ids = list(decision["candidate"].values)
     feasible = decision["feasible"].values.astype(bool)
     if name == "q":
@@ -192,3 +218,29 @@ def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
     if i < 0:
         return Choice(STOP, "stop: no feasible candidate has V_plan + β·VOI > 0")
     return Choice(ids[i], f"argmax V_plan + β·VOI = {v_plan[i]:.4g} + {beta:g}·{voi[i]:.4g}")
+
+
+def _peer(name: str, decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
+          spent: Mapping[str, float] | None) -> Choice:
+    """The pick of a peer rule (:mod:`belief.decision.peers`)."""
+    rule, opts = parse_peer(name)
+    ids = list(decision["candidate"].values)
+    feasible = decision["feasible"].values.astype(bool)
+    if rule == "ei_cost":
+        _ei, ratio = ei_scores(decision, belief)
+        return _argmax(ratio, feasible, ids, 1.0, "EI/C_λ")
+    if rule == "kg_cost":
+        _kg, ratio, versus_stop = kg_scores(decision)
+        ok = feasible & (np.nan_to_num(versus_stop, nan=-np.inf) > 0)
+        if not ok.any():
+            return Choice(STOP, "stop: no feasible candidate has KG + G0(s^∅) > C_λ (none is "
+                                "worth more than stopping)")
+        i = int(np.argmax(np.where(ok, ratio, -np.inf)))
+        return Choice(ids[i], f"argmax KG/C_λ = {ratio[i]:.4g}")
+    if rule == "pbgi":
+        return _argmax(np.nan_to_num(pbgi_scores(decision, belief), nan=-np.inf), feasible, ids,
+                       0.0, "Gittins index")
+    _ucb, ratio, duals = bwk_scores(decision, belief, candidates, spent, opts["quantile"])
+    pick = _argmax(ratio, feasible, ids, 0.0, "UCB(ΔJ)/vᵀLCB(c̃)")
+    v = ", ".join(f"{r} {w:.3g}" for r, w in zip(duals.resources, duals.weights, strict=True))
+    return Choice(pick.candidate, f"{pick.reason} (duals {v}; ε {duals.epsilon:.3g})")
