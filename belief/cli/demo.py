@@ -224,7 +224,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                       f"{a['method']}, one look at the stop): "
                       f"[{style}]{'PASS' if a['passed'] else 'FAIL'}[/{style}] "
                       f"— {escape(a['reason'])}; CP UCB {a['ucb_clopper_pearson']:.4f}, "
-                      f"posterior UCB {a['ucb_posterior']:.4f}; true P_deploy = "
+                      f"posterior credible UCB {a['ucb_posterior']:.4f}; true P_deploy = "
                       f"{world.true_p_deploy(result.policy):.4f}")
     console.print(f"wrote {escape(out)}/belief.nc, campaign_log.jsonl, decisions/, "
                   "candidates.toml, evidence/")
