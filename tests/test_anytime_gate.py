@@ -217,3 +217,23 @@ def test_a_header_with_the_old_default_or_without_a_method_keeps_clopper_pearson
     assert logged_settings(old)["gate"]["method"] == "clopper_pearson"
     assert header_settings({"settings": old}, "log").gate == SafetyGate(
         method="clopper_pearson")
+
+
+def test_the_report_shows_the_deciding_bound_over_the_looks():
+    """One row per step with safety events, counts summed up to it, the gate's bound; the
+    posterior gate has no path from counts."""
+    import pandas as pd
+
+    from belief.report.document import gate_path
+
+    events = pd.DataFrame({"step": [0, 0, 2, 3], "candidate": ["a", "b", "a", "a"],
+                           "executions": [40, 10, 20, 20], "unsafe": [1, 0, 0, 1]})
+    attrs = {"safety_method": "anytime", "alpha_exec": 0.1, "delta": 0.05}
+    path = gate_path(events, ["a", "b"], attrs)
+    assert list(path.index) == [0, 2, 3]
+    assert path.loc[2, "a"] == f"1/60: {anytime_upper(1, 60)[()]:.3f}"
+    assert path.loc[3, "a"] == f"2/80: {anytime_upper(2, 80)[()]:.3f}"
+    assert path.loc[3, "b"] == f"0/10: {anytime_upper(0, 10)[()]:.3f}"
+    cp = gate_path(events, ["a"], {**attrs, "safety_method": "clopper_pearson"})
+    assert cp.loc[3, "a"] == f"2/80: {clopper_pearson_upper(2, 80)[()]:.3f}"
+    assert gate_path(events, ["a"], {**attrs, "safety_method": "posterior"}).empty
