@@ -34,6 +34,8 @@ gains model on K past campaigns of its world too (rows ``…_pastK``;
 :func:`belief.campaign.scripted.random_past_campaigns`: each runs every adaptation once, in a
 random order, and a world has the same K past campaigns whatever the current campaign's seed):
 what a team's history is worth to a policy; the old one-step oracle stays as ``oracle``.
+``--gate`` picks the safety gate's bound (default ``anytime``, the library's; every figure
+below dated before it became the default was measured with ``--gate clopper_pearson``).
 ``--family bench_test`` runs the same worlds with ft_real_100 gated at the start (20
 pre-campaign bench runs instead of 150) and a bench safety test ``ft_bench`` that can open it
 (:func:`belief.campaign.synthetic.benchmark_world`): a family where a diagnosis opens a
@@ -153,6 +155,7 @@ from belief.campaign.loop import CampaignSettings, settings_to_dict
 from belief.campaign.many import run_policies
 from belief.campaign.synthetic import WORLD_FAMILIES, SyntheticWorld, benchmark_world
 from belief.decision.allocation import POLICIES, check_policy
+from belief.decision.safety import SafetyGate
 from belief.decision.settings import CVUSettings
 from belief.errors import InputError
 from belief.posterior.fitter import FitSettings
@@ -199,6 +202,10 @@ def main() -> None:
     parser.add_argument("--past", type=int, default=0, metavar="K",
                         help="every arm's gains model also fitted on K past campaigns of its "
                              "world (random orders of the adaptations; rows named …_pastK)")
+    parser.add_argument("--gate", default="anytime",
+                        help="the safety gate's bound: anytime (default), clopper_pearson (the "
+                             "default before; the figures measured before it was anytime) or "
+                             "posterior")
     parser.add_argument("--family", default=None, choices=WORLD_FAMILIES,
                         help="world family: varied (default) or bench_test (the same worlds "
                              "with ft_real_100 gated at the start and a bench safety test "
@@ -266,7 +273,7 @@ def main() -> None:
                                 cvu=CVUSettings(n_outcomes=args.outcomes,
                                                 max_refits=args.refits),
                                 stability_resamples=0, act_on_unreliable=True,
-                                weights=weights)
+                                weights=weights, gate=SafetyGate(method=args.gate))
     t0 = time.perf_counter()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:

@@ -191,6 +191,33 @@ def test_a_log_written_before_a_setting_existed_resumes_with_the_old_behaviour(
     assert same_campaign(old, world, off) and not same_campaign(old, world, SETTINGS)
 
 
+def test_a_log_written_with_the_old_default_gate_resumes_with_it(full_run, fitter, tmp_path):
+    """A campaign of today's default gate logs ``anytime``; a log of the old default logs
+    ``clopper_pearson`` and resumes (and decides its next steps) with it; a header without
+    the gate's method ran Clopper–Pearson and resumes with it; resuming either with today's
+    default settings is refused as different, and the restart check agrees."""
+    from belief.campaign.loop import same_campaign
+    from belief.decision.safety import SafetyGate
+
+    out, _ = full_run
+    recs = log_records(out)
+    assert recs[0]["settings"]["gate"]["method"] == SETTINGS.gate.method == "anytime"
+    recs[0]["settings"]["gate"]["method"] = "clopper_pearson"
+    old = _write(tmp_path / "old", recs)
+    resumed = Campaign.resume(old, fitter=fitter)
+    assert resumed.settings.gate == SafetyGate(method="clopper_pearson")
+    assert resumed.decision_settings.gate.method == "clopper_pearson"
+    del recs[0]["settings"]["gate"]["method"]
+    older = _write(tmp_path / "older", recs)
+    assert Campaign.resume(older, fitter=fitter).settings.gate.method == "clopper_pearson"
+    for folder in (old, older):
+        with pytest.raises(InputError, match="settings differ"):
+            Campaign.resume(folder, settings=SETTINGS, fitter=fitter)
+    cp = replace(SETTINGS, gate=SafetyGate(method="clopper_pearson"))
+    world = SyntheticWorld(seed=4)
+    assert same_campaign(old, world, cp) and not same_campaign(old, world, SETTINGS)
+
+
 @pytest.mark.parametrize("section, field", [("cvu", "estimator"), ("cvu", "min_ess"),
                                             ("fit", "max_escalations"), (None, "allocation")])
 def test_a_log_without_a_field_whose_old_behaviour_is_unknown_is_refused(

@@ -189,7 +189,7 @@ def test_bad_input_is_refused():
 
 
 def test_gap_limits_gated_at_start_and_order_blind():
-    """gap_limits: the step-0 gate closes what its CP bound on the bench runs excludes
+    """gap_limits: the step-0 gate closes what its bound on the bench runs excludes
     (world 17 as the policy benchmark seeds it: three candidates, as stop 36 found), and
     removing them can only lower V*; the order-blind plan is a feasible plan, so it is worth at
     most V*, exactly V* when the world has no order effects, and much less where they carry

@@ -291,6 +291,9 @@ def test_decide_refuses_bad_budget_weights_and_options(fitted_file, tmp_path, ca
              "--weights", "['gpu'] that the candidates do not use")
     _refused(capsys, [*base, "--functional", "median"], "unknown functional 'median'")
     _refused(capsys, [*base, "--alpha-exec", "1.5"], "--alpha-exec")
+    _refused(capsys, [*base, "--delta", "0"], "--delta: delta must satisfy 0 < delta < 1")
+    _refused(capsys, [*base, "--gate", "wald"], "--gate: method must be one of ['anytime', "
+                                                "'clopper_pearson', 'posterior'], got 'wald'")
     _refused(capsys, [*base, "--cvu-estimator", "exact"], "--cvu-estimator",
              "'auto', 'psis', 'regression'")
     assert not out.exists()

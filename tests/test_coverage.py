@@ -184,7 +184,7 @@ def test_clopper_pearson_gate_covers_true_risk(world_run):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="hierarchical shrinkage: the posterior bound of the "
                    "riskiest arm candidate (ft_real_100) falls below its true p_unsafe more "
-                   "often than δ on varied worlds; the gate's default method is Clopper–Pearson")
+                   "often than δ on varied worlds; the gate's default method is the anytime bound")
 def test_posterior_gate_bound_covers_every_candidate(world_run):
     per = coverage_table(world_run.gate, "covered_posterior", "candidate", level=LEVEL)
     worst = per.loc[per["coverage"].idxmin()]

@@ -157,7 +157,8 @@ def test_safety_gate_blocks_hardware_without_evidence():
     belief = state.belief.copy()
     belief["executions"] = belief["executions"].copy(data=[0, 0, 0, 0, 100])
     d = decide(state.with_(belief=belief), cs,
-               DecisionSettings(weights=LAM, gate=SafetyGate(alpha_exec=0.05)))
+               DecisionSettings(weights=LAM, gate=SafetyGate(alpha_exec=0.05,
+                                                             method="clopper_pearson")))
     assert bool(d["safe"].sel(candidate="hw")) and d.attrs["chosen"] == "hw"
     assert float(d["p_exec_bound"].sel(candidate="hw")) == pytest.approx(1 - 0.05 ** (1 / 100))
 

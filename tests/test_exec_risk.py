@@ -116,8 +116,10 @@ def test_posterior_gate_through_decide(fitted, world_candidates):
     np.testing.assert_array_equal(d["safe"].values, d["p_exec_bound"].values <= 0.1)
     for i, cid in enumerate(cs.ids):
         reason = str(d["safe_reason"].sel(candidate=cid).values)
-        assert ("posterior UCB" in reason) if hw[i] else reason == "no hardware: P_exec = 0"
+        assert ("posterior credible UCB" in reason) if hw[i] else \
+            reason == "no hardware: P_exec = 0"
     assert d.attrs["safety_method"] == "posterior"
+    assert d.attrs["safety_guarantee"] == "Bayesian credible bound, not frequentist"
     strict = decide(state, cs, DecisionSettings(
         weights=weights, stability_resamples=0,
         gate=SafetyGate(alpha_exec=1e-4, method="posterior")))
@@ -125,7 +127,7 @@ def test_posterior_gate_through_decide(fitted, world_candidates):
     for cid in np.array(cs.ids)[hw]:
         if not strict["chosen"].sel(candidate=cid):
             reason = str(strict["excluded_reason"].sel(candidate=cid).values)
-            assert reason.startswith("unsafe: posterior UCB") or "budget" in reason \
+            assert reason.startswith("unsafe: posterior credible UCB") or "budget" in reason \
                 or "not available" in reason
     assert strict.attrs["chosen"] not in set(np.array(cs.ids)[hw])
 

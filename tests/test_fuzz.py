@@ -285,6 +285,12 @@ def _allocation(text: str) -> None:
     check_policy(text)
 
 
+def _gate(text: str) -> None:
+    from belief.decision.safety import SafetyGate
+
+    SafetyGate(method=text)
+
+
 def _weights(text: str) -> None:
     from belief.decision.weights import FixedWeights
 
@@ -319,17 +325,18 @@ POS_INT, NONNEG_INT = bad(lambda t: _int(t, 1)), bad(lambda t: _int(t, 0))
 FLAGS = {
     "demo": {"--steps": POS_INT, "--draws": POS_INT, "--seed": NONNEG_INT,
              "--functional": bad(_functional), "--beta": bad(lambda t: _real(t, 0.0)),
-             "--allocation": bad(_allocation)},
+             "--allocation": bad(_allocation), "--gate": bad(_gate)},
     "manual": {"--steps": POS_INT, "--draws": POS_INT, "--seed": NONNEG_INT,
-               "--beta": bad(lambda t: _real(t, 0.0)), "--weights": bad(_weights)},
+               "--beta": bad(lambda t: _real(t, 0.0)), "--weights": bad(_weights),
+               "--gate": bad(_gate)},
     "replay": {"--draws": POS_INT, "--seed": NONNEG_INT, "--beta": bad(lambda t: _real(t, 0.0)),
                "--functional": bad(_functional), "--alpha-exec": bad(_fraction),
-               "--weights": bad(_weights), "--workers": POS_INT},
+               "--weights": bad(_weights), "--workers": POS_INT, "--gate": bad(_gate)},
     "fit": {"--draws": POS_INT, "--chains": POS_INT, "--tune": POS_INT, "--step": NONNEG_INT},
     "decide": {"--budget": bad(_budget), "--weights": bad(_weights),
                "--functional": bad(_functional), "--beta": bad(lambda t: _real(t, 0.0)),
                "--alpha-exec": bad(_fraction), "--delta": bad(_fraction),
-               "--horizon": POS_INT,
+               "--horizon": POS_INT, "--gate": bad(_gate),
                "--cvu-outcomes": bad(lambda t: _int(t, 2))},
     "report": {"--alpha-deploy": bad(_fraction), "--beta": bad(lambda t: _real(t, 0.0))},
 }

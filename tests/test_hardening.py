@@ -386,7 +386,7 @@ def test_manual_says_which_hardware_candidates_have_no_safety_data(tmp_path, cap
         cmd_manual(args)
     note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("note"))
     assert "si_friction" in note and "latency_probe" not in note
-    assert "Clopper–Pearson bound is 1" in note
+    assert "upper bound is 1 > α_exec" in note
 
 
 def test_manual_refuses_a_folder_as_candidate_file(tmp_path, capsys, no_compute):

@@ -170,20 +170,22 @@ def without_candidates(world: SyntheticWorld, ids: Iterable[str]) -> SyntheticWo
 
 
 def start_gate_closed(world: SyntheticWorld, alpha_exec: float = 0.1,
-                      delta: float = 0.05) -> list[str]:
-    """The candidates the engine's Clopper–Pearson gate closes at step 0: one-sided
+                      delta: float = 0.05, method: str = "anytime") -> list[str]:
+    """The candidates the engine's gate closes at step 0: the gate's upper bound
     UCB_{1−δ}(unsafe, executions) of the world's pre-campaign bench runs
-    (:meth:`SyntheticWorld.initial_safety`) above α_exec.  In the synthetic worlds only a
-    candidate's own executions (or a bench safety test of it, where the world has one) add to
-    its evidence, so without a safety test a gate closed here stays closed."""
-    from belief.decision.safety import clopper_pearson_upper
+    (:meth:`SyntheticWorld.initial_safety`) above α_exec — the anytime bound of the default
+    gate, or ``method="clopper_pearson"`` (:meth:`belief.decision.safety.SafetyGate.
+    count_bound`).  In the synthetic worlds only a candidate's own executions (or a bench
+    safety test of it, where the world has one) add to its evidence, so without a safety test
+    a gate closed here stays closed."""
+    from belief.decision.safety import SafetyGate
 
     truth_gate(world, alpha_exec)  # validates alpha_exec
+    gate = SafetyGate(alpha_exec=alpha_exec, delta=delta, method=method)
     runs = world.initial_safety()
     if runs.empty:
         return []
-    ucb = clopper_pearson_upper(runs["unsafe"].to_numpy(), runs["executions"].to_numpy(),
-                                delta)
+    ucb = gate.count_bound(runs["unsafe"].to_numpy(), runs["executions"].to_numpy())
     return sorted(runs["candidate"][ucb > alpha_exec])
 
 

@@ -22,7 +22,8 @@ reason naming the overrun (a ``stop`` record carrying the same ``overrun``).  Ne
 non-finite realised costs are refused (InputError naming the outcome's step and candidate).
 
 At the stop, the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy is checked on
-the final policy from deployment evidence only.
+the final policy from deployment evidence only — once, one look: Clopper–Pearson, not the
+anytime bound of the gate (which looks after every step).
 
 The world (:class:`~belief.campaign.world.World`) declares everything the loop uses;
 :class:`~belief.campaign.synthetic.SyntheticWorld` and :class:`~belief.campaign.manual.ManualWorld`
@@ -70,7 +71,7 @@ from belief.decision.allocation import USES_CVU, check_policy, choose
 from belief.decision.engine import STOP, decide, decision_table
 from belief.decision.feasibility import ChanceConstraint
 from belief.decision.functionals import Functional, parse_functional
-from belief.decision.safety import SafetyGate, deployment_check
+from belief.decision.safety import SafetyGate, deployment_check, deployment_method
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.decision.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
@@ -106,6 +107,9 @@ class CampaignSettings:
     beta : float
         β in Q = U0 + β·CVU (used by the ``q`` and ``plan_voi`` allocations).
     gate : SafetyGate
+        The execution-safety gate; default the anytime bound (over every look: a campaign
+        looks after every step).  A log records it (``gate.method``); a resumed campaign
+        keeps the logged one.
     fit : FitSettings
     seed : int
     stability_resamples : int
@@ -114,7 +118,9 @@ class CampaignSettings:
         where k̂ > 0.7, at most ``cvu.max_refits`` per candidate).
     alpha_deploy : float
         Ceiling of the deployment chance constraint P_deploy(unsafe | π_T) ≤ α_deploy, checked
-        at the stop with the gate's δ and method (never mixed with execution events).
+        once, at the stop, with the gate's δ — with the one-look Clopper–Pearson bound, or the
+        posterior's when the gate is ``posterior`` (:func:`~belief.decision.safety.
+        deployment_method`) — never mixed with execution events.
     allocation : str
         The allocation policy (:data:`belief.decision.allocation.POLICIES`); ``q`` is the
         engine's.
@@ -221,11 +227,15 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
 
 LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
     "cvu": {"noise_correction": False, "regression_noise_correction": False,
-            "refit_scope": "all"}}
+            "refit_scope": "all"},
+    "gate": {"method": "clopper_pearson"}}
 """Fields added after campaign logs were written whose default changes what a campaign does,
 with the value that reproduces the behaviour from before them: a log without such a field
 ran that way (CVU's noise-bias correction, added on 2026-12-03; refits only where they can
-change the choice, ``cvu.refit_scope``, added on 2026-12-06).  Not covered: on 2026-12-06
+change the choice, ``cvu.refit_scope``, added on 2026-12-06; the gate's bound
+``gate.method``, whose default was Clopper–Pearson before the anytime bound became it: a
+header without it ran Clopper–Pearson; every other log names its method, which a resume and
+a replay keep).  Not covered: on 2026-12-06
 an exact refit's sampler seed became a function of the outcome instead of the order of the
 calls (:func:`belief.posterior.refit.refit_seed`), so a campaign that used refits before
 then replays with other refit draws (the same estimator; its values move by their Monte
@@ -701,8 +711,9 @@ class Campaign:
             if rows is not None:
                 self.evidence = self.evidence.append(deployment_safety=rows)
                 self._deployment_rows = rows
+        # one look, at the stop: the one-look Clopper–Pearson bound (or the posterior's)
         deployment = deployment_check(self.evidence, self.policy, s.alpha_deploy, s.gate.delta,
-                                      s.gate.method)
+                                      deployment_method(s.gate.method))
         if not self._deployment_logged:
             self._log({"record": "deployment_check", "step": end, "policy": self.policy,
                        "deployment_check": dict(deployment.attrs),

@@ -260,7 +260,8 @@ def load_campaign(path: str | Path) -> LoggedCampaign:
 
 def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | None = None, *,
            functional: str | None = None, weights: Any = None, beta: float | None = None,
-           alpha_exec: float | None = None, fitter: BeliefFitter | None = None,
+           alpha_exec: float | None = None, gate: str | None = None,
+           fitter: BeliefFitter | None = None,
            use_refits: bool | None = None, seed: int | None = None,
            progress: Any = None, past: Any = None,
            allocation: str | None = None) -> xr.DataTree:
@@ -271,7 +272,10 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     source : path or LoggedCampaign
     settings : CampaignSettings, optional
         Base settings (default: the log's, else defaults); ``functional``, ``weights``,
-        ``beta`` and ``alpha_exec`` override single fields.
+        ``beta``, ``alpha_exec`` and ``gate`` (the gate's bound: ``anytime``,
+        ``clopper_pearson`` or ``posterior``) override single fields.  A log replays with the
+        gate it was written with (a log from before the anytime gate: Clopper–Pearson); the
+        CSV layout, which holds no settings, with the default ``anytime``.
     use_refits : bool, optional
         Allow CVU's exact-refit fallback (slow) where k̂ > 0.7; default: as the campaign did
         (``settings.cvu.max_refits > 0``).
@@ -311,8 +315,10 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
         changes["weights"] = weights
     if beta is not None:
         changes["beta"] = beta
-    if alpha_exec is not None:
-        changes["gate"] = replace(s.gate, alpha_exec=alpha_exec)
+    if alpha_exec is not None or gate is not None:
+        changes["gate"] = replace(s.gate, **({} if alpha_exec is None else
+                                             {"alpha_exec": alpha_exec}),
+                                  **({} if gate is None else {"method": gate}))
     if allocation is not None:
         changes["allocation"] = allocation
     s = replace(s, **changes)  # re-validated: the settings are parsed once, here
@@ -379,6 +385,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     tree.attrs.update({"source": camp.source, "functional": str(s.functional),
                        "allocation": s.allocation if allocation is not None else "q",
                        "beta": s.beta, "alpha_exec": s.gate.alpha_exec,
+                       "safety_method": s.gate.method, "safety_bound": s.gate.label,
+                       "safety_guarantee": s.gate.guarantee,
                        "problem": camp.problem or "", "n_steps": n_logged,
                        "overrun": camp.overrun(),
                        "agreement": float(steps_ds["agree"].mean()) if rows else float("nan")})

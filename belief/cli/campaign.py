@@ -45,8 +45,10 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
         changes["functional"] = args.functional
     if args.beta is not None:
         changes["beta"] = args.beta
-    if args.alpha_exec is not None:
-        changes["gate"] = replace(s.gate, alpha_exec=args.alpha_exec)
+    if args.alpha_exec is not None or args.gate is not None:
+        changes["gate"] = replace(s.gate, **({} if args.alpha_exec is None else
+                                             {"alpha_exec": args.alpha_exec}),
+                                  **({} if args.gate is None else {"method": args.gate}))
     if args.weights is not None:
         changes["weights"] = _weights(args.weights)
     if args.eps_budget is not None:
@@ -94,7 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trees = replay_folder(source, out, scheduler=args.scheduler, workers=args.workers,
                               functional=args.functional, beta=args.beta,
                               weights=_weights(args.weights), alpha_exec=args.alpha_exec,
-                              seed=args.seed)
+                              gate=args.gate, seed=args.seed)
         for name, tree in trees.items():
             a = tree.attrs
             if a.get("refused"):
@@ -129,7 +131,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     finally:
         plt.close(fig)
     table = Table(title=f"replay of {escape(camp.source)} (φ = {tree.attrs['functional']}, "
-                        f"β = {tree.attrs['beta']:g}, α_exec = {tree.attrs['alpha_exec']:g})")
+                        f"β = {tree.attrs['beta']:g}, α_exec = {tree.attrs['alpha_exec']:g}, "
+                        f"gate {tree.attrs['safety_bound']}: "
+                        f"{tree.attrs['safety_guarantee']})")
     for col in ("step", "logged", "recommended", "agree", "regret", "90% interval"):
         table.add_column(col)
     for t, r in steps.iterrows():
@@ -183,14 +187,14 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
         return world, Campaign.resume(out, world)
     if args.candidates is None:
         raise InputError("--candidates", "a candidate file is required (or --resume)")
-    from belief.cli.demo import cost_settings
+    from belief.cli.demo import cost_settings, gate_settings
 
     v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
          for k, d in MANUAL_DEFAULTS.items()}
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
     costs = cost_settings(args, cfile.candidates.resources)
     settings = CampaignSettings(horizon=v["steps"], beta=v["beta"], seed=v["seed"],
-                                weights=_weights(args.weights),
+                                weights=_weights(args.weights), gate=gate_settings(args),
                                 act_on_unreliable=bool(getattr(args, "act_on_unreliable",
                                                                False)),
                                 fit=FitSettings.for_draws(v["draws"],
@@ -214,8 +218,8 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _unsafe_without_data(campaign: Any) -> list[str]:
-    """Hardware candidates without any execution-safety event: their Clopper–Pearson bound is
-    1, so the gate keeps them out until bench runs are entered."""
+    """Hardware candidates without any execution-safety event: their upper bound is 1 (every
+    frequentist gate's), so the gate keeps them out until bench runs are entered."""
     executions, _ = campaign.evidence.safety_counts()
     return [c.id for c, n in zip(campaign.candidates, executions, strict=True)
             if c.drives_hardware and n == 0]
@@ -235,12 +239,12 @@ def cmd_manual(args: argparse.Namespace) -> int:
     if args.resume:
         ignored = ignored_with_resume(args, (*MANUAL_DEFAULTS, "candidates", "weights",
                                              "evidence", "overwrite", "act_on_unreliable",
-                                             *COST_FLAGS))
+                                             "gate", *COST_FLAGS))
         s = campaign.settings
         if ignored:
             console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
                           f"campaign keeps its logged settings (horizon T = {s.horizon}, β "
-                          f"{s.beta:g}, {s.fit.draws} draws)")
+                          f"{s.beta:g}, {s.fit.draws} draws, gate {s.gate.method})")
         if campaign.finished:
             console.print(f"the campaign in {escape(out)}/ is finished ("
                           f"{escape(campaign.stop_reason or f'horizon T = {s.horizon} reached')}"
@@ -251,7 +255,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
     blocked = _unsafe_without_data(campaign)
     if blocked:
         console.print(f"note: hardware candidate(s) {escape(', '.join(blocked))} have no "
-                      "execution-safety events: their Clopper–Pearson bound is 1 > α_exec, so "
+                      "execution-safety events: their upper bound is 1 > α_exec, so "
                       "the safety gate keeps them out until their bench runs are entered (give "
                       "them as safety_events in --evidence DIR)")
     while not campaign.finished:
@@ -273,6 +277,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
 def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay`` and ``manual`` on the ``belief`` parser."""
     from belief.cli.demo import add_cost_flags
+    from belief.cli.flags import add_gate_flag
 
     rp = sub.add_parser("replay", help="re-decide every step of a past campaign offline")
     rp.add_argument("log", help="campaign_log.jsonl, its run folder, a CSV-layout folder "
@@ -282,6 +287,7 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--beta", type=float, default=None, help="β (default: the log's)")
     rp.add_argument("--alpha-exec", type=float, default=None, dest="alpha_exec",
                     help="α_exec of the safety gate (default: the log's)")
+    add_gate_flag(rp, None)
     rp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=…")
     rp.add_argument("--draws", type=int, default=None, help="posterior draws per chain")
     rp.add_argument("--epsilon-budget", type=float, default=None, dest="eps_budget",
@@ -328,5 +334,6 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     mp.add_argument("--act-on-unreliable", action="store_true",
                     help="act on a belief whose fit fails the convergence checks (default: "
                          "stop and say so)")
+    add_gate_flag(mp, None)
     add_cost_flags(mp)
     mp.set_defaults(func=cmd_manual)

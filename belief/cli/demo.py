@@ -18,7 +18,7 @@ from typing import Any
 from belief.errors import InputError
 
 __all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
-           "ignored_with_resume"]
+           "gate_settings", "ignored_with_resume"]
 
 DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 1000,
                  "functional": "mean", "allocation": "q", "beta": 1.0}
@@ -88,6 +88,15 @@ def cost_settings(args: argparse.Namespace, resources: tuple[str, ...] | list[st
     return out
 
 
+def gate_settings(args: argparse.Namespace) -> Any:
+    """The campaign's safety gate from ``--gate`` (the default gate, the anytime bound, when
+    absent); a bad name is refused naming the flag (:mod:`belief.cli.flags`)."""
+    from belief.decision.safety import SafetyGate
+
+    gate = getattr(args, "gate", None)
+    return SafetyGate() if gate is None else SafetyGate(method=gate)
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from belief.campaign.loop import CampaignSettings
     from belief.campaign.synthetic import SyntheticWorld
@@ -102,6 +111,7 @@ def _settings(args: argparse.Namespace) -> Any:
     cvu = replace(CampaignSettings().cvu, workers=min(2, os.cpu_count() or 1))
     return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
                             beta=v["beta"], allocation=v["allocation"], cvu=cvu,
+                            gate=gate_settings(args),
                             act_on_unreliable=args.act_on_unreliable, fit=fit, **costs), v
 
 
@@ -117,7 +127,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.resume:
         out = Path(args.resume)
         ignored = ignored_with_resume(args, (*DEMO_DEFAULTS, "act_on_unreliable", "overwrite",
-                                             "stochastic_costs", *COST_FLAGS))
+                                             "stochastic_costs", "gate", *COST_FLAGS))
         writable_folder(out, "--resume")
         campaign = Campaign.resume(out)
         world, settings = campaign.world, campaign.settings
@@ -125,7 +135,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
                           f"campaign keeps its logged settings (horizon T = {settings.horizon},"
                           f" seed {settings.seed}, φ {settings.functional}, β "
-                          f"{settings.beta:g}, {settings.fit.draws} draws)")
+                          f"{settings.beta:g}, {settings.fit.draws} draws, gate "
+                          f"{settings.gate.method})")
         if campaign.finished and outputs_complete(out):
             reason = campaign.stop_reason or f"horizon T = {settings.horizon} reached"
             console.print(f"[bold]belief demo --resume[/bold] {escape(out)}/: the campaign is "
@@ -157,7 +168,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"[bold]belief demo[/bold]: {len(world.candidates)} candidates, budget "
                       + ", ".join(f"{r}={x:g}" for r, x in world.budget_values.items())
                       + f", horizon {settings.horizon}, seed {settings.seed}, allocation "
-                      f"{settings.allocation}"
+                      f"{settings.allocation}, gate {settings.gate.label} "
+                      f"({settings.gate.guarantee})"
                       + (", stochastic costs" if world.stochastic_costs else "")
                       + (f", cost posterior (ε_budget {settings.eps_budget:g}"
                          + (f", repair tail in {', '.join(settings.heavy_tailed_costs)}"
@@ -209,9 +221,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         a = dep.attrs
         style = "green" if a["passed"] else "red"
         console.print(f"deployment check on {a['policy']} (α_deploy {a['alpha_deploy']:g}, "
-                      f"{a['method']}): [{style}]{'PASS' if a['passed'] else 'FAIL'}[/{style}] "
+                      f"{a['method']}, one look at the stop): "
+                      f"[{style}]{'PASS' if a['passed'] else 'FAIL'}[/{style}] "
                       f"— {escape(a['reason'])}; CP UCB {a['ucb_clopper_pearson']:.4f}, "
-                      f"posterior UCB {a['ucb_posterior']:.4f}; true P_deploy = "
+                      f"posterior credible UCB {a['ucb_posterior']:.4f}; true P_deploy = "
                       f"{world.true_p_deploy(result.policy):.4f}")
     console.print(f"wrote {escape(out)}/belief.nc, campaign_log.jsonl, decisions/, "
                   "candidates.toml, evidence/")
@@ -224,6 +237,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_demo_command(sub: argparse._SubParsersAction) -> None:
     """Register ``demo`` on the ``belief`` parser."""
+    from belief.cli.flags import add_gate_flag
+
     d = DEMO_DEFAULTS
     demo = sub.add_parser("demo", help="closed-loop campaign on the embedded synthetic world")
     demo.add_argument("--steps", type=int, default=None,
@@ -262,5 +277,6 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help="the world's executions cost a random amount about the nominal cost, "
                            "with a repair tail in real_h (documented truth in "
                            "belief.campaign.synthetic; default: exactly the nominal cost)")
+    add_gate_flag(demo, None)
     add_cost_flags(demo)
     demo.set_defaults(func=cmd_demo)

@@ -14,7 +14,7 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags", "past_dirs"]
+__all__ = ["COMMAND_FLAGS", "FLAGS", "add_gate_flag", "as_flag", "as_flags", "past_dirs"]
 
 # setting (the InputError's ``table``) → flag, for every command
 FLAGS: dict[str, str] = {
@@ -28,7 +28,7 @@ FLAGS: dict[str, str] = {
     "CVUSettings.estimator": "--cvu-estimator",
     "CVUSettings.refit_scope": "--refit-scope",
     "CVUSettings.max_refits": "--max-refits",
-    "delta": "--delta", "safety gate": "--safety-method", "weights": "--weights",
+    "delta": "--delta", "safety gate": "--gate", "weights": "--weights",
     "budget": "--budget", "seed": "--seed", "CVUSettings.seed": "--seed",
     "alpha_deploy": "--alpha-deploy", "allocation": "--allocation",
     "act_on_unreliable": "--act-on-unreliable", "FitSettings.draws": "--draws",
@@ -76,3 +76,17 @@ def past_dirs(value: str | None) -> list[str]:
     if not all(dirs):
         raise InputError("--past", f"empty entry in {value!r}: give DIR[,DIR...]")
     return dirs
+
+
+def add_gate_flag(p: Any, default: str | None) -> None:
+    """``--gate`` of every command that decides (``decide``, ``demo``, ``manual``,
+    ``replay``): the safety gate's bound by name, checked by
+    :class:`~belief.decision.safety.SafetyGate` (a bad name is one line naming ``--gate``).
+    ``default`` None: the command's own default (a log's gate, the campaign default)."""
+    shown = default or "anytime"
+    p.add_argument("--gate", default=default, metavar="BOUND",
+                   help="the safety gate's upper bound on P_exec: anytime (a confidence "
+                        "sequence, valid over every look of a campaign), clopper_pearson "
+                        "(exact, valid at one look) or posterior (the execution-risk model's "
+                        f"credible bound, not frequentist); default {shown}"
+                        + ("" if default else " (a resumed or replayed log: its own)"))

@@ -5,6 +5,7 @@
     belief fit EVIDENCE_DIR --candidates candidates.toml --out belief.nc
     belief decide belief.nc [--budget real_h=…,compute=…,eng_h=…] [--weights …]
                             [--functional mean|lcb:Q|cvar:A] [--beta B] [--alpha-exec A]
+                            [--delta D] [--gate anytime|clopper_pearson|posterior]
                             [--out decision/]
     belief check belief.nc          # exit 0 converged, 1 diagnostics fail, 2 bad input
     belief report belief.nc [--decision decision/] --out report.html   (or report.md)
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from belief.cli.flags import add_gate_flag
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape
@@ -52,9 +54,7 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                    help="execution-safety ceiling α_exec on the UCB of P_exec (default 0.1)")
     p.add_argument("--delta", type=float, default=0.05,
                    help="one-sided level δ of the safety bounds (default 0.05)")
-    p.add_argument("--safety-method", default="clopper_pearson",
-                   choices=["clopper_pearson", "posterior"],
-                   help="which upper bound the safety gate uses (default clopper_pearson)")
+    add_gate_flag(p, "anytime")
     p.add_argument("--epsilon-budget", type=float, default=0.0, dest="eps_budget",
                    metavar="EPS",
                    help="ε_budget in [0, 1): with cost draws in the belief (belief fit "
@@ -142,7 +142,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
     return DecisionSettings(
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
-                        method=args.safety_method),
+                        method=args.gate),
         cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
                         workers=args.cvu_workers,
                         continuation=args.continuation, estimator=args.cvu_estimator,

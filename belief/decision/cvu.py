@@ -58,7 +58,8 @@ Execution-safety channel (:mod:`belief.decision.cvu_safety`): an experiment that
 ``safety_runs`` safety trials of an execution-risk cell (a hardware run of its own, or a bench
 safety test of ``safety_test_of``) appends the simulated unsafe count y ~ Binomial(r, p_unsafe)
 to its outcome, and the gate of that cell in s_{t+1} is recomputed from (n + r, k + y)
-(Clopper–Pearson) or from the reweighted p_unsafe draws (posterior); G0(s_{t+1}^{m,Y}) uses
+with the gate's own bound (anytime or Clopper–Pearson) or from the reweighted p_unsafe draws
+(posterior); G0(s_{t+1}^{m,Y}) uses
 that gate, so a bench test can earn CVU > 0 from feasibility alone.  ``cvu_safety`` states it
 per candidate.  Where no gate can change the safety of s_t is held fixed and CVU is exactly the
 fixed-gate value.
@@ -339,7 +340,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     untrusted weights), ``cvu_ess`` (median effective sample size of the weights),
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
     ``cvu_outcomes``; ``cvu_safety`` (what the execution-risk channel does: "can open X:
-    CP UCB ≤ α_exec for y ≤ y* unsafe of r runs", "can close X: …", or empty when the gate
+    anytime UCB ≤ α_exec for y ≤ y* unsafe of r runs", "can close X: …", or empty when the gate
     of s_t is held fixed); the split of CVU by channel (:mod:`belief.decision.cvu_channels`:
     own/siblings learning, order effects, execution safety, in that order; they sum to
     ``cvu``) ``cvu_own``, ``cvu_order``, ``cvu_safety_value`` with their outcome errors

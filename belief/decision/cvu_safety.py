@@ -9,7 +9,10 @@ are executions of c's controller with the same p_unsafe) adds to its outcome the
 with log p(y | θ_i) = log Binomial(y; r, p_{c,i}) (:func:`models.exec_risk.loglik`).  The gate
 of c in s_{t+1}^{m,Y} is recomputed from the updated evidence:
 
-- ``clopper_pearson``: UCB_{1−δ}(k + y, n + r) ≤ α_exec (n executions, k unsafe so far);
+- ``anytime`` (the default) and ``clopper_pearson``: the same bound of the counts as the gate,
+  UCB_{1−δ}(k + y, n + r) ≤ α_exec (n executions, k unsafe so far) — for ``anytime`` the
+  confidence sequence of :func:`~belief.decision.safety.anytime_upper`, so a test's value
+  counts the runs it really takes to open a gate that keeps its guarantee over every look;
 - ``posterior``: the (1 − δ)-quantile of the p_c draws under the Pareto-smoothed weights
   ∝ Binomial(y; r, p_{c,i}) ≤ α_exec.  The execution-risk model is fitted apart from the gains
   model, so only the unsafe count carries information about p_c.
@@ -35,7 +38,7 @@ import numpy as np
 from belief.decision.feasibility import BudgetRule, Feasibility
 from belief.decision.functionals import lcb
 from belief.decision.importance import psis_weights
-from belief.decision.safety import SafetyGate, clopper_pearson_upper
+from belief.decision.safety import SafetyGate
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.experiments import Experiment, safety_outcome
 
@@ -46,11 +49,12 @@ def next_gate(gate: SafetyGate, executions: int, unsafe: int, runs: int,
               p_draws: np.ndarray | None) -> np.ndarray:
     """The deciding bound of the cell in s_{t+1} after y = 0..runs unsafe outcomes, (runs + 1,).
 
-    Clopper–Pearson: UCB_{1−δ}(k + y, n + r); posterior: the weighted (1 − δ)-quantile of the
-    p draws with PSIS-smoothed weights ∝ Binomial(y; r, p_i)."""
+    Anytime or Clopper–Pearson: the gate's bound UCB_{1−δ}(k + y, n + r)
+    (:meth:`SafetyGate.count_bound`); posterior: the weighted (1 − δ)-quantile of the p draws
+    with PSIS-smoothed weights ∝ Binomial(y; r, p_i)."""
     y = np.arange(runs + 1)
-    if gate.method == "clopper_pearson":
-        return clopper_pearson_upper(unsafe + y, executions + runs, gate.delta)
+    if gate.method != "posterior":
+        return gate.count_bound(unsafe + y, executions + runs)
     from models.exec_risk import loglik  # imported here: a decision needs no scipy.stats
 
     p = np.asarray(p_draws, float)
@@ -145,14 +149,14 @@ def with_safety_channels(experiments: Mapping[str, Experiment], belief,
         safe_by_y = bound <= gate.alpha_exec
         if (safe_by_y == bool(feas.safe[c])).all():
             continue  # the gate of c cannot change: untouched
-        label = "CP" if gate.method == "clopper_pearson" else "posterior"
+        label = gate.label
         if feas.safe[c]:
             y_star = int(np.argmin(safe_by_y))
-            note = (f"can close {target}: {label} UCB > α_exec {gate.alpha_exec:g} for "
+            note = (f"can close {target}: {label} > α_exec {gate.alpha_exec:g} for "
                     f"y ≥ {y_star} unsafe of {runs} runs")
         else:
             y_star = int(np.flatnonzero(safe_by_y).max())
-            note = (f"can open {target}: {label} UCB ≤ α_exec {gate.alpha_exec:g} for "
+            note = (f"can open {target}: {label} ≤ α_exec {gate.alpha_exec:g} for "
                     f"y ≤ {y_star} unsafe of {runs} runs")
         out[mid] = with_safety_channel(exp, c, runs, p, safe_by_y, feas.safe, note)
     return out

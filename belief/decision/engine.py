@@ -358,6 +358,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             "budget_reason": (cand, np.array(feas.budget_reason, dtype=object)),
             "safe": gate["safe"], "safe_reason": gate["safe_reason"],
             "p_exec_bound": feas.safety["p_exec_bound"],
+            "ucb_anytime": gate["ucb_anytime"],
             "ucb_clopper_pearson": gate["ucb_clopper_pearson"],
             "ucb_posterior": gate["ucb_posterior"], "feasible": gate["feasible"],
             "chosen": (cand, np.arange(len(ids)) == pick),
@@ -392,7 +393,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         "stop_reason": stop_reason, "functional": str(fn), "beta": beta,
         "g0_null": g0_null, "cvu_status": cvu_status,
         "weights_rule": settings.weights.describe(), "flip_probability": flip,
-        **gate.attrs,  # alpha_exec, delta, safety_method
+        **gate.attrs,  # alpha_exec, delta, safety_method, safety_bound, safety_guarantee
         "eps_budget": settings.eps_budget,
         "costs": "uncertain (cost posterior draws)" if cost_draws is not None else "known",
         "horizon": -1 if settings.horizon is None else settings.horizon,
@@ -415,16 +416,20 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
 
 def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset:
     """The feasible set and the safety gate as the decision holds them: ``available``,
-    ``feasible``, ``safe``, ``safe_reason``, ``ucb_clopper_pearson``, ``ucb_posterior`` over
-    ``candidate``, attributes ``alpha_exec``, ``delta``, ``safety_method``."""
+    ``feasible``, ``safe``, ``safe_reason``, ``ucb_anytime``, ``ucb_clopper_pearson``,
+    ``ucb_posterior`` over ``candidate``, attributes ``alpha_exec``, ``delta``,
+    ``safety_method``, ``safety_bound`` (the deciding bound's name) and ``safety_guarantee``
+    (what it guarantees: over every look, one look, or a credible bound)."""
     cand = ("candidate",)
     return xr.Dataset(
         {"available": (cand, feas.available), "feasible": (cand, feas.feasible),
          "safe": (cand, feas.safe), "safe_reason": feas.safety["safe_reason"],
+         "ucb_anytime": feas.safety["ucb_anytime"],
          "ucb_clopper_pearson": feas.safety["ucb_clopper_pearson"],
          "ucb_posterior": feas.safety["ucb_posterior"]},
         coords={"candidate": ids},
-        attrs={"alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method})
+        attrs={"alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method,
+               "safety_bound": gate.label, "safety_guarantee": gate.guarantee})
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:

@@ -279,7 +279,7 @@ class DecisionSettings:
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
                           functional: str | Functional = "mean", beta: float = 0.0,
                           alpha_exec: float = 0.1, delta: float = 0.05,
-                          safety_method: str = "clopper_pearson", cvu_outcomes: int = 256,
+                          safety_method: str = "anytime", cvu_outcomes: int = 256,
                           horizon: int | None = None, stability_resamples: int = 200,
                           cvu: CVUSettings | None = None, continuation: str = "one_step",
                           rollout_depth: int = 2, eps_budget: float = 0.0,

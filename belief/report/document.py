@@ -24,10 +24,11 @@ import pandas as pd
 import xarray as xr
 
 from belief.errors import InputError
+from belief.report.tables import gate_caption
 
 __all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "decision_figures",
-           "decision_only_figures", "feasibility_figures", "figure_order", "render_report",
-           "value_figures", "write_report"]
+           "decision_only_figures", "feasibility_figures", "figure_order", "gate_path",
+           "render_report", "value_figures", "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -329,8 +330,7 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
             "[cvu_low, cvu_high])",
             f"decision stability: Pr(argmax flips) = {_fmt(a.get('flip_probability'))} "
             "under posterior resampling and CVU's Monte Carlo error (a proxy, not a value)",
-            f"safety gate: {a.get('safety_method')} UCB_{1 - a.get('delta', 0.05):g} ≤ "
-            f"α_exec = {a.get('alpha_exec')}",
+            gate_caption(a).replace("<=", "≤"),
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
         bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
@@ -423,15 +423,28 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
                 "executions": n_exec, "unsafe": n_unsafe,
                 f"CP {level} interval": [f"[{lo:.3f}, {hi:.3f}]" if n else "no data"
                                           for lo, hi, n in zip(low, high, n_exec, strict=True)],
-                f"UCB_{1 - delta:g} Clopper–Pearson": sub["ucb_clopper_pearson"].values,
-                f"UCB_{1 - delta:g} posterior": sub["ucb_posterior"].values,
+                **({f"UCB_{1 - delta:g} anytime (every look)": sub["ucb_anytime"].values}
+                   if "ucb_anytime" in sub else {}),
+                f"UCB_{1 - delta:g} Clopper–Pearson (one look)":
+                    sub["ucb_clopper_pearson"].values,
+                f"UCB_{1 - delta:g} posterior (credible)": sub["ucb_posterior"].values,
                 "bound used": sub["p_exec_bound"].values,
                 "passes": sub["safe"].values.astype(bool),
                 "reason": sub["safe_reason"].values.astype(str)},
                 index=pd.Index(hw, name="candidate"))
             doc.table(safety)
-            doc.p(f"The gate uses the one-sided upper bound at 1 − δ = {1 - delta:g}; the "
-                  f"two-sided exact interval at {level} has it as its upper end.")
+            doc.p(f"The gate decides with the {gate_caption(a).removeprefix('safety gate: ')}"
+                  f". The anytime bound is a confidence sequence: Pr(the bound ever falls "
+                  f"below the true P_exec, at any look) ≤ δ, so it keeps its guarantee over a "
+                  f"campaign that looks after every step; the one-sided Clopper–Pearson bound "
+                  f"at 1 − δ = {1 - delta:g} (the upper end of the two-sided exact interval "
+                  f"at {level}) holds at one look only; the posterior bound is the "
+                  f"execution-risk model's credible bound, not a frequentist one.")
+            path = gate_path(fitted.evidence.safety, hw, a)
+            if len(path) > 1:
+                doc.p("The deciding bound over the campaign's looks (one look per step, on the "
+                      "safety events logged up to it; executions/unsafe, then the bound):")
+                doc.table(path)
         doc.figure("safety", "upper bounds of P_exec(unsafe | m) against α_exec (dashed)")
     else:
         doc.p("No decision given: the safety gate is evaluated with the decision's α_exec.")
@@ -555,3 +568,29 @@ def write_report(fitted: Any, decision: xr.Dataset | None, path: str | Path,
                           lambda tmp, data=data: Path(tmp).write_bytes(data))
         outputs.write(path.name, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return path
+
+
+def gate_path(safety: pd.DataFrame, candidates: list[str], attrs: Any) -> pd.DataFrame:
+    """The gate's bound of each candidate over the looks of a campaign: at every step t with
+    safety events, the counts (n, k) summed over the events of steps ≤ t and the bound the gate
+    decides with (``anytime`` or ``clopper_pearson``, :meth:`SafetyGate.count_bound`; the
+    posterior gate has no path from counts: empty).  One row per step, cells "k/n: bound"."""
+    from belief.decision.safety import SafetyGate
+
+    method = str(attrs.get("safety_method", "anytime"))
+    if method == "posterior" or safety is None or not len(safety) or not candidates:
+        return pd.DataFrame()
+    gate = SafetyGate(alpha_exec=float(attrs.get("alpha_exec", 0.1)),
+                      delta=float(attrs.get("delta", 0.05)), method=method)
+    steps = sorted(int(t) for t in safety["step"].unique())
+    sums = (safety.groupby(["step", "candidate"])[["executions", "unsafe"]].sum()
+            .unstack("candidate").reindex(index=steps, fill_value=0).fillna(0).cumsum())
+    rows = {}
+    for cid in candidates:
+        if ("executions", cid) not in sums:
+            continue
+        n = sums[("executions", cid)].to_numpy().astype(int)
+        k = sums[("unsafe", cid)].to_numpy().astype(int)
+        bound = gate.count_bound(k, n)
+        rows[cid] = [f"{kk}/{nn}: {b:.3f}" for kk, nn, b in zip(k, n, bound, strict=True)]
+    return pd.DataFrame(rows, index=pd.Index(steps, name="step"))

@@ -157,8 +157,9 @@ def plot_order_effects(belief: xr.Dataset, ax: plt.Axes | None = None, interval:
 def plot_safety_bounds(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.Axes:
     """Upper bounds of P_exec(unsafe | m) of the hardware candidates against α_exec.
 
-    Both estimators are drawn when available (Clopper–Pearson as bars, the posterior
-    (1 − δ)-quantile as diamonds); the bound the gate used decides the colour (green = passes,
+    Every bound is drawn when available (Clopper–Pearson as bars, the anytime bound as a
+    vertical tick, the posterior (1 − δ)-quantile as diamonds); the bound the gate used
+    decides the colour (green = passes,
     red = refused).  A candidate with no executions (0/0) has no data: its bar is hatched and
     labelled "no data (0/0)" instead of a full red bar.  The legend sits outside the axes, so
     it never covers a bar.  Candidates that do not drive hardware have P_exec = 0 and are left
@@ -183,16 +184,21 @@ def plot_safety_bounds(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.
     no_data = np.array(["(0/0 unsafe)" in r for r in reasons])
     colors = np.where(safe, "C2", "C3")
     ax.barh(y[~no_data], cp[~no_data], color=colors[~no_data], alpha=0.7, edgecolor="k",
-            linewidth=0.5, label=f"Clopper–Pearson UCB$_{{{1 - a.get('delta', 0.05):g}}}$")
+            linewidth=0.5,
+            label=f"Clopper–Pearson UCB$_{{{1 - a.get('delta', 0.05):g}}}$ (one look)")
     if no_data.any():
         ax.barh(y[no_data], np.ones(int(no_data.sum())), color="none", hatch="..",
                 edgecolor="0.6", linewidth=0.5, label="no data (0/0): bound = 1")
         for yi in y[no_data]:
             ax.text(0.02, yi, "no data (0/0)", va="center", ha="left", fontsize=8,
                     color="0.25")
+    if "ucb_anytime" in sub:
+        anytime = sub["ucb_anytime"].values.astype(float)
+        ax.scatter(anytime[~no_data], y[~no_data], marker="|", color="C0", zorder=3, s=160,
+                   linewidths=2, label="anytime UCB (over every look)")
     if np.isfinite(post).any():
         ax.scatter(post, y, marker="D", color="k", zorder=3, s=22,
-                   label="posterior UCB (execution-risk model)")
+                   label="posterior credible UCB (execution-risk model)")
     ax.axvline(alpha, color="C3", linestyle="--", linewidth=1.2, label=f"α_exec = {alpha:g}")
     ax.set_yticks(y, ids)
     ax.set_xlim(0, 1.02)

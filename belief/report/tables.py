@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 __all__ = ["PIPE_WIDTH", "channel_cell", "console", "cvu_cell", "decision_rich_table",
-           "escape", "estimator_label", "number", "shows_channel_split"]
+           "escape", "estimator_label", "gate_caption", "number", "shows_channel_split"]
 
 PIPE_WIDTH = 400
 """Line width when stdout is not a terminal: tables keep their natural width (rich would
@@ -88,7 +88,8 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
     decision) a column "Pr(>b) <resource>" per resource shows Pr(ΔC_r(m) > b_t,r).  When
     some candidate's CVU has an order-effect or safety part (:func:`shows_channel_split`), a
     column "CVU own | order | safety" shows the split of CVU by channel
-    (:mod:`belief.decision.cvu_channels`; the three sum to CVU)."""
+    (:mod:`belief.decision.cvu_channels`; the three sum to CVU).  The caption names the safety
+    gate's bound and its guarantee (:func:`gate_caption`)."""
     from rich import box
     from rich.table import Table
 
@@ -107,7 +108,8 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
                *[(f"Pr(>b) {v.removeprefix('overrun_')}", "right") for v in overrun],
                ("feasible", "center"), ("", "left")]
     table = Table(title=title, title_justify="left", pad_edge=wide,
-                  box=box.ASCII2 if wide else box.HEAVY_HEAD)
+                  box=box.ASCII2 if wide else box.HEAVY_HEAD,
+                  caption=gate_caption(decision.attrs) or None, caption_justify="left")
     for col, justify in columns:
         table.add_column(col, justify=justify)
     for i, cid in enumerate(decision["candidate"].values):
@@ -128,6 +130,24 @@ def decision_rich_table(decision: Any, title: str, *, demo: bool = False,
                  else escape(_cut(str(d["excluded_reason"].values), None if wide else 60))]
         table.add_row(*cells, style=style)
     return table
+
+
+def gate_caption(attrs: Any) -> str:
+    """The safety gate in words: "safety gate: anytime UCB_0.95 <= α_exec 0.1 (frequentist,
+    anytime: over every look)" ("" when the decision names no gate: one written before the
+    gate's bound was recorded by name gets its method only)."""
+    method = attrs.get("safety_method")
+    if method is None:
+        return ""
+    from belief.decision.safety import BOUNDS
+
+    label, guarantee = BOUNDS.get(str(method), (f"{method} UCB", ""))
+    label = attrs.get("safety_bound", label)
+    guarantee = attrs.get("safety_guarantee", guarantee)
+    level = f"_{1 - float(attrs.get('delta', 0.05)):g}"
+    return (f"safety gate: {label.replace('UCB', 'UCB' + level)} <= α_exec "
+            f"{float(attrs.get('alpha_exec', float('nan'))):g}"
+            + (f" ({guarantee})" if guarantee else ""))
 
 
 def _cut(text: str, n: int | None) -> str:

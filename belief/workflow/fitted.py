@@ -257,7 +257,7 @@ class FittedBelief:
                budget: str | Mapping[str, float] | xr.DataArray | None = None,
                weights: str | Mapping[str, float] | WeightRule | None = None,
                functional: str = "mean", beta: float = 1.0, alpha_exec: float = 0.1,
-               delta: float = 0.05, safety_method: str = "clopper_pearson",
+               delta: float = 0.05, safety_method: str = "anytime",
                cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
                seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
                rollout_depth: int = 2, cvu_estimator: str = "auto",
