@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from belief.cli.flags import add_wide_flag
 from belief.errors import InputError
 
 __all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
@@ -111,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from belief.files import writable_folder
     from belief.posterior.fitter import BeliefFitter
     from belief.report.tables import console as make_console
-    from belief.report.tables import decision_rich_table, escape
+    from belief.report.tables import decision_rich_table, escape, table_width
 
     console = make_console()
     if args.resume:
@@ -181,7 +182,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                  + f" · Pr(flip) {a['flip_probability']:.2f}")
         if not a.get("reliable", 1):
             title += f" · [red]unreliable fit: {escape(a['reliability_reason'])}[/red]"
-        console.print(decision_rich_table(decision, title, demo=True))
+        console.print(decision_rich_table(decision, title, wide=args.wide,
+                                          width=table_width(console)))
         if outcome is None:
             console.print(f"[bold]stop[/bold]: {escape(a['stop_reason'])}")
         else:
@@ -260,4 +262,5 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                            "with a repair tail in real_h (documented truth in "
                            "belief.campaign.synthetic; default: exactly the nominal cost)")
     add_cost_flags(demo)
+    add_wide_flag(demo)
     demo.set_defaults(func=cmd_demo)

@@ -14,7 +14,7 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["COMMAND_FLAGS", "FLAGS", "as_flag", "as_flags", "past_dirs"]
+__all__ = ["COMMAND_FLAGS", "FLAGS", "add_wide_flag", "as_flag", "as_flags", "past_dirs"]
 
 # setting (the InputError's ``table``) → flag, for every command
 FLAGS: dict[str, str] = {
@@ -76,3 +76,13 @@ def past_dirs(value: str | None) -> list[str]:
     if not all(dirs):
         raise InputError("--past", f"empty entry in {value!r}: give DIR[,DIR...]")
     return dirs
+
+
+def add_wide_flag(p: Any) -> None:
+    """``--wide`` of a command that prints the decision table
+    (:func:`belief.report.tables.decision_rich_table`)."""
+    p.add_argument("--wide", action="store_true",
+                   help="print the decision table with every column (role, MV, the CVU "
+                        "estimator, CVU by channel, the safety bound, …) and whole reasons; "
+                        "default: the columns a decision needs, in 100 characters (or the "
+                        "terminal's width), one line per candidate")
