@@ -180,10 +180,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         title = (f"step {step} · policy {a['policy']} · budget "
                  + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in world.budget_values)
                  + f" · Pr(flip) {a['flip_probability']:.2f}")
-        if not a.get("reliable", 1):
-            title += f" · [red]unreliable fit: {escape(a['reliability_reason'])}[/red]"
         console.print(decision_rich_table(decision, title, wide=args.wide,
                                           width=table_width(console)))
+        if not a.get("reliable", 1):  # a line of its own: the table's title stays short
+            console.print(f"[red]step {step}: unreliable fit: "
+                          f"{escape(a['reliability_reason'])}[/red]")
         if outcome is None:
             console.print(f"[bold]stop[/bold]: {escape(a['stop_reason'])}")
         else:
