@@ -19,9 +19,10 @@ import math
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["CHANNELS", "COMPACT_WIDTH", "PIPE_WIDTH", "channel_rich_table", "column_decimals",
            "console", "decision_rich_table", "escape", "estimator_label", "fixed", "number",
@@ -87,6 +88,8 @@ def column_decimals(values: Iterable[Any], errors: Iterable[Any] | None = None,
     digit of the error; else ``digits`` significant digits of the largest magnitude,
     ``digits - 1 - floor(log10(max |x|))``.  Clipped to ``[0, most]``; a column of zeros gets
     ``min(digits, most)``."""
+    import numpy as np
+
     def finite(xs: Iterable[Any]) -> np.ndarray:
         a = np.asarray(list(xs), dtype=float).ravel()
         return a[np.isfinite(a)]
@@ -105,6 +108,8 @@ def column_decimals(values: Iterable[Any], errors: Iterable[Any] | None = None,
 def shows_channel_split(decision: Any) -> bool:
     """Whether a decision's CVU has a channel besides own learning: some candidate with a
     non-zero order-effect or safety part (:mod:`belief.decision.cvu_channels`)."""
+    import numpy as np
+
     return any(v in decision and bool((np.nan_to_num(decision[v].values.astype(float)) != 0)
                                       .any()) for v in ("cvu_order", "cvu_safety_value"))
 
@@ -112,6 +117,8 @@ def shows_channel_split(decision: Any) -> bool:
 def _shown_channels(decision: Any) -> list[tuple[str, str]]:
     """The channels with a column: own learning, and each other channel non-zero for some
     candidate (none when no channel besides own is)."""
+    import numpy as np
+
     if not shows_channel_split(decision):
         return []
     return [(v, label) for v, label in CHANNELS if v in decision and (
@@ -135,6 +142,8 @@ def escape(text: object) -> str:
 
 
 def _values(decision: Any, name: str) -> np.ndarray:
+    import numpy as np
+
     n = decision.sizes["candidate"]
     if name not in decision:
         return np.full(n, np.nan)
@@ -152,6 +161,8 @@ def _cvu_errors(decision: Any) -> np.ndarray:
 
 def _with_error(values: np.ndarray, errors: np.ndarray, decimals: int, sep: str) -> list[str]:
     """``value±error`` per row (the value alone where the error is 0 or unknown)."""
+    import numpy as np
+
     out = []
     for v, e in zip(values, errors, strict=True):
         text = fixed(v, decimals)
@@ -247,6 +258,7 @@ def decision_rich_table(decision: Any, title: str, *, wide: bool = False,
     ``ascii_only`` (default: stdout is not a terminal) draws ASCII rules, for pipes and logs.
     Numbers: :func:`number_columns`.
     """
+    import numpy as np
     from rich.cells import cell_len
     from rich.console import Group
     from rich.table import Table
