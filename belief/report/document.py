@@ -1,14 +1,19 @@
 """A report a person can read: the fitted belief, the decision and why, in HTML or Markdown.
 
-Sections: what was fitted (evidence, settings, candidates' SHA-256), convergence per model
-(R-hat, ESS, divergences), posterior gains per candidate with intervals, the decision (Q
-decomposition U0 + β·CVU, feasibility and the reason each candidate was excluded), execution-
+Sections: what was fitted (evidence and its source, sampler settings and seed, candidates'
+SHA-256; "not recorded" where an older file does not hold them), convergence per model (R-hat,
+ESS, divergences), posterior gains per candidate with intervals, the decision (the columns a
+decision needs — Q = U0 + β·CVU, the value against stopping, feasibility and the reason each
+candidate was excluded —, the rest in a collapsed details section), execution-
 safety bounds against α_exec, the deployment chance constraint on the current policy, the
 transfer delta δ_J (reported, never scored) and the sensitivities per policy (candidate
 generation, never a value input).
 
-HTML reports are self-contained (figures embedded as base64 PNG); Markdown reports link their
-figures, written as PNG files into ``<stem>_files/`` next to the ``.md``.
+HTML reports are self-contained (figures embedded as base64 PNG) and fit a 1280 px screen
+(tables wrap their text; a table too wide anyway scrolls in its own box, never the page);
+Markdown reports link their figures, written as PNG files into ``<stem>_files/`` next to the
+``.md``.  Every table keeps one number of decimals per column
+(:func:`belief.report.tables.column_decimals`).
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ import xarray as xr
 
 from belief.errors import InputError
 
-__all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "decision_figures",
-           "decision_only_figures", "feasibility_figures", "figure_order", "render_report",
-           "value_figures", "write_report"]
+__all__ = ["DECISION_COLUMNS", "DETAIL_COLUMNS", "FORMATS", "LABELS", "belief_figures",
+           "check_decision_matches", "decision_figures", "decision_only_figures",
+           "feasibility_figures", "figure_order", "render_report", "value_figures",
+           "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
@@ -308,8 +314,9 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
         "color:#222}div.table{max-width:100%;overflow-x:auto}"
         "table{border-collapse:collapse;margin:0.5em 0 1.2em;font-size:0.85em}"
         "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}"
-        "td{overflow-wrap:break-word}td:first-child{white-space:nowrap}td.num{text-align:right;white-space:nowrap;"
-        "font-variant-numeric:tabular-nums}th{background:#f3f3f3}"
+        "td{overflow-wrap:break-word}td:first-child{white-space:nowrap}"
+        "td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
+        "th{background:#f3f3f3}"
         "tr.chosen td{font-weight:600;background:#eef7ee}tr.infeasible td{color:#777}"
         "details{margin:0 0 1.2em}summary{cursor:pointer;color:#333}"
         "figure{margin:0.5em 0 1.5em}img{max-width:100%;height:auto}figcaption{font-size:0.85em;"
