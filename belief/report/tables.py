@@ -200,14 +200,13 @@ def number_columns(decision: Any, sep: str = "±") -> dict[str, list[str]]:
     return out
 
 
-_LOWER_Q = re.compile(r"^feasible, lower Q \([^)]*\) than (.+)$")
+_LOWER_Q = re.compile(r"^feasible, lower Q \([^)]*\) than .+$")
 
 
 def _short_reason(reason: str) -> str:
     """A reason for the compact table: "feasible, lower Q (x) than m" says no more there than
-    the feasible and Q columns do, and becomes "lower Q than m"."""
-    m = _LOWER_Q.match(reason)
-    return f"lower Q than {m.group(1)}" if m else reason
+    the feasible and Q columns and the row marked chosen do, and becomes "lower Q"."""
+    return "lower Q" if _LOWER_Q.match(reason) else reason
 
 
 def _cut(text: str, n: int | None) -> str:
