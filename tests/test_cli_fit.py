@@ -200,15 +200,18 @@ def test_report_html_is_self_contained_and_markdown_has_figures(fitted_file, tmp
                     "α_exec", "Sensitivities S_k(π)", "Convergence", "Transfer delta"):
         assert section in text, section
     assert text.count("data:image/png;base64,") >= 5
-    for col in ("CVU own", "CVU order", "CVU safety", "± safety"):  # CVU split by channel
+    for col in ("CVU ± error", "vs stop", "reason", "CVU own", "CVU order", "CVU safety",
+                "estimator", "P_exec UCB"):  # the decision table, its details, the channels
         assert f"<th>{col}</th>" in text, col
+    assert "<details><summary>Details: role, MV" in text
     assert 'src="http' not in text and "<link" not in text
     md = tmp_path / "report.md"
     assert main(["report", str(fitted_file), "--out", str(md), "--beta", "0"]) == 0
     body = md.read_text()
     assert "](report_files/q_decomposition.png)" in body
     assert (tmp_path / "report_files" / "safety.png").exists()
-    assert "| candidate | role |" in body
+    assert "| candidate | φ(ΔJ) | C_λ | U0 | CVU ± error | Q | vs stop | feasible | reason |" \
+        in body and "| candidate | role | MV |" in body
 
 
 # -- refused input: one line, exit 2, nothing written ----------------------------------------

@@ -4,6 +4,8 @@ beta-binomial value, and a belief where no gate can change, against the fixed-ga
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -255,13 +257,28 @@ def test_decision_table_and_terminal_table_show_the_split():
         assert col in table.columns and col in d and f"{col}_mcse" in d
     b = d.sel(candidate="bench")
     assert float(b["cvu_safety_value"]) > 0
-    console = Console(record=True, width=300)
-    console.print(decision_rich_table(d, "decision", wide=False))
-    text = console.export_text()
-    assert "CVU own | order | safety" in text
-    want = (f"{float(b['cvu_own']):.3f} | {float(b['cvu_order']):.3f} | "
-            f"{float(b['cvu_safety_value']):.3f}")
-    assert want in text
+    channels = {"cvu_own": "own", "cvu_order": "order", "cvu_safety_value": "safety"}
+    shown = [v for v in channels if v == "cvu_own" or (np.nan_to_num(d[v].values) != 0).any()]
+    assert "cvu_safety_value" in shown
+    for wide in (False, True):  # a table of its own (compact), columns of the wide table
+        console = Console(record=True, width=300)
+        console.print(decision_rich_table(d, "decision", wide=wide, ascii_only=False))
+        lines = console.export_text().splitlines()
+        if wide:  # cells between the rules
+            rows = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in lines]
+            names = [f"CVU {channels[v]}" for v in shown]
+        else:  # cells are single words, apart by spaces
+            rows = [line.split() for line in lines]
+            names = [channels[v] for v in shown]
+        head = next(r for r in rows if r[:1] == ["candidate"] and names[0] in r)
+        assert [c for c in head if c in names] == names, head  # in order, zeros left out
+        bench = next(r for r in rows[rows.index(head):] if r[:1] == ["bench"])
+        for v, name in zip(shown, names, strict=True):  # each ± its Monte Carlo error
+            value, _, error = bench[head.index(name)].partition("±")
+            decimals = len(value.split(".")[1])
+            assert abs(float(value) - float(d[v].sel(candidate="bench"))) \
+                <= 0.5 * 10 ** -decimals, (v, bench)
+            assert (error != "") == (float(d[f"{v}_mcse"].sel(candidate="bench")) > 0)
     from belief.report.plots import plot_q_decomposition
 
     ax = plot_q_decomposition(d)

@@ -418,13 +418,17 @@ def test_the_decision_table_shows_cvu_with_its_error_and_the_estimator():
     d = decide(state, cs, DecisionSettings(weights={"r": 1.0}, beta=1.0, horizon=8), cvu=given)
     assert float(d["cvu_se"].sel(candidate="a")) == pytest.approx(0.005)  # √(0.003² + 0.004²)
     console = Console(record=True, width=250)
-    console.print(decision_rich_table(d, "decision", wide=False))  # the terminal layout
+    console.print(decision_rich_table(d, "decision", wide=True, ascii_only=False))
     cells = [[c.strip() for c in line.split("│")[1:-1]]
              for line in console.export_text().splitlines() if line.startswith("│")]
     rows = {r[0]: r for r in cells}
     col = rows["a"].index("0.012±0.005")  # CVU ± cvu_se, then the estimator
     assert rows["a"][col + 1] == "psis+cv"
     assert rows["b"][col] == "—" and rows["b"][col + 1] == "failed"
+    console = Console(record=True, width=100)  # the compact table: CVU ± cvu_se, no estimator
+    console.print(decision_rich_table(d, "decision", ascii_only=False))
+    text = console.export_text()
+    assert "0.012±0.005" in text and "psis+cv" not in text
 
 
 def test_a_given_cvu_without_g0_null_is_compared_with_stopping_exactly():

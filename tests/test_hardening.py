@@ -729,20 +729,29 @@ def test_resume_says_what_it_ignores_and_a_finished_campaign_needs_no_compile(
     assert "horizon T = 2" in out and "already finished" in out and "nothing to do" in out
 
 
-def test_the_decision_table_in_a_pipe_is_not_squeezed(tiny_run, tiny_decision):
+def test_the_decision_table_in_a_pipe_fits_and_wide_is_not_squeezed(tiny_run, tiny_decision):
     import io
 
     from belief.decision.decision_file import load_decision
-    from belief.report.tables import PIPE_WIDTH, console, decision_rich_table
+    from belief.report.tables import COMPACT_WIDTH, PIPE_WIDTH, console, decision_rich_table
 
     decision = load_decision(tiny_decision)
-    buf = io.StringIO()  # not a terminal
-    console(buf).print(decision_rich_table(decision, "step 2"))
-    text = buf.getvalue().splitlines()
-    assert max(map(len, text)) > 80 and max(map(len, text)) <= PIPE_WIDTH
     reasons = [str(r) for r in decision["excluded_reason"].values]
     longest = max(reasons, key=len)
-    assert len(longest) > 60 and any(longest in line for line in text)  # whole, on one line
+    buf = io.StringIO()  # not a terminal: the compact table in COMPACT_WIDTH columns
+    console(buf).print(decision_rich_table(decision, "step 2"))
+    text = [line.rstrip() for line in buf.getvalue().splitlines()]
+    table = text[:text.index("reasons in full:")]
+    assert max(map(len, table)) <= COMPACT_WIDTH
+    for cid in decision["candidate"].values:  # one line per candidate
+        assert sum(line.startswith(f"{cid} ") for line in table) == 1
+    assert len(longest) > 60 and f"  {decision['candidate'].values[reasons.index(longest)]}: " \
+        f"{longest}" in text  # a reason cut in the table is written in full below it
+    buf = io.StringIO()  # --wide: every column, reasons whole, ASCII rules
+    console(buf).print(decision_rich_table(decision, "step 2", wide=True))
+    text = buf.getvalue().splitlines()
+    assert max(map(len, text)) > 80 and max(map(len, text)) <= PIPE_WIDTH
+    assert any(longest in line for line in text)  # whole, on one line
     for cid in decision["candidate"].values:  # one line per candidate
         assert sum(line.startswith(f"| {cid} ") for line in text) == 1
 
@@ -753,10 +762,14 @@ def test_the_reports_tables_use_the_terminal_labels_and_explain_mv(tiny_run, tin
     from belief.workflow.belief_file import load
 
     text, _ = render_report(load(tiny_run / "belief.nc"), load_decision(tiny_decision), "md")
-    header = next(line for line in text.splitlines() if line.startswith("| candidate | role"))
-    for label in ("φ(ΔJ)", "C_λ", "U0", "MV", "CVU", "Q", "vs stop", "P_exec UCB"):
-        assert f"| {label} |" in header
-    assert "phi_gain" not in header and "c_lambda" not in header
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| candidate | φ(ΔJ)"))
+    assert header == ("| candidate | φ(ΔJ) | C_λ | U0 | CVU ± error | Q | vs stop | feasible | "
+                      "reason |")  # what a decision needs; the rest in the details
+    details = next(line for line in lines if line.startswith("| candidate | role"))
+    for label in ("MV", "P_exec UCB"):  # β = 0: no CVU estimator or errors
+        assert f"| {label} |" in details
+    assert "phi_gain" not in text and "c_lambda" not in text
     assert "MV = φ(ΔJ) / C_λ" in text and "efficiency reading only" in text
     assert "new candidate on new hardware" in text and "CP 90% interval" in text
 

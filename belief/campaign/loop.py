@@ -859,7 +859,9 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
     evidence and the realised costs of every step (marked complete, so the history is exactly
     the campaign's), so that ``belief decide OUT/belief.nc`` continues from where the campaign
     stopped (budget b_0 − Σ realised costs, executed non-repeatable candidates removed).  It
-    holds no fit settings, so exact CVU refits (``--refit``) are refused for it.
+    holds no fit settings, so exact CVU refits (``--refit``) are refused for it; q_t records
+    its sampler settings and seed (as every fit's does) and where its evidence came from
+    (``evidence_source``), for a report's header.
     """
     from belief.files import OutputSet
     from belief.inputs.candidate_file import CandidateFile, candidates_toml
@@ -885,7 +887,9 @@ def _write_outputs(out: Path, result: CampaignResult, candidates: CandidateSet,
         header += (f"\nits λ rule was {weight_rule['kind']!r}, not fixed: no [weights]; pass "
                    "--weights to belief decide")
     text = candidates_toml(candidates, weights, header=header)
-    fitted = FittedBelief(result.belief, result.idata,
+    belief = result.belief.assign_attrs(evidence_source=f"campaign {out.name}/ (its "
+                                                        "evidence/ folder)")
+    fitted = FittedBelief(belief, result.idata,
                           CandidateFile(candidates, text, weights, str(out / "candidates.toml")),
                           EvidenceTables(result.evidence, tables["costs"], costs_complete=True),
                           {})

@@ -229,7 +229,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
     from belief.campaign.loop import outputs_complete
     from belief.cli.demo import COST_FLAGS, ignored_with_resume
     from belief.report.tables import console as make_console
-    from belief.report.tables import decision_rich_table, escape
+    from belief.report.tables import decision_rich_table, escape, table_width
 
     console = make_console()
     world, campaign = manual_campaign(args)
@@ -262,7 +262,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
         decision = campaign.decide_next()
         a = decision.attrs
         console.print(decision_rich_table(decision, f"step {a['step']} · policy "
-                                                    f"{escape(a['policy'])}"))
+                                                    f"{escape(a['policy'])}", wide=args.wide,
+                                          width=table_width(console)))
         if campaign.record_decision(decision):
             console.print(f"stop: {escape(campaign.stop_reason)}")
             break
@@ -277,7 +278,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
 def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay`` and ``manual`` on the ``belief`` parser."""
     from belief.cli.demo import add_cost_flags
-    from belief.cli.flags import add_gate_flag
+    from belief.cli.flags import add_gate_flag, add_wide_flag
 
     rp = sub.add_parser("replay", help="re-decide every step of a past campaign offline")
     rp.add_argument("log", help="campaign_log.jsonl, its run folder, a CSV-layout folder "
@@ -336,4 +337,5 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
                          "stop and say so)")
     add_gate_flag(mp, None)
     add_cost_flags(mp)
+    add_wide_flag(mp)
     mp.set_defaults(func=cmd_manual)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from belief.cli.flags import add_wide_flag
 from belief.errors import InputError
 
 __all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
@@ -121,7 +122,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from belief.files import writable_folder
     from belief.posterior.fitter import BeliefFitter
     from belief.report.tables import console as make_console
-    from belief.report.tables import decision_rich_table, escape
+    from belief.report.tables import decision_rich_table, escape, table_width
 
     console = make_console()
     if args.resume:
@@ -191,9 +192,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         title = (f"step {step} · policy {a['policy']} · budget "
                  + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in world.budget_values)
                  + f" · Pr(flip) {a['flip_probability']:.2f}")
-        if not a.get("reliable", 1):
-            title += f" · [red]unreliable fit: {escape(a['reliability_reason'])}[/red]"
-        console.print(decision_rich_table(decision, title, demo=True))
+        console.print(decision_rich_table(decision, title, wide=args.wide,
+                                          width=table_width(console)))
+        if not a.get("reliable", 1):  # a line of its own: the table's title stays short
+            console.print(f"[red]step {step}: unreliable fit: "
+                          f"{escape(a['reliability_reason'])}[/red]")
         if outcome is None:
             console.print(f"[bold]stop[/bold]: {escape(a['stop_reason'])}")
         else:
@@ -279,4 +282,5 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                            "belief.campaign.synthetic; default: exactly the nominal cost)")
     add_gate_flag(demo, None)
     add_cost_flags(demo)
+    add_wide_flag(demo)
     demo.set_defaults(func=cmd_demo)

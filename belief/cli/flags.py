@@ -14,7 +14,8 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["COMMAND_FLAGS", "FLAGS", "add_gate_flag", "as_flag", "as_flags", "past_dirs"]
+__all__ = ["COMMAND_FLAGS", "FLAGS", "add_gate_flag", "add_wide_flag", "as_flag", "as_flags",
+           "past_dirs"]
 
 # setting (the InputError's ``table``) → flag, for every command
 FLAGS: dict[str, str] = {
@@ -90,3 +91,13 @@ def add_gate_flag(p: Any, default: str | None) -> None:
                         "(exact, valid at one look) or posterior (the execution-risk model's "
                         f"credible bound, not frequentist); default {shown}"
                         + ("" if default else " (a resumed or replayed log: its own)"))
+
+
+def add_wide_flag(p: Any) -> None:
+    """``--wide`` of a command that prints the decision table
+    (:func:`belief.report.tables.decision_rich_table`)."""
+    p.add_argument("--wide", action="store_true",
+                   help="print the decision table with every column (role, MV, the CVU "
+                        "estimator, CVU by channel, the safety bound, …) and whole reasons; "
+                        "default: the columns a decision needs, in 100 characters (or the "
+                        "terminal's width), one line per candidate")

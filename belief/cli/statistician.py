@@ -27,7 +27,7 @@ from typing import Any
 from belief.cli.flags import add_gate_flag
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
-from belief.report.tables import decision_rich_table, escape
+from belief.report.tables import decision_rich_table, escape, table_width
 
 __all__ = ["add_statistician_commands"]
 
@@ -276,7 +276,7 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
         outputs.write("decision.csv", lambda tmp: table.to_csv(tmp))
         outputs.write("decision.nc", lambda tmp: save_decision(tmp, decision))
         with console.capture() as summary:  # rendered while the worker draws; shown once
-            _print_decision(console, decision, fitted)  # every file is committed (below)
+            _print_decision(console, decision, fitted, args.wide)  # every file is committed
         figs = _figure_files(worker, fitted, decision)  # the worker drew them meanwhile
         for name, write in figs.items():
             outputs.write(f"{name}.png", write)
@@ -286,12 +286,14 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     return 0
 
 
-def _print_decision(console: Any, decision: Any, fitted: Any) -> None:
-    """The decision table, budget, λ, CVU status, δ_J and the recommendation."""
+def _print_decision(console: Any, decision: Any, fitted: Any, wide: bool = False) -> None:
+    """The decision table (every column with ``wide``), budget, λ, CVU status, δ_J and the
+    recommendation."""
     a = decision.attrs
     title = (f"step {a['step']} · policy {a['policy']} · φ {a['functional']} · β {a['beta']:g}"
              f" · Pr(flip) {a['flip_probability']:.2f}")
-    console.print(decision_rich_table(decision, escape(title), wide=not sys.stdout.isatty()))
+    console.print(decision_rich_table(decision, escape(title), wide=wide,
+                                      width=table_width(console)))
     res = fitted.candidate_set.resources
     lines = ["budget: " + ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in res)
              + f" ({a['budget_source']})",
@@ -389,6 +391,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def add_statistician_commands(sub: Any) -> None:
     """Add the ``fit``, ``decide``, ``check`` and ``report`` subcommands to ``sub``."""
+    from belief.cli.flags import add_wide_flag
+
     fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
                          description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "
                                      "fit every model that has data, save belief and posteriors.")
@@ -434,6 +438,7 @@ def add_statistician_commands(sub: Any) -> None:
     decide.add_argument("--out", default="decision",
                         help="folder for decision.csv, decision.nc and the PNG figures "
                              "(default decision/)")
+    add_wide_flag(decide)
     decide.set_defaults(func=cmd_decide)
 
     check = sub.add_parser("check", help="convergence diagnostics (exit 1 when they fail)",

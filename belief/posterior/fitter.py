@@ -312,8 +312,9 @@ class BeliefFitter:
             ``sample_stats``, ...; ``costs`` when the cost model was fitted.
         belief : Dataset
             q_t (see :func:`belief.posterior.belief_state.make_belief`); attributes
-            ``reliable`` and ``reliability_reason`` over gains and execution risk, and the
-            check and escalation of every model (``<model>_*``).
+            ``reliable`` and ``reliability_reason`` over gains and execution risk, the check
+            and escalation of every model (``<model>_*``) and the sampler settings and seed
+            (:meth:`sampler_attrs`).
         """
         from models import exec_risk as exec_module
         from models import gains as gains_module
@@ -355,7 +356,8 @@ class BeliefFitter:
         failing = [f"{name}: {f.convergence.reason}" for name, f in fits.items()
                    if not f.convergence.reliable]
         reliability = {"reliable": int(not failing),
-                       "reliability_reason": "; ".join(failing) or "converged"}
+                       "reliability_reason": "; ".join(failing) or "converged",
+                       **self.sampler_attrs(seed)}
         for name, f in fits.items():
             reliability.update(f.as_attrs(f"{name}_"))
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
@@ -382,6 +384,14 @@ class BeliefFitter:
             children["transfer"] = t.idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
+
+    def sampler_attrs(self, seed: int) -> dict[str, int]:
+        """What q_t records of how it was sampled: ``fit_chains``, ``fit_draws`` and
+        ``fit_tune`` (the settings of the first attempt; a re-fit's are in
+        ``<model>_escalation``) and ``fit_seed``, the seed of the fit."""
+        s = self.settings
+        return {"fit_chains": int(s.chains), "fit_draws": int(s.draws), "fit_tune": int(s.tune),
+                "fit_seed": int(seed)}
 
     def fit_reliable(self, evidence: Evidence, policy: str, step: int, seed: int,
                      progressbar: bool = False,

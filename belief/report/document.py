@@ -1,14 +1,19 @@
 """A report a person can read: the fitted belief, the decision and why, in HTML or Markdown.
 
-Sections: what was fitted (evidence, settings, candidates' SHA-256), convergence per model
-(R-hat, ESS, divergences), posterior gains per candidate with intervals, the decision (Q
-decomposition U0 + β·CVU, feasibility and the reason each candidate was excluded), execution-
+Sections: what was fitted (evidence and its source, sampler settings and seed, candidates'
+SHA-256; "not recorded" where an older file does not hold them), convergence per model (R-hat,
+ESS, divergences), posterior gains per candidate with intervals, the decision (the columns a
+decision needs — Q = U0 + β·CVU, the value against stopping, feasibility and the reason each
+candidate was excluded —, the rest in a collapsed details section), execution-
 safety bounds against α_exec, the deployment chance constraint on the current policy, the
 transfer delta δ_J (reported, never scored) and the sensitivities per policy (candidate
 generation, never a value input).
 
-HTML reports are self-contained (figures embedded as base64 PNG); Markdown reports link their
-figures, written as PNG files into ``<stem>_files/`` next to the ``.md``.
+HTML reports are self-contained (figures embedded as base64 PNG) and fit a 1280 px screen
+(tables wrap their text; a table too wide anyway scrolls in its own box, never the page);
+Markdown reports link their figures, written as PNG files into ``<stem>_files/`` next to the
+``.md``.  Every table keeps one number of decimals per column
+(:func:`belief.report.tables.column_decimals`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +32,23 @@ import xarray as xr
 from belief.errors import InputError
 from belief.report.tables import gate_caption
 
-__all__ = ["FORMATS", "LABELS", "belief_figures", "check_decision_matches", "decision_figures",
-           "decision_only_figures", "feasibility_figures", "figure_order", "gate_path",
-           "render_report", "value_figures", "write_report"]
+__all__ = ["DECISION_COLUMNS", "DETAIL_COLUMNS", "FORMATS", "LABELS", "belief_figures",
+           "check_decision_matches", "decision_figures", "decision_only_figures",
+           "feasibility_figures", "figure_order", "gate_path", "render_report", "value_figures",
+           "write_report"]
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
 LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0", "mv": "MV",
           "cvu": "CVU", "cvu_low": "CVU ≥", "cvu_high": "CVU ≤",
-          "cvu_mcse": "CVU ± (MCSE)", "cvu_own": "CVU own",
+          "cvu_mcse": "CVU ± (MCSE)", "cvu_se": "CVU error", "cvu_draws_se": "± draws",
+          "cvu_method": "estimator", "cvu_own": "CVU own",
           "cvu_own_mcse": "± own", "cvu_order": "CVU order", "cvu_order_mcse": "± order",
           "cvu_safety_value": "CVU safety", "cvu_safety_value_mcse": "± safety",
           "q": "Q", "value_vs_stop": "vs stop",
           "p_exec_bound": "P_exec UCB", "feasible": "feasible", "chosen": "chosen",
           "excluded_reason": "reason"}
-"""The decision table's column names as the terminal table shows them."""
+"""The decision's column names, as the terminal table shows them."""
 
 
 def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
@@ -193,6 +201,32 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+_NUMBER = re.compile(r"^(—|[-+]?\d+(\.\d+)?( ± \d+(\.\d+)?)?)$")
+"""A cell that is a number (or a number ± its error, or an em dash): right-aligned."""
+
+_FIXED_DECIMALS = {"rhat": 3, "ess_bulk": 0, "ess_tail": 0}
+"""Columns whose decimals are set, not read from their values: R-hat against its 1.01 rule,
+ESS as a count."""
+
+
+def _column_text(df: pd.DataFrame) -> list[list[str]]:
+    """The cells of ``df`` as text, one number format per column: a float column with the
+    decimals of :func:`belief.report.tables.column_decimals` (three significant digits of its
+    largest magnitude; :data:`_FIXED_DECIMALS` for R-hat and ESS), a text cell left as it is
+    (a column the caller formatted already, e.g. CVU ± its error)."""
+    from belief.report.tables import column_decimals, fixed
+
+    cols = []
+    for name in df.columns:
+        values = df[name]
+        if pd.api.types.is_float_dtype(values.dtype):
+            d = _FIXED_DECIMALS.get(str(name), column_decimals(values.to_numpy()))
+            cols.append([fixed(v, d) for v in values])
+        else:
+            cols.append([_fmt(v) for v in values])
+    return [list(row) for row in zip(*cols, strict=True)] if cols else []
+
+
 class _Doc:
     """A tiny writer with the same calls for HTML and Markdown."""
 
@@ -221,16 +255,22 @@ class _Doc:
         else:
             self.parts.append("\n".join(f"- {r}" for r in rows) + "\n")
 
-    def table(self, df: pd.DataFrame, index: bool = True) -> None:
+    def table(self, df: pd.DataFrame, index: bool = True,
+              row_class: list[str] | None = None) -> None:
         df = df.reset_index() if index else df
         cols = [str(c) for c in df.columns]
-        rows = [[_fmt(v) for v in row] for row in df.itertuples(index=False)]
+        rows = _column_text(df)
         if self.fmt == "html":
+            numeric = [all(_NUMBER.match(r[j]) for r in rows) and len(rows) > 0
+                       for j in range(len(cols))]
             head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
-                           for r in rows)
-            self.parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
-                              "</table>")
+            classes = row_class or [""] * len(rows)
+            body = "".join((f"<tr class=\"{k}\">" if k else "<tr>") + "".join(
+                f"<td class=\"num\">{html.escape(v)}</td>" if n else f"<td>{html.escape(v)}</td>"
+                for v, n in zip(r, numeric, strict=True)) + "</tr>"
+                for r, k in zip(rows, classes, strict=True))
+            self.parts.append(f"<div class=\"table\"><table><thead><tr>{head}</tr></thead>"
+                              f"<tbody>{body}</tbody></table></div>")
         else:
             def esc(s: str) -> str:
                 return s.replace("|", "\\|").replace("\n", " ")
@@ -239,6 +279,18 @@ class _Doc:
                      "|" + "|".join("---" for _ in cols) + "|"]
             lines += ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows]
             self.parts.append("\n".join(lines) + "\n")
+
+    def details(self, summary: str) -> None:
+        """Open a collapsed section (HTML ``<details>``; a level-3 heading in Markdown)
+        closed by :meth:`end_details`."""
+        if self.fmt == "html":
+            self.parts.append(f"<details><summary>{html.escape(summary)}</summary>")
+        else:
+            self.parts.append(f"### {summary}\n")
+
+    def end_details(self) -> None:
+        if self.fmt == "html":
+            self.parts.append("</details>")
 
     def figure(self, name: str, caption: str) -> None:
         if name not in self.figures:
@@ -260,10 +312,96 @@ class _Doc:
 
 
 _CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-        "color:#222}table{border-collapse:collapse;margin:0.5em 0 1.2em;font-size:0.85em}"
-        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f3f3f3}"
-        "figure{margin:0.5em 0 1.5em}img{max-width:100%}figcaption{font-size:0.85em;"
+        "color:#222}div.table{max-width:100%;overflow-x:auto}"
+        "table{border-collapse:collapse;margin:0.5em 0 1.2em;font-size:0.85em}"
+        "th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}"
+        "td{overflow-wrap:break-word}td:first-child{white-space:nowrap}"
+        "td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
+        "th{background:#f3f3f3}"
+        "tr.chosen td{font-weight:600;background:#eef7ee}tr.infeasible td{color:#777}"
+        "details{margin:0 0 1.2em}summary{cursor:pointer;color:#333}"
+        "figure{margin:0.5em 0 1.5em}img{max-width:100%;height:auto}figcaption{font-size:0.85em;"
         "color:#555}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em}")
+
+
+DECISION_COLUMNS = ("phi_gain", "c_lambda", "u0", "cvu", "q", "value_vs_stop", "feasible",
+                    "excluded_reason")
+"""The decision table's columns (after the candidate): what a decision needs.  The other
+columns of a decision are in its details (:func:`_decision_tables`)."""
+
+DETAIL_COLUMNS = ("role", "mv", "cvu_method", "cvu_se", "cvu_mcse", "cvu_draws_se", "cvu_low",
+                  "cvu_high", "p_exec_bound", "chosen")
+"""The decision's details: the role, MV, the CVU estimator and its errors (the range of a CVU
+left bounded), the safety bound, and which candidate was chosen."""
+
+
+def _decision_tables(doc: _Doc, decision: xr.Dataset) -> None:
+    """The decision table (:data:`DECISION_COLUMNS`), then a collapsed section with the
+    details (:data:`DETAIL_COLUMNS`) and CVU's split by channel.  Numbers as the terminal
+    table formats them (:func:`belief.report.tables.number_columns`): one decimal place per
+    column, from its Monte Carlo error where it has one."""
+    from belief.report.tables import CHANNELS, number_columns
+
+    ids = pd.Index([str(c) for c in decision["candidate"].values], name="candidate")
+    nums = number_columns(decision, sep=" ± ")
+    labels = {**LABELS, "cvu": "CVU ± error"}
+    main = pd.DataFrame({labels[c]: nums[c] if c in nums else decision[c].values
+                         for c in DECISION_COLUMNS if c in decision.variables}, index=ids)
+    if "feasible" in decision:
+        main[labels["feasible"]] = decision["feasible"].values.astype(bool)
+    doc.table(main, row_class=["chosen" if c else ("infeasible" if not f else "")
+                               for c, f in zip(decision["chosen"].values.astype(bool),
+                                               decision["feasible"].values.astype(bool),
+                                               strict=True)])
+    doc.p("φ(ΔJ): the decision functional of the predictive gain; C_λ = λᵀΔC, the weighted "
+          "cost; U0 = φ(ΔJ) − C_λ; CVU: the continuation value ± its standard error (the Monte "
+          "Carlo error of the simulated outcomes and of the posterior draws, cvu_se); Q = U0 + "
+          "β·CVU ranks; vs stop = U0 + β·E_Y[G0(s^{m,Y})] is compared with 0. Each column "
+          "keeps one number of decimals: CVU, Q and vs stop to the decimal place of CVU's "
+          "typical error, the others to three significant digits of the column's largest "
+          "value.")
+    bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
+    detail = [c for c in DETAIL_COLUMNS if c in decision.variables
+              and (bounded or c not in ("cvu_low", "cvu_high"))]
+    doc.details("Details: role, MV, the CVU estimator and its errors, the safety bound, CVU "
+                "by channel")
+    table = pd.DataFrame({LABELS.get(c, c): decision[c].values for c in detail}, index=ids)
+    if "role" in table:
+        table["role"] = table["role"].astype(str)
+    doc.table(table)
+    doc.p("MV = φ(ΔJ) / C_λ, the gain per unit of weighted cost, is an efficiency reading "
+          "only: it ranks nothing, is undefined (—) when C_λ = 0, and says nothing about "
+          "diagnosis and model-update candidates, whose immediate gain is 0 by definition "
+          "(their value is in CVU). cvu_se = √(cvu_mcse² + cvu_draws_se²); CVU ≥ and CVU ≤ "
+          "bound a CVU whose untrusted outcomes were left unrefit (+bounded).")
+    channels = [(v, f"CVU {label}") for v, label in CHANNELS if v in decision]
+    if channels:
+        split = pd.DataFrame({label: nums[v] for v, label in channels}, index=ids)
+        doc.table(split)
+        doc.p("CVU own / order / safety split CVU by channel, in that order (they sum to "
+              "CVU): own = with only the gains of m and its siblings learnt (and budget, λ, "
+              "policy and candidate set changed); order = what m's order effects γ_{m→·} on "
+              "later candidates add; safety = what the gate of s_{t+1} moved by m's simulated "
+              "unsafe count adds; each ± its Monte Carlo error on common random numbers "
+              "(belief.decision.cvu_channels).")
+    doc.end_details()
+
+
+_NOT_RECORDED = "not recorded"
+
+
+def _provenance_lines(fitted: Any) -> list[str]:
+    """The header's evidence and sampler lines from :meth:`FittedBelief.provenance
+    <belief.workflow.fitted.FittedBelief.provenance>`: what a file does not hold (written
+    before it was recorded) says "not recorded"."""
+    p = fitted.provenance()
+    rows = ", ".join(f"{k} {v}" for k, v in p["evidence_rows"].items() if v) or "no rows"
+    sampler = (f"{p['chains']} chains × {p['draws']} draws (+{p['tune']} tuning)"
+               if None not in (p["chains"], p["draws"], p["tune"])
+               else f"settings {_NOT_RECORDED}")
+    seed = _NOT_RECORDED if p["seed"] is None else p["seed"]
+    return [f"evidence: {p['evidence_source'] or f'source {_NOT_RECORDED}'} — {rows}",
+            f"sampler: {sampler}, seed {seed}; models: " + ", ".join(fitted.models)]
 
 
 def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
@@ -287,16 +425,12 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
     reliable = fitted.reliable
     doc.items([
         f"belief file: {fitted.path or '(not saved)'}; belief version "
-        f"{s.get('belief_version', '?')}",
+        f"{fitted.provenance()['belief_version']}",
         f"candidates: {Path(fitted.candidates.source).name} ({len(fitted.candidate_set)} "
         f"candidates, SHA-256 {fitted.candidates.sha256[:12]}…)",
         f"current policy {fitted.policy}: {s.get('policy_rule', 'given')}; history: "
         + (" → ".join(fitted.history()) or "none"),
-        f"evidence: {s.get('evidence_source', '?')} — "
-        + ", ".join(f"{k} {v}" for k, v in s.get("evidence_rows", {}).items() if v),
-        f"sampler: {s.get('chains', '?')} chains × {s.get('draws', '?')} draws "
-        f"(+{s.get('tune', '?')} tuning), seed {s.get('seed', '?')}; models: "
-        + ", ".join(fitted.models),
+        *_provenance_lines(fitted),
         "fit reliable (gains and execution risk converged)" if reliable else
         f"UNRELIABLE FIT: {q.attrs.get('reliability_reason', '')} — decisions built on it are "
         "flagged",
@@ -333,32 +467,7 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
             gate_caption(a).replace("<=", "≤"),
         ] + ([] if a.get("reliable", 1) else
              [f"built on an unreliable fit: {a.get('reliability_reason')}"]))
-        bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
-        cols = [c for c in ("role", "phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_se",
-                            *(("cvu_low", "cvu_high") if bounded else ()),
-                            "cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_own",
-                            "cvu_own_mcse", "cvu_order", "cvu_order_mcse", "cvu_safety_value",
-                            "cvu_safety_value_mcse", "q", "value_vs_stop",
-                            "p_exec_bound", "feasible", "chosen", "excluded_reason")
-                if c in decision.variables]
-        table = decision[[c for c in cols if c in decision.data_vars]].to_dataframe()
-        if "role" in decision.coords and "role" not in table.columns:
-            table.insert(0, "role", decision["role"].values.astype(str))
-        table = table[[c for c in cols if c in table.columns]].rename(columns=LABELS)
-        table.index.name = "candidate"
-        doc.table(table)
-        doc.p("φ(ΔJ): the decision functional of the predictive gain; C_λ = λᵀΔC, the weighted "
-              "cost; U0 = φ(ΔJ) − C_λ; CVU: the continuation value (± its Monte Carlo standard "
-              "error); Q = U0 + β·CVU ranks; vs stop = U0 + β·E_Y[G0(s^{m,Y})] is compared "
-              "with 0. MV = φ(ΔJ) / C_λ, the gain per unit of weighted cost, is an efficiency "
-              "reading only: it ranks nothing, is undefined (—) when C_λ = 0, and says nothing "
-              "about diagnosis and model-update candidates, whose immediate gain is 0 by "
-              "definition (their value is in CVU). CVU own / order / safety split CVU by "
-              "channel, in that order (they sum to CVU): own = with only the gains of m and "
-              "its siblings learnt (and budget, λ, policy and candidate set changed); order = "
-              "what m's order effects γ_{m→·} on later candidates add; safety = what the gate "
-              "of s_{t+1} moved by m's simulated unsafe count adds; each ± its Monte Carlo "
-              "error on common random numbers (belief.decision.cvu_channels).")
+        _decision_tables(doc, decision)
         doc.figure("q_decomposition", "Q decomposition: U0 (blue) and β·CVU (orange) per "
                                       "candidate; grey/hatched = infeasible; ★ = chosen")
 

@@ -162,6 +162,30 @@ class FittedBelief:
             return list(self.settings["models"])
         return list(self.idata.children)
 
+    def provenance(self) -> dict[str, Any]:
+        """How this belief was made, for a report's header: ``belief_version``, ``chains``,
+        ``draws``, ``tune``, ``seed``, ``evidence_source`` and ``evidence_rows`` (rows per
+        evidence table).
+
+        Read from the fit settings (``belief fit``), else from q_t's attributes (the sampler
+        settings and seed every :meth:`belief.posterior.fitter.BeliefFitter.fit` records;
+        ``evidence_source`` a campaign records), else None: not recorded (a file written
+        before they were).  The version is the settings' or this package's (a belief file of
+        another version is refused on load); the rows are those of the stored evidence."""
+        s, a = self.settings, self.belief.attrs
+
+        def pick(key: str, attr: str) -> Any:
+            value = s.get(key, a.get(attr))
+            if value is None:
+                return None
+            return str(value) if key == "evidence_source" else int(value)
+
+        return {"belief_version": str(s.get("belief_version", _pkg.__version__)),
+                "chains": pick("chains", "fit_chains"), "draws": pick("draws", "fit_draws"),
+                "tune": pick("tune", "fit_tune"), "seed": pick("seed", "fit_seed"),
+                "evidence_source": pick("evidence_source", "evidence_source"),
+                "evidence_rows": {k: int(v) for k, v in self.tables.rows().items()}}
+
     def history(self) -> list[str]:
         """Candidates executed so far, in step order (see the module docstring)."""
         return executed_actions(self.costs, self.evidence.paired, self.evidence.gain_estimates,
