@@ -266,7 +266,7 @@ sd = 0.05
     ('from = "upd"\nto = "d1"\nmean = "x"\nsd = 1', "mean must be a finite number"),
     ('from = "upd"\nfrom_method = "DR"\nto = "d1"\nmean = 0\nsd = 1', "either from/to"),
     ('from_method = "XX"\nto_method = "DR"\nmean = 0\nsd = 1', "not a method"),
-    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 1\nweight = 2', "unknown field"),
+    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 1\nweight = 2', "unknown key"),
 ])
 def test_bad_interaction_is_refused_naming_table_and_row(extra, rule):
     with pytest.raises(InputError, match=rule) as err:

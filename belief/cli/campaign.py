@@ -79,6 +79,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     single = source.is_file() or (source / "campaign_log.jsonl").exists() or \
         (source / "steps.csv").exists()
     past = past_dirs(args.past)
+    if past and single:  # the replayed log is not its own past
+        from belief.inputs.past_campaigns import check_distinct_sources
+
+        check_distinct_sources(past, source, "the replayed log")
     if past and not single:
         raise InputError("--past", "--past works with the replay of one campaign log, not a "
                                    "folder of logs")

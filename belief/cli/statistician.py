@@ -172,7 +172,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if past:  # logs, CSV layouts or evidence folders, checked against the candidate set
         from belief.campaign.past import read_past
 
-        past = list(read_past(past, load_candidate_file(args.candidates).candidates))
+        past = list(read_past(past, load_candidate_file(args.candidates).candidates,
+                              current=args.evidence_dir))
     console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
                   f"{escape(args.candidates)} → {escape(out)}")
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,

@@ -23,6 +23,10 @@ def show_value(v: object) -> str:
 
 
 def integer_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
+    dtype = df[col].dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        raise InputError(table, f"{col} is stored as datetimes ({dtype}), expected an integer "
+                                "(a Parquet timestamp column is not a step or a count)")
     values = df[col].to_numpy()
     for i, v in enumerate(values):
         if isinstance(v, bool | np.bool_):

@@ -43,7 +43,8 @@ def _prior_classes() -> dict[str, type]:
             "sensitivity": SensitivityPriors, "costs": CostPriors}
 
 
-def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tuple:
+def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet,
+               current: Any = None) -> tuple:
     """The past campaigns of a fit: read from ``past`` (paths, or PastCampaign objects — not
     both), or the given fitter's own.  A fitter and ``past=`` together must name the same
     campaigns (compared by their real paths, so a folder given relative and absolute is the
@@ -56,7 +57,7 @@ def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tup
         paths = [p for p in past if not isinstance(p, PastCampaign)]
         if given and paths:
             raise InputError("past", "give paths or PastCampaign objects, not both")
-        runs = tuple(given) or read_past_campaigns(paths, cs)
+        runs = tuple(given) or read_past_campaigns(paths, cs, current=current)
     if fitter is None:
         return runs
     if past and ([os.path.realpath(c.source) for c in fitter.past]
@@ -184,7 +185,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     step = integer(step, "--step", minimum=0)
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
-    past_runs = _past_runs(past, fitter, cs)
+    past_runs = _past_runs(past, fitter, cs,
+                           current=evidence if isinstance(evidence, str | Path) else None)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings.for_draws(

@@ -1,0 +1,299 @@
+"""Hostile input as a new user types it: every case is refused at the boundary with ONE line on
+stderr naming the right thing (the file, table or column, flag, and the closest known name),
+exit code 2, before any model is compiled or sampled, and nothing is written or clobbered.
+
+Each case copies the shipped example (:func:`belief.inputs.example.example_paths`) to a temporary
+folder, breaks one thing, and runs the CLI in-process (``belief.cli.main.main``).  The output
+folder holds a file before the run, so that a clobbered or added file shows in the snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from belief.cli.main import main
+from belief.inputs.example import example_paths
+
+
+@dataclass
+class Case:
+    """A copy of the example to break: ``ev`` the evidence folder, ``cand`` its candidate file,
+    ``out`` an output folder that already holds a file."""
+
+    root: Path
+
+    @property
+    def ev(self) -> Path:
+        return self.root / "ex" / "evidence"
+
+    @property
+    def cand(self) -> Path:
+        return self.root / "ex" / "candidates.toml"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+    def edit(self, old: str, new: str, count: int = 1) -> None:
+        """Replace ``old`` by ``new`` in the candidate file (``old`` must be there)."""
+        text = self.cand.read_text()
+        assert old in text, old
+        self.cand.write_text(text.replace(old, new, count))
+
+    def append(self, text: str) -> None:
+        self.cand.write_text(self.cand.read_text() + "\n" + text + "\n")
+
+    def table(self, name: str) -> pd.DataFrame:
+        return pd.read_csv(self.ev / f"{name}.csv")
+
+    def write(self, name: str, df: pd.DataFrame) -> None:
+        df.to_csv(self.ev / f"{name}.csv", index=False)
+
+    def fit(self, *extra: str, out: str | None = None) -> list[str]:
+        return ["fit", str(self.ev), "--candidates", str(self.cand), "--out",
+                str(self.out / "belief.nc") if out is None else out, *extra]
+
+    def csv_layout(self) -> Path:
+        """The example as replay's CSV layout (candidates.toml, steps.csv, the tables)."""
+        folder = self.root / "layout"
+        folder.mkdir()
+        shutil.copy(self.cand, folder / "candidates.toml")
+        for name in ("paired_evaluations", "gain_estimates"):
+            shutil.copy(self.ev / f"{name}.csv", folder / f"{name}.csv")
+        costs = self.table("costs")
+        after = {0: "pi1", 1: "pi2"}
+        steps = pd.DataFrame({"step": costs["step"], "candidate": costs["candidate"],
+                              "policy": costs["policy"],
+                              "policy_after": [after.get(int(s), p) for s, p in
+                                               zip(costs["step"], costs["policy"],
+                                                   strict=True)],
+                              **{f"cost_{r}": costs[r] for r in ("real_h", "compute",
+                                                                 "eng_h")}})
+        steps.to_csv(folder / "steps.csv", index=False)
+        return folder
+
+
+def _ids_with(c: Case, bad: str) -> None:
+    c.edit('id = "dr_1e6"', f'id = "{bad}"')
+
+
+def _resource(c: Case, name: str) -> None:
+    c.edit('resources = ["real_h", "compute", "eng_h"]', f'resources = ["{name}", "compute", '
+                                                          '"eng_h"]')
+
+
+def _parquet_datetime_step(c: Case) -> None:
+    df = c.table("policy_evaluations")
+    df["step"] = pd.to_datetime(df["step"], unit="D")
+    df.to_parquet(c.ev / "policy_evaluations.parquet")
+    (c.ev / "policy_evaluations.csv").unlink()
+
+
+def _cost_row_twice(c: Case) -> None:
+    df = c.table("costs")
+    c.write("costs", pd.concat([df, df.iloc[[1]]], ignore_index=True))
+
+
+def _column_renamed(table: str, old: str, new: str) -> Callable[[Case], None]:
+    def setup(c: Case) -> None:
+        c.write(table, c.table(table).rename(columns={old: new}))
+    return setup
+
+
+def _past_link(c: Case) -> list[str]:
+    link = c.root / "link"
+    link.symlink_to(c.ev, target_is_directory=True)
+    return c.fit("--past", str(link))
+
+
+def _past_copy_twice(c: Case) -> list[str]:
+    past = c.root / "past"
+    shutil.copytree(c.ev, past)
+    return c.fit("--past", f"{past},{past}/")
+
+
+#: name → (what breaks it: a function of the Case that returns argv (or None: ``fit``), the
+#: words the one line must contain)
+CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
+    # 1. typos accepted silently
+    "unknown table [budgte]": (lambda c: c.edit("\n[budget]\n", "\n[budgte]\n"),
+                               ("candidates.toml", "budgte", "did you mean", "budget")),
+    "unknown table [weigths]": (lambda c: c.edit("\n[weights]\n", "\n[weigths]\n"),
+                                ("candidates.toml", "weigths", "did you mean", "weights")),
+    "unknown key in [campaign]": (
+        lambda c: c.edit("resources = [", "resorces = ["),
+        ("candidates.toml", "[campaign]", "resorces", "did you mean", "resources")),
+    "unknown key in [[candidate]]": (
+        lambda c: c.edit("cost = { real_h = 1.0", "cots = { real_h = 1.0"),
+        ("candidates.toml", "cots", "did you mean", "cost")),
+    "unknown key in [budget]": (
+        lambda c: c.edit("compute = 300.0", "compte = 300.0"),
+        ("candidates.toml", "[budget]", "compte", "did you mean", "compute")),
+    "unknown key in [weights]": (
+        lambda c: c.edit("eng_h = 0.004", "eng_hh = 0.004"),
+        ("candidates.toml", "[weights]", "eng_hh", "did you mean", "eng_h")),
+    "unknown key in [[interaction]]": (
+        lambda c: c.append('[[interaction]]\nfrom = "sim_refresh"\nto = "dr_1e6"\nmean = 0.1\n'
+                           'sdd = 0.05'),
+        ("[[interaction]]", "sdd", "did you mean", "sd")),
+    "unknown prior model": (
+        lambda c: c.append("[priors.gainz]\neffect_mu_sigma = 0.4"),
+        ("candidates.toml", "gainz", "did you mean", "gains")),
+    "unknown prior name": (
+        lambda c: c.append('[priors.gains]\ntau_lense = { family = "half_normal", sigma = 1 }'),
+        ("candidates.toml", "[priors.gains]", "tau_lense", "did you mean", "tau_lens")),
+    "misspelt evidence column": (
+        _column_renamed("paired_evaluations", "treated_policy", "treatd_policy"),
+        ("paired_evaluations.csv", "treatd_policy", "did you mean", "treated_policy")),
+    "misspelt optional column": (
+        _column_renamed("gain_estimates", "source", "sorce"),
+        ("gain_estimates.csv", "sorce", "did you mean", "source")),
+    "misspelt costs column": (
+        _column_renamed("costs", "eng_h", "eng_hh"),
+        ("costs.csv", "eng_hh", "did you mean", "eng_h")),
+    "misspelt table file": (
+        lambda c: [(c.ev / "safety_events.csv").rename(c.ev / "safety_event.csv"), None][1],
+        ("safety_event.csv", "did you mean", "safety_events")),
+    "id with a trailing space": (lambda c: _ids_with(c, "dr_1e6 "),
+                                 ("candidates.toml", "'dr_1e6 '", "whitespace")),
+    "id with a newline": (lambda c: _ids_with(c, "dr\\n1e6"),
+                          ("candidates.toml", "dr\\n1e6", "control character")),
+    "id with a comma": (lambda c: _ids_with(c, "dr,1e6"),
+                        ("candidates.toml", "'dr,1e6'", "','")),
+    "resource with a comma": (lambda c: _resource(c, "real,h"),
+                              ("candidates.toml", "[campaign] resources", "'real,h'", "','")),
+    "resource with '='": (lambda c: _resource(c, "real=h"),
+                          ("candidates.toml", "[campaign] resources", "'real=h'", "'='")),
+    "resource with spaces": (lambda c: _resource(c, " real_h"),
+                             ("candidates.toml", "[campaign] resources", "whitespace")),
+    "parquet step as datetimes": (_parquet_datetime_step,
+                                  ("policy_evaluations.parquet", "step", "datetime")),
+    # 2. double counting
+    "--past the same folder twice": (_past_copy_twice, ("--past", "twice")),
+    "--past the evidence folder itself": (lambda c: c.fit("--past", str(c.ev)),
+                                          ("--past", "evidence folder")),
+    "--past a link to the evidence folder": (_past_link, ("--past", "evidence folder")),
+    "costs.csv row twice": (_cost_row_twice, ("costs.csv", "duplicate", "row 1")),
+    "replay --past the replayed log": (
+        lambda c: ["replay", str(c.csv_layout()), "--past", str(c.root / "layout"), "--out",
+                   str(c.out)],
+        ("--past", "replayed")),
+    # 3. finite but absurd numbers, paths
+    "interaction mean 1e300": (
+        lambda c: c.append('[[interaction]]\nfrom = "sim_refresh"\nto = "dr_1e6"\nmean = 1e300'
+                           '\nsd = 0.05'),
+        ("[[interaction]]", "mean", "1e+300", "10")),
+    "interaction sd 1e300": (
+        lambda c: c.append('[[interaction]]\nfrom = "sim_refresh"\nto = "dr_1e6"\nmean = 0.1\n'
+                           'sd = 1e300'),
+        ("[[interaction]]", "sd", "1e+300", "[0.001, 10]")),
+    "interaction sd 1e-300": (
+        lambda c: c.append('[[interaction]]\nfrom = "sim_refresh"\nto = "dr_1e6"\nmean = 0.1\n'
+                           'sd = 1e-300'),
+        ("[[interaction]]", "sd", "1e-300", "[0.001, 10]")),
+    "prior scale 1e308": (
+        lambda c: c.append('[priors.gains]\ntau_lens = { family = "half_normal", sigma = 1e308'
+                           ' }'),
+        ("[priors.gains]", "tau_lens", "1e+308", "[0.001, 100]")),
+    "prior location 1e300": (
+        lambda c: c.append("[priors.gains]\neffect_mu_sigma = 1e300"),
+        ("[priors.gains]", "effect_mu_sigma", "1e+300", "[0.001, 100]")),
+    "fit --seed 2**64": (lambda c: c.fit("--seed", str(2**64)), ("--seed", "2**63")),
+    "fit --seed -1": (lambda c: c.fit("--seed", "-1"), ("--seed",)),
+    "fit --out a 300-character name": (lambda c: c.fit(out=str(c.out / ("b" * 300 + ".nc"))),
+                                       ("--out", "too long")),
+    "fit --out under /proc": (lambda c: c.fit(out="/proc/belief.nc"), ("--out", "/proc")),
+    "fit --out ''": (lambda c: c.fit(out=""), ("--out", "empty")),
+    "decide --out ''": (lambda c: ["decide", str(c.root / "belief.nc"), "--out", ""],
+                        ("--out", "empty")),
+    "decide --cvu-outcomes 1e9": (
+        lambda c: ["decide", str(c.root / "belief.nc"), "--cvu-outcomes", "1000000000",
+                   "--out", str(c.out)],
+        ("--cvu-outcomes", "GB")),
+    # 4. settings without effect
+    "[[interaction]] with order_effects = false": (
+        lambda c: c.append('[priors.gains]\norder_effects = false\n\n[[interaction]]\n'
+                           'from = "sim_refresh"\nto = "dr_1e6"\nmean = 0.1\nsd = 0.05'),
+        ("[[interaction]]", "order_effects = false")),
+    "method pair matching no pair": (
+        lambda c: c.append('[[interaction]]\nfrom_method = "SI"\nto_method = "SI"\nmean = 0.1\n'
+                           'sd = 0.05'),
+        ("[[interaction]]", "line", "no candidate pair")),
+    "fit --chains 1": (lambda c: c.fit("--chains", "1"), ("--chains", "R-hat")),
+    "fit --step before the evidence": (lambda c: c.fit("--step", "0"),
+                                       ("--step", "0", "step 2")),
+    # 6. messages
+    "resources = [] blamed on [campaign]": (
+        lambda c: c.edit('resources = ["real_h", "compute", "eng_h"]', "resources = []"),
+        ("candidates.toml", "[campaign] resources")),
+    "[[interaction]] error names its line": (
+        lambda c: c.append('[[interaction]]\nfrom = "nobody"\nto = "dr_1e6"\nmean = 0.1\n'
+                           'sd = 0.05'),
+        ("[[interaction]]", "line", "nobody")),
+}
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root`` with a hash of its bytes and its mtime."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() + f"@{p.stat().st_mtime_ns}"
+    return out
+
+
+@pytest.fixture
+def case(tmp_path) -> Case:
+    c = Case(tmp_path)
+    ev, cand = example_paths()
+    shutil.copytree(ev, c.ev)
+    shutil.copy(cand, c.cand)
+    c.out.mkdir()
+    (c.out / "keep.txt").write_text("an earlier run's file")
+    (tmp_path / "belief.nc").write_bytes(b"not read: the refusal comes first")
+    return c
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_hostile_input_is_refused_in_one_line(name, case, capsys, no_compute):
+    setup, needles = CASES[name]
+    argv = setup(case) or case.fit()
+    before = snapshot(case.root)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == 2, (code, err, captured.out[-2000:])
+    assert "\n" not in err and ": error: " in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    assert snapshot(case.root) == before, "a file was written or changed"
+
+
+def test_a_valid_id_is_still_accepted(case):
+    """The id rules refuse only what they name: dots, dashes, slashes and unicode pass."""
+    from belief.inputs.candidate_file import load_candidate_file
+
+    _ids_with(case, "dr-1e6.v2/ü")
+    assert "dr-1e6.v2/ü" in load_candidate_file(case.cand).candidates.ids
+
+
+def test_the_closest_name_is_offered_only_when_there_is_one(case, capsys, no_compute):
+    case.edit("\n[budget]\n", "\n[zzzzzz]\n")
+    code = main(case.fit())
+    err = capsys.readouterr().err
+    assert code == 2 and "zzzzzz" in err and "did you mean" not in err
+    assert re.search(r"known.*budget", err), err
