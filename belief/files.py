@@ -237,15 +237,48 @@ def _parents_are_folders(path: Path, option: str) -> Path:
     return anc
 
 
+PSEUDO_FILE_SYSTEMS = ("/proc", "/sys", "/dev")
+"""Kernel file systems: a write there is not a file (and may change the system); refused."""
+
+
+def _plain_path(path: str | Path, option: str) -> Path:
+    """Refuse an empty name, a name longer than the file system takes (each part at most
+    ``NAME_MAX``, 255 on Linux; the whole at most ``PATH_MAX``, 4096) and a path under a
+    kernel pseudo file system (:data:`PSEUDO_FILE_SYSTEMS`), before any work."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise InputError(option, "empty file name: give a path")
+    path = Path(text)
+    anc = _nearest_existing(path.absolute())
+    try:
+        name_max = os.pathconf(anc if anc.is_dir() else anc.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise InputError(option, f"file name too long: {part[:40]}… has "
+                                     f"{len(os.fsencode(part))} bytes, at most {name_max} here")
+    if len(os.fsencode(str(path.absolute()))) >= 4096:
+        raise InputError(option, "path too long: at most 4095 bytes")
+    real = os.path.realpath(path)
+    for root in PSEUDO_FILE_SYSTEMS:
+        if real == root or real.startswith(root + os.sep):
+            raise InputError(option, f"{path} is under {root}, a kernel file system, not a "
+                                     "place for output files")
+    return path
+
+
 def writable_file(path: str | Path, option: str,
                   suffixes: tuple[str, ...] | None = None) -> Path:
     """An output file name that can be written, checked before any work is done.
 
     Refused (:class:`~belief.errors.InputError` naming ``option``): an existing folder or
     non-regular file, a suffix not in ``suffixes``, a parent path through a file, and a folder
-    in which this process may not create files.  The check touches nothing.
+    in which this process may not create files; an empty name, a name too long for the file
+    system and a path under a kernel file system (``/proc``, ``/sys``, ``/dev``).  The check
+    touches nothing.
     """
-    path = Path(path)
+    path = _plain_path(path, option)
     if path.is_dir():
         raise InputError(option, f"{path} is a folder, expected a file name")
     if os.path.lexists(path) and not path.is_file():
@@ -259,7 +292,7 @@ def writable_file(path: str | Path, option: str,
 def writable_folder(path: str | Path, option: str) -> Path:
     """An output folder that exists and is writable, or can be created; checked before any
     work (see :func:`writable_file`)."""
-    path = Path(path)
+    path = _plain_path(path, option)
     if os.path.lexists(path) and not path.is_dir():
         raise InputError(option, f"{path} is a file, expected a folder")
     if path.is_dir():

@@ -130,6 +130,21 @@ def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, attr) is not None}
 
 
+MAX_CVU_OUTCOMES = 2**20
+"""``--cvu-outcomes`` above this is refused before any work: CVU keeps a weight per simulated
+outcome and posterior draw for every candidate it estimates at once (8 bytes each)."""
+
+
+def _outcomes_fit_in_memory(n: Any, draws: int = 4000) -> None:
+    """Refuse ``--cvu-outcomes`` above :data:`MAX_CVU_OUTCOMES` with the memory it would take
+    (n × ``draws`` × 8 bytes per candidate, ``draws`` = a default fit's 4 chains × 1000)."""
+    if isinstance(n, int) and n > MAX_CVU_OUTCOMES:
+        gb = n * draws * 8 / 1e9
+        raise InputError("--cvu-outcomes", f"{n} outcomes would need about {gb:,.0f} GB per "
+                                           f"candidate ({n} × {draws} posterior draws × 8 "
+                                           f"bytes); at most {MAX_CVU_OUTCOMES}")
+
+
 def _decision_settings(args: argparse.Namespace) -> Any:
     """The decision settings from the flags, validated once (when built), before any belief is
     loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
@@ -139,6 +154,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
     from belief.decision.settings import CVUSettings, DecisionSettings
 
     dependent = _dependent_flags(args)
+    _outcomes_fit_in_memory(args.cvu_outcomes)
     return DecisionSettings(
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,

@@ -67,6 +67,11 @@ def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet,
     return tuple(fitter.past)
 
 
+SEED_LIMIT = 2**63
+"""Seeds are in [0, 2**63): numpy's generators take larger ones, but the belief file stores
+the seed as a 64-bit integer (a larger one becomes an object the netCDF writer refuses)."""
+
+
 def model_priors(cfile: CandidateFile | None = None,
                  priors: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The priors object of every model: defaults, then the candidate file's ``[priors]``,
@@ -183,7 +188,20 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     if step is None:
         step = next_step(tables)
     step = integer(step, "--step", minimum=0)
+    if step < next_step(tables):
+        raise InputError("--step", f"{step} is before the evidence, which runs to step "
+                                   f"{next_step(tables) - 1}: a belief at step t is the state "
+                                   "before decision t, after the evidence of the steps before "
+                                   f"it; give --step {next_step(tables)} or more, or leave it "
+                                   "out")
+    if not (isinstance(seed, int | np.integer) and not isinstance(seed, bool)
+            and 0 <= int(seed) < SEED_LIMIT):
+        raise InputError("--seed", f"must be an integer in [0, 2**63 - 1] (what the sampler's "
+                                   f"generators and the belief file store), got {seed!r}")
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
+    if chains < 2:
+        raise InputError("--chains", f"{chains} chain: the convergence check (R-hat) compares "
+                                     "chains and needs at least 2; give --chains 2 or more")
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
     past_runs = _past_runs(past, fitter, cs,
                            current=evidence if isinstance(evidence, str | Path) else None)
