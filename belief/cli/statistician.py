@@ -282,6 +282,11 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
+    if args.eps_budget and "cost" not in fitted.belief:
+        raise InputError("--epsilon-budget", f"{args.eps_budget:g} would have no effect: "
+                                             f"{args.belief} has no cost draws (fit it with "
+                                             "belief fit --costs), so its costs are known and "
+                                             "the plain budget rule applies")
     # the worker draws gains and safety while CVU runs, the rest while the tables are written
     decision = _decide(fitted, settings, args,
                        on_feasibility=lambda gate: worker.send_early(gate, fitted))
@@ -303,6 +308,19 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     return 0
 
 
+def continuation_note(attrs: Any) -> str:
+    """One line when CVU used another continuation than ``--continuation`` asked for (e.g. a
+    rollout deeper than two steps fell back to one step for every candidate), else ""."""
+    asked, used = attrs.get("continuation"), attrs.get("continuation_used")
+    if not asked or not used or str(used).startswith(str(asked)):
+        return ""
+    depth = attrs.get("continuation_depth")
+    why = attrs.get("continuation_reason", "")
+    return (f"note: --continuation {asked}" + (f" (depth {depth})" if depth else "")
+            + f" was not used; CVU used {used} for every candidate" + (f": {why}" if why
+                                                                       else ""))
+
+
 def _print_decision(console: Any, decision: Any, fitted: Any) -> None:
     """The decision table, budget, λ, CVU status, δ_J and the recommendation."""
     a = decision.attrs
@@ -319,6 +337,9 @@ def _print_decision(console: Any, decision: Any, fitted: Any) -> None:
         lines.append(f"transfer δ_J({a['policy']}) = {a['delta_j_mean']:.3f} "
                      f"[{a['delta_j_lo90']:.3f}, {a['delta_j_hi90']:.3f}] "
                      f"({a['delta_j_source']}; reported, not scored)")
+    fallback = continuation_note(a)
+    if fallback:
+        lines.append(fallback)
     for line in lines:
         console.print(escape(line))
     if not a.get("reliable", 1):

@@ -38,8 +38,8 @@ import numpy as np
 from belief.errors import InputError
 from belief.inputs.names import refuse_unknown
 
-__all__ = ["ACTOR_ROLES", "MEAN_RANGE", "SD_RANGE", "InteractionPrior", "interaction_pairs", "parse_interactions",
-           "stated_pair_priors"]
+__all__ = ["ACTOR_ROLES", "MEAN_RANGE", "SD_RANGE", "InteractionPrior", "interaction_pairs",
+           "parse_interactions", "stated_pair_priors"]
 
 ACTOR_ROLES = ("adaptation", "model_update")
 """Roles whose execution can change a later candidate's gain (the source a of γ_{a→m})."""

@@ -41,8 +41,8 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 
-__all__ = ["PastCampaign", "StackedEvidence", "check_distinct_sources", "read_past_campaigns", "same_candidate_set",
-           "stack_campaigns"]
+__all__ = ["PastCampaign", "StackedEvidence", "check_distinct_sources", "read_past_campaigns",
+           "same_candidate_set", "stack_campaigns"]
 
 _FIELDS = ("role", "lens", "method", "recipe", "batch", "changes_policy", "repeatable")
 """Candidate attributes that must agree between a past campaign and the current one."""
