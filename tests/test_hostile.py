@@ -297,3 +297,205 @@ def test_the_closest_name_is_offered_only_when_there_is_one(case, capsys, no_com
     err = capsys.readouterr().err
     assert code == 2 and "zzzzzz" in err and "did you mean" not in err
     assert re.search(r"known.*budget", err), err
+
+
+# -- refusals that need a fitted belief ------------------------------------------------------------
+@pytest.mark.slow
+def test_epsilon_budget_without_cost_draws_is_refused(example_belief_file, tmp_path, capsys):
+    out = tmp_path / "d"
+    code = main(["decide", str(example_belief_file), "--epsilon-budget", "0.1", "--out",
+                 str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err, err
+    assert "--epsilon-budget" in err and "no cost draws" in err and "--costs" in err, err
+    assert not out.exists()
+
+
+# -- what the engine did instead of what was asked -------------------------------------------------
+def test_a_continuation_that_fell_back_is_said_in_one_line():
+    from belief.cli.statistician import continuation_note
+
+    why = "rollout of depth 3 not used for any candidate: beyond two steps it needs weights"
+    note = continuation_note({"continuation": "rollout", "continuation_depth": 3,
+                              "continuation_used": "one_step", "continuation_reason": why})
+    assert "\n" not in note and "--continuation rollout" in note and "one_step" in note
+    assert why in note
+    assert continuation_note({"continuation": "rollout", "continuation_depth": 2,
+                              "continuation_used": "rollout(d=2)"}) == ""
+    assert continuation_note({}) == ""  # one_step asked: nothing to say
+
+
+# -- messages --------------------------------------------------------------------------------------
+def test_the_csv_layout_of_replay_takes_the_weights_of_its_candidate_file(case):
+    from belief.campaign.replay import load_campaign
+    from belief.inputs.candidate_file import load_candidate_file
+
+    camp = load_campaign(case.csv_layout())
+    assert camp.settings is not None and camp.settings.weights is not None
+    assert dict(camp.settings.weights.values) == load_candidate_file(case.cand).weights
+
+
+def test_recompute_differences_show_plain_numbers():
+    import numpy as np
+
+    from belief.errors import InputError
+    from belief.posterior.diagnostics import DIAGNOSTIC_COLUMNS
+    from belief.workflow.derived import Derived, compare_diagnostics
+
+    index = pd.MultiIndex.from_tuples([("gains", "mu0")], names=["model", "variable"])
+    row = {c: np.float64(1.0) for c in [*DIAGNOSTIC_COLUMNS, "chains", "draws"]}
+    a = pd.DataFrame([row], index=index)
+    b = a.copy()
+    b.loc[("gains", "mu0"), "rhat"] = np.float64(1.0001)
+    with pytest.raises(InputError) as err:
+        compare_diagnostics(Derived(a, {}, {}), Derived(b, {}, {}), "belief.nc")
+    assert "np.float64" not in str(err.value) and "stored 1.0, recomputed 1.0001" in str(
+        err.value)
+
+
+# -- belief/files.py: durability -------------------------------------------------------------------
+def _events(monkeypatch) -> list[str]:
+    """Record every os.replace and every fsync of a folder, in order."""
+    import os
+    import stat
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            events.append("fsync folder")
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(f"replace {Path(dst).name}")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def test_a_commit_fsyncs_the_folder_after_its_renames(tmp_path, monkeypatch):
+    from belief.files import OutputSet, atomic_write
+
+    events = _events(monkeypatch)
+    with OutputSet(tmp_path, "t") as out:
+        out.write("a.txt", lambda p: Path(p).write_text("a"))
+        out.write("b.txt", lambda p: Path(p).write_text("b"))
+    last = max(i for i, e in enumerate(events) if e in ("replace a.txt", "replace b.txt"))
+    assert "fsync folder" in events[last + 1:], events
+    events.clear()
+    atomic_write(tmp_path / "c.txt", lambda p: Path(p).write_text("c"))
+    assert events == ["replace c.txt", "fsync folder"], events
+
+
+def test_a_replace_that_fails_part_way_leaves_no_staged_file(tmp_path, monkeypatch):
+    import os
+
+    from belief.files import OutputSet
+
+    (tmp_path / "b.txt").write_text("the earlier b")
+    out = OutputSet(tmp_path, "t")
+    out.write("a.txt", lambda p: Path(p).write_text("a"))
+    out.write("b.txt", lambda p: Path(p).write_text("b"))
+    real = os.replace
+
+    def replace(src, dst):
+        if Path(dst).name == "b.txt":
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError):
+        out.commit()
+    monkeypatch.setattr(os, "replace", real)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".stage")]
+    assert (tmp_path / "b.txt").read_text() == "the earlier b"
+    assert set(out.owned()) == {"a.txt", "b.txt"}  # the next run knows what may be stale
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"files": "a.txt"}', "[1, 2]"])
+def test_a_damaged_manifest_is_reported_and_replaced(tmp_path, text):
+    from belief.files import DamagedManifestWarning, OutputSet
+
+    out = OutputSet(tmp_path, "t")
+    out.manifest.write_text(text)
+    with pytest.warns(DamagedManifestWarning, match=r"\.belief-t\.json"):
+        assert out.owned() == []
+    with pytest.warns(DamagedManifestWarning), OutputSet(tmp_path, "t") as again:
+        again.write("a.txt", lambda p: Path(p).write_text("a"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert OutputSet(tmp_path, "t").owned() == ["a.txt"]
+
+
+def test_the_folder_lock_excludes_other_threads_of_the_process(tmp_path):
+    import threading
+
+    from belief.errors import InputError
+    from belief.files import acquire_folder, hold_folder, release_folder
+
+    held, go, order = threading.Event(), threading.Event(), []
+
+    def holder():
+        with hold_folder(tmp_path):
+            with hold_folder(tmp_path):  # reentrant within its thread
+                held.set()
+                go.wait(10)
+                order.append("holder releases")
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(10)
+    with pytest.raises(InputError, match="another thread of this process"):
+        acquire_folder(tmp_path, blocking=False)
+
+    def waiter():
+        key = acquire_folder(tmp_path)  # blocks until the holder is done
+        order.append("waiter holds")
+        release_folder(key)
+
+    w = threading.Thread(target=waiter)
+    w.start()
+    w.join(0.3)
+    assert w.is_alive() and order == []  # still waiting
+    go.set()
+    t.join(10)
+    w.join(10)
+    assert order == ["holder releases", "waiter holds"]
+
+
+_SHIM_PROBE = """
+import os, sys, tempfile
+import numpy as np
+import belief.files
+import xarray as xr
+ds = xr.Dataset({"a": ("x", np.arange(3.0))})
+ds = ds + 1
+ds.to_netcdf(os.path.join(tempfile.mkdtemp(), "a.nc"))
+print("dask" in sys.modules, float(ds.a.sum()))
+import dask.array as da
+z = xr.DataArray(da.zeros(4, chunks=2))
+from xarray.namedarray.pycompat import is_chunked_array
+print(is_chunked_array(z.variable._data), z.chunks is not None)
+"""
+
+
+@pytest.mark.parametrize("shims", ["1", "0"])
+def test_the_xarray_shims_keep_dask_unloaded_and_give_xarrays_answers(shims):
+    """No supported xarray option avoids the import of dask for every array; the shims of
+    belief.files do, and a dask array is still a dask array once dask is loaded.  With
+    BELIEF_XARRAY_SHIMS=0 xarray loads dask itself (what the shims avoid)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BELIEF_XARRAY_SHIMS": shims}
+    done = subprocess.run([sys.executable, "-c", _SHIM_PROBE], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    first, second = done.stdout.split("\n")[:2]
+    assert first == ("False 6.0" if shims == "1" else "True 6.0"), done.stdout
+    assert second == "True True", done.stdout
