@@ -108,6 +108,14 @@ def _column_renamed(table: str, old: str, new: str) -> Callable[[Case], None]:
     return setup
 
 
+def _layout_column_renamed(c: Case) -> list[str]:
+    layout = c.csv_layout()
+    df = pd.read_csv(layout / "paired_evaluations.csv")
+    df.rename(columns={"treated_policy": "treatd_policy"}).to_csv(
+        layout / "paired_evaluations.csv", index=False)
+    return ["replay", str(layout), "--out", str(c.out)]
+
+
 def _past_link(c: Case) -> list[str]:
     link = c.root / "link"
     link.symlink_to(c.ev, target_is_directory=True)
@@ -159,6 +167,9 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
     "misspelt costs column": (
         _column_renamed("costs", "eng_h", "eng_hh"),
         ("costs.csv", "eng_hh", "did you mean", "eng_h")),
+    "misspelt column of replay's CSV layout": (_layout_column_renamed,
+                                                ("paired_evaluations.csv", "treatd_policy",
+                                                 "did you mean", "treated_policy")),
     "misspelt table file": (
         lambda c: [(c.ev / "safety_events.csv").rename(c.ev / "safety_event.csv"), None][1],
         ("safety_event.csv", "did you mean", "safety_events")),

@@ -77,6 +77,7 @@ from belief.errors import InputError
 from belief.inputs.candidate_file import load_candidate_file
 from belief.inputs.candidates import CandidateSet, candidates_from_dict
 from belief.inputs.evidence import Evidence, read_table
+from belief.inputs.evidence_dir import check_known_columns
 from belief.inputs.resources import make_budget
 from belief.posterior.fitter import BeliefFitter
 
@@ -191,10 +192,12 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
     for name in EVIDENCE_TABLES:
         if (folder / f"{name}.csv").exists():
             evidence[name] = read_table(folder / f"{name}.csv")
+            check_known_columns(name, evidence[name], str(folder / f"{name}.csv"))
     initial = {}
     for name in EVIDENCE_TABLES:
         if (folder / "initial" / f"{name}.csv").exists():
             initial[name] = read_table(folder / "initial" / f"{name}.csv")
+            check_known_columns(name, initial[name], str(folder / "initial" / f"{name}.csv"))
     Evidence(cands).append(**initial)  # validates (raises naming the table and row)
     budget = cands.budget.copy()
     steps, problem = [], None

@@ -224,7 +224,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         + (["sensitivity"] if sensitivity and len(ev.sensitivity) else [])
     say(f"policy {policy} ({rule}); step {step}; models: {', '.join(models)}")
     t0 = time.perf_counter()
-    say("compiling (once per process; 10–30 s each the first time) …")
+    say(f"compiling (once per process; 10–30 s each the first time with about ten "
+        f"candidates, longer with more: {len(cs)} here) …")
     fitter.gains._compiled()
     if fitter.exec_risk is not None:
         fitter.exec_risk._compiled()
