@@ -185,6 +185,10 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
                           ("candidates.toml", "[campaign] resources", "'real=h'", "'='")),
     "resource with spaces": (lambda c: _resource(c, " real_h"),
                              ("candidates.toml", "[campaign] resources", "whitespace")),
+    "policy with a leading space": (
+        lambda c: c.write("policy_evaluations",
+                          c.table("policy_evaluations").assign(policy=" pi0")),
+        ("policy_evaluations.csv", "policy", "' pi0'", "whitespace")),
     "parquet step as datetimes": (_parquet_datetime_step,
                                   ("policy_evaluations.parquet", "step", "datetime")),
     # 2. double counting
@@ -510,3 +514,14 @@ def test_the_xarray_shims_keep_dask_unloaded_and_give_xarrays_answers(shims):
     first, second = done.stdout.split("\n")[:2]
     assert first == ("False 6.0" if shims == "1" else "True 6.0"), done.stdout
     assert second == "True True", done.stdout
+
+
+def test_cvu_outcomes_that_cannot_fit_in_memory_are_refused_with_the_estimate():
+    from belief.cli.statistician import _outcomes_fit_in_memory
+    from belief.errors import InputError
+
+    _outcomes_fit_in_memory(256, 4000, workers=2, available=10**9)  # 33 MB: fine
+    with pytest.raises(InputError, match=r"--cvu-outcomes.*about 3\.3 GB.*1\.0 GB available"):
+        _outcomes_fit_in_memory(50_000, 4000, workers=1, available=10**9)
+    with pytest.raises(InputError, match="at most 1048576"):
+        _outcomes_fit_in_memory(2**20 + 1)

@@ -135,14 +135,34 @@ MAX_CVU_OUTCOMES = 2**20
 outcome and posterior draw for every candidate it estimates at once (8 bytes each)."""
 
 
-def _outcomes_fit_in_memory(n: Any, draws: int = 4000) -> None:
-    """Refuse ``--cvu-outcomes`` above :data:`MAX_CVU_OUTCOMES` with the memory it would take
-    (n × ``draws`` × 8 bytes per candidate, ``draws`` = a default fit's 4 chains × 1000)."""
-    if isinstance(n, int) and n > MAX_CVU_OUTCOMES:
-        gb = n * draws * 8 / 1e9
-        raise InputError("--cvu-outcomes", f"{n} outcomes would need about {gb:,.0f} GB per "
-                                           f"candidate ({n} × {draws} posterior draws × 8 "
-                                           f"bytes); at most {MAX_CVU_OUTCOMES}")
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _outcomes_fit_in_memory(n: Any, draws: int = 4000, *, workers: int = 1,
+                            available: int | None = None) -> None:
+    """Refuse ``--cvu-outcomes`` whose importance weights cannot fit in memory, before any
+    work, with the estimate: 2 arrays (log-weights and weights) of n × ``draws`` float64 for
+    each of the ``workers`` candidates estimated at once.  Without a belief yet, ``draws`` is
+    a default fit's 4 chains × 1000 and only n > :data:`MAX_CVU_OUTCOMES` is refused; with
+    ``available`` (bytes), any estimate above it is."""
+    if not isinstance(n, int) or n < 2:
+        return  # CVUSettings refuses it, naming the flag
+    need = 2 * n * max(draws, 1) * 8 * workers
+    if n > MAX_CVU_OUTCOMES or (available is not None and need > available):
+        room = (f"; {available / 1e9:,.1f} GB available" if available is not None else "")
+        raise InputError("--cvu-outcomes", f"{n} outcomes would need about {need / 1e9:,.1f} "
+                                           f"GB (2 × {n} outcomes × {draws} posterior draws × "
+                                           f"8 bytes × {workers} candidate(s) at once){room}; "
+                                           f"at most {MAX_CVU_OUTCOMES}")
 
 
 def _decision_settings(args: argparse.Namespace) -> Any:
@@ -282,6 +302,8 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
+    _outcomes_fit_in_memory(args.cvu_outcomes, int(fitted.belief.sizes.get("sample", 0)),
+                            workers=max(1, int(args.cvu_workers)), available=_available_memory())
     if args.eps_budget and "cost" not in fitted.belief:
         raise InputError("--epsilon-budget", f"{args.eps_budget:g} would have no effect: "
                                              f"{args.belief} has no cost draws (fit it with "
