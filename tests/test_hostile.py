@@ -521,7 +521,7 @@ def test_cvu_outcomes_that_cannot_fit_in_memory_are_refused_with_the_estimate():
     from belief.errors import InputError
 
     _outcomes_fit_in_memory(256, 4000, workers=2, available=10**9)  # 33 MB: fine
-    with pytest.raises(InputError, match=r"--cvu-outcomes.*about 3\.3 GB.*1\.0 GB available"):
+    with pytest.raises(InputError, match=r"--cvu-outcomes.*about 3\.2 GB.*1\.0 GB available"):
         _outcomes_fit_in_memory(50_000, 4000, workers=1, available=10**9)
     with pytest.raises(InputError, match="at most 1048576"):
         _outcomes_fit_in_memory(2**20 + 1)
