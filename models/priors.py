@@ -222,7 +222,10 @@ def scale_prior(value: Any, default_family: str, table: str, name: str) -> Scale
     if isinstance(value, Mapping):
         extra = [k for k in value if k not in ("family", "sigma", "nu", "beta", "lam")]
         if "family" not in value or extra:
-            what = f"unknown key(s) {extra}" if extra else "no family"
+            near = (difflib.get_close_matches(str(extra[0]), ["family", "sigma", "nu", "beta",
+                                                              "lam"], n=1) if extra else [])
+            what = (f"unknown key(s) {extra}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                    if extra else "no family")
             raise InputError(table, f"{name}: {what}; allowed: {number} or {_allowed()}")
         params = {k: value[k] for k in ("sigma", "nu", "beta", "lam")
                   if value.get(k) is not None}

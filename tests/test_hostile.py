@@ -158,6 +158,9 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
     "unknown prior name": (
         lambda c: c.append('[priors.gains]\ntau_lense = { family = "half_normal", sigma = 1 }'),
         ("candidates.toml", "[priors.gains]", "tau_lense", "did you mean", "tau_lens")),
+    "unknown key of a scale prior": (
+        lambda c: c.append('[priors.gains]\ntau_lens = { family = "half_normal", sigm = 1 }'),
+        ("[priors.gains]", "tau_lens", "sigm", "did you mean", "sigma")),
     "misspelt evidence column": (
         _column_renamed("paired_evaluations", "treated_policy", "treatd_policy"),
         ("paired_evaluations.csv", "treatd_policy", "did you mean", "treated_policy")),
