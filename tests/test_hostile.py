@@ -90,11 +90,15 @@ def _resource(c: Case, name: str) -> None:
                                                           '"eng_h"]')
 
 
-def _parquet_datetime_step(c: Case) -> None:
-    df = c.table("policy_evaluations")
-    df["step"] = pd.to_datetime(df["step"], unit="D")
-    df.to_parquet(c.ev / "policy_evaluations.parquet")
-    (c.ev / "policy_evaluations.csv").unlink()
+def _parquet_datetime_step(table: str) -> Callable[[Case], None]:
+    """``table`` as Parquet with its integer steps stored as timestamps (step n = n ns after
+    the epoch: what a writer that typed the column as a timestamp leaves)."""
+    def setup(c: Case) -> None:
+        df = c.table(table)
+        df["step"] = pd.to_datetime(df["step"], unit="ns")
+        df.to_parquet(c.ev / f"{table}.parquet")
+        (c.ev / f"{table}.csv").unlink()
+    return setup
 
 
 def _cost_row_twice(c: Case) -> None:
@@ -192,8 +196,10 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
         lambda c: c.write("policy_evaluations",
                           c.table("policy_evaluations").assign(policy=" pi0")),
         ("policy_evaluations.csv", "policy", "' pi0'", "whitespace")),
-    "parquet step as datetimes": (_parquet_datetime_step,
-                                  ("policy_evaluations.parquet", "step", "datetime")),
+    "parquet step as datetimes": (_parquet_datetime_step("paired_evaluations"),
+                                  ("paired_evaluations.parquet", "step", "datetime")),
+    "parquet costs step as datetimes": (_parquet_datetime_step("costs"),
+                                        ("costs.parquet", "step", "datetime")),
     # 2. double counting
     "--past the same folder twice": (_past_copy_twice, ("--past", "twice")),
     "--past the evidence folder itself": (lambda c: c.fit("--past", str(c.ev)),
