@@ -10,8 +10,9 @@
 - :class:`OutputSet`: the set of files one command writes, staged and then committed as one
   unit (under a folder lock, with a manifest of the files it owns, so a re-run or a concurrent
   run never leaves another run's stale files behind);
-- :func:`hold_folder`: an exclusive, process-reentrant lock on a folder (a campaign holds its
-  folder for its whole run); :func:`deferred_interrupt` delays Ctrl-C over a commit;
+- :func:`hold_folder`: an exclusive lock on a folder, reentrant within a thread, excluding
+  other threads and processes (a campaign holds its folder for its whole run);
+  :func:`deferred_interrupt` delays Ctrl-C over a commit;
 - :func:`dataset_digest`: the SHA-256 of a Dataset's content (which belief a decision came
   from).
 """
@@ -131,14 +132,22 @@ def _dask_scheduler_only_when_loaded() -> None:
             module.get_dask_scheduler = get_dask_scheduler
 
 
-_dask_array_only_when_loaded()
-_dask_scheduler_only_when_loaded()
+# No supported xarray option asks "is dask loaded?" instead of importing it (xarray 2026.9);
+# these two shims do, and give xarray's own answers (tests/test_hostile.py checks both with
+# dask loaded and not).  BELIEF_XARRAY_SHIMS=0 turns them off.
+if os.environ.get("BELIEF_XARRAY_SHIMS", "1").strip().lower() not in ("0", "false", "no", "off"):
+    _dask_array_only_when_loaded()
+    _dask_scheduler_only_when_loaded()
 
-__all__ = ["UNREADABLE", "OutputSet", "atomic_write", "check_header", "dataset_digest",
-           "deferred_interrupt", "hold_folder", "jsonable", "netcdf_ready", "read_file",
-           "writable_file", "writable_folder"]
+__all__ = ["UNREADABLE", "DamagedManifestWarning", "OutputSet", "atomic_write", "check_header",
+           "dataset_digest", "deferred_interrupt", "fsync_folder", "hold_folder", "jsonable",
+           "netcdf_ready", "read_file", "writable_file", "writable_folder"]
 
 UNREADABLE = "not a readable {what} (truncated or not netCDF)"
+
+
+class DamagedManifestWarning(UserWarning):
+    """An :class:`OutputSet` manifest that cannot be read (see :meth:`OutputSet.owned`)."""
 
 
 def read_file[T](path: Path, read: Callable[[Path], T], problem: str) -> T:
@@ -172,10 +181,28 @@ def netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
+def fsync_folder(folder: str | Path) -> None:
+    """fsync a folder, so that a rename or removal in it survives a power loss (POSIX: a
+    renamed file's data is durable after its fsync, the new name after its folder's).  A file
+    system that cannot fsync a folder (EINVAL, EBADF, EACCES) is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EBADF, errno.EACCES, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Write a file atomically: ``write(tmp)`` into a temporary file in the same folder, fsync,
-    give it the usual permissions, and rename it over ``path``; a crash leaves the previous
-    file (or none) and at worst a stray ``.<name>.*.tmp``, never a half-written ``path``."""
+    give it the usual permissions, rename it over ``path`` and fsync the folder; a crash
+    leaves the previous file (or none) and at worst a stray ``.<name>.*.tmp``, never a
+    half-written ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -188,6 +215,7 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
+        fsync_folder(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -237,15 +265,48 @@ def _parents_are_folders(path: Path, option: str) -> Path:
     return anc
 
 
+PSEUDO_FILE_SYSTEMS = ("/proc", "/sys", "/dev")
+"""Kernel file systems: a write there is not a file (and may change the system); refused."""
+
+
+def _plain_path(path: str | Path, option: str) -> Path:
+    """Refuse an empty name, a name longer than the file system takes (each part at most
+    ``NAME_MAX``, 255 on Linux; the whole at most ``PATH_MAX``, 4096) and a path under a
+    kernel pseudo file system (:data:`PSEUDO_FILE_SYSTEMS`), before any work."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise InputError(option, "empty file name: give a path")
+    path = Path(text)
+    anc = _nearest_existing(path.absolute())
+    try:
+        name_max = os.pathconf(anc if anc.is_dir() else anc.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise InputError(option, f"file name too long: {part[:40]}… has "
+                                     f"{len(os.fsencode(part))} bytes, at most {name_max} here")
+    if len(os.fsencode(str(path.absolute()))) >= 4096:
+        raise InputError(option, "path too long: at most 4095 bytes")
+    real = os.path.realpath(path)
+    for root in PSEUDO_FILE_SYSTEMS:
+        if real == root or real.startswith(root + os.sep):
+            raise InputError(option, f"{path} is under {root}, a kernel file system, not a "
+                                     "place for output files")
+    return path
+
+
 def writable_file(path: str | Path, option: str,
                   suffixes: tuple[str, ...] | None = None) -> Path:
     """An output file name that can be written, checked before any work is done.
 
     Refused (:class:`~belief.errors.InputError` naming ``option``): an existing folder or
     non-regular file, a suffix not in ``suffixes``, a parent path through a file, and a folder
-    in which this process may not create files.  The check touches nothing.
+    in which this process may not create files; an empty name, a name too long for the file
+    system and a path under a kernel file system (``/proc``, ``/sys``, ``/dev``).  The check
+    touches nothing.
     """
-    path = Path(path)
+    path = _plain_path(path, option)
     if path.is_dir():
         raise InputError(option, f"{path} is a folder, expected a file name")
     if os.path.lexists(path) and not path.is_file():
@@ -259,7 +320,7 @@ def writable_file(path: str | Path, option: str,
 def writable_folder(path: str | Path, option: str) -> Path:
     """An output folder that exists and is writable, or can be created; checked before any
     work (see :func:`writable_file`)."""
-    path = Path(path)
+    path = _plain_path(path, option)
     if os.path.lexists(path) and not path.is_dir():
         raise InputError(option, f"{path} is a file, expected a folder")
     if path.is_dir():
@@ -269,9 +330,9 @@ def writable_folder(path: str | Path, option: str) -> Path:
     return path
 
 
-# -- a folder lock, reentrant within one process -------------------------------------------------
-_HELD: dict[str, list[int]] = {}  # real path → [fd, holders]
-_HELD_LOCK = threading.Lock()
+# -- a folder lock, reentrant within one thread ---------------------------------------------------
+_HELD: dict[str, list[Any]] = {}  # real path → [fd (None while being taken), holders, thread]
+_HELD_CHANGED = threading.Condition(threading.Lock())
 
 
 @contextlib.contextmanager
@@ -279,9 +340,10 @@ def hold_folder(path: str | Path, what: str = "folder", *,
                 blocking: bool = True) -> Iterator[None]:
     """Hold an exclusive lock (``flock``) on folder ``path`` while the block runs.
 
-    Reentrant within a process (a campaign that holds its folder can commit its outputs into
-    it); another process waits (``blocking``) or is refused with an InputError naming
-    ``what``.  The lock dies with the process, so a killed run never leaves a stale lock.
+    Reentrant within a thread (a campaign that holds its folder can commit its outputs into
+    it); another thread of this process, or another process, waits (``blocking``) or is
+    refused with an InputError naming ``what``.  The lock dies with the process, so a killed
+    run never leaves a stale lock.
     """
     key = acquire_folder(path, what, blocking=blocking)
     try:
@@ -290,38 +352,56 @@ def hold_folder(path: str | Path, what: str = "folder", *,
         release_folder(key)
 
 
+def _busy(path: str | Path, what: str, who: str) -> InputError:
+    return InputError(str(path), f"{who} is using this {what}; wait for it to finish or "
+                                 "choose another folder")
+
+
 def acquire_folder(path: str | Path, what: str = "folder", *, blocking: bool = True) -> str:
     """Take the lock of :func:`hold_folder` (returns the key for :func:`release_folder`).
     ``path`` is a folder, or a lock file (created when missing, never removed)."""
     key = os.path.realpath(path)
-    with _HELD_LOCK:
+    me = threading.get_ident()
+    with _HELD_CHANGED:
+        while key in _HELD and _HELD[key][2] != me:  # another thread of this process
+            if not blocking:
+                raise _busy(path, what, "another thread of this process")
+            _HELD_CHANGED.wait()
         if key in _HELD:
             _HELD[key][1] += 1
             return key
+        _HELD[key] = [None, 1, me]  # taken by this thread; the flock is taken outside
+    try:
         fd = os.open(key, os.O_RDONLY if os.path.isdir(key) else os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except OSError as err:
             os.close(fd)
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise InputError(str(path), f"another belief process is using this {what}; "
-                                            "wait for it to finish or choose another "
-                                            "folder") from None
+                raise _busy(path, what, "another belief process") from None
             raise
-        _HELD[key] = [fd, 1]
-        return key
+    except BaseException:
+        with _HELD_CHANGED:
+            del _HELD[key]
+            _HELD_CHANGED.notify_all()
+        raise
+    with _HELD_CHANGED:
+        _HELD[key][0] = fd
+    return key
 
 
 def release_folder(key: str) -> None:
-    """Release one hold of :func:`acquire_folder` (the lock goes with the last one)."""
-    with _HELD_LOCK:
+    """Release one hold of :func:`acquire_folder` (the lock goes with the last one; any
+    thread may release a hold, e.g. a campaign object collected in another thread)."""
+    with _HELD_CHANGED:
         entry = _HELD.get(key)
-        if entry is None:
+        if entry is None or entry[0] is None:
             return
         entry[1] -= 1
         if entry[1] <= 0:
             del _HELD[key]
             os.close(entry[0])  # closing the descriptor releases the flock
+            _HELD_CHANGED.notify_all()
 
 
 @contextlib.contextmanager
@@ -393,13 +473,37 @@ class OutputSet:
         return target
 
     def owned(self) -> list[str]:
-        """The files of the last committed set (from the manifest; [] without one)."""
+        """The files of the last committed set (from the manifest; [] without one).
+
+        A manifest that cannot be read as one (not JSON, no list of names: edited or damaged
+        by hand; this class replaces it atomically) is reported with a
+        :class:`DamagedManifestWarning` naming it — the files it named are then not removed
+        as stale — and is replaced at the next commit."""
         try:
-            files = json.loads(self.manifest.read_text(encoding="utf-8")).get("files", [])
-        except (OSError, ValueError, AttributeError):
+            text = self.manifest.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as err:
+            self._damaged(f"cannot be read ({type(err).__name__})")
+            return []
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            self._damaged("is not JSON")
+            return []
+        files = doc.get("files") if isinstance(doc, dict) else None
+        if not isinstance(files, list):
+            self._damaged("has no list of files")
             return []
         return [f for f in files if isinstance(f, str) and ".." not in Path(f).parts
                 and not Path(f).is_absolute()]
+
+    def _damaged(self, why: str) -> None:
+        import warnings
+
+        warnings.warn(f"{self.manifest} {why}: the files of the earlier {self.owner} run are "
+                      "not known, so stale ones are not removed; the manifest is rewritten "
+                      "at the next commit", DamagedManifestWarning, stacklevel=3)
 
     def _record(self, files: list[str]) -> None:
         text = json.dumps({"owner": self.owner, "files": sorted(files)}, indent=1)
@@ -412,9 +516,14 @@ class OutputSet:
         with hold_folder(self.lock, "output folder"), deferred_interrupt():
             before = self.owned()
             self._record(sorted(set(before) | set(names)))
-            for name in names:
-                os.replace(self._staged[name], self.folder / name)
-            self._staged.clear()
+            try:
+                for name in names:
+                    os.replace(self._staged[name], self.folder / name)
+                    del self._staged[name]
+            finally:  # a replace that failed part-way leaves no staged file behind
+                self.discard()
+                for parent in {(self.folder / n).parent for n in names}:
+                    fsync_folder(parent)
             for name in set(before) - set(names):
                 stale = self.folder / name
                 if stale.is_file() or stale.is_symlink():

@@ -46,6 +46,7 @@ kink and T's coincide (its docstring).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -54,7 +55,8 @@ import numpy as np
 
 from belief.errors import InputError
 
-__all__ = ["SCALE_FAMILIES", "ScalePrior", "centring_weight", "check_priors",
+__all__ = ["LOCATION_RANGE", "SCALE_FAMILIES", "SCALE_RANGE", "ScalePrior", "centring_weight",
+           "check_prior_ranges", "check_priors",
            "laplace_quantile_of_normal", "normal_quantile_of_laplace", "partially_centred",
            "priors_as_dict", "priors_from_dict", "scale_prior", "whitened_laplace",
            "whitened_normal"]
@@ -220,7 +222,10 @@ def scale_prior(value: Any, default_family: str, table: str, name: str) -> Scale
     if isinstance(value, Mapping):
         extra = [k for k in value if k not in ("family", "sigma", "nu", "beta", "lam")]
         if "family" not in value or extra:
-            what = f"unknown key(s) {extra}" if extra else "no family"
+            near = (difflib.get_close_matches(str(extra[0]), ["family", "sigma", "nu", "beta",
+                                                              "lam"], n=1) if extra else [])
+            what = (f"unknown key(s) {extra}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                    if extra else "no family")
             raise InputError(table, f"{name}: {what}; allowed: {number} or {_allowed()}")
         params = {k: value[k] for k in ("sigma", "nu", "beta", "lam")
                   if value.get(k) is not None}
@@ -230,6 +235,46 @@ def scale_prior(value: Any, default_family: str, table: str, name: str) -> Scale
         return ScalePrior(str(value["family"]), **{k: float(v) for k, v in params.items()})
     raise InputError(table, f"{name} must be finite, got {value!r}; allowed: {number} or "
                             f"{_allowed()}")
+
+
+LOCATION_RANGE = 10.0
+"""|location| ≤ 10 for a prior's location stated in a file (logit or log scale: e^±10 spans
+4.5e-5 to 2.2e4, beyond anything a campaign's gains, risks or cost ratios reach)."""
+SCALE_RANGE = (1e-3, 1e2)
+"""A positive prior parameter stated in a file (σ, β, 1/λ, ν, a fixed s.d. or shape) lies in
+[1e-3, 1e2]: below, the parameter is fixed to a point the sampler's step sizes cannot resolve;
+above, a normal on the logit scale is flat over every probability and the sampler overflows."""
+_LOCATIONS: dict[type, frozenset[str]] = {}  # priors class → its location fields
+
+
+def _range_problem(name: str, value: Any, location: bool) -> str | None:
+    if location:
+        if abs(float(value)) > LOCATION_RANGE:
+            return (f"{name} must be within [-{LOCATION_RANGE:g}, {LOCATION_RANGE:g}] (the "
+                    f"range the model can sample), got {float(value):g}")
+        return None
+    lo, hi = SCALE_RANGE
+    if not lo <= float(value) <= hi:
+        return (f"{name} must be within [{lo:g}, {hi:g}] (the range the model can sample), "
+                f"got {float(value):g}")
+    return None
+
+
+def check_prior_ranges(priors: Any, names: Iterable[str], table: str) -> None:
+    """Refuse a stated prior outside the ranges the samplers handle (:data:`LOCATION_RANGE`,
+    :data:`SCALE_RANGE`); ``names`` are the fields the user stated."""
+    locations = _LOCATIONS.get(type(priors), frozenset())
+    for name in names:
+        value = getattr(priors, name)
+        if isinstance(value, ScalePrior):
+            for param, v in value.params.items():
+                problem = _range_problem(f"{name}: {param}", v, False)
+                if problem:
+                    raise InputError(table, problem)
+        elif _number(value):
+            problem = _range_problem(name, value, name in locations)
+            if problem:
+                raise InputError(table, problem)
 
 
 def check_priors(priors: Any, locations: Iterable[str] = (), skip: Iterable[str] = (),
@@ -243,6 +288,7 @@ def check_priors(priors: Any, locations: Iterable[str] = (), skip: Iterable[str]
     """
     label = type(priors).__name__
     locations, skip, scales = set(locations), set(skip), dict(scales or {})
+    _LOCATIONS[type(priors)] = frozenset(locations)
     for f in fields(priors):
         name, value = f.name, getattr(priors, f.name)
         if name in skip:
@@ -264,11 +310,15 @@ def priors_from_dict(cls: type, values: Mapping[str, Any], table: str) -> Any:
     known = [f.name for f in fields(cls)]
     unknown = [k for k in values if k not in known]
     if unknown:
-        raise InputError(table, f"unknown prior(s) {unknown}; allowed: {known}")
+        near = difflib.get_close_matches(str(unknown[0]), known, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise InputError(table, f"unknown prior {unknown[0]!r}{hint}; allowed: {known}")
     try:
-        return cls(**dict(values))
+        out = cls(**dict(values))
     except InputError as err:
         raise InputError(table, err.rule) from None
+    check_prior_ranges(out, values, table)
+    return out
 
 
 def priors_as_dict(priors: Any) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def _doc(**override):
     ({"cost": {"compute": -1.0}}, "must be >= 0"),
     ({"cost": {"compute": "lots"}}, "must be a finite number"),
     ({"changes_policy": False}, "contradicts role"),
-    ({"colour": "red"}, "unknown field"),
+    ({"colour": "red"}, "unknown key"),
     ({"drives_hardware": "yes"}, "must be true or false"),
 ])
 def test_candidate_rules(override, rule):

@@ -266,12 +266,13 @@ sd = 0.05
     ('from = "upd"\nto = "d1"\nmean = "x"\nsd = 1', "mean must be a finite number"),
     ('from = "upd"\nfrom_method = "DR"\nto = "d1"\nmean = 0\nsd = 1', "either from/to"),
     ('from_method = "XX"\nto_method = "DR"\nmean = 0\nsd = 1', "not a method"),
-    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 1\nweight = 2', "unknown field"),
+    ('from = "upd"\nto = "d1"\nmean = 0\nsd = 1\nweight = 2', "unknown key"),
 ])
-def test_bad_interaction_is_refused_naming_table_and_row(extra, rule):
+def test_bad_interaction_is_refused_naming_table_and_line(extra, rule):
     with pytest.raises(InputError, match=rule) as err:
         parse_candidate_text(TOML + "[[interaction]]\n" + extra + "\n", "c.toml")
-    assert "[[interaction]]" in str(err.value) and "row 0" in str(err.value)
+    line = len(TOML.splitlines()) + 1  # the [[interaction]] header's line
+    assert "[[interaction]]" in str(err.value) and f"line {line} " in str(err.value)
 
 
 def test_model_updates_table_is_validated(world_candidates):

@@ -34,8 +34,9 @@ def load_log(path: Path) -> tuple[CandidateSet, Evidence, str] | None:
     return camp.candidates, camp.evidence_before(len(camp.steps)), camp.source or str(path)
 
 
-def read_past(paths: Sequence[str | Path], candidates: CandidateSet
-              ) -> tuple[PastCampaign, ...]:
+def read_past(paths: Sequence[str | Path], candidates: CandidateSet,
+              current: str | Path | None = None) -> tuple[PastCampaign, ...]:
     """Every past campaign at ``paths`` (logs, CSV layouts or evidence folders), checked
-    against ``candidates`` (:mod:`belief.inputs.past_campaigns`)."""
-    return read_past_campaigns(paths, candidates, loader=load_log)
+    against ``candidates`` (:mod:`belief.inputs.past_campaigns`); none may be ``current``
+    (the evidence folder or log of the current campaign) or be given twice."""
+    return read_past_campaigns(paths, candidates, loader=load_log, current=current)

@@ -23,7 +23,8 @@ file                       content
 =========================  ====================================================================
 ``candidates.toml``        the candidate file (see :mod:`belief.inputs.candidates`), with
 ``[budget]``
-                           = the starting budget b_0 and ``[campaign] eval_protocol``
+                           = the starting budget b_0 and ``[campaign] eval_protocol``;
+                           its ``[weights]`` (optional) are the campaign's λ
 ``steps.csv``              one row per executed step: ``step`` (0, 1, …), ``candidate``,
                            ``policy`` (before), ``policy_after``, and ``cost_<resource>`` for
                            every resource (the realised cost)
@@ -73,9 +74,10 @@ from belief.campaign.world import model_update_row
 from belief.decision.engine import STOP, decide
 from belief.decision.state import State
 from belief.errors import InputError
-from belief.inputs.candidate_file import load_candidates
+from belief.inputs.candidate_file import load_candidate_file
 from belief.inputs.candidates import CandidateSet, candidates_from_dict
 from belief.inputs.evidence import Evidence, read_table
+from belief.inputs.evidence_dir import check_known_columns
 from belief.inputs.resources import make_budget
 from belief.posterior.fitter import BeliefFitter
 
@@ -171,7 +173,10 @@ def _from_json_log(path: Path) -> LoggedCampaign:
 
 
 def _from_csv_layout(folder: Path) -> LoggedCampaign:
-    cands = load_candidates(folder / "candidates.toml")
+    cfile = load_candidate_file(folder / "candidates.toml")
+    cands = cfile.candidates
+    # the file's [weights] are the campaign's λ (a replay needs no --weights then)
+    settings = CampaignSettings(weights=cfile.weights) if cfile.weights else None
     if cands.budget is None:
         raise InputError(str(folder / "candidates.toml"), "[budget] (the starting budget) is "
                                                           "required for replay")
@@ -187,10 +192,12 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
     for name in EVIDENCE_TABLES:
         if (folder / f"{name}.csv").exists():
             evidence[name] = read_table(folder / f"{name}.csv")
+            check_known_columns(name, evidence[name], str(folder / f"{name}.csv"))
     initial = {}
     for name in EVIDENCE_TABLES:
         if (folder / "initial" / f"{name}.csv").exists():
             initial[name] = read_table(folder / "initial" / f"{name}.csv")
+            check_known_columns(name, initial[name], str(folder / "initial" / f"{name}.csv"))
     Evidence(cands).append(**initial)  # validates (raises naming the table and row)
     budget = cands.budget.copy()
     steps, problem = [], None
@@ -241,7 +248,7 @@ def _from_csv_layout(folder: Path) -> LoggedCampaign:
                       "overrun": overrun or None})
     first_policy = steps[0]["policy"] if steps else str(steps_df["policy"].iloc[0]) \
         if len(steps_df) else "pi0"
-    return LoggedCampaign(cands, cands.budget, first_policy, initial, steps, None, None,
+    return LoggedCampaign(cands, cands.budget, first_policy, initial, steps, None, settings,
                           problem, str(folder))
 
 
@@ -338,7 +345,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
     if past:
         from belief.campaign.past import read_past
 
-        fitter = replace(fitter, past=read_past(list(past), cands))
+        fitter = replace(fitter, past=read_past(list(past), cands, current=camp.source or None))
     n_logged = len(camp.steps) + (1 if camp.stop is not None else 0)
     if n_logged == 0:
         raise InputError(camp.source, "nothing to replay: "

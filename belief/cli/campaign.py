@@ -10,6 +10,7 @@ input at a prompt stops it with the log intact (``--resume`` continues).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     single = source.is_file() or (source / "campaign_log.jsonl").exists() or \
         (source / "steps.csv").exists()
     past = past_dirs(args.past)
+    if past and single:  # the replayed log is not its own past
+        from belief.inputs.past_campaigns import check_distinct_sources
+
+        check_distinct_sources(past, source, "the replayed log")
     if past and not single:
         raise InputError("--past", "--past works with the replay of one campaign log, not a "
                                    "folder of logs")
@@ -106,7 +111,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
                           + (f"; [red]{escape(a['problem'])}[/red]" if a["problem"] else ""))
         done = sum(not t.attrs.get("refused") for t in trees.values())
         console.print(f"wrote {done} of {len(trees)} replays to {escape(out)}/")
-        return 2 if any(t.attrs["problem"] for t in trees.values()) else 0
+        bad = [name for name, t in trees.items() if t.attrs["problem"]]
+        if bad:
+            print(f"belief: error: {len(bad)} of {len(trees)} logs have a problem "
+                  f"({', '.join(bad)}; see above)", file=sys.stderr)
+        return 2 if bad else 0
     camp = load_campaign(source)
     if camp.extra.get("settings_problem"):  # the flags override single fields only
         raise InputError(camp.source, f"{camp.extra['settings_problem']}: replay it from "
@@ -149,6 +158,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
                       f"{escape(tree.attrs['past_campaigns'])}")
     console.print(f"agreement {tree.attrs['agreement']:.2f}; wrote {escape(out)}/replay.nc, "
                   "replay_steps.csv, replay.png")
+    if camp.problem:  # the exit code says it; so does stderr, in one line
+        print(f"belief: error: {camp.problem} (replayed the {len(camp.steps)} step(s) before "
+              "it)", file=sys.stderr)
     return 2 if camp.problem else 0
 
 

@@ -130,6 +130,41 @@ def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, attr) is not None}
 
 
+MAX_CVU_OUTCOMES = 2**20
+"""``--cvu-outcomes`` above this is refused before any work: CVU keeps a weight per simulated
+outcome and posterior draw for every candidate it estimates at once (8 bytes each)."""
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _outcomes_fit_in_memory(n: Any, draws: int = 4000, *, workers: int = 1,
+                            available: int | None = None) -> None:
+    """Refuse ``--cvu-outcomes`` whose importance weights cannot fit in memory, before any
+    work, with the estimate: 2 arrays (log-weights and weights) of n × ``draws`` float64 for
+    each of the ``workers`` candidates estimated at once.  Without a belief yet, ``draws`` is
+    a default fit's 4 chains × 1000 and only n > :data:`MAX_CVU_OUTCOMES` is refused; with
+    ``available`` (bytes), any estimate above it is."""
+    if not isinstance(n, int) or n < 2:
+        return  # CVUSettings refuses it, naming the flag
+    need = 2 * n * max(draws, 1) * 8 * workers
+    if n > MAX_CVU_OUTCOMES or (available is not None and need > available):
+        room = (f"; {available / 1e9:,.1f} GB available" if available is not None else "")
+        raise InputError("--cvu-outcomes", f"{n} outcomes would need about {need / 1e9:,.1f} "
+                                           f"GB (2 × {n} outcomes × {draws} posterior draws × "
+                                           f"8 bytes × {workers} candidate(s) at once){room}; "
+                                           f"at most {MAX_CVU_OUTCOMES}")
+
+
 def _decision_settings(args: argparse.Namespace) -> Any:
     """The decision settings from the flags, validated once (when built), before any belief is
     loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
@@ -139,6 +174,7 @@ def _decision_settings(args: argparse.Namespace) -> Any:
     from belief.decision.settings import CVUSettings, DecisionSettings
 
     dependent = _dependent_flags(args)
+    _outcomes_fit_in_memory(args.cvu_outcomes)
     return DecisionSettings(
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
@@ -172,7 +208,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if past:  # logs, CSV layouts or evidence folders, checked against the candidate set
         from belief.campaign.past import read_past
 
-        past = list(read_past(past, load_candidate_file(args.candidates).candidates))
+        past = list(read_past(past, load_candidate_file(args.candidates).candidates,
+                              current=args.evidence_dir))
     console.print(f"[bold]belief fit[/bold] {escape(args.evidence_dir)} with "
                   f"{escape(args.candidates)} → {escape(out)}")
     fitted = fit(args.evidence_dir, args.candidates, policy=args.policy, step=args.step,
@@ -265,6 +302,13 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
+    _outcomes_fit_in_memory(args.cvu_outcomes, int(fitted.belief.sizes.get("sample", 0)),
+                            workers=max(1, int(args.cvu_workers)), available=_available_memory())
+    if args.eps_budget and "cost" not in fitted.belief:
+        raise InputError("--epsilon-budget", f"{args.eps_budget:g} would have no effect: "
+                                             f"{args.belief} has no cost draws (fit it with "
+                                             "belief fit --costs), so its costs are known and "
+                                             "the plain budget rule applies")
     # the worker draws gains and safety while CVU runs, the rest while the tables are written
     decision = _decide(fitted, settings, args,
                        on_feasibility=lambda gate: worker.send_early(gate, fitted))
@@ -286,6 +330,19 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     return 0
 
 
+def continuation_note(attrs: Any) -> str:
+    """One line when CVU used another continuation than ``--continuation`` asked for (e.g. a
+    rollout deeper than two steps fell back to one step for every candidate), else ""."""
+    asked, used = attrs.get("continuation"), attrs.get("continuation_used")
+    if not asked or not used or str(used).startswith(str(asked)):
+        return ""
+    depth = attrs.get("continuation_depth")
+    why = attrs.get("continuation_reason", "")
+    return (f"note: --continuation {asked}" + (f" (depth {depth})" if depth else "")
+            + f" was not used; CVU used {used} for every candidate" + (f": {why}" if why
+                                                                       else ""))
+
+
 def _print_decision(console: Any, decision: Any, fitted: Any, wide: bool = False) -> None:
     """The decision table (every column with ``wide``), budget, λ, CVU status, δ_J and the
     recommendation."""
@@ -304,6 +361,9 @@ def _print_decision(console: Any, decision: Any, fitted: Any, wide: bool = False
         lines.append(f"transfer δ_J({a['policy']}) = {a['delta_j_mean']:.3f} "
                      f"[{a['delta_j_lo90']:.3f}, {a['delta_j_hi90']:.3f}] "
                      f"({a['delta_j_source']}; reported, not scored)")
+    fallback = continuation_note(a)
+    if fallback:
+        lines.append(fallback)
     for line in lines:
         console.print(escape(line))
     if not a.get("reliable", 1):

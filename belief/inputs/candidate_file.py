@@ -44,13 +44,18 @@ import numpy as np
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
+from belief.inputs.names import refuse_unknown
 from belief.inputs.resources import resource_vector
 
-__all__ = ["PRIOR_MODELS", "CandidateFile", "candidates_toml", "diff_candidates",
+__all__ = ["PRIOR_MODELS", "TOP_LEVEL", "CandidateFile", "candidates_toml", "diff_candidates",
            "load_candidate_file", "load_candidates", "parse_candidate_text", "parse_priors"]
 
 PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity", "costs")
 """The models whose priors a ``[priors.<model>]`` table may state."""
+
+TOP_LEVEL = ("campaign", "budget", "weights", "priors", "candidate", "interaction")
+"""The tables of a candidate file; any other is refused (a misspelt ``[weigths]`` would
+otherwise be ignored and the decision made with other weights than the user wrote)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class CandidateFile:
 
 
 _HEADER = re.compile(r"^\s*\[\[\s*[\"']?candidate[\"']?\s*\]\]")
+_INTERACTION = re.compile(r"^\s*\[\[\s*[\"']?interaction[\"']?\s*\]\]")
 
 
 def _where(doc: Mapping[str, Any], text: str, row: int) -> str:
@@ -88,11 +94,25 @@ def _where(doc: Mapping[str, Any], text: str, row: int) -> str:
     return f"[[candidate]] {name} (the {row + 1}. candidate)"
 
 
+def _interaction_where(text: str, row: int) -> str:
+    """How a user finds ``[[interaction]]`` number ``row`` (0-based): the line of its header."""
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if _INTERACTION.match(line)]
+    if 0 <= row < len(lines):
+        return f"line {lines[row]} (the {row + 1}. one)"
+    return f"the {row + 1}. one"
+
+
 def _candidates_from_toml(doc: dict[str, Any], text: str, source: str) -> CandidateSet:
-    """:func:`candidates_from_dict` with errors that name the candidate's id and line."""
+    """:func:`candidates_from_dict` with errors that name the candidate's id and line (and
+    the line of an ``[[interaction]]``); unknown tables are refused first."""
+    refuse_unknown(doc, TOP_LEVEL, source, "table")
     try:
         return candidates_from_dict(doc, source=source)
     except InputError as err:
+        if err.table == f"{source} [[interaction]]" and isinstance(err.row, int) \
+                and err.where is None:
+            raise InputError(err.table, err.rule, where=_interaction_where(text, err.row)) \
+                from None
         if not (isinstance(err.row, int) and err.where is None and err.table == source):
             raise
         rule = _FIRST_AT.sub(lambda m: f"(first given at {_where(doc, text, int(m[1]))})",
@@ -121,7 +141,14 @@ def parse_candidate_text(text: str, source: str) -> CandidateFile:
                               what="λ", name="lambda")
         weights = {str(r): float(v) for r, v in zip(lam["resource"].values, lam.values,
                                                     strict=True)}
-    return CandidateFile(cands, text, weights, source, parse_priors(doc.get("priors"), source))
+    priors = parse_priors(doc.get("priors"), source)
+    if cands.interactions and priors.get("gains", {}).get("order_effects") is False:
+        raise InputError(f"{source} [[interaction]]", "stated while [priors.gains] "
+                                                      "order_effects = false: the gains model "
+                                                      "has no order effects, so the statements "
+                                                      "would have no effect; remove one of the "
+                                                      "two")
+    return CandidateFile(cands, text, weights, source, priors)
 
 
 def parse_priors(section: Any, source: str) -> dict[str, dict[str, Any]]:
@@ -135,9 +162,7 @@ def parse_priors(section: Any, source: str) -> dict[str, dict[str, Any]]:
     out = {}
     for model, table in section.items():
         where = f"{source} [priors.{model}]"
-        if model not in PRIOR_MODELS:
-            raise InputError(f"{source} [priors]", f"unknown model {model!r}; allowed: "
-                                                   f"{list(PRIOR_MODELS)}")
+        refuse_unknown([model], PRIOR_MODELS, f"{source} [priors]", "model")
         if not isinstance(table, Mapping):
             raise InputError(where, "must be a table {name = value}")
         out[model] = {str(k): (dict(v) if isinstance(v, Mapping) else v)

@@ -65,9 +65,11 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.inputs.interactions import InteractionPrior, parse_interactions
+from belief.inputs.names import check_name, refuse_unknown
 from belief.inputs.resources import make_budget
 
 __all__ = [
+    "CAMPAIGN_KEYS",
     "DEFAULT_RESOURCES",
     "LENSES",
     "ROLES",
@@ -157,6 +159,9 @@ class Candidate:
         return ()
 
 
+CAMPAIGN_KEYS = ("eval_protocol", "resources", "policy_interface")
+"""The keys of ``[campaign]``."""
+
 _FIELDS = {
     "id", "role", "lens", "method", "cost", "recipe", "batch", "drives_hardware",
     "changes_policy", "repeatable", "hardware_group", "targets", "description", "informs",
@@ -199,8 +204,10 @@ class CandidateSet:
         if not self.candidates:
             raise InputError(table, "at least one [[candidate]] is required")
         if len(set(self.resources)) != len(self.resources) or not self.resources:
-            raise InputError(table, f"resources must be distinct and non-empty, got "
+            raise InputError(table, f"[campaign] resources must be distinct and non-empty, got "
                                     f"{list(self.resources)}")
+        for r in self.resources:
+            check_name(r, "resource", f"{table} [campaign] resources")
         seen: dict[str, int] = {}
         for i, c in enumerate(self.candidates):
             _validate_candidate(c, i, self.resources, table)
@@ -289,6 +296,7 @@ class CandidateSet:
 def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], table: str) -> None:
     if not isinstance(c.id, str) or not c.id.strip():
         raise InputError(table, "candidate id must be a non-empty string", row=row)
+    check_name(c.id, "candidate id", table, row)
     if c.role not in ROLES:
         raise InputError(table, f"role must be one of {list(ROLES)}, got {c.role!r}", row=row)
     if c.lens not in LENSES:
@@ -346,10 +354,7 @@ def _validate_candidate(c: Candidate, row: int, resources: tuple[str, ...], tabl
 def _candidate_from_mapping(entry: Mapping[str, Any], row: int, table: str) -> Candidate:
     if not isinstance(entry, Mapping):
         raise InputError(table, "each [[candidate]] must be a table", row=row)
-    unknown = set(entry) - _FIELDS
-    if unknown:
-        raise InputError(table, f"unknown field(s) {sorted(unknown)}; allowed: {sorted(_FIELDS)}",
-                         row=row)
+    refuse_unknown(entry, sorted(_FIELDS), table, "key", row)
     for required in ("id", "role", "lens", "method"):
         if required not in entry:
             raise InputError(table, f"missing required field {required!r}", row=row)
@@ -387,11 +392,17 @@ def candidates_from_dict(doc: Mapping[str, Any], source: str = "candidates") -> 
     campaign = doc.get("campaign", {})
     if not isinstance(campaign, Mapping):
         raise InputError(source, "[campaign] must be a table")
+    refuse_unknown(campaign, CAMPAIGN_KEYS, f"{source} [campaign]", "key")
     resources = campaign.get("resources", DEFAULT_RESOURCES)
     if not isinstance(resources, list | tuple) or not all(isinstance(r, str) and r
                                                            for r in resources):
         raise InputError(source, "[campaign] resources must be a list of names")
     resources = tuple(resources)
+    if not resources or len(set(resources)) != len(resources):
+        raise InputError(f"{source} [campaign] resources", f"must be distinct and non-empty, "
+                                                           f"got {list(resources)}")
+    for r in resources:
+        check_name(r, "resource", f"{source} [campaign] resources")
     eval_protocol = campaign.get("eval_protocol", "default")
     if not isinstance(eval_protocol, str) or not eval_protocol:
         raise InputError(source, "[campaign] eval_protocol must be a non-empty string")

@@ -23,6 +23,10 @@ def show_value(v: object) -> str:
 
 
 def integer_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
+    dtype = df[col].dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+        raise InputError(table, f"{col} is stored as datetimes ({dtype}), expected an integer "
+                                "(a Parquet timestamp column is not a step or a count)")
     values = df[col].to_numpy()
     for i, v in enumerate(values):
         if isinstance(v, bool | np.bool_):
@@ -44,10 +48,17 @@ def integer_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
 
 
 def string_column(df: pd.DataFrame, col: str, table: str) -> np.ndarray:
+    """The column as text; a missing value, surrounding whitespace (``"pi0, pi1"`` read as
+    ``" pi1"`` would be another policy) or a control character is refused."""
     values = df[col].to_numpy(dtype=object)
     for i, v in enumerate(values):
         if v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == "":
             raise InputError(table, f"{col} is missing", row=i)
+        text = str(v)
+        if text != text.strip():
+            raise InputError(table, f"{col} {text!r} has surrounding whitespace", row=i)
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+            raise InputError(table, f"{col} {text!r} contains a control character", row=i)
     return np.array([str(v) for v in values], dtype=object)
 
 

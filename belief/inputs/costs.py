@@ -39,6 +39,7 @@ import xarray as xr
 
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
+from belief.inputs.names import closest
 from belief.inputs.resources import make_budget
 
 __all__ = ["COST_COLUMNS", "check_executed", "empty_costs", "executed_actions",
@@ -61,7 +62,8 @@ def validate_costs(df: pd.DataFrame, candidates: CandidateSet,
 
     Rules: ``step`` a non-negative integer; ``candidate`` known; one column per resource of
     the candidate set, each value finite and ≥ 0; no column other than these and the optional
-    ``policy`` and ``note``.
+    ``policy`` and ``note``; no row equal to another in every column (one action recorded
+    twice).
 
     Raises
     ------
@@ -71,16 +73,22 @@ def validate_costs(df: pd.DataFrame, candidates: CandidateSet,
     if not isinstance(df, pd.DataFrame):
         raise InputError(table, f"expected a pandas DataFrame, got {type(df).__name__}")
     resources = list(candidates.resources)
+    unknown = [str(c) for c in df.columns if c not in (*COST_COLUMNS, *resources, *_OPTIONAL)]
+    if unknown:
+        near = closest(unknown[0], [*COST_COLUMNS, *resources, *_OPTIONAL])
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise InputError(table, f"column(s) {unknown} name no resource of the candidates"
+                                f"{hint} (resources: {resources}; other allowed columns: "
+                                f"{[*COST_COLUMNS, *_OPTIONAL]})")
     missing = [c for c in (*COST_COLUMNS, *resources) if c not in df.columns]
     if missing:
         raise InputError(table, f"missing required column(s) {missing}; required: "
                                 f"{[*COST_COLUMNS, *resources]} (one column per resource)")
-    unknown = [str(c) for c in df.columns if c not in (*COST_COLUMNS, *resources, *_OPTIONAL)]
-    if unknown:
-        raise InputError(table, f"column(s) {unknown} name no resource of the candidates "
-                                f"(resources: {resources}; other allowed columns: "
-                                f"{[*COST_COLUMNS, *_OPTIONAL]})")
     df = df.reset_index(drop=True)
+    if pd.api.types.is_datetime64_any_dtype(df["step"].dtype) \
+            or pd.api.types.is_timedelta64_dtype(df["step"].dtype):
+        raise InputError(table, f"step is stored as datetimes ({df['step'].dtype}), expected "
+                                "an integer >= 0")
     out = pd.DataFrame({"step": np.zeros(len(df), np.int64),
                         "candidate": np.array([""] * len(df), dtype=object)})
     for i, v in enumerate(df["step"].to_numpy()):
@@ -109,6 +117,13 @@ def validate_costs(df: pd.DataFrame, candidates: CandidateSet,
     for col in _OPTIONAL:
         if col in df.columns:
             out[col] = ["" if _missing(v) else str(v) for v in df[col].to_numpy(dtype=object)]
+    dup = np.flatnonzero(out.duplicated(keep="first").to_numpy())
+    if dup.size:  # one action recorded twice would charge the budget twice
+        j = int(dup[0])
+        first = int(np.flatnonzero((out == out.iloc[j]).all(axis=1).to_numpy())[0])
+        raise InputError(table, f"exact duplicate of row {first} (every column is equal): one "
+                                "executed action recorded twice would be charged to the "
+                                "budget twice; remove the copy", row=j)
     return out
 
 

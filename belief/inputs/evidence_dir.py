@@ -37,8 +37,24 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.costs import check_executed, empty_costs, validate_costs
 from belief.inputs.evidence import Evidence
+from belief.inputs.names import closest, refuse_unknown
+from belief.inputs.tables import (
+    DEPLOYMENT_COLUMNS,
+    DIRECTION_ESTIMATE_COLUMNS,
+    GAIN_ESTIMATE_COLUMNS,
+    MODEL_UPDATE_COLUMNS,
+    PAIRED_COLUMNS,
+    POLICY_EVAL_COLUMNS,
+    SAFETY_COLUMNS,
+    SENS_FAMILIES,
+    SENSITIVITY_COLUMNS,
+    TRANSFER_COLUMNS,
+    TRANSFER_FAMILIES,
+    XI_PREFIX,
+)
 
-__all__ = ["REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables", "evidence_from_tables",
+__all__ = ["KNOWN_COLUMNS", "REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTables",
+           "check_known_columns", "evidence_from_tables",
            "infer_policy", "known_policies", "next_step", "read_evidence_dir", "validate_tables"]
 
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
@@ -46,6 +62,25 @@ TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_
           "direction_estimates", "costs")
 """Table names of an evidence folder (file stem = table name)."""
 REQUIRED_TABLES = ("paired_evaluations",)
+_RUN = ("run_id", "note")
+KNOWN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "paired_evaluations": (*PAIRED_COLUMNS, "treated_policy", *_RUN),
+    "gain_estimates": (*GAIN_ESTIMATE_COLUMNS, "source", *_RUN),
+    "policy_evaluations": (*POLICY_EVAL_COLUMNS, "policy_interface", *_RUN),
+    "safety_events": (*SAFETY_COLUMNS, "policy", *_RUN),
+    "deployment_safety": (*DEPLOYMENT_COLUMNS, *_RUN),
+    "sensitivity_runs": (*SENSITIVITY_COLUMNS, *(c for cols in SENS_FAMILIES.values()
+                                                 for c in cols), "policy_interface", *_RUN),
+    "transfer_evaluations": (*TRANSFER_COLUMNS, *(c for cols in TRANSFER_FAMILIES.values()
+                                                  for c in cols),
+                             "policy_interface", "sim_interface", "real_interface", *_RUN),
+    "model_updates": (*MODEL_UPDATE_COLUMNS, "policy", *_RUN),
+    "direction_estimates": (*DIRECTION_ESTIMATE_COLUMNS, "policy", *_RUN),
+}
+"""The columns each evidence table may have (required and optional; ``note`` is free text,
+``run_id`` tells runs apart); ``sensitivity_runs`` also takes any ``xi_<direction>`` column and
+``costs`` one column per resource (:mod:`belief.inputs.costs`).  Any other column is refused:
+a misspelt optional column (``treatd_policy``) would otherwise be read as absent."""
 SUFFIXES = (".csv", ".parquet", ".pq")
 
 
@@ -90,12 +125,26 @@ def _rewrap(err: InputError, table: str, csv: bool) -> InputError:
     return InputError(table, err.rule, row=row)
 
 
+def check_known_columns(name: str, df: pd.DataFrame, table: str) -> None:
+    """Refuse a column of evidence table ``name`` that is not one of :data:`KNOWN_COLUMNS`
+    (naming ``table`` and the closest known column)."""
+    known = KNOWN_COLUMNS.get(name)
+    if known is None or not isinstance(df, pd.DataFrame):
+        return
+    given = [c for c in df.columns
+             if not (name == "sensitivity_runs" and isinstance(c, str)
+                     and c.startswith(XI_PREFIX))]
+    refuse_unknown(given, known, table, "column")
+
+
 def validate_tables(tables: Mapping[str, pd.DataFrame], candidates: CandidateSet,
                      labels: Mapping[str, str], csv: Mapping[str, bool]) -> tuple[Evidence,
                                                                                    pd.DataFrame]:
     unknown = [t for t in tables if t not in TABLES]
     if unknown:
-        raise InputError("evidence", f"unknown table(s) {unknown}; known: {list(TABLES)}")
+        refuse_unknown(unknown, TABLES, "evidence", "table")
+    for name, df in tables.items():
+        check_known_columns(name, df, labels.get(name, name))
     evidence = Evidence.from_tables(
         candidates, {k: v for k, v in tables.items() if k != "costs"},
         on_error=lambda name, err: _rewrap(err, labels.get(name, name), csv.get(name, False)))
@@ -152,9 +201,11 @@ def read_evidence_dir(path: str | Path, candidates: CandidateSet,
                                          f"and {f.name}); keep one")
             found[stem] = f
         elif suffix in SUFFIXES:
-            raise InputError(str(f), f"{f.name} is not a known evidence table; table files are "
-                                     f"named {', '.join(t + '.csv' for t in TABLES)} "
-                                     "(or .parquet)")
+            near = closest(stem, TABLES)
+            hint = f" (did you mean {near + suffix!r}?)" if near else ""
+            raise InputError(str(f), f"{f.name} is not a known evidence table{hint}; table "
+                                     f"files are named "
+                                     f"{', '.join(t + '.csv' for t in TABLES)} (or .parquet)")
         else:
             ignored.append(f.name)
     missing = [t for t in required if t not in found]

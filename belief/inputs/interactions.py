@@ -21,7 +21,9 @@ Rules: ``from``/``to`` name known candidates (or ``from_method``/``to_method`` k
 never both kinds in one table); the source is an adaptation or a model update (a diagnosis acts
 through what it measures, never through an order effect); the target is an adaptation; a pair's
 source and target differ (a candidate's effect on itself is the diminishing-returns factor ρ);
-``mean`` finite, ``sd`` finite and > 0; no pair stated twice at the same level.  A candidate-pair
+``mean`` within [-10, 10] and ``sd`` within [1e-3, 10] (logit scale, :data:`MEAN_RANGE`,
+:data:`SD_RANGE`); a method pair matches at least one candidate pair; no pair stated twice at
+the same level.  A candidate-pair
 statement overrides a method-pair statement for that pair.
 """
 
@@ -34,14 +36,22 @@ from typing import Any
 import numpy as np
 
 from belief.errors import InputError
+from belief.inputs.names import refuse_unknown
 
-__all__ = ["ACTOR_ROLES", "InteractionPrior", "interaction_pairs", "parse_interactions",
-           "stated_pair_priors"]
+__all__ = ["ACTOR_ROLES", "MEAN_RANGE", "SD_RANGE", "InteractionPrior", "interaction_pairs",
+           "parse_interactions", "stated_pair_priors"]
 
 ACTOR_ROLES = ("adaptation", "model_update")
 """Roles whose execution can change a later candidate's gain (the source a of γ_{a→m})."""
 
 _KEYS = {"from", "to", "from_method", "to_method", "mean", "sd"}
+
+MEAN_RANGE = 10.0
+"""|mean| ≤ 10 on the logit scale: an order effect of 10 moves a success rate of 0.5 to
+0.99995; a larger one is a unit mistake, and the sampler overflows on it."""
+SD_RANGE = (1e-3, 10.0)
+"""sd in [1e-3, 10] on the logit scale: below, γ is fixed to a point the sampler cannot
+resolve next to the other scales (≈ 0.1–1); above, the prior is flat over every probability."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +102,7 @@ def parse_interactions(section: Any, candidates: Sequence[Any],
     for row, entry in enumerate(section):
         if not isinstance(entry, Mapping):
             raise InputError(table, "each [[interaction]] must be a table", row=row)
-        unknown = set(entry) - _KEYS
-        if unknown:
-            raise InputError(table, f"unknown field(s) {sorted(unknown)}; allowed: "
-                                    f"{sorted(_KEYS)}", row=row)
+        refuse_unknown(entry, sorted(_KEYS), table, "key", row)
         pair = "from" in entry or "to" in entry
         method = "from_method" in entry or "to_method" in entry
         if pair == method:
@@ -126,10 +133,25 @@ def parse_interactions(section: Any, candidates: Sequence[Any],
                 if lab not in methods:
                     raise InputError(table, f"{k} = {lab!r} is not a method of this file; "
                                             f"known: {sorted(methods)}", row=row)
+            by_method = {c.id: c.method for c in candidates}
+            if not any(by_method[x] == a and by_method[y] == m
+                       for x, y in interaction_pairs(candidates)[2]):
+                raise InputError(table, f"from_method = {a!r}, to_method = {m!r} matches no "
+                                        "candidate pair (an adaptation or model update of the "
+                                        "first method and another adaptation of the second): "
+                                        "the statement would have no effect", row=row)
         mean = _number(entry, "mean", table, row)
         sd = _number(entry, "sd", table, row)
         if sd <= 0:
             raise InputError(table, f"sd must be > 0, got {sd}", row=row)
+        if abs(mean) > MEAN_RANGE:
+            raise InputError(table, f"mean must be within [-{MEAN_RANGE:g}, {MEAN_RANGE:g}] "
+                                    f"(logit scale, the range the model can sample), got "
+                                    f"{mean:g}", row=row)
+        if not SD_RANGE[0] <= sd <= SD_RANGE[1]:
+            raise InputError(table, f"sd must be within [{SD_RANGE[0]:g}, {SD_RANGE[1]:g}] "
+                                    f"(logit scale, the range the model can sample), got "
+                                    f"{sd:g}", row=row)
         key = ("pair" if pair else "method", a, m)
         if key in seen:
             raise InputError(table, f"{keys[0]} = {a!r}, {keys[1]} = {m!r} is stated twice",

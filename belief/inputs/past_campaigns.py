@@ -30,6 +30,7 @@ sensitivity runs and direction estimates of past campaigns are not used.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,8 @@ from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 
-__all__ = ["PastCampaign", "StackedEvidence", "read_past_campaigns", "same_candidate_set",
-           "stack_campaigns"]
+__all__ = ["PastCampaign", "StackedEvidence", "check_distinct_sources", "read_past_campaigns",
+           "same_candidate_set", "stack_campaigns"]
 
 _FIELDS = ("role", "lens", "method", "recipe", "batch", "changes_policy", "repeatable")
 """Candidate attributes that must agree between a past campaign and the current one."""
@@ -133,8 +134,48 @@ def _read_one(path: Path, candidates: CandidateSet,
     return read_evidence_dir(path, candidates).evidence, str(path)
 
 
+def _identity(path: str | Path) -> tuple:
+    """What makes two paths the same campaign: the file identity (device, inode) of the
+    folder or file — of the log inside a run folder — so that links, ``./`` and trailing
+    slashes do not hide it; the resolved path when it cannot be read."""
+    p = Path(path)
+    for name in LOG_FILES[:1]:
+        if p.is_dir() and (p / name).exists():
+            p = p / name
+    try:
+        st = p.stat()
+    except OSError:
+        return ("path", os.path.realpath(p))
+    return (st.st_dev, st.st_ino)
+
+
+def check_distinct_sources(paths: Sequence[str | Path], current: str | Path | None = None,
+                           current_is: str = "the evidence folder") -> None:
+    """Refuse a past campaign given twice, or one that is the current campaign itself
+    (``current``: the evidence folder of a fit, the log of a replay): its runs would be
+    counted twice.  Paths are compared by file identity (:func:`_identity`).
+
+    Raises
+    ------
+    InputError
+        Naming ``--past`` and both paths.
+    """
+    seen: dict[tuple, str] = {}
+    if current is not None:
+        seen[_identity(current)] = f"{current_is} {current}"
+    for raw in paths:
+        key = _identity(raw)
+        if key in seen:
+            first = seen[key]
+            what = (f"is {first}" if current is not None and first.startswith(current_is)
+                    else f"is given twice ({first} and {raw})")
+            raise InputError("--past", f"{raw} {what}: its runs would be counted twice")
+        seen[key] = str(raw)
+
+
 def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet,
-                        loader: Loader | None = None) -> tuple[PastCampaign, ...]:
+                        loader: Loader | None = None,
+                        current: str | Path | None = None) -> tuple[PastCampaign, ...]:
     """Read and check every past campaign (module docstring), labelled by folder name;
     ``loader`` reads the campaign-log forms (none: evidence folders only).
 
@@ -142,8 +183,10 @@ def read_past_campaigns(paths: Sequence[str | Path], candidates: CandidateSet,
     ------
     InputError
         Naming the file and the rule: a missing path, a campaign of another candidate set,
-        any rule of the log or evidence readers.
+        a campaign given twice or the current evidence folder ``current`` given as its own
+        past (:func:`check_distinct_sources`), any rule of the log or evidence readers.
     """
+    check_distinct_sources(paths, current)
     out: list[PastCampaign] = []
     used: set[str] = set()
     for raw in paths:

@@ -8,6 +8,7 @@ import numpy as np
 import xarray as xr
 
 from belief.errors import InputError
+from belief.inputs.names import closest
 from belief.validate import is_number
 
 __all__ = ["make_budget", "parse_assignments", "parse_budget", "resource_vector"]
@@ -34,7 +35,10 @@ def resource_vector(values: Mapping[str, float] | xr.DataArray | np.ndarray | li
         values = dict(zip(resources, seq, strict=True))
     unknown = [r for r in values if r not in resources]
     if unknown:
-        raise InputError(table, f"unknown resource(s) {unknown}; resources are {resources}")
+        near = closest(unknown[0], resources)
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise InputError(table, f"unknown resource(s) {unknown}{hint}; resources are "
+                                f"{resources}")
     missing = [r for r in resources if r not in values]
     if missing:
         raise InputError(table, f"missing resource(s) {missing}; give every one of {resources}")

@@ -278,6 +278,7 @@ def compare_diagnostics(stored: Derived, recomputed: Derived, label: str) -> Non
                 same = (x == y) or (isinstance(x, float) and isinstance(y, float)
                                     and np.isnan(x) and np.isnan(y))
                 if not same:
+                    x, y = (v.item() if isinstance(v, np.generic) else v for v in (x, y))
                     problems.append(f"{key[0]}: {key[1]}: {col} stored {x!r}, recomputed {y!r}")
     if problems:
         raise InputError(label, "stored diagnostics disagree with the stored draws (file "

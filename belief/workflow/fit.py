@@ -43,7 +43,8 @@ def _prior_classes() -> dict[str, type]:
             "sensitivity": SensitivityPriors, "costs": CostPriors}
 
 
-def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tuple:
+def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet,
+               current: Any = None) -> tuple:
     """The past campaigns of a fit: read from ``past`` (paths, or PastCampaign objects — not
     both), or the given fitter's own.  A fitter and ``past=`` together must name the same
     campaigns (compared by their real paths, so a folder given relative and absolute is the
@@ -56,7 +57,7 @@ def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tup
         paths = [p for p in past if not isinstance(p, PastCampaign)]
         if given and paths:
             raise InputError("past", "give paths or PastCampaign objects, not both")
-        runs = tuple(given) or read_past_campaigns(paths, cs)
+        runs = tuple(given) or read_past_campaigns(paths, cs, current=current)
     if fitter is None:
         return runs
     if past and ([os.path.realpath(c.source) for c in fitter.past]
@@ -64,6 +65,11 @@ def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet) -> tup
         raise InputError("fitter", "the fitter was built with other past campaigns than "
                                    "past=; pass fitter=None, or the fitter alone")
     return tuple(fitter.past)
+
+
+SEED_LIMIT = 2**63
+"""Seeds are in [0, 2**63): numpy's generators take larger ones, but the belief file stores
+the seed as a 64-bit integer (a larger one becomes an object the netCDF writer refuses)."""
 
 
 def model_priors(cfile: CandidateFile | None = None,
@@ -182,9 +188,23 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     if step is None:
         step = next_step(tables)
     step = integer(step, "--step", minimum=0)
+    if step < next_step(tables):
+        raise InputError("--step", f"{step} is before the evidence, which runs to step "
+                                   f"{next_step(tables) - 1}: a belief at step t is the state "
+                                   "before decision t, after the evidence of the steps before "
+                                   f"it; give --step {next_step(tables)} or more, or leave it "
+                                   "out")
+    if not (isinstance(seed, int | np.integer) and not isinstance(seed, bool)
+            and 0 <= int(seed) < SEED_LIMIT):
+        raise InputError("--seed", f"must be an integer in [0, 2**63 - 1] (what the sampler's "
+                                   f"generators and the belief file store), got {seed!r}")
     draws, chains = integer(draws, "--draws", minimum=1), integer(chains, "--chains", minimum=1)
+    if chains < 2:
+        raise InputError("--chains", f"{chains} chain: the convergence check (R-hat) compares "
+                                     "chains and needs at least 2; give --chains 2 or more")
     tune = None if tune is None else integer(tune, "--tune", minimum=1)
-    past_runs = _past_runs(past, fitter, cs)
+    past_runs = _past_runs(past, fitter, cs,
+                           current=evidence if isinstance(evidence, str | Path) else None)
     if fitter is None:
         pri = model_priors(cfile, priors)
         fitter = BeliefFitter(cs, FitSettings.for_draws(
@@ -204,7 +224,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         + (["sensitivity"] if sensitivity and len(ev.sensitivity) else [])
     say(f"policy {policy} ({rule}); step {step}; models: {', '.join(models)}")
     t0 = time.perf_counter()
-    say("compiling (once per process; 10–30 s each the first time) …")
+    say(f"compiling (once per process; 10–30 s each the first time with about ten "
+        f"candidates, longer with more: {len(cs)} here) …")
     fitter.gains._compiled()
     if fitter.exec_risk is not None:
         fitter.exec_risk._compiled()
