@@ -13,7 +13,7 @@ from belief.campaign.small_problems import named_problems
 from belief.cli.main import main
 from belief.decision.cvu import Experiment, continuation_value
 from belief.decision.engine import decide
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.errors import InputError

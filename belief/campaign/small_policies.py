@@ -54,7 +54,7 @@ from scipy import integrate, special
 
 from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.decision.cvu import CVUSettings, Experiment, continuation_value
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.scores import g0
 
 __all__ = ["STOP", "EngineQ", "compare_policies", "engine_cvu", "exact_q_scores", "kg_scores",
