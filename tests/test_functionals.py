@@ -48,7 +48,7 @@ def test_the_registry_refuses_a_duplicate_name_and_a_non_functional():
     with pytest.raises(TypeError, match="Functional subclass"):
         registry.register(dict)
     assert registry.names == ("mean", "lcb")  # the refused ones left it as it was
-    with pytest.raises(InputError, match=r"registered: 'mean', 'lcb:Q' with 0 < Q < 1$"):
+    with pytest.raises(InputError, match=r"allowed: 'mean', 'lcb:Q' with 0 < Q < 1$"):
         registry.parse("cvar:0.2")
 
 

@@ -40,7 +40,7 @@ class FunctionalRegistry:
 
     def __getitem__(self, name: str) -> type[Functional]:
         if name not in self._types:
-            raise InputError("functional", f"unknown functional {name!r}; registered: "
+            raise InputError("functional", f"unknown functional {name!r}; allowed: "
                                            f"{self.describe()}")
         return self._types[name]
 
