@@ -9,6 +9,7 @@ subclass and one entry in :data:`REGISTRY`'s line below.
 
 from __future__ import annotations
 
+from belief.decision.entropic import Entropic
 from belief.decision.functionals import Cvar, Functional, Lcb, Mean
 from belief.errors import InputError
 
@@ -70,7 +71,7 @@ class FunctionalRegistry:
         return cls(value)
 
 
-REGISTRY = FunctionalRegistry((Mean, Lcb, Cvar))
+REGISTRY = FunctionalRegistry((Mean, Lcb, Cvar, Entropic))
 
 
 def parse_functional(text: str | Functional) -> Functional:
