@@ -90,8 +90,8 @@ def main() -> None:
     parser.add_argument("--pilot", type=float, default=None)
     args = parser.parse_args()
 
-    from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
+    from belief.lab.calibration import binomial_interval
     from belief.posterior.fitter import BeliefFitter, FitSettings
     from models.gains import GainsPriors
 
