@@ -107,6 +107,16 @@ def test_no_cycle_between_packages():
         visit(p)
 
 
+def test_no_two_modules_import_each_other():
+    """A pair of modules that import each other (at any depth of the file, functions too) is a
+    third module missing: what both need belongs below both."""
+    edges = {m: {t for imp, names, _ in imports for t in _target(imp, names) if t != m}
+             for m, imports in GRAPH.items()}
+    pairs = sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets
+                    if a in edges.get(b, ())})
+    assert not pairs, "modules importing each other: " + ", ".join(" ↔ ".join(p) for p in pairs)
+
+
 def test_product_packages_never_import_the_laboratory():
     """belief.lab (the clairvoyant, the small problems, calibration) measures the engine; the
     product (models, belief/__init__ and every package but the lab) never imports it."""

@@ -176,7 +176,7 @@ class FittedBelief:
     def save(self, path: str | Path) -> Path:
         """Write everything to ``path`` (netCDF, atomically);
         :func:`belief.workflow.belief_file.load` reads it back."""
-        from belief.workflow.belief_file import save_belief
+        from belief.workflow.netcdf_store import save_belief
 
         groups = {f"evidence/{name}": _table_ds(df)
                   for name, df in self.evidence.tables().items()}
