@@ -89,6 +89,25 @@ def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
     assert again.settings == {} and again.candidates.text == fitted.candidates.text
 
 
+def test_decide_takes_settings_or_changes_never_both(example_fit):
+    from belief.decision.settings import DecisionSettings, settings_from_options
+    from belief.workflow.fitted import DECIDE_CHANGES
+
+    with pytest.raises(InputError, match=r"^settings: .*settings= or as changes "
+                                         r"\(functional=, beta=\), not both"):
+        example_fit.decide(DecisionSettings(beta=0.0), functional="lcb:0.2", beta=0.0)
+    with pytest.raises(TypeError, match=r"\['betta'\].*functional, beta, alpha_exec"):
+        example_fit.decide(betta=0.0)
+    assert {"functional", "beta", "cvu_outcomes", "max_refits"} <= set(DECIDE_CHANGES)
+    # the changes build the settings the caller could have built: the same decision
+    by_changes = example_fit.decide(functional="lcb:0.2", beta=0.0, stability_resamples=0)
+    built = settings_from_options(**{**DECIDE_CHANGES, "functional": "lcb:0.2", "beta": 0.0,
+                                     "stability_resamples": 0})
+    by_settings = example_fit.decide(built)
+    assert by_changes.attrs["functional"] == "lcb:0.2" == by_settings.attrs["functional"]
+    xr.testing.assert_identical(by_changes.drop_attrs(), by_settings.drop_attrs())
+
+
 def test_refit_option_re_samples_where_khat_is_high(example_fit):
     decision = example_fit.decide(cvu_outcomes=8, refit=True)
     assert decision.attrs["cvu_refits"].startswith("exact refits")
