@@ -146,22 +146,16 @@ def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str,
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
     if not priors:
         return settings
-    from models.costs import CostPriors
-    from models.exec_risk import ExecRiskPriors
-    from models.gains import GainsPriors
-    from models.sensitivity import SensitivityPriors
-    from models.transfer import TransferPriors
+    from models.registry import MODELS
 
     pri = settings["priors"]
-    for name, cls in (("gains", GainsPriors), ("exec_risk", ExecRiskPriors),
-                      ("transfer", TransferPriors), ("sensitivity", SensitivityPriors),
-                      ("costs", CostPriors)):
-        if name == "costs" and name not in pri:  # beliefs written before issue 21
+    for model in MODELS:
+        if model.optional and model.name not in pri:  # written before its priors were stored
             continue
         try:
-            cls(**pri[name])
+            model.priors(**pri[model.name])
         except (KeyError, TypeError) as err:
-            raise InputError(label, f"stored {name} priors do not fit this version "
+            raise InputError(label, f"stored {model.name} priors do not fit this version "
                                     f"({type(err).__name__}: {err})") from None
     return settings
 

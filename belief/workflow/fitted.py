@@ -402,11 +402,7 @@ class FittedBelief:
 
     def _fitter(self):
         from belief.posterior.fitter import BeliefFitter, FitSettings
-        from models.costs import CostPriors
-        from models.exec_risk import ExecRiskPriors
-        from models.gains import GainsPriors
-        from models.sensitivity import SensitivityPriors
-        from models.transfer import TransferPriors
+        from models.registry import MODELS
 
         s = self.settings
         if not s:
@@ -422,11 +418,7 @@ class FittedBelief:
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
                         ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
-            # beliefs written before issue 16 have no order effects (and store no flag)
-            GainsPriors(**{"order_effects": False, **pri["gains"]}),
-            ExecRiskPriors(**pri["exec_risk"]),
-            TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]),
-            CostPriors(**pri.get("costs", {})))  # beliefs before issue 21 store none
+            **{m.fitter_field: m.stored_priors(pri) for m in MODELS})
 
     # -- reports ---------------------------------------------------------------------------------
     def sensitivity_reports(self) -> dict[str, Any]:
