@@ -107,6 +107,13 @@ def test_location_scale_form_is_the_functional_of_the_shifted_draws():
     want = np.array([[float(fn(loc[n, c] + scale[n, c] * z[:, c])) for c in range(3)]
                      for n in range(7)])
     np.testing.assert_allclose(got, want, rtol=1e-12)
+    # many distinct scales (a heteroscedastic fit): h_c read off its spline, to ~1e-9
+    loc, scale = rng.normal(size=(3000, 3)), rng.uniform(0.1, 2.0, (3000, 3))
+    got = fn.location_scale(loc, scale, z)
+    rows = rng.choice(3000, 40, replace=False)
+    want = np.array([[float(fn(loc[n, c] + scale[n, c] * z[:, c])) for c in range(3)]
+                     for n in rows])
+    np.testing.assert_allclose(got[rows], want, rtol=1e-9, atol=1e-9)
 
 
 def test_the_registry_knows_it_and_refuses_a_bad_theta():
