@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from belief.decision.functional_registry import functional_help
+from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 
 __all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
@@ -241,7 +241,7 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help=f"posterior draws per chain (default {d['draws']}; tuning steps: "
                            "500, or the draws when fewer)")
     demo.add_argument("--functional", default=None,
-                      help=f"decision functional: {functional_help()} (default mean)")
+                      help=functionals_help("decision functional: {functionals} (default mean)"))
     demo.add_argument("--allocation", default=None,
                       help="allocation policy: q (default), u0, mv, thompson, round_robin, "
                            "oracle, plan (the open-loop planner on the belief), "
