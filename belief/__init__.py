@@ -53,6 +53,7 @@ _EXPORTS = {
     "decide": "belief.decision.engine",
     "decision_table": "belief.decision.engine",
     "Functional": "belief.decision.functionals",
+    "parse_functional": "belief.decision.functional_registry",
     "FixedWeights": "belief.decision.weights",
     "ScarcityWeights": "belief.decision.weights",
     "SafetyGate": "belief.decision.safety",

@@ -94,9 +94,9 @@ def main() -> None:
                         help="the safety gate's bound: anytime, clopper_pearson or posterior")
     args = parser.parse_args()
 
-    from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
     from belief.decision.safety import SafetyGate
+    from belief.lab.calibration import binomial_interval
     from belief.posterior.fitter import BeliefFitter, FitSettings
     from models.gains import GainsPriors
 

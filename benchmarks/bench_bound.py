@@ -1,9 +1,9 @@
 """The information-relaxation bound against the exact Bayes-optimal value on the small problems.
 
-On each of the 24 benchmark small problems (:func:`belief.campaign.small_problems.
+On each of the 24 benchmark small problems (:func:`belief.lab.small_problems.
 benchmark_problems`: 6 named, 18 random) this computes V_Bayes by backward induction and, on
 one set of Monte Carlo scenarios (θ from the prior and every outcome; common random numbers),
-the information-relaxation bounds of :mod:`belief.campaign.small_bounds`:
+the information-relaxation bounds of :mod:`belief.lab.small_bounds`:
 
 - ``pi``: the perfect-information (clairvoyant) bound, V̂ = 0 with the rewards given θ;
 - ``pen_one_step``: the penalised bound with V̂ = G0 (the one-step value) and U0 rewards;
@@ -31,8 +31,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from belief.campaign.small_bounds import relaxation_bounds
-from belief.campaign.small_problems import benchmark_problems
+from belief.lab.small_bounds import relaxation_bounds
+from belief.lab.small_problems import benchmark_problems
 
 SPECS = {"pi": ("zero", "truth"), "pen_one_step": ("one_step", "mean"),
          "pen_lookahead2": ("lookahead2", "mean"), "pen_greedy": ("greedy", "mean")}

@@ -11,7 +11,7 @@ for the gains model also ``tau_lens``),
 100 replications (the slow tests' N) that the χ² test rejects.  Rank-ECDF plots (ArviZ
 ``plot_ecdf_pit``) go to ``benchmarks/results/sbc_*.png``.
 
-Part 2, coverage of decisions (:mod:`belief.campaign.calibration`): scripted campaigns on
+Part 2, coverage of decisions (:mod:`belief.lab.calibration`): scripted campaigns on
 ``--worlds`` varied synthetic worlds, fitted with the production settings (500 draws); 90 %
 intervals of the mean gain μ(m | θ) vs the world's expected gain and of the predictive gain vs
 one realised gain; the gate's one-sided 95 % Clopper–Pearson and posterior bounds vs the true
@@ -35,14 +35,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from belief.campaign.calibration import (
+from belief.campaign.synthetic import SyntheticWorld
+from belief.lab.calibration import (
     binomial_interval,
     coverage_table,
     cp_bench_coverage,
     cp_exact_coverage,
     run_world_coverage,
 )
-from belief.campaign.synthetic import SyntheticWorld
 from belief.posterior.fitter import BeliefFitter, FitSettings
 from models.sbc import MISSPECIFIED_SCALE, model_case, rank_uniformity, ranks_to_pit, run_sbc
 

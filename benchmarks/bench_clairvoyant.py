@@ -1,7 +1,7 @@
 """The clairvoyant planner on the default world and the varied worlds (issue 18, phase 1).
 
 For each world: the exact open-loop optimum V* = E[J_T] − J_0 − λᵀΔC over plans of length
-≤ T under the truth gate (:func:`belief.campaign.clairvoyant.clairvoyant_plan`), its plan,
+≤ T under the truth gate (:func:`belief.lab.clairvoyant.clairvoyant_plan`), its plan,
 the adaptive clairvoyant's value (it also sees each realised logit; ``--adaptive``), and the
 old benchmark oracle — one-step greedy on the true expected gains — as mean realised V over
 ``--runs`` seeds of the run-to-run noise (± its Monte Carlo standard error).  Wall time is
@@ -28,7 +28,7 @@ true world: what knowing every gain, cost and risk but not the order effects is 
 bound (a policy can learn order effects on the way), a measure of how much of V* they carry.
 
 ``--lookahead DEPTHS`` adds, per world and depth d, the receding-horizon planner on the truth
-(:func:`belief.campaign.clairvoyant.lookahead_oracle`: each step the first candidate of the best
+(:func:`belief.lab.clairvoyant.lookahead_oracle`: each step the first candidate of the best
 plan of ≤ d more executions from the realised state, re-planned after every step; d = 1 is the
 one-step oracle) as mean realised V over ``--runs`` seeds, as a fraction of V*: what a policy
 that knew the truth keeps when it looks only d steps ahead — the myopia part of the gap.
@@ -54,7 +54,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from belief.campaign.clairvoyant import (
+from belief.campaign.synthetic import SyntheticWorld
+from belief.lab.clairvoyant import (
     adaptive_clairvoyant_value,
     clairvoyant_plan,
     gap_limits,
@@ -62,7 +63,6 @@ from belief.campaign.clairvoyant import (
     one_step_oracle,
     without_candidates,
 )
-from belief.campaign.synthetic import SyntheticWorld
 
 SHORT = {"si_friction": "SI", "latency_probe": "probe", "sim_refresh": "refresh",
          "dr_1e6": "DR6", "dr_1e7": "DR7", "da_camera": "DA", "ft_real_100": "FT",

@@ -47,7 +47,7 @@ from scipy import stats
 
 from belief.decision.cvu import continuation_value, cvu_for_state
 from belief.decision.feasibility import affordable, feasibility
-from belief.decision.functionals import Functional, weighted_columns
+from belief.decision.functionals import Mean, weighted_columns
 from belief.decision.scores import g0
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
@@ -268,7 +268,7 @@ def normal_part(args) -> None:
     rng = np.random.default_rng(7)
     delta = mu0 + sd0 * rng.standard_normal(n_draws)
     gain = np.stack([delta, np.zeros_like(delta)], -1)
-    fn = Functional("mean")
+    fn = Mean()
     print(f"\nnormal–normal, Δ ~ N({mu0:g}, {sd0:g}²) on {n_draws} iid draws, σ = {sigma:g}, "
           f"default settings (J = {args.outcomes})")
     print(f"{'n':>8s} {'EVSI':>8s} {'today':>8s} {'MCSE':>8s} {'%EVSI':>6s} {'new':>8s} "
@@ -315,7 +315,7 @@ def calibration_part(args) -> None:
             simulate=lambda r, idx, se=se, d=delta: d[idx] + se * r.standard_normal(len(idx)),
             loglik=lambda y, se=se, d=delta: stats.norm.logpdf(y[:, None], d[None, :], se))
         rows = [continuation_value(gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
-                                   lambda b: np.zeros(1), Functional("mean"),
+                                   lambda b: np.zeros(1), Mean(),
                                    settings=CVUSettings(n_outcomes=args.outcomes, seed=k)
                                    ).sel(candidate="o") for k in range(seeds)]
         _calibration_row(f"normal mu0={mu0:g} n={n:g}", rows)

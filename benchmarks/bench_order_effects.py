@@ -121,7 +121,7 @@ def main() -> None:
     if unknown:
         parser.error(f"--configs: unknown {unknown}; allowed: {list(CONFIGS)}")
 
-    from belief.campaign.calibration import binomial_interval
+    from belief.lab.calibration import binomial_interval
     from belief.posterior.diagnostics import CHECK_VARS, check_convergence
     from models.gains import GainsModel, GainsPriors
 

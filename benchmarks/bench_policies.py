@@ -15,7 +15,7 @@ on beliefs that still fail the convergence checks after the 2x/4x refits
 comparison; the number of such decisions is reported.
 
 The limit (issue 18): every policy's net value against the clairvoyant planner's V* on the same
-world (:func:`belief.campaign.clairvoyant.clairvoyant_plan`, exact over the expected dynamics):
+world (:func:`belief.lab.clairvoyant.clairvoyant_plan`, exact over the expected dynamics):
 regret V* − V and the fraction V/V* captured, mean over worlds with a 90 % percentile bootstrap
 interval over worlds (4000 resamples).  V* bounds the *expected* net value of any policy; one
 campaign's realised V can exceed it by the luck of its outcomes, so single regrets can be
@@ -52,7 +52,7 @@ look-ahead 0.708 [0.622, 0.791] (+0.081 [+0.019, +0.153] over Q; 10.6 s per deci
 gate, below).
 
 The price of not knowing (``--truth-runs``, default 50 noise runs per world; 0 skips): each Q
-row's rule run on the truth (:func:`belief.campaign.clairvoyant.lookahead_oracle`: one-step Q
+row's rule run on the truth (:func:`belief.lab.clairvoyant.lookahead_oracle`: one-step Q
 is the depth-1 rollout, a rollout row its depth, ``lookahead2`` the best plan of ≤ 3 steps;
 rows record their continuation, older rows are mapped by name, :func:`truth_rule`), V/V* on
 the truth beside the campaigns' V/V*, and their difference paired over worlds: 1 − the first
@@ -515,7 +515,7 @@ def without_belief_suffix(policy: str) -> str:
 
 def truth_rule(policy: str, continuation: str | None = None,
                depth: int | None = None) -> tuple[str, int] | None:
-    """The rule of :func:`belief.campaign.clairvoyant.lookahead_oracle` that chooses as a Q row
+    """The rule of :func:`belief.lab.clairvoyant.lookahead_oracle` that chooses as a Q row
     does when its belief is the truth: one-step Q → rollout depth 1 (Q's G0), the rollout of
     depth D → rollout depth D, the two-step look-ahead → the best plan of ≤ 3 steps (U0(m) +
     V_2 after m); None for rows that are not Q (baselines) or whose rule is unknown.
@@ -545,7 +545,7 @@ def truth_rule(policy: str, continuation: str | None = None,
 def _not_knowing(df: pd.DataFrame, order: list[str], limit: dict, weights: dict[str, float],
                  runs: int, world: Callable[[int], SyntheticWorld]) -> None:
     """Each Q row's rule on the truth beside its campaigns: the price of not knowing."""
-    from belief.campaign.clairvoyant import lookahead_oracle
+    from belief.lab.clairvoyant import lookahead_oracle
 
     def rule_of(p: str) -> tuple[str, int] | None:
         first = df[df.policy == p].iloc[0]
@@ -588,7 +588,7 @@ def _bench_test_use(df: pd.DataFrame, order: list[str], limit: dict,
     """The bench-test family: per policy, the campaigns that ran the test ``ft_bench``, that
     ran ft_real_100 after it, and the worlds whose V* uses ft_real_100 (the test is worth
     running there; V* without ft_real_100 / V* shows by how much)."""
-    from belief.campaign.clairvoyant import clairvoyant_plan, without_candidates
+    from belief.lab.clairvoyant import clairvoyant_plan, without_candidates
 
     horizon = int(df.horizon.max())
     totals = df.groupby("variation").budget_total.first()
@@ -655,7 +655,7 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
               truth_runs: int = 50, show_steps: list[int] | None = None) -> None:
     """Print the per-policy table and the comparison of Q with the best baseline (and the
     campaigns of the worlds ``show_steps`` step by step)."""
-    from belief.campaign.clairvoyant import clairvoyant_plan, plan_value
+    from belief.lab.clairvoyant import clairvoyant_plan, plan_value
 
     rows = rows + legacy_stop_rows(rows)
     family = _family(rows)

@@ -52,10 +52,10 @@ def main() -> None:
         parser.error(f"--continuation: {args.continuation!r} is not one_step, lookahead2 or "
                      "rolloutD[+psis]")
 
-    from belief.campaign.calibration import binomial_interval
     from belief.campaign.loop import CampaignSettings, run_campaign
     from belief.campaign.synthetic import DEFAULT_INTERACTIONS, SyntheticWorld
     from belief.inputs.interactions import InteractionPrior
+    from belief.lab.calibration import binomial_interval
     from belief.posterior.fitter import BeliefFitter
     from models.gains import GainsPriors
 

@@ -1,10 +1,10 @@
 """The peer allocation rules against Q and the Bayes-optimal policy on the small problems, exactly.
 
-On the 24 benchmark small problems (:func:`belief.campaign.small_problems.benchmark_problems`)
-every policy's expected net value is computed exactly (:func:`belief.campaign.small_policies.
+On the 24 benchmark small problems (:func:`belief.lab.small_problems.benchmark_problems`)
+every policy's expected net value is computed exactly (:func:`belief.lab.small_policies.
 policy_value`): the Bayes-optimal policy, the engine's one-step rule without Monte Carlo error
 (``q_exact``: U0 + E_y G0(s^{m,y}), stop against stopping), U0-greedy, Thompson, and the peer
-rules of :mod:`belief.campaign.small_peers` (``ei_cost``, ``kg_cost``, ``pbgi``,
+rules of :mod:`belief.lab.small_peers` (``ei_cost``, ``kg_cost``, ``pbgi``,
 ``ucb_bwk``, and ``kg_cost_plain``: KG per cost with the plain "KG ≤ cost" stop).  Per
 policy: the mean over problems of V_pol / V_Bayes and of V_pol / B, B the
 penalised information-relaxation bound with the one-step value (:mod:`belief.campaign.
@@ -25,10 +25,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from belief.campaign.small_bounds import relaxation_bound
-from belief.campaign.small_peers import peer_policies
-from belief.campaign.small_policies import policy_value, standard_policies, thompson_probabilities
-from belief.campaign.small_problems import benchmark_problems
+from belief.lab.small_bounds import relaxation_bound
+from belief.lab.small_peers import peer_policies
+from belief.lab.small_policies import policy_value, standard_policies, thompson_probabilities
+from belief.lab.small_problems import benchmark_problems
 
 ORDER = ["bayes", "q_exact", "u0", "thompson", "ei_cost", "kg_cost", "kg_cost_plain", "pbgi",
          "ucb_bwk"]

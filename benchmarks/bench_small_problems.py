@@ -1,7 +1,7 @@
 """Policies against the Bayes-optimal one on small conjugate problems (issue 18, phase 1).
 
 Every policy's expected net value is computed exactly by enumerating outcomes
-(:func:`belief.campaign.small_policies.policy_value`); the engine's Q (``q_engine``: U0 + CVU
+(:func:`belief.lab.small_policies.policy_value`); the engine's Q (``q_engine``: U0 + CVU
 from :func:`belief.decision.cvu.continuation_value` on S joint draws) is a different
 deterministic policy for every seed, so its row is the mean over ``--seeds`` seeds with the
 standard error over seeds (MCSE).  Fractions are V_policy / V_Bayes per problem.  Also shown:
@@ -56,14 +56,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from belief.campaign.small_policies import (
+from belief.lab.small_policies import (
     EngineQ,
     compare_policies,
     engine_cvu,
     policy_value,
     standard_policies,
 )
-from belief.campaign.small_problems import benchmark_problems, perfect_information_value
+from belief.lab.small_problems import benchmark_problems, perfect_information_value
 
 SHOW = ["q_engine", "q_engine_q>0", "q_exact", "u0", "thompson", "kg", "plan", "plan_voi",
         "lookahead_2", "rollout_2", "rollout_3"]

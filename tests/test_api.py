@@ -89,6 +89,44 @@ def test_bare_save_belief_file_needs_candidates(example_fit, tmp_path):
     assert again.settings == {} and again.candidates.text == fitted.candidates.text
 
 
+def test_decide_takes_settings_or_changes_never_both(example_fit):
+    from belief.decision.settings import DecisionSettings, settings_from_options
+    from belief.workflow.fitted import DECIDE_CHANGES
+
+    with pytest.raises(InputError, match=r"^settings: .*settings= or as changes "
+                                         r"\(functional=, beta=\), not both"):
+        example_fit.decide(DecisionSettings(beta=0.0), functional="lcb:0.2", beta=0.0)
+    with pytest.raises(TypeError, match=r"\['betta'\].*functional, beta, alpha_exec"):
+        example_fit.decide(betta=0.0)
+    assert {"functional", "beta", "cvu_outcomes", "max_refits"} <= set(DECIDE_CHANGES)
+    # the changes build the settings the caller could have built: the same decision
+    by_changes = example_fit.decide(functional="lcb:0.2", beta=0.0, stability_resamples=0)
+    built = settings_from_options(**{**DECIDE_CHANGES, "functional": "lcb:0.2", "beta": 0.0,
+                                     "stability_resamples": 0})
+    by_settings = example_fit.decide(built)
+    assert by_changes.attrs["functional"] == "lcb:0.2" == by_settings.attrs["functional"]
+    xr.testing.assert_identical(by_changes.drop_attrs(), by_settings.drop_attrs())
+
+
+def test_the_model_registry_is_what_a_fit_stores_and_the_fitter_holds(example_fit):
+    import dataclasses
+
+    from belief.posterior.fitter import BeliefFitter
+    from models.registry import MODELS
+
+    assert set(example_fit.settings["priors"]) == {m.name for m in MODELS}
+    fields = {f.name for f in dataclasses.fields(BeliefFitter)}
+    assert all(m.fitter_field in fields for m in MODELS)
+    fitter = example_fit._fitter()  # rebuilt from the stored priors through the registry
+    for m in MODELS:
+        assert getattr(fitter, m.fitter_field) == m.priors(**example_fit.settings["priors"][m.name])
+    old = {k: v for k, v in example_fit.settings["priors"].items() if k != "costs"}
+    gains = {k: v for k, v in old["gains"].items() if k != "order_effects"}
+    by_name = {m.name: m for m in MODELS}
+    assert by_name["costs"].stored_priors(old) == by_name["costs"].priors()  # older file
+    assert by_name["gains"].stored_priors({"gains": gains}).order_effects is False
+
+
 def test_refit_option_re_samples_where_khat_is_high(example_fit):
     decision = example_fit.decide(cvu_outcomes=8, refit=True)
     assert decision.attrs["cvu_refits"].startswith("exact refits")

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # the layers, bottom first: a package may import its own layer and the ones below it
 LAYERS = ["belief.core", "belief.inputs", "models", "belief.posterior", "belief.decision",
-          "belief.workflow", "belief.campaign", "belief.report", "belief.cli"]
+          "belief.workflow", "belief.campaign", "belief.report", "belief.cli", "belief.lab"]
 CORE = {"belief.errors", "belief.files", "belief.validate"}
 
 
@@ -107,6 +107,26 @@ def test_no_cycle_between_packages():
         visit(p)
 
 
+def test_no_two_modules_import_each_other():
+    """A pair of modules that import each other (at any depth of the file, functions too) is a
+    third module missing: what both need belongs below both."""
+    edges = {m: {t for imp, names, _ in imports for t in _target(imp, names) if t != m}
+             for m, imports in GRAPH.items()}
+    pairs = sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets
+                    if a in edges.get(b, ())})
+    assert not pairs, "modules importing each other: " + ", ".join(" ↔ ".join(p) for p in pairs)
+
+
+def test_product_packages_never_import_the_laboratory():
+    """belief.lab (the clairvoyant, the small problems, calibration) measures the engine; the
+    product (models, belief/__init__ and every package but the lab) never imports it."""
+    assert any(m.startswith("belief.lab.") for m in GRAPH)  # the rule has something to guard
+    bad = [f"{m}:{line} imports {imp}" for m, imports in GRAPH.items()
+           if not (m == "belief.lab" or m.startswith("belief.lab."))
+           for imp, _, line in imports if imp == "belief.lab" or imp.startswith("belief.lab.")]
+    assert not bad, "product modules importing the laboratory:\n" + "\n".join(bad)
+
+
 def test_models_import_only_input_types_and_errors():
     allowed = ("belief.inputs", "belief.errors", "models")
     bad = [f"{m}:{line} imports {imp}" for m, imports in GRAPH.items() if m.startswith("models")
@@ -123,7 +143,7 @@ def test_no_module_imports_another_modules_private_name():
 
 @pytest.mark.parametrize("package", ["belief/inputs", "belief/posterior", "belief/decision",
                                      "belief/workflow", "belief/campaign", "belief/report",
-                                     "belief/cli"])
+                                     "belief/cli", "belief/lab"])
 def test_every_package_module_declares_its_public_names(package):
     missing = [p.name for p in (ROOT / package).glob("*.py")
                if p.name not in ("__init__.py", "__main__.py")

@@ -158,10 +158,10 @@ def test_campaign_seeds_and_world_means(capsys):
     """Several campaigns per world: seeds v, 1000 + v, …; the limit table averages each world's
     campaigns first and bootstraps worlds, so an unbalanced design (one campaign on world 0,
     three on world 1) gives the mean of the two world means, not of the four rows."""
-    from belief.campaign.clairvoyant import clairvoyant_plan
     from belief.campaign.many import campaign_seed
     from belief.campaign.synthetic import SyntheticWorld
     from belief.errors import InputError
+    from belief.lab.clairvoyant import clairvoyant_plan
 
     assert [campaign_seed(7, k) for k in range(3)] == [7, 1007, 2007]
     with pytest.raises(InputError, match="seeds"):
@@ -233,8 +233,8 @@ def test_from_json_refuses_a_campaign_given_twice(tmp_path):
 def test_show_steps_prints_each_campaigns_table_best_first(capsys):
     """--show-steps: a world's campaigns step by step, feasible candidates ordered by their
     value against stopping, infeasible ones and other worlds left out, None printed as nan."""
-    from belief.campaign.clairvoyant import clairvoyant_plan
     from belief.campaign.synthetic import SyntheticWorld
+    from belief.lab.clairvoyant import clairvoyant_plan
 
     mod = _bench_module()
     weights = {"real_h": 0.01, "compute": 0.0002, "eng_h": 0.004}
@@ -348,9 +348,9 @@ def test_world_family_flag_rows_and_refusals(tmp_path):
     (rows written before families are ``varied``), and rows of two families are not
     summarised together (from JSON: one line, exit 2).  In the bench-test family the
     clairvoyant's V* is the varied world's: knowing P_exec it never runs the test."""
-    from belief.campaign.clairvoyant import clairvoyant_plan
     from belief.campaign.synthetic import benchmark_world
     from belief.errors import InputError
+    from belief.lab.clairvoyant import clairvoyant_plan
 
     assert "invalid choice: 'nope'" in _refused(["--family", "nope"], tmp_path)
     mod = _bench_module()

@@ -22,7 +22,7 @@ from belief.campaign.log import read_log
 from belief.campaign.loop import Campaign, CampaignSettings
 from belief.campaign.synthetic import SyntheticWorld
 from belief.decision.engine import STOP
-from belief.decision.functionals import Functional
+from belief.decision.functionals import Lcb
 from belief.decision.settings import CVUSettings
 from belief.decision.weights import FixedWeights
 from belief.errors import InputError
@@ -632,7 +632,7 @@ def test_manual_uses_the_candidate_files_weights(tmp_path):
 
 def test_campaign_settings_are_parsed_once_and_refuse_bad_values():
     s = CampaignSettings(functional="lcb:.2", weights={"real_h": 1, "compute": 1, "eng_h": 1})
-    assert s.functional == Functional("lcb", 0.2) and isinstance(s.weights, FixedWeights)
+    assert s.functional == Lcb(0.2) and isinstance(s.weights, FixedWeights)
     for bad, match in [({"horizon": 0}, r"^horizon: must be an integer >= 1"),
                        ({"beta": -1.0}, r"^beta: must be a finite number >= 0"),
                        ({"functional": "max"}, r"^functional: unknown functional 'max'"),

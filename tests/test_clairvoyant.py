@@ -10,16 +10,16 @@ import pytest
 from scipy import integrate
 from scipy.special import expit
 
-from belief.campaign.clairvoyant import (
+from belief.campaign.synthetic import SyntheticWorld, TrueCandidate
+from belief.errors import InputError
+from belief.inputs.candidates import Candidate
+from belief.lab.clairvoyant import (
     adaptive_clairvoyant_value,
     brute_force_plan,
     clairvoyant_plan,
     expected_success,
     plan_value,
 )
-from belief.campaign.synthetic import SyntheticWorld, TrueCandidate
-from belief.errors import InputError
-from belief.inputs.candidates import Candidate
 
 WEIGHTS = {"real_h": 0.01, "compute": 0.001, "eng_h": 0.01}
 
@@ -194,7 +194,7 @@ def test_gap_limits_gated_at_start_and_order_blind():
     removing them can only lower V*; the order-blind plan is a feasible plan, so it is worth at
     most V*, exactly V* when the world has no order effects, and much less where they carry
     the plan (world 2)."""
-    from belief.campaign.clairvoyant import gap_limits, start_gate_closed, without_candidates
+    from belief.lab.clairvoyant import gap_limits, start_gate_closed, without_candidates
 
     w17 = SyntheticWorld.varied(17, seed=17)
     lim = gap_limits(w17, 8)
@@ -217,7 +217,7 @@ def test_lookahead_oracle_depth_one_is_the_one_step_oracle_and_depth_two_sees_th
     """The receding-horizon planner on the truth: depth 1 makes the one-step oracle's choices
     on the same runs (same realised V to rounding); on the hand world the greedy step takes
     tune alone (refresh alone costs), while two steps ahead see refresh → tune, worth V*."""
-    from belief.campaign.clairvoyant import lookahead_oracle, one_step_oracle
+    from belief.lab.clairvoyant import lookahead_oracle, one_step_oracle
 
     w = SyntheticWorld.varied(8)
     v1, se1, seq1 = lookahead_oracle(w, 6, 1, runs=4)
@@ -246,7 +246,7 @@ def test_lookahead_oracle_rollout_rule_is_q_on_the_truth():
     expit(0.4) − 0.53 + 0), so on the hand world it finds V* where the greedy step does not;
     at the last step (no step left after m) it is the greedy step.  On a varied world the
     rollout's choices differ from the plan rule's (not the same policy)."""
-    from belief.campaign.clairvoyant import lookahead_oracle
+    from belief.lab.clairvoyant import lookahead_oracle
 
     h = hand_world()
     v, se, seq = lookahead_oracle(h, 2, 1, runs=1, rule="rollout")
@@ -265,7 +265,7 @@ def test_lookahead_oracle_at_full_depth_realises_v_star_without_noise(variation)
     """Without run-to-run noise, re-planning the optimum after every step follows an optimal
     plan (Bellman's principle), so depth = T realises V* exactly; the greedy step does not
     (81–82 % of V* in these two worlds at T = 3)."""
-    from belief.campaign.clairvoyant import lookahead_oracle
+    from belief.lab.clairvoyant import lookahead_oracle
 
     w = replace(SyntheticWorld.varied(variation), execution_sd=0.0)
     v_star = clairvoyant_plan(w, 3).value
@@ -306,7 +306,7 @@ def test_lookahead_rules_from_a_part_way_state_match_enumeration(seed):
     sequence of ≤ d more steps, its first candidate starts one of the best, and the rollout
     rule's choice is U0(m) + the greedy continuation, each enumerated with the world's own
     dynamics (noise, order effects, repeats, budget left)."""
-    from belief.campaign.clairvoyant import _bump, _first_of_best_plan, _rollout_choice, _truth
+    from belief.lab.clairvoyant import _bump, _first_of_best_plan, _rollout_choice, _truth
 
     w = _random_world(seed)
     rng = np.random.default_rng([seed, 5])
@@ -367,7 +367,7 @@ def test_lookahead_rules_from_a_part_way_state_match_enumeration(seed):
 def test_rollout_depth_two_reaches_v_star_where_depth_one_does_not():
     """Without noise on world 8 at T = 3 the depth-2 rollout realises V* and one-step Q's rule
     does not: the rule's depth is used, not cut to one step."""
-    from belief.campaign.clairvoyant import lookahead_oracle
+    from belief.lab.clairvoyant import lookahead_oracle
 
     w = replace(SyntheticWorld.varied(8), execution_sd=0.0)
     v_star = clairvoyant_plan(w, 3).value

@@ -362,7 +362,8 @@ def test_one_decide_parses_the_functional_once_and_validates_lambda_once(fitted_
         if event != "call" or not frame.f_globals.get("__name__", "").startswith("belief"):
             return
         name, local = frame.f_code.co_name, frame.f_locals
-        if name == "__post_init__" and type(local.get("self")).__name__ == "Functional":
+        if name == "__post_init__" and "Functional" in [
+                c.__name__ for c in type(local.get("self")).__mro__]:
             counts["functional"] += 1
         elif name == "resource_vector" and local.get("what") == "λ" \
                 and local.get("table") in ("--weights", "weights"):  # not the file's [weights]

@@ -1,4 +1,4 @@
-"""Coverage of decisions on synthetic worlds (issue 9; see :mod:`belief.campaign.calibration`).
+"""Coverage of decisions on synthetic worlds (issue 9; see :mod:`belief.lab.calibration`).
 
 Slow tests: scripted campaigns on 40 varied worlds (``SyntheticWorld.varied(v)``), fitted at two
 checkpoints (after 2 and 5 executions) with the session's fast fitter (2 × 300 draws).
@@ -30,7 +30,8 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.campaign.calibration import (
+from belief.errors import InputError
+from belief.lab.calibration import (
     binomial_interval,
     coverage_table,
     cp_bench_coverage,
@@ -38,7 +39,6 @@ from belief.campaign.calibration import (
     mean_gain_draws,
     run_world_coverage,
 )
-from belief.errors import InputError
 
 WORLDS = range(40)
 LEVEL = 0.99  # confidence of the binomial intervals the assertions use

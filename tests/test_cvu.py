@@ -9,12 +9,12 @@ import pytest
 from scipy import stats
 
 from belief.decision.cvu import continuation_value, cvu_for_state
-from belief.decision.functionals import Functional, cvar, lcb, weighted_columns
+from belief.decision.functionals import Cvar, Lcb, Mean, cvar, lcb, weighted_columns
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.errors import InputError
 from belief.posterior.experiments import Experiment
 
-MEAN = Functional("mean")
+MEAN = Mean()
 IDS = ["act", "observe"]
 ZERO_COST = np.zeros((2, 1))
 
@@ -112,7 +112,7 @@ def test_lcb_cvu_matches_normal_closed_form(n):
     n = 1, the location–scale regression at n = 10⁴ (exact for normal posteriors)."""
     mu0, sd0, sigma, q = 0.2, 1.0, 1.0, 0.3
     delta = normal_draws(mu0, sd0, 4000)
-    fn = Functional("lcb", q)
+    fn = Lcb(q)
     res = cvu_observe(delta, sigma, n, outcomes=512, functional=fn, seed=5)
     se2 = sigma**2 / n
     v = np.sqrt(1 / (1 / sd0**2 + 1 / se2))
@@ -414,8 +414,8 @@ def test_error_of_the_draws_matches_the_spread_over_draw_sets():
     assert abs(np.mean(vals) - evsi(1.0, 1.0, 1.0, 1)) < 3 * sd / np.sqrt(30)
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3),
-                                        Functional("mean")])
+@pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3),
+                                        Mean()])
 def test_weighted_columns_match_functionals(functional):
     rng = np.random.default_rng(0)
     draws = rng.normal(size=(300, 4))
@@ -646,7 +646,7 @@ def test_regression_on_an_outcome_that_teaches_nothing_keeps_the_decision_functi
     decision's own φ of the unchanged draws (it took the mean for every φ: an LCB decision
     credited such a study with mean − LCB of the best candidate)."""
     from belief.decision.cvu_regression import regression_estimate
-    from belief.decision.functionals import parse_functional
+    from belief.decision.functional_registry import parse_functional
     from belief.decision.preposterior import NextState
 
     gain = np.random.default_rng(3).normal(1.5, 1.0, size=(1000, 2))

@@ -10,12 +10,12 @@ from scipy import stats
 from belief.decision.cvu import continuation_value
 from belief.decision.cvu_decisive import contenders, decisive_cvu, settled
 from belief.decision.cvu_psis import refit_bounds
-from belief.decision.functionals import Functional
+from belief.decision.functionals import Cvar, Lcb, Mean
 from belief.decision.preposterior import control_variate_terms
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
 
-MEAN = Functional("mean")
+MEAN = Mean()
 
 
 def test_contenders_by_hand():
@@ -115,7 +115,7 @@ def _both(means, functional, failing=(), **settings):
     return full, dec, values, (n_all, calls["n"]), u0
 
 
-@pytest.mark.parametrize("functional", [MEAN, Functional("lcb", 0.2)], ids=["mean", "lcb"])
+@pytest.mark.parametrize("functional", [MEAN, Lcb(0.2)], ids=["mean", "lcb"])
 @pytest.mark.parametrize("means, near_tie", [([0.30, 0.28, 0.05, -0.10], False),
                                              ([0.30, 0.299, 0.05, -0.10], True)],
                          ids=["clear", "near_tie"])
@@ -226,7 +226,7 @@ def test_deferred_estimates_on_two_threads_are_the_sequential_ones():
     xr.testing.assert_identical(one, two)
 
 
-@pytest.mark.parametrize("functional", [MEAN, Functional("lcb", 0.2), Functional("cvar", 0.2)],
+@pytest.mark.parametrize("functional", [MEAN, Lcb(0.2), Cvar(0.2)],
                          ids=["mean", "lcb", "cvar"])
 def test_a_deferred_estimate_lies_within_its_bounds(functional):
     """The weighted G0_j − b_j of a deferred outcome is clipped into the refit's range (a noise

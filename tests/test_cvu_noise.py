@@ -10,7 +10,7 @@ from scipy import integrate, stats
 
 from belief.decision.cvu import continuation_value
 from belief.decision.cvu_noise import noise_bias, noise_covariance, noise_draws
-from belief.decision.functionals import Functional, weighted_columns
+from belief.decision.functionals import Cvar, Lcb, Mean, weighted_columns
 from belief.decision.preposterior import influence
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
@@ -26,14 +26,14 @@ def test_mean_covariance_is_the_delta_method_variance():
     gain = rng.normal(size=(500, 4))
     w = _weights(rng, 7, 500)
     phi = w @ gain
-    v = noise_covariance(Functional("mean"), gain, phi, w)
+    v = noise_covariance(Mean(), gain, phi, w)
     for j in range(7):
         d = gain - phi[j]
         np.testing.assert_allclose(v[j], (w[j, :, None] * d).T @ (w[j, :, None] * d),
                                    rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3)])
+@pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3)])
 def test_other_functionals_use_their_influence_function(functional):
     rng = np.random.default_rng(2)
     gain = rng.normal(size=(400, 3))
@@ -49,7 +49,7 @@ def test_other_functionals_use_their_influence_function(functional):
 def test_quantile_covariance_by_patterns_and_by_products_agree(n_c):
     """The q-quantile's V_j summed per pattern of indicators (≤ 10 columns) or as a product
     of weighted indicators (more): both equal Σ_i w̃² ψ ψᵀ with ψ from influence()."""
-    functional = Functional("lcb", 0.2)
+    functional = Lcb(0.2)
     rng = np.random.default_rng(9)
     gain = rng.normal(size=(300, n_c))
     gain[:, 0] = np.round(gain[:, 0], 1)  # ties at the quantile
@@ -63,8 +63,8 @@ def test_quantile_covariance_by_patterns_and_by_products_agree(n_c):
                                atol=1e-300)
 
 
-@pytest.mark.parametrize("functional", [Functional("mean"), Functional("lcb", 0.2),
-                                        Functional("cvar", 0.3)])
+@pytest.mark.parametrize("functional", [Mean(), Lcb(0.2),
+                                        Cvar(0.3)])
 def test_noise_covariance_is_the_spread_of_weighted_functionals_over_draw_sets(functional):
     """The delta-method covariance against the spread of the weighted functional over 1600
     independent draw sets (S = 2000 correlated normal gains, weights of an informative
@@ -110,7 +110,7 @@ def test_bias_of_tied_noisy_maxima_matches_integration(k, sigma):
     gain = (gain - gain.mean(0)) / gain.std(0) * sigma * np.sqrt(n_s)  # V = σ² I
     w = np.full((1, n_s), 1.0 / n_s)
     draws = 4096
-    b = noise_bias(Functional("mean"), gain, np.zeros((1, k)), np.zeros(k), np.ones(k, bool),
+    b = noise_bias(Mean(), gain, np.zeros((1, k)), np.zeros(k), np.ones(k, bool),
                    w, noise_draws(4, k, draws), reference=np.zeros((10, k))).b
     exact = integrate.quad(lambda t: 1 - stats.norm.cdf(t / sigma) ** k, 0, 20 * sigma)[0]
     z = np.random.default_rng(5).standard_normal((100_000, k))
@@ -125,7 +125,7 @@ def test_bias_is_the_excess_over_equal_weights():
     gain = rng.normal(size=(2000, 3)) * 0.1
     w = _weights(rng, 4, 2000)
     phi = w @ gain
-    fn = Functional("mean")
+    fn = Mean()
     z = noise_draws(7, 3)
     none = noise_bias(fn, gain, phi, np.zeros(3), np.zeros(3, bool), w, z).b
     assert np.array_equal(none, np.zeros(4))
@@ -165,7 +165,7 @@ def _observe_with_competitors(draw_set, n, competitors, informative=True, iid=Fa
                      loglik=(lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
                      if informative else (lambda y: np.zeros((len(y), s))))
     out = continuation_value(gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
-                             lambda b: np.zeros(1), Functional("mean"),
+                             lambda b: np.zeros(1), Mean(),
                              settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings))
     return out.sel(candidate="observe")
 
@@ -382,7 +382,7 @@ def _unrelated(r: int, **flags) -> tuple[float, float, float]:
     exp = Experiment(next_gain=gain, loglik=None,
                      simulate=lambda rng, idx: rng.standard_normal(len(idx)))
     out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
-                             lambda b: np.zeros(1), Functional("mean"),
+                             lambda b: np.zeros(1), Mean(),
                              settings=CVUSettings(n_outcomes=256, seed=r, **flags))
     res = out.sel(candidate="observe")
     assert res["cvu_method"].item() == "regression"
@@ -413,8 +413,8 @@ def test_the_regression_correction_has_its_own_switch_and_error():
     assert on[1] > off[1]
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3),
-                                        Functional("mean")])
+@pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3),
+                                        Mean()])
 def test_influence_of_several_columns_is_each_columns_influence(functional):
     """influence() on (J, S, C) with (J, C) values and quantiles: column c is exactly the
     one-column call (noise_covariance computes every column at once)."""

@@ -6,7 +6,7 @@ import xarray as xr
 from scipy import stats
 
 from belief.decision.engine import decide, decision_stability
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.safety import SafetyGate
 from belief.decision.scores import g0
 from belief.decision.settings import CVUSettings, DecisionSettings

@@ -26,12 +26,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from belief.decision.functionals import Functional, ReweightedColumns, weighted_columns
+from belief.decision.functionals import Cvar, Lcb, Mean, ReweightedColumns, weighted_columns
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("lcb", 0.01),
-                                        Functional("lcb", 0.97), Functional("cvar", 0.2),
-                                        Functional("mean")], ids=str)
+@pytest.mark.parametrize("functional", [Lcb(0.2), Lcb(0.01),
+                                        Lcb(0.97), Cvar(0.2),
+                                        Mean()], ids=str)
 @pytest.mark.parametrize("chunk", [1, 7, 128, 5000])
 def test_reweighted_columns_equal_weighted_columns_bit_for_bit(functional, chunk):
     rng = np.random.default_rng(3)
@@ -150,7 +150,7 @@ def _bootstrap_cases():
 
 @pytest.mark.parametrize("q", [0.2, 0.01, 0.5, 0.97, 0.25])
 def test_reweighted_columns_block_path_equals_weighted_columns_bit_for_bit(q):
-    functional = Functional("lcb", q)
+    functional = Lcb(q)
     rng = np.random.default_rng(5)
     sequential = 0
     for draws, base, block, n_b in _bootstrap_cases():
@@ -193,7 +193,7 @@ def test_draws_bootstrap_equals_the_reweighted_reference():
     nxt = NextState(gain + 0.01, c_lam, feas)
     smooth, omega, _, ok = psis_weights(rng.normal(0, 1.5, size=(n_j, n_s)))
     assert ok.all()
-    functional = Functional("lcb", 0.2)
+    functional = Lcb(0.2)
     phi = weighted_columns(functional, nxt.gain, smooth)
     g0_j = nxt.g0(phi, feas)
     exact = np.zeros(n_j, bool)
@@ -227,9 +227,9 @@ def test_draws_bootstrap_equals_the_reweighted_reference():
     assert got == float(np.std(vals, ddof=1))
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("lcb", 0.9),
-                                        Functional("cvar", 0.3), Functional("cvar", 1.0),
-                                        Functional("mean")], ids=str)
+@pytest.mark.parametrize("functional", [Lcb(0.2), Lcb(0.9),
+                                        Cvar(0.3), Cvar(1.0),
+                                        Mean()], ids=str)
 def test_presorted_functionals_equal_the_direct_ones_bit_for_bit(functional):
     from belief.decision.functionals import SortedColumns, column_lcbs, lcbs, resampled
 
@@ -269,7 +269,7 @@ def test_resampled_quantile_of_resamples_far_from_the_draws_quantile():
     top = np.argsort(draws[:, 0])[-300:]
     idx = rng.integers(0, 2000, size=(12, 2000))
     idx[:4] = rng.choice(top, size=(4, 2000))  # every draw from column 0's top 15 %
-    for functional in (Functional("lcb", 0.2), Functional("lcb", 0.05)):
+    for functional in (Lcb(0.2), Lcb(0.05)):
         got = resampled(functional, draws, idx)
         assert np.array_equal(got, functional(np.moveaxis(draws[idx], 1, -1)))
         assert (got[:4, 0] > np.quantile(draws[:, 0], 0.8)).all()  # the late rows were hit
@@ -406,7 +406,7 @@ def test_weighted_columns_lcb_sums_only_until_q_with_the_same_values(q):
         order = np.argsort(draws, axis=0, kind="stable")
         full = _lcb_sorted(np.take_along_axis(draws, order, 0).T,
                            (w / w.sum(axis=-1, keepdims=True))[:, order.T], q)  # every sum
-        assert np.array_equal(weighted_columns(Functional("lcb", q), draws, w), full)
+        assert np.array_equal(weighted_columns(Lcb(q), draws, w), full)
 
 
 def test_column_quantiles_at_several_levels_and_on_subsets_equal_one_level_at_a_time():
@@ -436,7 +436,7 @@ def test_column_quantiles_at_several_levels_and_on_subsets_equal_one_level_at_a_
                                   column_lcbs(draws, col, (q,), w)[0])
 
 
-@pytest.mark.parametrize("functional", [Functional("lcb", 0.2), Functional("cvar", 0.3)],
+@pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3)],
                          ids=str)
 def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
     from belief.decision.cvu_noise import noise_bias, noise_draws
@@ -477,7 +477,7 @@ def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
 
     nxt = NextState(gain, np.zeros(3), np.ones(3, bool))
     memo = RegressionMemo()
-    for functional in (Functional("lcb", 0.2), Functional("mean")):
+    for functional in (Lcb(0.2), Mean()):
         kw = {"replicates": 4, "noise_z": noise_draws(0, 3)}
         plain = regression_estimate(nxt, functional, simulate, np.random.default_rng(5), **kw)
         n_plain = len(calls)
@@ -493,7 +493,7 @@ def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
     # outcomes are reused, the fits are not (they depend on the responses)
     gain2 = gain + rng.normal(0.0, 0.5, size=gain.shape)
     nxt2 = NextState(gain2, np.zeros(3), np.ones(3, bool))
-    for functional in (Functional("lcb", 0.2), Functional("mean")):
+    for functional in (Lcb(0.2), Mean()):
         kw = {"replicates": 4, "noise_z": noise_draws(0, 3)}
         plain = regression_estimate(nxt2, functional, simulate, np.random.default_rng(5), **kw)
         n_before = len(calls)
@@ -545,7 +545,7 @@ def test_quantile_influence_selected_per_row_equals_the_formula_bit_for_bit():
         x[1] = 0.5  # a constant row: no finite density
         w = rng.exponential(size=(4, n_s))
         for q in (0.03, 0.2, 0.5, 0.9):
-            f = Functional("lcb", q)
+            f = Lcb(q)
             phi = f(x, w)
             lo, hi = lcbs(x, influence_levels(f), w)
             h = 0.5 * min(q, 1 - q)
@@ -606,7 +606,7 @@ def test_outcome_weights_remember_quantiles_per_block_of_outcomes():
         return -0.5 * ((gain[:, 0][None, :] - y[:, None]) / 0.7) ** 2
 
     memo = OutcomeWeights(loglik)
-    f = Functional("lcb", 0.2)
+    f = Lcb(0.2)
     levels = (*influence_levels(f), 0.5)
     for y in (np.array([-1.0, 0.0, 0.4]), np.array([1.2, 2.0, -0.3])):
         y.flags.writeable = False
@@ -633,7 +633,7 @@ def test_outcome_weights_reuse_the_quantiles_of_shared_columns_bit_for_bit():
     y = rng.integers(0, 10, size=(20, 2))
     smooth = rng.dirichlet(np.full(800, 0.5), size=20)
     memo = OutcomeWeights(lambda y: np.zeros((y.shape[0], 800)))
-    functional = Functional("lcb", 0.2)
+    functional = Lcb(0.2)
     levels = (0.2, *influence_levels(functional))
     first = memo.columns(functional, gain, smooth, y)
     second = memo.columns(functional, other, smooth, y)

@@ -1,26 +1,65 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from belief.decision.functionals import Functional, cvar, lcb, mean, parse_functional
+from belief.decision.functional_registry import REGISTRY, FunctionalRegistry, parse_functional
+from belief.decision.functionals import Cvar, Functional, Lcb, Mean, cvar, lcb, mean
 from belief.errors import InputError
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 
 
 def test_parse_and_validate():
-    assert parse_functional("mean") == Functional("mean")
-    assert parse_functional("lcb:0.1") == Functional("lcb", 0.1)
-    assert parse_functional("cvar:1") == Functional("cvar", 1.0)
+    assert parse_functional("mean") == Mean()
+    assert parse_functional("lcb:0.1") == Lcb(0.1)
+    assert parse_functional("cvar:1") == Cvar(1.0)
     for bad, rule in [("median", "unknown functional 'median'"), ("lcb:0", "0 < q < 1"),
                       ("lcb:1", "0 < q < 1"), ("cvar:0", "0 < α <= 1"),
                       ("cvar:1.5", "0 < α <= 1"), ("lcb:x", "cannot parse")]:
         with pytest.raises(InputError, match=rule):
             parse_functional(bad)
+
+
+def test_the_registry_refuses_an_unknown_name_listing_the_registered_ones():
+    with pytest.raises(InputError, match="unknown functional 'median'") as err:
+        parse_functional("median:0.5")
+    for name in REGISTRY.names:
+        assert repr(REGISTRY[name].syntax) in str(err.value)
+    assert {"mean", "lcb", "cvar"} <= set(REGISTRY.names)
+
+
+def test_the_registry_refuses_a_duplicate_name_and_a_non_functional():
+    registry = FunctionalRegistry((Mean, Lcb))
+
+    @dataclass(frozen=True)
+    class OtherLcb(Lcb):
+        pass
+
+    with pytest.raises(ValueError, match="'lcb' is already registered"):
+        registry.register(OtherLcb)
+    with pytest.raises(ValueError, match="'mean' is already registered"):
+        FunctionalRegistry((Mean, Cvar, Mean))
+    with pytest.raises(TypeError, match="Functional subclass"):
+        registry.register(dict)
+    assert registry.names == ("mean", "lcb")  # the refused ones left it as it was
+    with pytest.raises(InputError, match=r"allowed: 'mean', 'lcb:Q' with 0 < Q < 1$"):
+        registry.parse("cvar:0.2")
+
+
+def test_every_registered_functional_reads_back_its_text():
+    for fn in (Mean(), Lcb(0.1), Cvar(0.25)):
+        assert parse_functional(str(fn)) == fn and REGISTRY[fn.kind] is type(fn)
+    assert Lcb(0.1) != Cvar(0.1) and hash(Lcb(0.1)) == hash(parse_functional("lcb:0.1"))
+    with pytest.raises(TypeError, match="base type"):
+        Functional()
+    with pytest.raises(InputError, match="mean takes no parameter"):
+        parse_functional("mean:0.3")
 
 
 def test_unweighted_lcb_matches_numpy_inverted_cdf():

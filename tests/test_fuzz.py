@@ -274,7 +274,7 @@ def _fraction(text: str) -> None:
 
 
 def _functional(text: str) -> None:
-    from belief.decision.functionals import parse_functional
+    from belief.decision.functional_registry import parse_functional
 
     parse_functional(text)
 

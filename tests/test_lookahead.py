@@ -8,17 +8,17 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.campaign.small_policies import EngineQ, _greedy_value, engine_cvu, policy_value
-from belief.campaign.small_problems import named_problems
 from belief.cli.main import main
 from belief.decision.cvu import Experiment, continuation_value
 from belief.decision.engine import decide
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.errors import InputError
 from belief.inputs.candidates import candidates_from_dict
 from belief.inputs.resources import make_budget
+from belief.lab.small_policies import EngineQ, _greedy_value, engine_cvu, policy_value
+from belief.lab.small_problems import named_problems
 from belief.posterior.belief_state import make_belief
 
 SEEDS = 8

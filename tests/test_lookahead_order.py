@@ -14,7 +14,7 @@ import xarray as xr
 from scipy.special import expit
 
 from belief.decision.cvu import continuation_value
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings
 from belief.inputs.candidates import candidates_from_dict
 from belief.posterior.experiments import experiments_from_belief

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from belief.campaign.calibration import binomial_interval
 from belief.campaign.synthetic import SyntheticWorld
 from belief.inputs.evidence import Evidence
 from belief.inputs.tables import validate_transfer
+from belief.lab.calibration import binomial_interval
 from belief.posterior.sensitivity import sensitivity_report
 from models.sensitivity import SensitivityModel
 from models.transfer import TransferModel

@@ -1,4 +1,4 @@
-"""The information-relaxation bound on the small problems (belief/campaign/small_bounds.py)
+"""The information-relaxation bound on the small problems (belief/lab/small_bounds.py)
 against the exact Bayes-optimal value of backward induction."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from belief.campaign.small_bounds import relaxation_bound, relaxation_bounds
-from belief.campaign.small_problems import named_problems, perfect_information_value
 from belief.errors import InputError
+from belief.lab.small_bounds import relaxation_bound, relaxation_bounds
+from belief.lab.small_problems import named_problems, perfect_information_value
 
 N = 3000
 

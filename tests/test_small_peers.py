@@ -1,4 +1,4 @@
-"""The peer rules on the small problems (belief/campaign/small_peers.py): the closed forms
+"""The peer rules on the small problems (belief/lab/small_peers.py): the closed forms
 agree with the draw-based rules of belief/decision/peers.py, and their exact values are at
 most the Bayes-optimal value."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.campaign.small_peers import beta_gittins_index, peer_policies, peer_scores
-from belief.campaign.small_policies import policy_value
-from belief.campaign.small_problems import named_problems
 from belief.decision.peers import gittins_index
+from belief.lab.small_peers import beta_gittins_index, peer_policies, peer_scores
+from belief.lab.small_policies import policy_value
+from belief.lab.small_problems import named_problems
 
 
 @pytest.mark.parametrize(("scale", "a", "b", "cost"), [(0.3, 1.0, 1.0, 0.05), (1.0, 4.0, 6.0, 0.1),
@@ -43,7 +43,7 @@ def test_kg_plain_stop_forfeits_the_last_worthwhile_action():
     p = {q.name: q for q in named_problems()}["pilot_then_commit"]
     pols = peer_policies()
     assert pols["kg_cost"](p, p.initial) == {1: 1.0}  # the pilot first (KG/C ≈ 6.5)
-    from belief.campaign.small_problems import BeliefState
+    from belief.lab.small_problems import BeliefState
 
     good = BeliefState((0, 1), (4,))  # 4 of 4 pilot trials succeeded
     assert p.u0(good)[0] > 0

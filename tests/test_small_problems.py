@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.campaign.small_policies import (
+from belief.errors import InputError
+from belief.lab.small_policies import (
     STOP,
     EngineQ,
     compare_policies,
@@ -19,7 +20,7 @@ from belief.campaign.small_policies import (
     standard_policies,
     thompson_probabilities,
 )
-from belief.campaign.small_problems import (
+from belief.lab.small_problems import (
     Arm,
     SmallProblem,
     benchmark_problems,
@@ -28,7 +29,6 @@ from belief.campaign.small_problems import (
     perfect_information_value,
     random_problem,
 )
-from belief.errors import InputError
 
 
 def two_arm(horizon: int = 3) -> SmallProblem:

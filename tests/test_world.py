@@ -179,9 +179,9 @@ def test_bench_test_family_is_the_varied_world_with_a_gated_ft_and_its_bench_tes
     unknown family is refused naming the allowed ones."""
     from dataclasses import replace
 
-    from belief.campaign.clairvoyant import start_gate_closed
     from belief.campaign.synthetic import BENCH_TEST, benchmark_world
     from belief.errors import InputError
+    from belief.lab.clairvoyant import start_gate_closed
 
     for v in (0, 7):
         base = benchmark_world(v, v, "varied")

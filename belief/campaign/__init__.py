@@ -1,2 +1,2 @@
-"""Campaigns: the closed loop, its log, replay, many campaigns, the synthetic and manual worlds,
-and calibration against the synthetic world's truth."""
+"""Campaigns: the closed loop, its log, replay, many campaigns, the synthetic and manual worlds
+(the calibration harness and the clairvoyant limit are in :mod:`belief.lab`)."""

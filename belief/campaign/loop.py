@@ -70,7 +70,8 @@ from belief.campaign.world import (
 from belief.decision.allocation import USES_CVU, check_policy, choose
 from belief.decision.engine import STOP, decide, decision_table
 from belief.decision.feasibility import ChanceConstraint
-from belief.decision.functionals import Functional, parse_functional
+from belief.decision.functional_registry import parse_functional
+from belief.decision.functionals import Functional, Mean
 from belief.decision.safety import SafetyGate, deployment_check, deployment_method
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
@@ -141,7 +142,7 @@ class CampaignSettings:
     """
 
     horizon: int = 6
-    functional: Functional = field(default_factory=Functional)
+    functional: Functional = field(default_factory=Mean)
     weights: WeightRule | None = None
     beta: float = 0.0
     gate: SafetyGate = field(default_factory=SafetyGate)

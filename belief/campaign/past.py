@@ -2,7 +2,7 @@
 
 :func:`read_past` is :func:`belief.inputs.past_campaigns.read_past_campaigns` with the
 campaign-log forms too: a ``campaign_log.jsonl`` (or its run folder) and the CSV layout of
-replay (``candidates.toml`` + ``steps.csv``), read by :func:`belief.campaign.replay.load_campaign`;
+replay (``candidates.toml`` + ``steps.csv``), read by :func:`belief.campaign.logged.load_campaign`;
 the evidence of every logged step (up to a broken record) is the past campaign's.
 """
 
@@ -23,7 +23,7 @@ __all__ = ["load_log", "read_past"]
 def load_log(path: Path) -> tuple[CandidateSet, Evidence, str] | None:
     """(candidate set, evidence of every logged step, source) of a campaign log at ``path``,
     or None when ``path`` is not one."""
-    from belief.campaign.replay import load_campaign
+    from belief.campaign.logged import load_campaign
 
     path = Path(path)
     if not (path.is_file() or (path / LOG_NAME).exists() or (path / "steps.csv").exists()):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 
 __all__ = ["MANUAL_DEFAULTS", "add_campaign_commands", "manual_campaign"]
@@ -296,7 +297,8 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("log", help="campaign_log.jsonl, its run folder, a CSV-layout folder "
                                 "(candidates.toml + steps.csv), or a folder of logs")
     rp.add_argument("--out", required=True, help="output folder")
-    rp.add_argument("--functional", default=None, help="mean, lcb:Q or cvar:A (default: log's)")
+    rp.add_argument("--functional", default=None,
+                    help=functionals_help("{functionals} (default: log's)"))
     rp.add_argument("--beta", type=float, default=None, help="β (default: the log's)")
     rp.add_argument("--alpha-exec", type=float, default=None, dest="alpha_exec",
                     help="α_exec of the safety gate (default: the log's)")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from belief.cli.flags import add_wide_flag
+from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 
 __all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
@@ -258,7 +259,7 @@ def add_demo_command(sub: argparse._SubParsersAction) -> None:
                       help=f"posterior draws per chain (default {d['draws']}; tuning steps: "
                            "500, or the draws when fewer)")
     demo.add_argument("--functional", default=None,
-                      help="decision functional: mean, lcb:Q or cvar:A (default mean)")
+                      help=functionals_help("decision functional: {functionals} (default mean)"))
     demo.add_argument("--allocation", default=None,
                       help="allocation policy: q (default), u0, mv, thompson, round_robin, "
                            "oracle, plan (the open-loop planner on the belief), "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from belief.cli.flags import add_gate_flag
+from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape, table_width
@@ -47,7 +48,7 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                    help="resource weights λ, e.g. real_h=0.01,compute=0.0002,eng_h=0.004 "
                         "(default: the candidate file's [weights])")
     p.add_argument("--functional", default="mean",
-                   help="decision functional φ: mean, lcb:Q or cvar:A (default mean)")
+                   help=functionals_help("decision functional φ: {functionals} (default mean)"))
     p.add_argument("--beta", type=float, default=1.0,
                    help="β in Q = U0 + β·CVU (default 1; 0 = myopic U0, no CVU)")
     p.add_argument("--alpha-exec", type=float, default=0.1,

@@ -110,7 +110,7 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     n_c = gain.shape[1]
     out = np.empty((n_j, n_c, n_c))
     w2 = smooth**2
-    if functional.kind == "mean":
+    if functional.linear:
         outer = (gain[:, :, None] * gain[:, None, :]).reshape(n_s, n_c * n_c)
         a = (w2 @ outer).reshape(n_j, n_c, n_c)
         m = w2 @ gain
@@ -126,7 +126,7 @@ def noise_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarray,
             return ([v[sl] for v in quantiles(levels)] if quantiles is not None
                     else weighted_column_quantiles(gain, smooth[sl], levels))
 
-        if functional.kind == "lcb":
+        if functional.quantile_level is not None:
             out[sl] = _quantile_covariance(functional, gain, phi[sl], smooth[sl], of)
             continue
         # ψ of every column at once, (rows, S, C): column c is influence() of gain[:, c]
@@ -153,7 +153,7 @@ def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarr
 
     — the same value to rounding as building ψ.  P is summed per pattern of the indicators
     (up to :data:`_CODE_COLUMNS` columns) or as the product of the weighted indicators."""
-    q = float(functional.param)
+    q = float(functional.quantile_level)
     h = 0.5 * min(q, 1 - q)
     lo, hi = quantiles(influence_levels(functional))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -258,17 +258,11 @@ def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray) -> np.
     x = u[:, None, :]
     return 0.5 * (g0(x + eps) + g0(x - eps)) - g0(x)
 
-def noise_ratio(functional: Functional) -> float:
-    """A generous ratio of a functional's noise sd to that of the weighted mean: the
-    normal-theory √(q(1 − q))/pdf(z_q) for a quantile, 2/√α for CVaR_α, 1 for the mean."""
-    from statistics import NormalDist
-
-    if functional.kind == "lcb":
-        q = float(functional.param)
-        return max(1.0, np.sqrt(q * (1 - q)) / NormalDist().pdf(NormalDist().inv_cdf(q)))
-    if functional.kind == "cvar":
-        return 2.0 / np.sqrt(float(functional.param))
-    return 1.0
+def noise_ratio(functional: Functional, draws: np.ndarray) -> float:
+    """A generous ratio of a functional's noise sd to that of the weighted mean of ``draws``
+    (S, C): :meth:`belief.decision.functionals.Functional.noise_ratio` (the normal-theory
+    √(q(1 − q))/pdf(z_q) for a quantile, 2/√α for CVaR_α, 1 for the mean)."""
+    return functional.noise_ratio(draws)
 
 
 def _reach(u: np.ndarray, feas: np.ndarray, sd: np.ndarray, k: float = 8.0
@@ -295,7 +289,7 @@ def _within_reach(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     w2 = smooth**2
     m = smooth @ gain
     var = w2 @ gain**2 - 2 * m * (w2 @ gain) + m**2 * w2.sum(axis=1)[:, None]
-    sd = np.sqrt(np.clip(var, 0.0, None)) * noise_ratio(functional)
+    sd = np.sqrt(np.clip(var, 0.0, None)) * noise_ratio(functional, gain)
     return _reach(phi - c_lambda, feas, sd, k)
 
 

@@ -111,8 +111,8 @@ class OutcomeWeights:
         order = self._order(gain)
         key = (id(gain), str(functional), self._key(y))
         if key not in self._columns:
-            if functional.kind == "lcb":
-                levels = (functional.param, *influence_levels(functional))
+            if functional.quantile_level is not None:
+                levels = (functional.quantile_level, *influence_levels(functional))
                 values = self._column_quantiles(gain, smooth, key[2], levels, order)
                 for level, v in zip(levels, values, strict=True):
                     v.flags.writeable = False
@@ -177,7 +177,7 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
     stop = won < 0
     col = np.where(stop, 0, won)
     phi_won = np.where(stop, 0.0, phi[np.arange(n_j), col])
-    if functional.kind == "mean":
+    if functional.linear:
         # a_ij / S = ω_ij (g_{i c_j} 1[c_j ≠ stop] + v_j), v_j = G0_j − φ_j(c_j) 1[...];
         # only the columns that win some outcome enter
         cols, pos = np.unique(col[~stop], return_inverse=True)
@@ -451,18 +451,16 @@ def refit_ranges(nxt: NextState, feasible: np.ndarray, refit_draws: int,
     E_z max_c |(L z)_c| ≤ √(2 ln 2C')·σ_max for C' feasible columns whose functionals have
     noise sd at most σ_max; with a refit's sd no larger than q_t's, ``refit_draws`` effective
     draws and κ the functional's noise ratio to the mean's
-    (:func:`belief.decision.cvu_noise.noise_ratio`), σ_max ≤ κ·max_c sd_c/√refit_draws, the
-    margin added on both sides.
+    (:meth:`belief.decision.functionals.Functional.noise_ratio`),
+    σ_max ≤ κ·max_c sd_c/√refit_draws, the margin added on both sides.
     """
-    from belief.decision.cvu_noise import noise_ratio
-
     gain = nxt.gain
     feas = np.asarray(feasible, bool).reshape(-1, gain.shape[1])
     low = np.where(feas, gain.min(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
     high = np.where(feas, gain.max(axis=0) - nxt.c_lambda, -np.inf).max(axis=1)
     n_feas = np.maximum(feas.sum(axis=1), 1)
     sd = np.where(feas, gain.std(axis=0), 0.0).max(axis=1)
-    margin = (np.sqrt(2 * np.log(2 * n_feas)) * noise_ratio(functional) * sd
+    margin = (np.sqrt(2 * np.log(2 * n_feas)) * functional.noise_ratio(gain) * sd
               / np.sqrt(refit_draws))
     return np.stack([np.maximum(low, 0.0) - margin, np.maximum(high, 0.0) + margin], -1)
 

@@ -138,7 +138,9 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
                            ) -> tuple[np.ndarray, np.ndarray, str]:
     """φ̂_c(T_n) of every column c of ``resp`` (N, C') given the design x (N, p) of the
     summaries (steps 2–3 of the module docstring): the least-squares fit μ̂_c(T) for the mean;
-    for an LCB or CVaR the location–scale form μ̂_c(T) + σ̂_c(T)·φ(ε̂_c).  ``pinv``:
+    for another φ the location–scale form φ(μ̂_c(T) + σ̂_c(T)·ε̂_c)
+    (:meth:`belief.decision.functionals.Functional.location_scale`: μ̂_c(T) + σ̂_c(T)·φ(ε̂_c)
+    for an LCB or CVaR).  ``pinv``:
     ``gram_pinv(x)`` when the caller has it (both fits use it).
 
     Returns
@@ -150,15 +152,14 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
     coef, _ = least_squares(x, resp, pinv)
     fitted = x @ coef
     resid = resp - fitted
-    if functional.kind == "mean":
+    if functional.linear:
         return fitted, resid, "regression"
     lv, _ = least_squares(x, np.log(resid**2 + 1e-300), pinv)
     sig2 = np.exp(np.clip(x @ lv, -700, 700))
     sig2 *= (resid**2).mean(axis=0) / sig2.mean(axis=0)
     sig = np.sqrt(sig2)
     z = np.where(sig > 0, resid / np.where(sig > 0, sig, 1.0), 0.0)
-    k_eps = functional(z.T)  # φ of each column's standardised residuals
-    return fitted + sig * k_eps[None, :], resid, "regression+ls"
+    return functional.location_scale(fitted, sig, z), resid, "regression+ls"
 
 
 class RegressionMemo:

@@ -1,14 +1,19 @@
 """Decision functionals φ applied to posterior-predictive gain draws.
 
 One functional is chosen per decision and used everywhere a gain is scored (U0, MV, and G0
-inside CVU):
+inside CVU).  Each functional is a type (a subclass of :class:`Functional`) that owns its
+formula over weighted and unweighted draws and what CVU needs of it (its influence function,
+its noise relative to the mean's, its fast paths); the types are found by name in
+:data:`belief.decision.functional_registry.REGISTRY`.  The built-in ones:
 
-- ``mean``:     φ(X) = E_w[X] = Σ_i w_i x_i
-- ``lcb(q)``:   φ(X) = F_w^{-1}(q) = min{x_i : Σ_{j: x_j ≤ x_i} w_j ≥ q}  (inverted-CDF quantile,
-  the same definition as ``numpy.quantile(..., method="inverted_cdf")``)
-- ``cvar(α)``:  φ(X) = (1/α) ∫_0^α F_w^{-1}(u) du, the mean of the lowest α fraction of the
-  draws; the boundary draw enters with the part of its weight that lies inside the tail, so
-  the value is defined even when the tail is a single draw (then it is the minimum).
+- :class:`Mean`, ``mean``:  φ(X) = E_w[X] = Σ_i w_i x_i
+- :class:`Lcb`, ``lcb:q``:  φ(X) = F_w^{-1}(q) = min{x_i : Σ_{j: x_j ≤ x_i} w_j ≥ q}
+  (inverted-CDF quantile, the same definition as ``numpy.quantile(...,
+  method="inverted_cdf")``)
+- :class:`Cvar`, ``cvar:α``:  φ(X) = (1/α) ∫_0^α F_w^{-1}(u) du, the mean of the lowest α
+  fraction of the draws; the boundary draw enters with the part of its weight that lies
+  inside the tail, so the value is defined even when the tail is a single draw (then it is
+  the minimum).
 
 Weights w default to uniform (1/n); CVU passes importance weights.  All functions reduce the
 last axis and broadcast over the leading ones.
@@ -16,7 +21,9 @@ last axis and broadcast over the leading ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -24,7 +31,10 @@ from belief.errors import InputError
 from belief.validate import is_number
 
 __all__ = [
+    "Cvar",
     "Functional",
+    "Lcb",
+    "Mean",
     "ReweightedColumns",
     "SortedColumns",
     "apply_functional",
@@ -34,66 +44,295 @@ __all__ = [
     "lcb",
     "lcbs",
     "mean",
-    "parse_functional",
     "resampled",
     "weighted_column_quantiles",
     "weighted_columns",
 ]
 
-KINDS = ("mean", "lcb", "cvar")
+Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
+"""levels → the weighted quantiles of the rows (or columns) at those levels, one array each."""
 
 
 @dataclass(frozen=True)
 class Functional:
-    """A decision functional: ``kind`` in {mean, lcb, cvar} and its parameter.
+    """A decision functional φ of the gain draws: one subclass per functional.
 
-    ``lcb`` takes the quantile level q (0 < q < 1); ``cvar`` the tail fraction α (0 < α ≤ 1).
+    A subclass sets the class attributes ``kind`` (its registered name), ``syntax`` (how it
+    is written, e.g. ``"lcb:Q"``) and ``rule`` (its parameter's range, for messages and help),
+    checks its ``param`` in :meth:`check`, and implements :meth:`apply` (φ along the last axis
+    under optional weights) and :meth:`influence` (ψ, what CVU's draw-level error and noise
+    corrections need).  Everything else has a generic default; the optional fast paths are
+    announced by ``linear`` (φ is the weighted mean, so sums over draws are matrix
+    products), :attr:`quantile_level` (φ is a weighted quantile, computed with the influence
+    function's quantiles in one pass) and ``order_statistic`` (φ is read from the sorted
+    draws and their weights by :meth:`of_sorted`).
+
+    ``str(φ)`` is the text :func:`belief.decision.functional_registry.parse_functional` reads
+    back (``"mean"``, ``"lcb:0.2"``).
     """
 
-    kind: str = "mean"
+    kind: ClassVar[str] = ""
+    syntax: ClassVar[str] = ""
+    rule: ClassVar[str] = ""
+    linear: ClassVar[bool] = False
+    order_statistic: ClassVar[bool] = False
+
     param: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise InputError("functional", f"unknown functional {self.kind!r}; allowed: "
-                                           "'mean', 'lcb:Q' with 0 < Q < 1, 'cvar:A' with "
-                                           "0 < A <= 1")
-        if self.kind == "mean":
-            if self.param is not None:
-                raise InputError("functional", "mean takes no parameter")
-            return
+        if type(self) is Functional:
+            raise TypeError("Functional is the base type; use a registered functional "
+                            "(parse_functional('mean'), Lcb(0.1), …)")
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a parameter outside the functional's range (:class:`InputError`)."""
+        if self.param is not None:
+            raise InputError("functional", f"{self.kind} takes no parameter")
+
+    def _finite_param(self) -> float:
         p = self.param
         if not (is_number(p) and np.isfinite(p)):
             raise InputError("functional", f"{self.kind} needs a finite parameter, got {p!r}")
-        if self.kind == "lcb" and not 0 < p < 1:
-            raise InputError("functional", f"lcb quantile q must satisfy 0 < q < 1, got {p}")
-        if self.kind == "cvar" and not 0 < p <= 1:
-            raise InputError("functional", f"cvar tail fraction α must satisfy 0 < α <= 1, "
-                                           f"got {p}")
+        return float(p)
 
     def __str__(self) -> str:
         return self.kind if self.param is None else f"{self.kind}:{float(self.param)!r}"
 
     def __call__(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """φ of ``draws`` along the last axis (optionally importance-weighted)."""
-        return apply_functional(self, draws, weights)
+        return self.apply(draws, weights)
+
+    @property
+    def quantile_level(self) -> float | None:
+        """The level q when φ is the weighted q-quantile, else None."""
+        return None
+
+    def apply(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """φ along the last axis of ``draws`` under ``weights`` (None: uniform)."""
+        raise NotImplementedError
+
+    def columns(self, draws: np.ndarray, weights: np.ndarray,
+                order: np.ndarray | None = None) -> np.ndarray:
+        """φ of every column of ``draws`` (S, C) under each row of ``weights`` (J, S) → (J, C)
+        (``order``: :func:`column_order` of ``draws``, used by the sorted fast paths)."""
+        w = weights / weights.sum(axis=-1, keepdims=True)
+        x = np.asarray(draws, dtype=float).T  # (C, S)
+        return self.apply(x[None, :, :], w[:, None, :])
+
+    def of_sorted(self, xs: np.ndarray, ws: np.ndarray) -> np.ndarray:
+        """φ from values sorted along the last axis and their normalised weights (only for
+        an ``order_statistic`` functional)."""
+        raise NotImplementedError(f"{self.kind} is not an order statistic")
+
+    def resampled(self, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """φ of every column of ``draws`` (S, C) over bootstrap resamples ``idx`` (B, n) of
+        its rows → (B, C) (see :func:`resampled`)."""
+        return self(np.moveaxis(np.asarray(draws, dtype=float)[idx], 1, -1))
+
+    def location_scale(self, loc: np.ndarray, scale: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """φ(loc_nc + scale_nc·ε_c) (N, C) for ε_c distributed as the N draws of column c of
+        ``z`` (N, C): loc + scale·φ(ε_c), which holds for a φ that is translation-equivariant
+        and positively homogeneous (mean, quantiles, CVaR; a functional that is not
+        overrides it).  The regression estimator of CVU's location–scale form."""
+        k_eps = self(z.T)  # φ of each column's standardised residuals
+        return loc + scale * k_eps[None, :]
+
+    def influence_levels(self) -> tuple[float, ...]:
+        """The quantile levels :meth:`influence` asks its ``quantiles`` for."""
+        return ()
+
+    def influence(self, x: np.ndarray, phi: np.ndarray, quantiles: Quantiles) -> np.ndarray:
+        """ψ(x; P_w), the influence function of φ at the values ``x`` (J, S[, C]), with
+        ``phi`` (J, 1[, C]) the rows' φ and ``quantiles`` their weighted quantiles
+        (:func:`belief.decision.preposterior.influence` prepares the arguments)."""
+        raise NotImplementedError
+
+    def noise_ratio(self, draws: np.ndarray) -> float:
+        """A generous ratio of φ's Monte Carlo noise sd to that of the mean of the same
+        draws (S, C) (the largest over their columns)."""
+        return 1.0
 
 
-def parse_functional(text: str | Functional) -> Functional:
-    """Parse ``"mean"``, ``"lcb:0.1"`` or ``"cvar:0.2"``."""
-    if isinstance(text, Functional):
-        return text
-    if not isinstance(text, str):
-        raise InputError("functional", f"expected a string like 'mean', 'lcb:0.1', 'cvar:0.2', "
-                                       f"got {text!r}")
-    kind, sep, param = text.strip().partition(":")
-    if not sep:
-        return Functional(kind)
-    try:
-        value = float(param)
-    except ValueError:
-        raise InputError("functional", f"cannot parse parameter {param!r} of {kind!r}") from None
-    return Functional(kind, value)
+@dataclass(frozen=True)
+class Mean(Functional):
+    """φ(X) = E_w[X] = Σ_i w_i x_i; ψ(x) = x − φ."""
+
+    kind: ClassVar[str] = "mean"
+    syntax: ClassVar[str] = "mean"
+    linear: ClassVar[bool] = True
+
+    def apply(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return mean(draws, weights)
+
+    def columns(self, draws: np.ndarray, weights: np.ndarray,
+                order: np.ndarray | None = None) -> np.ndarray:
+        w = weights / weights.sum(axis=-1, keepdims=True)
+        return w @ draws
+
+    def resampled(self, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """(counts @ draws)/n: each draw times how often the resample drew it."""
+        x = np.asarray(draws, dtype=float)
+        return (_resample_counts(idx, x.shape[0]) @ x) / idx.shape[1]
+
+    def influence(self, x: np.ndarray, phi: np.ndarray, quantiles: Quantiles) -> np.ndarray:
+        return x - phi
+
+
+@dataclass(frozen=True)
+class Lcb(Functional):
+    """φ(X) = F_w^{-1}(q), the inverted-CDF q-quantile (0 < q < 1);
+    ψ(x) = (q − 1[x ≤ VaR]) / f(VaR), f = (q₊ − q₋)/(VaR(q₊) − VaR(q₋)) with
+    q± = q ± min(q, 1 − q)/2."""
+
+    kind: ClassVar[str] = "lcb"
+    syntax: ClassVar[str] = "lcb:Q"
+    rule: ClassVar[str] = "0 < Q < 1"
+    order_statistic: ClassVar[bool] = True
+
+    param: float | None = None
+
+    def check(self) -> None:
+        p = self._finite_param()
+        if not 0 < p < 1:
+            raise InputError("functional", f"lcb quantile q must satisfy 0 < q < 1, got {p}")
+
+    @property
+    def quantile_level(self) -> float | None:
+        return self.param
+
+    def apply(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return lcb(draws, self.param, weights)
+
+    def columns(self, draws: np.ndarray, weights: np.ndarray,
+                order: np.ndarray | None = None) -> np.ndarray:
+        return weighted_column_quantiles(draws, weights, (self.param,), order)[0]
+
+    def of_sorted(self, xs: np.ndarray, ws: np.ndarray) -> np.ndarray:
+        return _lcb_sorted(xs, ws, self.param)
+
+    def resampled(self, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The quantile's position k (the same in every resample) found once; its value is
+        the sorted draw whose cumulative count first exceeds k."""
+        x = np.asarray(draws, dtype=float)
+        n_b, n = idx.shape
+        n_s = x.shape[0]
+        counts = _resample_counts(idx, n_s)
+        order = np.argsort(x, axis=0, kind="stable")  # (S, C)
+        xs = np.take_along_axis(x, order, 0)
+        w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
+        out = np.empty((n_b, x.shape[1]))
+        k = int(np.minimum((np.cumsum(w, axis=-1) < self.param * (1 - 1e-12)).sum(), n - 1))
+        # the running counts pass k near position k·S/n: sum the first ``head`` sorted draws
+        # and the whole column only for the resamples that had not passed k by then (integer
+        # counts: the same positions as one full running sum)
+        head = min(n_s, int(k * n_s / n + 8 * np.sqrt(k + 1) + 64))
+        for c in range(x.shape[1]):
+            cum = np.cumsum(counts[:, order[:head, c]], axis=1)  # (B, head)
+            pos = (cum <= k).sum(axis=1)
+            late = np.flatnonzero(cum[:, -1] <= k)
+            if late.size:
+                full = np.cumsum(counts[np.ix_(late, order[:, c])], axis=1)
+                pos[late] = (full <= k).sum(axis=1)
+            out[:, c] = xs[pos, c]
+        return out
+
+    def influence_levels(self) -> tuple[float, ...]:
+        """(q − h, q + h) with h = min(q, 1 − q)/2."""
+        q = self.param
+        h = 0.5 * min(q, 1 - q)
+        return (q - h, q + h)
+
+    def influence(self, x: np.ndarray, phi: np.ndarray, quantiles: Quantiles) -> np.ndarray:
+        q = self.param
+        h = 0.5 * min(q, 1 - q)
+        lo, hi = quantiles(self.influence_levels())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dens = np.expand_dims(np.where(hi > lo, 2 * h / (hi - lo), np.inf), 1)
+            # ψ takes two values per row, (q − 1)/f below VaR and q/f above (0 where f is
+            # not finite): computed per row and selected, the same numbers as
+            # (q − 1[x ≤ VaR])/f
+            below = np.where(np.isfinite(dens), (q - 1.0) / dens, 0.0)
+            above = np.where(np.isfinite(dens), q / dens, 0.0)
+        return np.where(x <= phi, below, above)
+
+    def noise_ratio(self, draws: np.ndarray) -> float:
+        """The normal-theory √(q(1 − q))/pdf(z_q), at least 1."""
+        from statistics import NormalDist
+
+        q = float(self.param)
+        return max(1.0, np.sqrt(q * (1 - q)) / NormalDist().pdf(NormalDist().inv_cdf(q)))
+
+
+@dataclass(frozen=True)
+class Cvar(Functional):
+    """φ(X) = (1/α) ∫_0^α F_w^{-1}(u) du, the mean of the lowest α fraction (0 < α ≤ 1);
+    ψ(x) = VaR − (VaR − x)_+/α − φ (lower tail)."""
+
+    kind: ClassVar[str] = "cvar"
+    syntax: ClassVar[str] = "cvar:A"
+    rule: ClassVar[str] = "0 < A <= 1"
+    order_statistic: ClassVar[bool] = True
+
+    param: float | None = None
+
+    def check(self) -> None:
+        p = self._finite_param()
+        if not 0 < p <= 1:
+            raise InputError("functional", f"cvar tail fraction α must satisfy 0 < α <= 1, "
+                                           f"got {p}")
+
+    def apply(self, draws: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return cvar(draws, self.param, weights)
+
+    def columns(self, draws: np.ndarray, weights: np.ndarray,
+                order: np.ndarray | None = None) -> np.ndarray:
+        w = weights / weights.sum(axis=-1, keepdims=True)
+        if order is None:
+            order = column_order(draws)  # (S, C)
+        xs = np.take_along_axis(draws, order, 0).T  # (C, S)
+        # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
+        return _cvar_sorted(xs[None], w[:, order.T], self.param)
+
+    def of_sorted(self, xs: np.ndarray, ws: np.ndarray) -> np.ndarray:
+        return _cvar_sorted(xs, ws, self.param)
+
+    def resampled(self, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The sorted resample of a column is its sorted draws, each repeated as often as it
+        was drawn, with the same weights 1/n at every position."""
+        x = np.asarray(draws, dtype=float)
+        n_b, n = idx.shape
+        n_s = x.shape[0]
+        counts = _resample_counts(idx, n_s)
+        order = np.argsort(x, axis=0, kind="stable")  # (S, C)
+        xs = np.take_along_axis(x, order, 0)
+        w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
+        out = np.empty((n_b, x.shape[1]))
+        ws = np.broadcast_to(w, (n_b, n))
+        for c in range(x.shape[1]):
+            rep = np.repeat(np.broadcast_to(xs[:, c], (n_b, n_s)).ravel(),
+                            counts[:, order[:, c]].ravel()).reshape(n_b, n)
+            out[:, c] = _cvar_sorted(rep, ws, self.param)
+        return out
+
+    def influence_levels(self) -> tuple[float, ...]:
+        """(α,): the VaR at the tail's edge."""
+        return (self.param,)
+
+    def influence(self, x: np.ndarray, phi: np.ndarray, quantiles: Quantiles) -> np.ndarray:
+        var = np.expand_dims(quantiles(self.influence_levels())[0], 1)
+        return var - np.maximum(var - x, 0.0) / self.param - phi
+
+    def noise_ratio(self, draws: np.ndarray) -> float:
+        """2/√α."""
+        return 2.0 / np.sqrt(float(self.param))
+
+
+def _resample_counts(idx: np.ndarray, n_s: int) -> np.ndarray:
+    """How often each of ``n_s`` rows is drawn in each resample of ``idx`` (B, n) → (B, S)."""
+    n_b = idx.shape[0]
+    return np.bincount((idx + n_s * np.arange(n_b)[:, None]).ravel(),
+                       minlength=n_b * n_s).reshape(n_b, n_s)
 
 
 def _normalised(draws: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -232,12 +471,8 @@ def cvar(draws: np.ndarray, alpha: float, weights: np.ndarray | None = None) -> 
 
 def apply_functional(functional: Functional, draws: np.ndarray,
                      weights: np.ndarray | None = None) -> np.ndarray:
-    """φ along the last axis: dispatch to :func:`mean`, :func:`lcb` or :func:`cvar`."""
-    if functional.kind == "mean":
-        return mean(draws, weights)
-    if functional.kind == "lcb":
-        return lcb(draws, functional.param, weights)
-    return cvar(draws, functional.param, weights)
+    """φ along the last axis: the functional's own :meth:`Functional.apply`."""
+    return functional.apply(draws, weights)
 
 
 def column_order(draws: np.ndarray) -> np.ndarray:
@@ -256,16 +491,7 @@ def weighted_columns(functional: Functional, draws: np.ndarray,
     cost O(J·C·S) after one sort — what the continuation value needs for J simulated outcomes.
     ``order``: :func:`column_order` of ``draws``, when the caller has it (the same values).
     """
-    if functional.kind == "lcb":
-        return weighted_column_quantiles(draws, weights, (functional.param,), order)[0]
-    w = weights / weights.sum(axis=-1, keepdims=True)
-    if functional.kind == "mean":
-        return w @ draws
-    if order is None:
-        order = column_order(draws)  # (S, C)
-    xs = np.take_along_axis(draws, order, 0).T  # (C, S)
-    # CVaR's sums are pairwise, and their order follows the memory layout: kept as it was
-    return _cvar_sorted(xs[None], w[:, order.T], functional.param)
+    return functional.columns(draws, weights, order)
 
 
 def weighted_column_quantiles(draws: np.ndarray, weights: np.ndarray,
@@ -298,18 +524,15 @@ class SortedColumns:
     def __init__(self, functional: Functional, draws: np.ndarray) -> None:
         self.functional = functional
         self.x = np.ascontiguousarray(np.asarray(draws, dtype=float).T)  # (C, S)
-        if functional.kind != "mean":
+        if functional.order_statistic:
             self.order = np.argsort(self.x, axis=-1, kind="stable")
             self.xs = np.take_along_axis(self.x, self.order, -1)
 
     def __call__(self, v: np.ndarray | None = None) -> np.ndarray:
-        if self.functional.kind == "mean" or v is None:
+        if not self.functional.order_statistic or v is None:
             return apply_functional(self.functional, self.x, v)
         _, w = _normalised(self.x[:1], v)  # every row of the broadcast weights is this one
-        ws = w[0][self.order]
-        if self.functional.kind == "lcb":
-            return _lcb_sorted(self.xs, ws, self.functional.param)
-        return _cvar_sorted(self.xs, ws, self.functional.param)
+        return self.functional.of_sorted(self.xs, w[0][self.order])
 
 
 def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -328,38 +551,7 @@ def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.
     idx = np.asarray(idx)
     if idx.ndim != 2 or idx.size == 0:
         return functional(np.moveaxis(x[idx], 1, -1))
-    n_b, n = idx.shape
-    n_s = x.shape[0]
-    counts = np.bincount((idx + n_s * np.arange(n_b)[:, None]).ravel(),
-                         minlength=n_b * n_s).reshape(n_b, n_s)
-    if functional.kind == "mean":
-        return (counts @ x) / n
-    order = np.argsort(x, axis=0, kind="stable")  # (S, C)
-    xs = np.take_along_axis(x, order, 0)
-    w = np.full((1, n), 1.0 / n)  # the weights of :func:`_normalised` without weights
-    out = np.empty((n_b, x.shape[1]))
-    if functional.kind == "lcb":
-        k = int(np.minimum((np.cumsum(w, axis=-1) < functional.param * (1 - 1e-12)).sum(),
-                           n - 1))
-        # the running counts pass k near position k·S/n: sum the first ``head`` sorted draws
-        # and the whole column only for the resamples that had not passed k by then (integer
-        # counts: the same positions as one full running sum)
-        head = min(n_s, int(k * n_s / n + 8 * np.sqrt(k + 1) + 64))
-        for c in range(x.shape[1]):
-            cum = np.cumsum(counts[:, order[:head, c]], axis=1)  # (B, head)
-            pos = (cum <= k).sum(axis=1)
-            late = np.flatnonzero(cum[:, -1] <= k)
-            if late.size:
-                full = np.cumsum(counts[np.ix_(late, order[:, c])], axis=1)
-                pos[late] = (full <= k).sum(axis=1)
-            out[:, c] = xs[pos, c]
-        return out
-    ws = np.broadcast_to(w, (n_b, n))
-    for c in range(x.shape[1]):
-        rep = np.repeat(np.broadcast_to(xs[:, c], (n_b, n_s)).ravel(),
-                        counts[:, order[:, c]].ravel()).reshape(n_b, n)
-        out[:, c] = _cvar_sorted(rep, ws, functional.param)
-    return out
+    return functional.resampled(x, idx)
 
 
 class ReweightedColumns:
@@ -387,7 +579,8 @@ class ReweightedColumns:
         self.chunk = int(chunk)
         self.exact_pairs = 0  # (row, column) pairs the block path handed to the exact sum
         self._prefix: _BlockPrefix | None = None
-        if functional.kind == "lcb":
+        self.level = functional.quantile_level
+        if self.level is not None:
             order = np.argsort(self.draws, axis=0, kind="stable")  # (S, C)
             self.order_t = np.ascontiguousarray(order.T)  # (C, S)
             self.xs = np.ascontiguousarray(np.take_along_axis(self.draws, order, 0).T)
@@ -412,9 +605,7 @@ class ReweightedColumns:
             return self._lcb_blocks(v, rows)
         w = (self.base if rows.all() else self.base[rows]) * v[None, :]
         total = w.sum(axis=-1, keepdims=True)
-        if self.functional.kind == "mean":
-            return (w / total) @ self.draws
-        if self.functional.kind == "cvar":
+        if self.level is None:
             return weighted_columns(self.functional, self.draws, w)
         if self._prefix is not None:  # v not constant on the blocks
             base = self.base[rows][:, self.order_t]
@@ -436,7 +627,7 @@ class ReweightedColumns:
         same, bit for bit."""
         pre = self._prefix
         n_c, n_s = self.xs.shape
-        q = self.functional.param * (1 - 1e-12)
+        q = self.level * (1 - 1e-12)
         jj = np.flatnonzero(rows)
         total = pre.totals(v)[jj]  # ≈ Σ_i base_ji v_i (only to locate q)
         thr = (q * total)[:, None]  # (J', 1)
@@ -465,7 +656,7 @@ class ReweightedColumns:
     def _lcb(self, base: np.ndarray, v_sorted: np.ndarray, total: np.ndarray) -> np.ndarray:
         """:func:`_lcb_sorted` of ``base · v_sorted / total``, summing chunk by chunk."""
         n_j, n_c, n_s = base.shape
-        q = self.functional.param * (1 - 1e-12)
+        q = self.level * (1 - 1e-12)
         flat = base.reshape(n_j * n_c, n_s)
         j_of, c_of = np.divmod(np.arange(n_j * n_c), n_c)
         idx = np.full(n_j * n_c, n_s - 1)

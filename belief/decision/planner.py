@@ -14,7 +14,7 @@ actor joining it once: :func:`models.gains.draws.state_after`); a model update a
 itself and joins the history; a diagnosis adds nothing.  μ_m(c) depends on the prefix only
 through c, so for every count vector c and every first execution f the order of c that starts
 with f and has the largest summed mean increment is found by a dynamic programme like that of
-:mod:`belief.campaign.clairvoyant` (one value per first execution),
+:mod:`belief.lab.clairvoyant` (one value per first execution),
 
     S*_f(e_f) = μ_f(0),   S*_f(c) = max_{m : c_m > 0, c − e_m ≥ e_f} S*_f(c − e_m) + μ_m(c − e_m),
 

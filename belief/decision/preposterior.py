@@ -270,34 +270,14 @@ def influence(functional: Functional, x: np.ndarray, phi: np.ndarray, draws: np.
 
     x = np.asarray(x, float)
     phi = np.expand_dims(np.asarray(phi, float), 1)
-    if functional.kind == "mean":
-        return x - phi
-    if functional.kind == "cvar":
-        alpha = functional.param
-        var = np.expand_dims(quantiles(influence_levels(functional))[0], 1)
-        return var - np.maximum(var - x, 0.0) / alpha - phi
-    q = functional.param
-    h = 0.5 * min(q, 1 - q)
-    lo, hi = quantiles(influence_levels(functional))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dens = np.expand_dims(np.where(hi > lo, 2 * h / (hi - lo), np.inf), 1)
-        # ψ takes two values per row, (q − 1)/f below VaR and q/f above (0 where f is not
-        # finite): computed per row and selected, the same numbers as (q − 1[x ≤ VaR])/f
-        below = np.where(np.isfinite(dens), (q - 1.0) / dens, 0.0)
-        above = np.where(np.isfinite(dens), q / dens, 0.0)
-    return np.where(x <= phi, below, above)
+    return functional.influence(x, phi, quantiles)
 
 
 def influence_levels(functional: Functional) -> tuple[float, ...]:
     """The quantile levels :func:`influence` asks its ``quantiles`` for: (α,) for CVaR_α,
-    (q − h, q + h) with h = min(q, 1 − q)/2 for the q-quantile, none for the mean."""
-    if functional.kind == "cvar":
-        return (functional.param,)
-    if functional.kind == "lcb":
-        q = functional.param
-        h = 0.5 * min(q, 1 - q)
-        return (q - h, q + h)
-    return ()
+    (q − h, q + h) with h = min(q, 1 − q)/2 for the q-quantile, none for the mean
+    (:meth:`belief.decision.functionals.Functional.influence_levels`)."""
+    return functional.influence_levels()
 
 
 def draws_variance(if_values: np.ndarray, noise: np.ndarray | None = None,

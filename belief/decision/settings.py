@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from belief.decision.functionals import Functional, parse_functional
+from belief.decision.functional_registry import parse_functional
+from belief.decision.functionals import Functional, Mean
 from belief.decision.safety import SafetyGate
 from belief.decision.weights import WeightRule, as_weight_rule
 from belief.errors import InputError
@@ -200,8 +201,9 @@ class DecisionSettings:
         validated here).  A decision needs it; None means "to be filled in" (e.g. from the
         candidate file's ``[weights]``, see :meth:`with_weights`).
     functional : Functional or str
-        φ: ``"mean"``, ``"lcb:Q"`` (0 < Q < 1) or ``"cvar:A"`` (0 < A ≤ 1); the same φ is used in
-        U0, MV and inside CVU.
+        φ: a name registered in :data:`belief.decision.functional_registry.REGISTRY`
+        (``"mean"``, ``"lcb:Q"`` with 0 < Q < 1, ``"cvar:A"`` with 0 < A ≤ 1, …); the same φ
+        is used in U0, MV and inside CVU.
     beta : float
         β ≥ 0 in Q = U0 + β·CVU (0: myopic, CVU is not computed).
     gate : SafetyGate
@@ -223,7 +225,7 @@ class DecisionSettings:
     """
 
     weights: WeightRule | None = None
-    functional: Functional = field(default_factory=Functional)
+    functional: Functional = field(default_factory=Mean)
     beta: float = 0.0
     gate: SafetyGate = field(default_factory=SafetyGate)
     cvu: CVUSettings = field(default_factory=CVUSettings)

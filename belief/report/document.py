@@ -184,7 +184,7 @@ def _slug(text: str) -> str:
 
 
 def _png(fig: Any) -> bytes:
-    from belief.report.figure_worker import save_png
+    from belief.report.png import save_png
 
     buf = io.BytesIO()
     save_png(fig, buf)

@@ -47,17 +47,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from belief.report.png import DPI, save_png
+
 __all__ = ["DPI", "FigureWorker", "belief_view", "main", "save_png"]
 
-DPI = 110
-"""Resolution of every figure ``belief decide`` writes."""
-
 _LOG, _NAMES = "worker.log", "figures.json"  # the worker's standard error and its answer
-
-
-def save_png(fig: Any, path: Any) -> None:
-    """``fig.savefig(path, format="png", dpi=DPI)`` (a path or a binary file object)."""
-    fig.savefig(path, format="png", dpi=DPI)
 
 
 class FigureWorker:

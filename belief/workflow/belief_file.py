@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ import xarray as xr
 
 import belief as _pkg
 from belief.errors import InputError
-from belief.files import UNREADABLE, atomic_write, check_header, netcdf_ready, read_file
+from belief.files import UNREADABLE, check_header, read_file
 from belief.inputs.candidate_file import (
     CandidateFile,
     candidates_toml,
@@ -56,11 +55,10 @@ from belief.workflow.derived import (
     read_derived,
 )
 from belief.workflow.fitted import DerivedMissingWarning, FittedBelief, dataset_table
+from belief.workflow.netcdf_store import FORMAT, load_belief, load_tree, save_belief
 
 __all__ = ["FORMAT", "check_file", "decide_from", "load", "load_belief", "load_tree", "save",
            "save_belief"]
-
-FORMAT = "belief-netcdf-1"
 
 _SETTINGS_KEYS = ("belief_version", "draws", "tune", "chains", "seed", "policy", "policy_rule",
                   "step", "rhat_max", "ess_min", "max_policies", "priors", "models")
@@ -148,22 +146,16 @@ def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str,
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
     if not priors:
         return settings
-    from models.costs import CostPriors
-    from models.exec_risk import ExecRiskPriors
-    from models.gains import GainsPriors
-    from models.sensitivity import SensitivityPriors
-    from models.transfer import TransferPriors
+    from models.registry import MODELS
 
     pri = settings["priors"]
-    for name, cls in (("gains", GainsPriors), ("exec_risk", ExecRiskPriors),
-                      ("transfer", TransferPriors), ("sensitivity", SensitivityPriors),
-                      ("costs", CostPriors)):
-        if name == "costs" and name not in pri:  # beliefs written before issue 21
+    for model in MODELS:
+        if model.optional and model.name not in pri:  # written before its priors were stored
             continue
         try:
-            cls(**pri[name])
+            model.priors(**pri[model.name])
         except (KeyError, TypeError) as err:
-            raise InputError(label, f"stored {name} priors do not fit this version "
+            raise InputError(label, f"stored {model.name} priors do not fit this version "
                                     f"({type(err).__name__}: {err})") from None
     return settings
 
@@ -257,7 +249,7 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
 
 def _open_checked(path: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """Root attributes and group names of a belief file, after the format and version checks
-    of :func:`belief.workflow.belief_file.load_tree` (read with h5py: no data is decoded)."""
+    of :func:`belief.workflow.netcdf_store.load_tree` (read with h5py: no data is decoded)."""
     import h5py
 
     def header(p: Path) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -298,61 +290,3 @@ def decide_from(source: str | Path | FittedBelief, *,
     """Load a belief (unless given one) and decide: ``load(source).decide(**options)``."""
     fitted = source if isinstance(source, FittedBelief) else load(source, candidates)
     return fitted.decide(**options)
-
-
-def save_belief(path: str | Path, belief: xr.Dataset, idata: xr.DataTree | None = None, *,
-                groups: Mapping[str, xr.Dataset] | None = None,
-                attrs: Mapping[str, Any] | None = None) -> Path:
-    """Write q_t (and the posterior tree) to ``path`` atomically.
-
-    Parameters
-    ----------
-    path : str or Path
-    belief : Dataset
-        q_t, stored as ``/belief``.
-    idata : DataTree, optional
-        The fitted posteriors, stored under ``/posterior`` (every node with data or attributes,
-        so model-level attributes such as priors survive).
-    groups : mapping of str to Dataset, optional
-        Further groups by path (e.g. ``"evidence/paired_evaluations"``).
-    attrs : mapping, optional
-        Further root attributes (netCDF-compatible values: str, int, float).
-    """
-    path = Path(path)
-    tree: dict[str, xr.Dataset] = {"belief": netcdf_ready(belief)}
-    if idata is not None:
-        for node in idata.subtree:
-            if (node.has_data or node.attrs) and node.path != "/":
-                tree[f"posterior{node.path}"] = netcdf_ready(node.to_dataset(inherit=False))
-    for name, ds in (groups or {}).items():
-        tree[name] = netcdf_ready(ds)
-    dt = xr.DataTree.from_dict(tree)
-    dt.attrs.update(dict(attrs or {}))
-    dt.attrs.update({"format": FORMAT, "belief_version": _pkg.__version__})
-    return atomic_write(path, lambda tmp: dt.to_netcdf(tmp, engine="h5netcdf"))
-
-
-def load_belief(path: str | Path) -> tuple[xr.Dataset, xr.DataTree | None]:
-    """Read a file written by :func:`save_belief`; refuses other formats and versions."""
-    dt = load_tree(path)
-    belief = dt["belief"].to_dataset()
-    idata = dt["posterior"] if "posterior" in dt.children else None
-    return belief, idata
-
-
-def load_tree(path: str | Path) -> xr.DataTree:
-    """The whole tree of a file written by :func:`save_belief` (loaded into memory).
-
-    Raises
-    ------
-    InputError
-        When the file is missing, unreadable (truncated, not netCDF), not a belief file, written
-        by another version of ``belief``, or has no ``/belief`` group.
-    """
-    path = Path(path)
-    dt = read_file(path, lambda p: xr.open_datatree(p, engine="h5netcdf").load(),
-                   UNREADABLE.format(what="belief file"))
-    check_header(dt.attrs, path, fmt=FORMAT)
-    if "belief" not in dt.children:
-        raise InputError(str(path), "no /belief group")
-    return dt

@@ -33,14 +33,9 @@ __all__ = ["fit", "model_priors"]
 
 
 def _prior_classes() -> dict[str, type]:
-    from models.costs import CostPriors
-    from models.exec_risk import ExecRiskPriors
-    from models.gains import GainsPriors
-    from models.sensitivity import SensitivityPriors
-    from models.transfer import TransferPriors
+    from models.registry import prior_classes
 
-    return {"gains": GainsPriors, "exec_risk": ExecRiskPriors, "transfer": TransferPriors,
-            "sensitivity": SensitivityPriors, "costs": CostPriors}
+    return prior_classes()
 
 
 def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet,
@@ -252,6 +247,8 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         children["sensitivity"] = sens.idata           # gains and execution risk
         say(f"sensitivity model (compile + sample) in {time.perf_counter() - t2:.1f} s")
     idata = netcdf_tree(xr.DataTree.from_dict(children))
+    from models.registry import MODELS
+
     settings = {
         "belief_version": _pkg.__version__, "draws": s.draws, "tune": s.tune,
         "chains": s.chains, "seed": int(seed), "policy": policy, "policy_rule": rule,
@@ -259,11 +256,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         "max_policies": s.max_policies, "max_escalations": s.max_escalations,
         "costs": bool(s.costs),
         "models": list(idata.children),
-        "priors": {"gains": fitter.gains_priors.as_dict(),
-                   "exec_risk": fitter.exec_risk_priors.as_dict(),
-                   "transfer": fitter.transfer_priors.as_dict(),
-                   "sensitivity": fitter.sensitivity_priors.as_dict(),
-                   "costs": fitter.cost_priors.as_dict()},
+        "priors": {m.name: getattr(fitter, m.fitter_field).as_dict() for m in MODELS},
         "evidence_source": source, "evidence_files": {k: Path(v).name if v != "<python>"
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),

@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # the decision layer is imported when a decision is taken
     from belief.decision.weights import WeightRule
 
 
-__all__ = ["DerivedMissingWarning", "FittedBelief", "dataset_table", "netcdf_tree",
-           "posterior_convergence"]
+__all__ = ["DECIDE_CHANGES", "DerivedMissingWarning", "FittedBelief", "dataset_table",
+           "netcdf_tree", "posterior_convergence"]
 
 
 class DerivedMissingWarning(UserWarning):
@@ -66,6 +66,15 @@ def netcdf_tree(tree: xr.DataTree) -> xr.DataTree:
 
     return xr.DataTree.from_dict({node.path: netcdf_ready(node.to_dataset(inherit=False))
                                   for node in tree.subtree})
+
+
+DECIDE_CHANGES: dict[str, Any] = {
+    "functional": "mean", "beta": 1.0, "alpha_exec": 0.1, "delta": 0.05,
+    "safety_method": "anytime", "cvu_outcomes": 256, "horizon": None,
+    "stability_resamples": 200, "continuation": "one_step", "rollout_depth": 2,
+    "cvu_estimator": "auto", "refit_scope": "decisive", "inner_outcomes": 32, "max_refits": 16}
+"""The settings :meth:`FittedBelief.decide` takes as keyword changes, with their defaults
+(the names of :func:`belief.decision.settings.settings_from_options`)."""
 
 
 @dataclass
@@ -200,7 +209,7 @@ class FittedBelief:
     def save(self, path: str | Path) -> Path:
         """Write everything to ``path`` (netCDF, atomically);
         :func:`belief.workflow.belief_file.load` reads it back."""
-        from belief.workflow.belief_file import save_belief
+        from belief.workflow.netcdf_store import save_belief
 
         groups = {f"evidence/{name}": _table_ds(df)
                   for name, df in self.evidence.tables().items()}
@@ -280,38 +289,47 @@ class FittedBelief:
     def decide(self, settings: DecisionSettings | None = None, *,
                budget: str | Mapping[str, float] | xr.DataArray | None = None,
                weights: str | Mapping[str, float] | WeightRule | None = None,
-               functional: str = "mean", beta: float = 1.0, alpha_exec: float = 0.1,
-               delta: float = 0.05, safety_method: str = "anytime",
-               cvu_outcomes: int = 256, refit: bool = False, horizon: int | None = None,
-               seed: int = 0, stability_resamples: int = 200, continuation: str = "one_step",
-               rollout_depth: int = 2, cvu_estimator: str = "auto",
-               refit_scope: str = "decisive", inner_outcomes: int = 32,
-               max_refits: int = 16,
-               on_feasibility: Callable[[xr.Dataset], None] | None = None) -> xr.Dataset:
+               refit: bool = False, seed: int = 0,
+               on_feasibility: Callable[[xr.Dataset], None] | None = None,
+               **changes: Any) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
+
+        The decision's settings come one way or the other: ``settings`` (a
+        :class:`~belief.decision.settings.DecisionSettings` built by the caller, as the CLI
+        does), or keyword ``changes`` to the defaults below, from which one is built
+        (:func:`belief.decision.settings.settings_from_options`).  Both at once are refused
+        (:class:`InputError` naming ``settings`` and the changes); an unknown change is a
+        ``TypeError`` listing the accepted names (:data:`DECIDE_CHANGES`).
 
         Parameters
         ----------
         settings : DecisionSettings, optional
-            The decision's settings, built once by the caller (the CLI does); when given, the
-            flat options ``functional`` … ``stability_resamples`` are not used, and
-            ``settings.weights = None`` means the candidate file's ``[weights]``.
+            The decision's settings; ``settings.weights = None`` means ``weights`` or the
+            candidate file's ``[weights]``.
         budget : str, mapping or DataArray, optional
             b_t (``"real_h=10,compute=200,eng_h=15"``); default ``[budget]`` − realised costs.
         weights : str, mapping or WeightRule, optional
             λ; default the candidate file's ``[weights]``.
+        refit : bool
+            Exact refits where PSIS k̂ > 0.7 (re-samples the gains model on the stored evidence;
+            compiles it once per process).  Without it CVU is importance-weighted only and the
+            decision says so (``cvu_refits`` attribute).
+        seed : int
+            Seeds CVU and the decision-stability bootstrap.
+        on_feasibility : callable Dataset → None, optional
+            Called with the feasible set and the gate before CVU is computed
+            (:func:`belief.decision.engine.gate_view`).
+        **changes
+            Without ``settings``: any of the following (defaults in :data:`DECIDE_CHANGES`).
         functional : str
-            φ: ``mean``, ``lcb:Q`` or ``cvar:A``.
+            φ: a registered functional (``mean``, ``lcb:Q``, ``cvar:A``, ``entropic:θ``, …;
+            :mod:`belief.decision.functional_registry`).
         beta : float
             β in Q = U0 + β·CVU (0: myopic, CVU not computed).
         alpha_exec, delta, safety_method
             The execution-safety gate (:class:`belief.decision.safety.SafetyGate`).
         cvu_outcomes : int
             Simulated outcomes per candidate in CVU.
-        refit : bool
-            Exact refits where PSIS k̂ > 0.7 (re-samples the gains model on the stored evidence;
-            compiles it once per process).  Without it CVU is importance-weighted only and the
-            decision says so (``cvu_refits`` attribute).
         refit_scope : {"decisive", "all"}
             With ``refit``: refit only as many candidates as settle the choice (the others'
             untrusted outcomes bounded), or every candidate
@@ -321,8 +339,8 @@ class FittedBelief:
             the largest k̂ first (default 16; ``CVUSettings.max_refits``).
         horizon : int, optional
             T; at the last step (step ≥ T − 1) CVU := 0.
-        seed : int
-            Seeds CVU and the decision-stability bootstrap.
+        stability_resamples : int
+            Bootstrap replicates of Pr(argmax flips) (0 skips it).
         continuation, rollout_depth, inner_outcomes
             CVU's continuation: ``one_step`` (G0), ``lookahead2`` or ``rollout`` of depth
             ``rollout_depth``, with ``inner_outcomes`` second-step outcomes (``lookahead2``) or
@@ -335,9 +353,6 @@ class FittedBelief:
             rollout, ``regression`` gives the nested-regression continuation
             (:mod:`belief.decision.cvu_lookahead_regression`), several times faster than the
             weighted one.
-        on_feasibility : callable Dataset → None, optional
-            Called with the feasible set and the gate before CVU is computed
-            (:func:`belief.decision.engine.gate_view`).
 
         Returns
         -------
@@ -350,15 +365,17 @@ class FittedBelief:
         from belief.decision.settings import settings_from_options
         from belief.decision.state import State
 
+        unknown = sorted(set(changes) - set(DECIDE_CHANGES))
+        if unknown:
+            raise TypeError(f"decide() got unexpected keyword argument(s) {unknown}; the "
+                            f"settings it accepts as changes: {', '.join(DECIDE_CHANGES)}")
+        if settings is not None and changes:
+            raise InputError("settings", "give the decision's settings either as settings= or "
+                                         "as changes (" + ", ".join(f"{k}=" for k in changes)
+                             + "), not both: settings.replace(...) changes a settings object")
         if settings is None:
             rule, w_source = self.weights(weights)
-            settings = settings_from_options(
-                weights=rule, functional=functional, beta=beta, alpha_exec=alpha_exec,
-                delta=delta, safety_method=safety_method, cvu_outcomes=cvu_outcomes,
-                horizon=horizon, stability_resamples=stability_resamples,
-                continuation=continuation, rollout_depth=rollout_depth,
-                cvu_estimator=cvu_estimator, refit_scope=refit_scope,
-                inner_outcomes=inner_outcomes, max_refits=max_refits)
+            settings = settings_from_options(weights=rule, **{**DECIDE_CHANGES, **changes})
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -409,11 +426,7 @@ class FittedBelief:
 
     def _fitter(self):
         from belief.posterior.fitter import BeliefFitter, FitSettings
-        from models.costs import CostPriors
-        from models.exec_risk import ExecRiskPriors
-        from models.gains import GainsPriors
-        from models.sensitivity import SensitivityPriors
-        from models.transfer import TransferPriors
+        from models.registry import MODELS
 
         s = self.settings
         if not s:
@@ -429,11 +442,7 @@ class FittedBelief:
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
                         ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
-            # beliefs written before issue 16 have no order effects (and store no flag)
-            GainsPriors(**{"order_effects": False, **pri["gains"]}),
-            ExecRiskPriors(**pri["exec_risk"]),
-            TransferPriors(**pri["transfer"]), SensitivityPriors(**pri["sensitivity"]),
-            CostPriors(**pri.get("costs", {})))  # beliefs before issue 21 store none
+            **{m.fitter_field: m.stored_priors(pri) for m in MODELS})
 
     # -- reports ---------------------------------------------------------------------------------
     def sensitivity_reports(self) -> dict[str, Any]:

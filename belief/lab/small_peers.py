@@ -1,8 +1,8 @@
 """The peer allocation rules on the small conjugate problems, exactly (no draws).
 
 The rules of :mod:`belief.decision.peers` with the posterior quantities of a
-:class:`~belief.campaign.small_problems.SmallProblem` computed in closed form, as stationary
-policies s → pick that :func:`belief.campaign.small_policies.policy_value` values exactly.
+:class:`~belief.lab.small_problems.SmallProblem` computed in closed form, as stationary
+policies s → pick that :func:`belief.lab.small_policies.policy_value` values exactly.
 On a small problem ΔJ(m) = G_m d^{k_m} θ_{l(m)} = g_m θ with θ ~ Beta(α, β) (α, β of s), so:
 
 ===========  =================================================================================
@@ -24,7 +24,7 @@ ucb_bwk      argmax UCB / (vᵀ c̃(m)) with UCB = g_m · BetaPPF(q; α, β), th
              (spent = counts · ΔC); stop when no UCB > 0
 ===========  =================================================================================
 
-Ties split evenly, as in :mod:`belief.campaign.small_policies`.
+Ties split evenly, as in :mod:`belief.lab.small_policies`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 from scipy import special, stats
 from scipy.optimize import brentq
 
-from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.decision.peers import DEFAULT_UCB_QUANTILE, bwk_duals
+from belief.lab.small_problems import BeliefState, SmallProblem
 
 __all__ = ["STOP", "beta_gittins_index", "kg_versus_stop", "peer_policies", "peer_scores"]
 

@@ -1,6 +1,6 @@
 """An information-relaxation upper bound on the Bayes-optimal value of a small problem.
 
-On a :class:`~belief.campaign.small_problems.SmallProblem` the truth θ is drawn from the
+On a :class:`~belief.lab.small_problems.SmallProblem` the truth θ is drawn from the
 belief's own prior, so the Bayes-optimal value V_Bayes = V_T(s_0) is the best expected net
 value of any non-anticipative policy.  Relaxing non-anticipativity (Brown, Smith & Sun 2010;
 for sequential exploration Brown & Smith 2013) gives, for any function V̂ of the belief state,
@@ -25,7 +25,7 @@ stays valid, and with V̂ = V (the exact value function) every scenario's maximu
 exactly: Σ_t [U0_t + E V(s_{t+1}) − V(s_{t+1})] ≤ Σ_t [V(s_t) − V(s_{t+1})] = V(s_0), with
 equality along the Bayes-optimal policy.  V̂ = 0 with ``rewards="truth"`` is the
 perfect-information (clairvoyant) bound E_θ[max_plan Σ r_t(θ)]
-(:func:`belief.campaign.small_problems.perfect_information_value`).
+(:func:`belief.lab.small_problems.perfect_information_value`).
 
 Value approximations V̂ (:data:`VALUE_FUNCTIONS`): ``zero``; ``one_step`` V̂ = G0(s) = max(0,
 max_m U0(m | s)) (V_1, the engine's one-step value); ``lookahead2`` V_2 (two steps of
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.errors import InputError
+from belief.lab.small_problems import BeliefState, SmallProblem
 
 __all__ = ["VALUE_FUNCTIONS", "Bound", "greedy_value", "relaxation_bound", "relaxation_bounds"]
 

@@ -1,6 +1,6 @@
 """Allocation policies on the small conjugate problems, and their exact expected values.
 
-A policy maps a belief state s of a :class:`~belief.campaign.small_problems.SmallProblem` to a
+A policy maps a belief state s of a :class:`~belief.lab.small_problems.SmallProblem` to a
 distribution over feasible candidates and the stop (:data:`STOP`); all policies here are
 stationary in s, so :func:`policy_value` computes a policy's expected net value exactly by
 enumerating every outcome (beta-binomial predictive probabilities), with a memo on s:
@@ -52,10 +52,10 @@ import numpy as np
 import pandas as pd
 from scipy import integrate, special
 
-from belief.campaign.small_problems import BeliefState, SmallProblem
 from belief.decision.cvu import CVUSettings, Experiment, continuation_value
-from belief.decision.functionals import parse_functional
+from belief.decision.functional_registry import parse_functional
 from belief.decision.scores import g0
+from belief.lab.small_problems import BeliefState, SmallProblem
 
 __all__ = ["STOP", "EngineQ", "compare_policies", "engine_cvu", "exact_q_scores", "kg_scores",
            "plan_scores", "policy_value", "standard_policies", "thompson_probabilities"]
