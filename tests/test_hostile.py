@@ -236,6 +236,14 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
                                        ("--out", "too long")),
     "fit --out under /proc": (lambda c: c.fit(out="/proc/belief.nc"), ("--out", "/proc")),
     "fit --out ''": (lambda c: c.fit(out=""), ("--out", "empty")),
+    "report --gate with a given --decision": (
+        lambda c: ["report", str(c.root / "belief.nc"), "--decision", str(c.root / "dec"),
+                   "--gate", "posterior", "--out", str(c.out / "r.html")],
+        ("--gate", "--decision", "would not change")),
+    "report --alpha-exec with a given --decision": (
+        lambda c: ["report", str(c.root / "belief.nc"), "--decision", str(c.root / "dec"),
+                   "--alpha-exec", "0.2", "--out", str(c.out / "r.html")],
+        ("--alpha-exec", "--decision")),
     "decide --out ''": (lambda c: ["decide", str(c.root / "belief.nc"), "--out", ""],
                         ("--out", "empty")),
     "decide --cvu-outcomes 1e9": (

@@ -89,8 +89,9 @@ def _decide_options(p: argparse.ArgumentParser) -> None:
                         "lookahead2 or rollout, regression is the faster nested-regression "
                         "continuation)")
     p.add_argument("--refit", action="store_true",
-                   help="exact refits of the gains model where PSIS k̂ > 0.7 (slower: compiles "
-                        "the model; default: PSIS only, and the output says so)")
+                   help="exact refits of the gains model where PSIS k̂ > min(1 − 1/log10 S, "
+                        "0.7), S the draws (slower: compiles the model; default: PSIS only, and "
+                        "the output says so)")
     p.add_argument("--max-refits", type=int, default=None, metavar="N",
                    help="with --refit: at most N exact refits per candidate, the outcomes with "
                         "the largest k̂ first (default 16)")
@@ -419,6 +420,27 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 # -- belief report -------------------------------------------------------------------------------
+_REPORT_OWN = frozenset({"candidates"})
+"""Flags of the decision options that a report with ``--decision`` still uses."""
+
+
+def _no_decision_flags_with_a_decision(args: argparse.Namespace) -> None:
+    """Refuse a decision setting given together with ``--decision``: a given decision is
+    reported as it was made, so the setting would silently do nothing (a flag counts as given
+    when its value differs from its default)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    _decide_options(probe)
+    for action in probe._actions:
+        dest = action.dest
+        if dest in _REPORT_OWN or not hasattr(args, dest):
+            continue
+        if getattr(args, dest) != action.default:
+            flag = action.option_strings[0]
+            raise InputError(flag, f"{flag} would not change a given --decision (it is "
+                                   "reported as it was made); leave out --decision to decide "
+                                   "again with it")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     import matplotlib
 
@@ -438,6 +460,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     settings = _decision_settings(args) if args.decision is None else None
     if args.decision is not None:
         _dependent_flags(args)  # refused the same way, though a given decision is not re-made
+        _no_decision_flags_with_a_decision(args)
         decision = load_decision(args.decision)
     fitted = load(args.belief, args.candidates)
     if settings is None:

@@ -16,7 +16,7 @@ against), vectorised over rows instead of a Python loop per row:
 
 k̂ is NaN where the fit is impossible (the first quartile of the tail equals its minimum,
 which is what happens when the weights underflow: one draw carries the whole posterior);
-such rows are *not* trustworthy and callers must treat NaN like k̂ > 0.7.  A flat tail (all
+such rows are *not* trustworthy and callers must treat NaN like an untrusted k̂.  A flat tail (all
 tail ratios equal: the outcome does not discriminate between those draws) has no Pareto tail
 and gets k̂ = −∞, unsmoothed.
 

@@ -182,9 +182,12 @@ def number_columns(decision: Any, sep: str = "±") -> dict[str, list[str]]:
     se = _cvu_errors(decision)
     beta = float(decision.attrs.get("beta", 1.0) or 0.0)
     out: dict[str, list[str]] = {}
-    for name in ("phi_gain", "c_lambda", "u0", "mv", "p_exec_bound"):
+    for name in ("phi_gain", "c_lambda", "u0", "mv"):
         v = _values(decision, name)
         out[name] = [fixed(x, column_decimals(v)) for x in v]
+    # the safety bound is read against α_exec: 3 decimals whatever the column's largest value
+    # (an untested candidate's bound of 1 would otherwise round 0.0951 and 0.1049 to 0.10)
+    out["p_exec_bound"] = [fixed(x, 3) for x in _values(decision, "p_exec_bound")]
     cvu = _values(decision, "cvu")
     out["cvu"] = _with_error(cvu, se, column_decimals(cvu, se), sep)
     for name in ("q", "value_vs_stop"):

@@ -311,7 +311,8 @@ class FittedBelief:
         weights : str, mapping or WeightRule, optional
             λ; default the candidate file's ``[weights]``.
         refit : bool
-            Exact refits where PSIS k̂ > 0.7 (re-samples the gains model on the stored evidence;
+            Exact refits where PSIS k̂ is above the sample-size threshold
+            min(1 − 1/log10 S, 0.7) (re-samples the gains model on the stored evidence;
             compiles it once per process).  Without it CVU is importance-weighted only and the
             decision says so (``cvu_refits`` attribute).
         seed : int
@@ -409,7 +410,7 @@ class FittedBelief:
                          if settings.cvu.decisive_refits else ")"))
         else:
             refits = ("no exact refits: CVU by PSIS reweighting only (deciding from a saved "
-                      "belief; pass --refit to re-sample the gains model where k̂ > 0.7)")
+                      "belief; pass --refit to re-sample the gains model where k̂ is too large)")
         decision = decide(state, self.candidate_set, settings, seed=seed, refit=refit_fn,
                           on_feasibility=on_feasibility)
         estimated = decision.attrs["cvu_status"].startswith("estimated")
