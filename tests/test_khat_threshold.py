@@ -31,3 +31,29 @@ def test_a_heavy_tail_between_the_rule_and_0_7_is_not_trusted_at_small_s():
     share_rule = float(np.mean(~(khat <= khat_threshold(0.7, s))))
     share_fixed = float(np.mean(~(khat <= 0.7)))
     assert share_rule > share_fixed
+
+
+def test_one_step_cvu_applies_the_threshold_of_its_draws():
+    """CVU over S = 100 draws judges the weights with k̂ ≤ 0.5, not the cap 0.7 (the reason
+    names the threshold used)."""
+    from scipy import stats
+
+    from belief.decision.cvu import continuation_value
+    from belief.decision.functional_registry import parse_functional
+    from belief.decision.settings import CVUSettings
+    from belief.posterior.experiments import Experiment
+
+    rng = np.random.default_rng(7)
+    delta = 1.0 + rng.standard_normal(100)
+    gain = np.stack([delta, np.zeros_like(delta)], -1)
+    se = 0.05  # an informative study: most outcomes' weights are untrusted
+    exp = Experiment(next_gain=gain,
+                     simulate=lambda r, idx: delta[idx] + se * r.standard_normal(len(idx)),
+                     loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
+    ones = np.ones(2, bool)
+    res = continuation_value(gain, {"observe": exp}, ["act", "observe"], np.zeros((2, 1)),
+                             np.ones(1), lambda b: np.zeros(1), parse_functional("mean"),
+                             settings=CVUSettings(n_outcomes=64, seed=3), available=ones,
+                             repeatable=ones, safe=ones, feasible=ones)
+    reason = str(res["cvu_reason"].sel(candidate="observe").item())
+    assert "k̂ > 0.5" in reason, reason
