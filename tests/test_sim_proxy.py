@@ -194,8 +194,8 @@ def test_learned_useless_simulator_barely_moves_the_real_gain(learned_model):
     real-only one.  Not within Monte Carlo error: with 12 candidates b is known only to
     ± 0.3, and the model rightly keeps the information E[b²]/σ² that is left (a few % of θ's
     precision here); it vanishes as the candidates evaluated in both domains grow (the
-    known-b = 0 test above is the limit).  Measured with these seeds: sd ratios 0.95–1.04,
-    mean |shift| 0.11 posterior sd (max 0.26).  Bounds: the issue's "no more than 5 % more
+    known-b = 0 test above is the limit).  Measured with these seeds: sd ratios 0.96–1.01,
+    mean |shift| 0.11 posterior sd (max 0.23).  Bounds: the issue's "no more than 5 % more
     real trials" (trials ∝ 1/sd², so mean sd ratio ≤ √1.05), no more than 10 % narrower for
     any candidate, and shifts of 0.25 sd on average."""
     _, _, real, sim = world(11, None, 0.0, 60, 400)
