@@ -21,6 +21,13 @@ Paired evaluations (binary)
     treated_policy          optional: name of the policy the intervention produced
     ======================  ===========================================================
 
+Simulated paired evaluations (binary)
+    ``sim_paired_evaluations``: the same comparison run in simulation, in the same columns as
+    ``paired_evaluations`` (:data:`SIM_PAIRED_COLUMNS`) and under the same rules — the same
+    shared protocol E_shared included, so that the sim gain and the real gain are gains of one
+    task.  Read by :mod:`models.sim_proxy` (not yet part of :class:`~belief.inputs.evidence.
+    Evidence`).
+
 Rows are refused with :class:`~belief.errors.InputError` naming the table, the row and the rule;
 nothing is kept from a refused table.
 
@@ -61,18 +68,24 @@ from belief.inputs.lineage import policy_tree
 __all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "DIRECTION_ESTIMATE_COLUMNS",
            "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS",
            "PAIRED_COLUMNS", "POLICY_EVAL_COLUMNS", "SAFETY_COLUMNS", "SENSITIVITY_COLUMNS",
-           "SENS_FAMILIES", "TABLES", "TRANSFER_COLUMNS", "TRANSFER_FAMILIES", "XI_PREFIX",
+           "SENS_FAMILIES", "SIM_PAIRED_COLUMNS", "TABLES", "TRANSFER_COLUMNS",
+           "TRANSFER_FAMILIES", "XI_PREFIX",
            "empty_deployment", "empty_direction_estimates", "empty_gain_estimates",
            "empty_model_updates", "empty_paired",
            "empty_policy_evals", "empty_safety", "empty_sensitivity", "empty_transfer",
            "family_of", "outcome_family", "validate_deployment",
            "validate_direction_estimates", "validate_gain_estimates",
            "validate_model_updates", "validate_paired", "validate_policy_evals",
-           "validate_safety", "validate_sensitivity", "validate_transfer", "xi_directions"]
+           "validate_safety", "validate_sensitivity", "validate_sim_paired",
+           "validate_transfer", "xi_directions"]
 
 
 PAIRED_COLUMNS = ("step", "candidate", "policy", "eval_protocol", "control_successes",
                   "control_trials", "treated_successes", "treated_trials")
+
+
+SIM_PAIRED_COLUMNS = PAIRED_COLUMNS
+"""Columns of ``sim_paired_evaluations``: those of ``paired_evaluations``."""
 
 
 SAFETY_COLUMNS = ("step", "candidate", "executions", "unsafe")
@@ -146,6 +159,18 @@ def validate_paired(df: pd.DataFrame, candidates: CandidateSet,
                                                              strict=True)]
     policy_tree(out, table=table)  # lineage rules
     return refuse_duplicates(df, out, table)
+
+
+def validate_sim_paired(df: pd.DataFrame, candidates: CandidateSet,
+                        table: str = "sim_paired_evaluations") -> pd.DataFrame:
+    """Validate simulated paired evaluations: the rules of :func:`validate_paired`.
+
+    Columns :data:`SIM_PAIRED_COLUMNS`; counts non-negative integers with successes ≤ trials
+    per arm, candidate known and policy-changing, ``eval_protocol`` equal to the campaign's
+    E_shared (a sim gain under another protocol is not a proxy of the real gain under E_shared),
+    the treated-policy lineage rules and one run per row.  Refusals name this table.
+    """
+    return validate_paired(df, candidates, table)
 
 
 def validate_safety(df: pd.DataFrame, candidates: CandidateSet,
