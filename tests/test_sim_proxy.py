@@ -101,6 +101,7 @@ def reference_posterior(y_r, se_r, y_s, se_s, cal, mu0, sd0, tau_sd):
     return mean, np.sqrt(second - mean**2)
 
 
+@pytest.mark.slow  # compiles a model variant: minutes on a new machine
 def test_known_calibration_posterior_matches_the_numerical_reference():
     cs = candidate_set(1, ("data",))
     tau = ScalePrior("half_normal", sigma=0.3)
@@ -172,6 +173,7 @@ def learned_model():
     return SimProxyModel(candidate_set(), max_policies=1)
 
 
+@pytest.mark.slow  # compiles a model variant: minutes on a new machine
 def test_known_useless_simulator_gives_the_real_only_posterior():
     """With b_l = 0 known, sim data are independent of θ: the real-only posterior exactly (a
     check that no path — baselines, pooling, geometry — leaks sim information into θ)."""
@@ -188,6 +190,7 @@ def test_known_useless_simulator_gives_the_real_only_posterior():
     assert np.all(np.abs(s1 - s0) < 4 * np.hypot(f1, f0)), (s1 - s0) / np.hypot(f1, f0)
 
 
+@pytest.mark.slow  # compiles a model variant: minutes on a new machine
 def test_learned_useless_simulator_barely_moves_the_real_gain(learned_model):
     """A simulator whose gains are independent of the real ones, calibration learned from 12
     candidates: the slope's 90 % interval holds 0 and θ's posterior stays close to the
@@ -211,6 +214,7 @@ def test_learned_useless_simulator_barely_moves_the_real_gain(learned_model):
     assert np.quantile(b, 0.05) < 0 < np.quantile(b, 0.95)
 
 
+@pytest.mark.slow  # compiles a model variant: minutes on a new machine
 def test_well_calibrated_simulator_narrows_the_real_gain(learned_model):
     """9 candidates with 150 real trials per arm calibrate a good simulator (b = 1, σ = 0.1);
     the 3 with 15 real trials gain most: their posterior sd falls by more than a quarter."""
