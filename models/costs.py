@@ -49,8 +49,8 @@ log-s.d. 0.5, ω = 0.3) are a stated belief about robot repairs, not learned val
 
 Default priors.  They state how far a candidate file's nominal costs are from the truth: a
 never-executed candidate's prior predictive log cost has s.d. ≈ 0.35 (δ: √(0.15² + 0.1² + 0.1²
-+ E τ_cand²) ≈ 0.29; noise σ ≈ 0.2), i.e. its 90 % interval is ≈ ×0.56–1.8 the nominal.  (Until
-issue 21's calibration check the defaults were μ_r ~ Normal(0, 0.5) and every scale
++ E τ_cand²) ≈ 0.29; noise σ ≈ 0.2), i.e. its 90 % interval is ≈ ×0.56–1.8 the nominal.  (Before
+the calibration check of the cost model the defaults were μ_r ~ Normal(0, 0.5) and every scale
 HalfNormal(0.3): a prior predictive s.d. ≈ 0.78, a factor 2.2 at one s.d., whose 90 % intervals
 covered ≈ 99 % of the synthetic world's realised costs in short campaigns — the prior, not the
 predictive machinery, was too wide.)

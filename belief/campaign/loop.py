@@ -8,7 +8,7 @@ pick changed it, drop it if it is not repeatable; λ_{t+1} = λ(s_{t+1}) follows
 rule at the next step.  Stops on the economic stop, when the budget is exhausted, at a budget
 overrun, or at the horizon T.
 
-Uncertain costs (issue 21).  With ``CampaignSettings.fit.costs`` the cost model
+Uncertain costs.  With ``CampaignSettings.fit.costs`` the cost model
 (:mod:`models.costs`) is fitted at every step on the realised costs the campaign has logged so
 far (on none at step 0: its prior predictive, the candidate file's cost as the median), q_t
 carries its joint draws, and the decision uses E[λᵀΔC] and the chance constraint
@@ -232,12 +232,11 @@ LEGACY_SETTINGS: dict[str, dict[str, Any]] = {
     "gate": {"method": "clopper_pearson"}}
 """Fields added after campaign logs were written whose default changes what a campaign does,
 with the value that reproduces the behaviour from before them: a log without such a field
-ran that way (CVU's noise-bias correction, added on 2026-12-03; refits only where they can
-change the choice, ``cvu.refit_scope``, added on 2026-12-06; the gate's bound
+ran that way (CVU's noise-bias correction; refits only where they can change the choice,
+``cvu.refit_scope``; the gate's bound
 ``gate.method``, whose default was Clopper–Pearson before the anytime bound became it: a
 header without it ran Clopper–Pearson; every other log names its method, which a resume and
-a replay keep).  Not covered: on 2026-12-06
-an exact refit's sampler seed became a function of the outcome instead of the order of the
+a replay keep; CHANGELOG.md says when each was added).  Not covered: an exact refit's sampler seed became a function of the outcome instead of the order of the
 calls (:func:`belief.posterior.refit.refit_seed`), so a campaign that used refits before
 then replays with other refit draws (the same estimator; its values move by their Monte
 Carlo error).  ``regression_noise_

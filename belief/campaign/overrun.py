@@ -1,4 +1,4 @@
-"""Budget overruns of a campaign: a realised cost above the budget that was left (issue 21).
+"""Budget overruns of a campaign: a realised cost above the budget that was left.
 
 An executed action m at step t whose realised cost ΔC_r(m) exceeds the budget left b_t,r in
 some resource r is an *overrun*.  It is recorded, not refused: per overrun resource the

@@ -71,7 +71,7 @@ better dynamics model avoids hard contacts), dr_1e6 and dr_1e7 ×0.9, da_camera 
 π_0 → ft_real_100 → ft_real_100 has P_deploy ≈ 0.039.  :meth:`SyntheticWorld.deployment_evaluation`
 runs 400 deployment trials of a policy: unsafe ~ Binomial(400, P_deploy(π)).
 
-Sensitivity sweeps and sim/real transfer (issue 6)
+Sensitivity sweeps and sim/real transfer
 --------------------------------------------------
 Three mismatch directions, swept on a full 3 × 3 × 3 factorial grid in their own units:
 ``xi_friction`` ∈ {0, 0.15, 0.30} (Coulomb friction offset injected into the sim; the measured
@@ -225,7 +225,7 @@ DEFAULT_DEPLOY_ODDS = {"si_friction": 0.8, "dr_1e6": 0.9, "dr_1e7": 0.9, "da_cam
                        "cotrain": 0.85, "ft_real_100": 2.0}
 
 
-# -- sensitivity sweeps and transfer evaluations (issue 6; numbers in the module docstring) --
+# -- sensitivity sweeps and transfer evaluations (numbers in the module docstring) ----------
 SWEEP_GRID = {"friction": (0.0, 0.15, 0.30), "latency": (0.0, 20.0, 40.0),
               "camera": (0.0, 0.5, 1.0)}
 DEFAULT_SENSITIVITY = {  # policy → (α_π, {direction: b_kπ}) on u_k = ξ_k / max ξ_k
@@ -284,7 +284,7 @@ class SyntheticWorld:
     deploy_base: float = 0.01
     deploy_trials: int = 400
     deploy_odds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_DEPLOY_ODDS))
-    # sensitivity sweeps and transfer evaluations (issue 6)
+    # sensitivity sweeps and transfer evaluations
     sweep_grid: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(SWEEP_GRID))
     sweep_trials: int = 50
     sensitivity_policies: dict[str, tuple[float, dict[str, float]]] = field(
@@ -591,7 +591,7 @@ class SyntheticWorld:
             raise InputError("campaign log", f"step {logged.step}: the world's policy differs "
                                              "from the log")
 
-    # -- sensitivity sweeps and sim/real transfer (issue 6) ---------------------------------
+    # -- sensitivity sweeps and sim/real transfer -------------------------------------------
     def _sweep_logit(self, policy: str, u: dict[str, np.ndarray]) -> np.ndarray:
         alpha, b = self.sensitivity_policies[policy]
         eta = alpha + sum(b[k] * u[k] for k in self.sweep_grid)

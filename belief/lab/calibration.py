@@ -1,4 +1,4 @@
-"""Coverage of decisions on synthetic worlds (issue 9): gain intervals and the safety gate.
+"""Coverage of decisions on synthetic worlds: gain intervals and the safety gate.
 
 Simulation-based calibration of the models themselves is :mod:`models.sbc`; this module checks
 what the allocator consumes, against the truth of :class:`belief.campaign.synthetic.SyntheticWorld`

@@ -66,7 +66,7 @@ __all__ = ["DEFAULT_DRAWS", "DEFAULT_TUNE", "ESCALATION_TARGET_ACCEPT", "BeliefF
 DEFAULT_DRAWS = 1000
 """Kept draws per chain: Stan's and PyMC's default.  With 4 chains × 500 draws, split R-hat
 of an exact N(0, I) target exceeds 1.01 at one of ~20 checked values in 4.5–7 % of fits
-(``benchmarks/bench_rhat_floor.py``), so the ≥ 99 % pass rate of issue 15 is out of reach
+(``benchmarks/bench_rhat_floor.py``), so a ≥ 99 % pass rate is out of reach
 whatever the model; at 4 × 1000 draws it is 0 %."""
 
 DEFAULT_TUNE = 500

@@ -1,4 +1,4 @@
-"""Figures of uncertain costs (issue 21): predicted against realised cost, and the overrun
+"""Figures of uncertain costs: predicted against realised cost, and the overrun
 probability per resource on a decision (matplotlib)."""
 
 from __future__ import annotations

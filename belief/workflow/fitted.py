@@ -517,7 +517,7 @@ class FittedBelief:
             f"q{100 * hi:g}": qs.sel(quantile=hi).values,
             "p_positive": (g > 0).mean("sample").values},
             index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
-        if "own_evidence_share" in self.belief:  # beliefs saved before issue 15 lack it
+        if "own_evidence_share" in self.belief:  # older belief files lack it
             out["own_share"] = self.belief["own_evidence_share"].values
         if "gains_offset" in self.belief:  # order effects of the history (logit scale)
             out["history"] = np.where(self.belief["changes_policy"].values,

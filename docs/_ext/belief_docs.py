@@ -8,7 +8,10 @@
   validators' own column definitions (:data:`belief.inputs.tables.TABLES` and the ``*_COLUMNS``
   constants, :mod:`belief.inputs.costs`) and their docstrings.
 * ``tutorials/*.ipynb`` — copies of the notebooks in ``notebooks/`` (rendered by myst-nb without
-  executing them: ``tests/test_notebooks.py`` executes them).
+  executing them).  When ``$BELIEF_EXECUTED_NOTEBOOKS`` names a folder, a notebook executed
+  there by ``tests/test_notebooks.py`` (which writes its executed copy to that folder) is
+  copied instead, so the site shows its outputs without running it a second time
+  (``.ci/run`` sets the folder for the test suites and the docs build).
 
 The generated files are ignored by git; a file is rewritten only when its text changed, so an
 incremental build stays incremental.  ``python docs/_ext/belief_docs.py`` writes them without
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import shutil
 from pathlib import Path
 
@@ -279,10 +283,14 @@ def generate() -> None:
     _write(DOCS / "reference" / "api.rst", api_rst())
     _write(DOCS / "reference" / "cli.md", cli_markdown())
     _write(DOCS / "reference" / "input-tables.md", tables_markdown())
+    executed = os.environ.get("BELIEF_EXECUTED_NOTEBOOKS", "").strip()
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        source = nb
+        if executed and (Path(executed) / nb.name).is_file():
+            source = Path(executed) / nb.name  # the tests' executed copy, with its outputs
         target = DOCS / "tutorials" / nb.name
-        if not target.exists() or target.read_bytes() != nb.read_bytes():
-            shutil.copyfile(nb, target)
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, target)
 
 
 def _documented(obj: object) -> bool:

@@ -52,7 +52,7 @@ ones non-centred.  This shapes only the sampler's geometry, never the posterior.
 *Unused policy and estimate slots* are roots without trials (independent Normal(baseline_mu,
 baseline_sigma) draws, fixed scale, no funnel) and masked estimates (no latent variable).
 
-Order effects (issue 16)
+Order effects
 ------------------------
 Interventions are not independent arms: executing a can change the later gain of m.  The step
 mean of an execution of m with history h is::
@@ -91,7 +91,7 @@ log-concave in γ).  It is sampled by
 :func:`models.priors.whitened_laplace`: the same data-informed non-centring, through the map
 T = F⁻¹ ∘ Φ that makes the Laplace a standard normal, placed so that the Laplace's kink and
 T's fall on the same point (without that alignment the sampler's steps were 4× shorter).
-``bench_order_effects.py`` (30 varied worlds, same run, 2026-12-05): γ of interacting pairs
+``bench_order_effects.py`` (30 varied worlds, same run): γ of interacting pairs
 covered 0.906 [0.853, 0.944] against the normal's 0.911 [0.860, 0.948], with 90 % intervals
 5 % narrower (0.739 against 0.777); step gains after an interacting one 0.969 against 0.985;
 30/30 fits converged against 29/30; SBC of the gains model with it passes (100 replications,
@@ -128,7 +128,7 @@ without data, and 8-step campaigns at 4 × 500 passed 19/30 against 25/30 withou
 :func:`belief.posterior.order_effects.order_effects_table` summarises γ
 (complements and substitutes) from q_t.
 
-Direction effects (issue 16: diagnoses that measure a mismatch direction)
+Direction effects (diagnoses that measure a mismatch direction)
 ------------------------------------------------------------------------
 A diagnosis d with ``targets = ["latency"]`` and a ``measurement_se`` measures the mismatch
 direction k = latency (:attr:`belief.inputs.candidates.Candidate.measures`).  Every measured
@@ -158,7 +158,7 @@ taken for θ − Lξ given ξ (exact change of variables, as everywhere here).  
 :func:`simulate_direction` and :func:`loglik_direction` give the diagnosis' outcome and its
 likelihood under the joint draws ``gains_xi`` of q_t.
 
-Past campaigns (issue 16: learning order effects from a team's history)
+Past campaigns (learning order effects from a team's history)
 ----------------------------------------------------------------------
 With ``campaigns`` = K > 0 the model is fitted on the current campaign's evidence stacked with
 the evidence of K past campaigns of the same candidate set (:mod:`belief.inputs.past_campaigns`:
