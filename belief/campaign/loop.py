@@ -236,7 +236,8 @@ ran that way (CVU's noise-bias correction; refits only where they can change the
 ``cvu.refit_scope``; the gate's bound
 ``gate.method``, whose default was Clopper–Pearson before the anytime bound became it: a
 header without it ran Clopper–Pearson; every other log names its method, which a resume and
-a replay keep; CHANGELOG.md says when each was added).  Not covered: an exact refit's sampler seed became a function of the outcome instead of the order of the
+a replay keep; CHANGELOG.md says when each was added).  Not covered: an exact refit's sampler
+seed became a function of the outcome instead of the order of the
 calls (:func:`belief.posterior.refit.refit_seed`), so a campaign that used refits before
 then replays with other refit draws (the same estimator; its values move by their Monte
 Carlo error).  ``regression_noise_

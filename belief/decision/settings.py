@@ -82,7 +82,8 @@ class CVUSettings:
         With ``noise_correction``, correct the regression estimator too (the cluster-robust
         covariance of its fitted values, :func:`belief.decision.cvu_noise.fitted_noise_bias`);
         False corrects the PSIS estimator only.  Without ``noise_correction`` neither is
-        corrected.  (The regression's correction was added after the PSIS one: a campaign log with ``noise_correction`` on but without this
+        corrected.  (The regression's correction was added after the PSIS one: a campaign log
+        with ``noise_correction`` on but without this
         field cannot say which ran, and is refused by resume and replay.)
     max_bad_share : float
         Share of outcomes whose weights stay untrusted (k̂ > threshold after refits) that
