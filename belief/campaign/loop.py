@@ -239,7 +239,7 @@ header without it ran Clopper–Pearson; every other log names its method, which
 a replay keep; CHANGELOG.md says when each was added).  Not covered: an exact refit's sampler
 seed became a function of the outcome instead of the order of the
 calls (:func:`belief.posterior.refit.refit_seed`), so a campaign that used refits before
-then replays with other refit draws (the same estimator; its values move by their Monte
+that change replays with other refit draws (the same estimator; its values move by their Monte
 Carlo error).  ``regression_noise_
 correction`` is filled only where it cannot matter (no ``noise_correction``, or it is off):
 logs that hold ``noise_correction: true`` without it were written both before the regression
