@@ -454,8 +454,14 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
     state, settings = _state_at_step_4(fitted, world_candidates)
     res = cvu_for_state(state, world_candidates, settings)
     assert np.isnan(res["cvu"].sel(candidate="si_friction"))  # executed, not repeatable
-    avail = [c for c in world_candidates.ids if c != "si_friction"]
+    # every feasible candidate is scored; an infeasible one (executed, or gated: ft_pilot's
+    # 1 unsafe run in 60 keeps the default anytime gate closed) is not
+    feasible = decide(state, world_candidates, settings, cvu=res)["feasible"]
+    avail = [c for c in world_candidates.ids if bool(feasible.sel(candidate=c))]
+    assert "si_friction" not in avail and len(avail) >= 6
     assert np.isfinite(res["cvu"].sel(candidate=avail)).all()
+    others = [c for c in world_candidates.ids if c not in avail]
+    assert np.isnan(res["cvu"].sel(candidate=others)).all()
     assert res["cvu_method"].sel(candidate="sim_refresh").item() == "no outcome"
     assert res["cvu_method"].sel(candidate="dr_1e6").item() in ("psis+cv", "regression")
     assert np.isfinite(res["cvu_se"].sel(candidate=avail)).all()

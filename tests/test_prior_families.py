@@ -170,8 +170,8 @@ S_tau = { family = "exponential", lam = 1.0 }
     ('[priors.gains]\ntau_exec = "wide"', r"\[priors\.gains\]: tau_exec must be finite, got "
                                           r"'wide'; allowed: a number > 0"),
     ('[priors.gains]\ntau_exec = { sigma = 1 }', r"\[priors\.gains\]: tau_exec: no family"),
-    ("[priors.gains]\nlens_sigma = 0.5", r"\[priors\.gains\]: unknown prior\(s\) "
-                                         r"\['lens_sigma'\]; allowed: \['baseline_mu'"),
+    ("[priors.gains]\nlens_sigma = 0.5", r"\[priors\.gains\]: unknown prior 'lens_sigma'; "
+                                         r"allowed: \['baseline_mu'"),
     ("[priors.gains]\neffect_mu_sigma = -1", r"\[priors\.gains\]: effect_mu_sigma must be > 0"),
     ('[priors.gains]\ngamma_prior = "horseshoe"',
      r"\[priors\.gains\]: gamma_prior must be one of \['normal', 'laplace'\], got 'horseshoe'"),
@@ -182,9 +182,9 @@ def test_bad_priors_name_the_key_and_the_allowed_values(text, rule):
 
 
 def test_bad_priors_sections_are_refused_at_load():
-    with pytest.raises(InputError, match=r"c\.toml \[priors\]: unknown model 'gain'; allowed: "
-                                         r"\['gains', 'exec_risk', 'transfer', 'sensitivity', "
-                                         r"'costs'\]"):
+    with pytest.raises(InputError, match=r"c\.toml \[priors\]: unknown model 'gain' \(did you "
+                                         r"mean 'gains'\?\); known: \['gains', 'exec_risk', "
+                                         r"'transfer', 'sensitivity', 'costs'\]"):
         _file("[priors.gain]\ntau_lens = 0.5")
     with pytest.raises(InputError, match=r"\[priors\]: must hold tables"):
         parse_candidate_text("priors = 3\n" + TOML, "c.toml")
