@@ -12,8 +12,10 @@ Options (``--options``, comma-separated, run interleaved ``--rounds`` times so t
 shared with other work loads every option alike; figures are given as ratios to the first
 option of the list, measured in the same run):
 
-- ``numba``: today's path, ``models.compile_cache.compile_model`` (nutpie numba backend;
-  the cache is empty, so this is a full compile);
+- ``numba``: ``models.compile_cache.compile_model`` (nutpie's numba backend; the cache is
+  empty, so this is a full compile);
+- ``numba-ptcache``: the same with PyTensor's numba disk cache used while compiling (the
+  path before ``compile_cache.PYTENSOR_NUMBA_CACHE`` was turned off);
 - ``numba-optN`` (N = 0..3): the same with ``NUMBA_OPT=N`` (LLVM's optimisation level);
 - ``plain``: ``nutpie.compile_pymc_model`` itself (no belief cache);
 - ``jax``: nutpie's JAX backend (only when ``jax`` is importable; not a dependency).
@@ -47,7 +49,9 @@ def child(option: str, seeds: int, models: list[str]) -> None:
     from belief.inputs.evidence_dir import infer_policy, read_evidence_dir
     from belief.posterior.fitter import BeliefFitter, FitSettings
 
-    if option == "plain":
+    if option == "numba-ptcache":
+        cc.PYTENSOR_NUMBA_CACHE = True
+    elif option == "plain":
         import nutpie
 
         cc.compile_model = lambda m, label=None: nutpie.compile_pymc_model(m)

@@ -598,8 +598,24 @@ def _initial_point_fn(model: Any) -> Any:
     return cp._wrap_with_lock(fn)
 
 
+#: Whether PyTensor's own numba disk cache may serve the functions a model is made of while
+#: :func:`compile_model` compiles it.  Off: a function loaded from that cache is object code
+#: that LLVM cannot inline into the callbacks, so the machine code — and, with PyTensor's
+#: fastmath, the last bits of a sum and then the draws of a seed — would depend on what an
+#: earlier process left in it.  Off, every compile of a model builds the same code from the
+#: same IR (and PyTensor skips the wrapper it adds to make each small function cacheable).
+PYTENSOR_NUMBA_CACHE = False
+
+
 def _compile_entry(model: Any, key: str, shared: dict[str, Any]) -> tuple[Any, dict]:
     """Compile ``model`` the way nutpie does, with cacheable callbacks; return it and its entry."""
+    from pytensor import config
+
+    with config.change_flags(numba__cache=PYTENSOR_NUMBA_CACHE):
+        return _compile_entry_here(model, key, shared)
+
+
+def _compile_entry_here(model: Any, key: str, shared: dict[str, Any]) -> tuple[Any, dict]:
     try:
         from nutpie import compile_pymc as cp
 

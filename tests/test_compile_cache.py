@@ -439,3 +439,30 @@ def test_nutpie_internals_that_moved_fall_back_to_nutpie_with_a_warning(cache, m
     with pytest.warns(CompileCacheWarning, match="without the compiled-model cache"):
         assert compile_model(tiny()) == "nutpie's own"
     assert compile_cache.stats == {"uncached": 1} and not entries(cache)
+
+
+@pytest.mark.slow
+def test_the_gains_model_gives_the_same_draws_with_the_cache_on_and_off(
+        world_candidates, campaign_evidence, monkeypatch):
+    """The real gains model, the same seed: the draws with the cache (hit or miss) and with
+    ``BELIEF_COMPILE_CACHE=0`` (the same callbacks compiled in the process) are identical.
+    (Slow: the cache-off side is a full compile.)"""
+    from models.gains import GainsModel
+    from models.gains import model as gains_module
+
+    ev, world = campaign_evidence
+
+    def fit() -> dict[str, np.ndarray]:
+        monkeypatch.setattr(gains_module, "_COMPILED", {})  # compile_model is called again
+        idata = GainsModel(world_candidates).fit(
+            ev.paired, world.policy, policy_evals=ev.policy_evals, draws=100, tune=100,
+            chains=2, seed=3)
+        post = idata["posterior"]
+        return {v: post[v].values for v in post.data_vars}
+
+    on = fit()
+    monkeypatch.setenv("BELIEF_COMPILE_CACHE", "0")
+    off = fit()
+    assert on.keys() == off.keys()
+    for v in on:
+        np.testing.assert_array_equal(off[v], on[v], err_msg=v)
