@@ -441,28 +441,46 @@ def test_nutpie_internals_that_moved_fall_back_to_nutpie_with_a_warning(cache, m
     assert compile_cache.stats == {"uncached": 1} and not entries(cache)
 
 
-@pytest.mark.slow
-def test_the_gains_model_gives_the_same_draws_with_the_cache_on_and_off(
-        world_candidates, campaign_evidence, monkeypatch):
-    """The real gains model, the same seed: the draws with the cache (hit or miss) and with
-    ``BELIEF_COMPILE_CACHE=0`` (the same callbacks compiled in the process) are identical.
-    (Slow: the cache-off side is a full compile.)"""
+GAINS_DRAWS = textwrap.dedent("""
+    import hashlib, json
+    import numpy as np
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.inputs.evidence import Evidence
+    from models import compile_cache
     from models.gains import GainsModel
-    from models.gains import model as gains_module
+    world = SyntheticWorld(seed=3)
+    init = world.initial_evidence()
+    ev = Evidence(world.candidates).append(policy_evals=init["policy_evaluations"])
+    for step, m in enumerate(["dr_1e7", "si_friction"]):
+        ev = ev.append(paired=world.execute(m, step).paired)
+    idata = GainsModel(world.candidates).fit(ev.paired, world.policy,
+                                              policy_evals=ev.policy_evals, draws=100,
+                                              tune=100, chains=2, seed=3)
+    post = idata["posterior"]
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(post[v].values).tobytes()
+                                     for v in sorted(post.data_vars))).hexdigest()
+    print(json.dumps({"stats": dict(compile_cache.stats), "draws": digest}))
+""")
 
-    ev, world = campaign_evidence
 
-    def fit() -> dict[str, np.ndarray]:
-        monkeypatch.setattr(gains_module, "_COMPILED", {})  # compile_model is called again
-        idata = GainsModel(world_candidates).fit(
-            ev.paired, world.policy, policy_evals=ev.policy_evals, draws=100, tune=100,
-            chains=2, seed=3)
-        post = idata["posterior"]
-        return {v: post[v].values for v in post.data_vars}
+@pytest.mark.slow
+def test_the_gains_model_gives_the_same_draws_whatever_the_cache_state(tmp_path):
+    """The real gains model, seed 3, each run a fresh process: a miss on an empty machine
+    (every cache empty), a hit, and the cache off on a machine whose PyTensor numba cache is
+    warm give identical draws.  (Slow: two full compiles.)"""
+    env = {**os.environ, "BELIEF_CACHE_DIR": str(tmp_path / "belief"),
+           "PYTENSOR_FLAGS": f"base_compiledir={tmp_path / 'pytensor'}",
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("BELIEF_COMPILE_CACHE", None)
 
-    on = fit()
-    monkeypatch.setenv("BELIEF_COMPILE_CACHE", "0")
-    off = fit()
-    assert on.keys() == off.keys()
-    for v in on:
-        np.testing.assert_array_equal(off[v], on[v], err_msg=v)
+    def run(**extra: str) -> dict:
+        p = subprocess.run([sys.executable, "-c", GAINS_DRAWS], env={**env, **extra}, cwd=ROOT,
+                           capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    miss, hit = run(), run()
+    off = run(BELIEF_COMPILE_CACHE="0")
+    assert miss["stats"] == {"miss": 1} and hit["stats"] == {"hit": 1}
+    assert off["stats"] == {"uncached": 1}
+    assert hit["draws"] == miss["draws"] and off["draws"] == miss["draws"]
