@@ -21,6 +21,21 @@ option of the list, measured in the same run):
 - ``jax``: nutpie's JAX backend (only when ``jax`` is importable; not a dependency).
 
     uv run python benchmarks/bench_cold_start.py [--options numba,numba-opt1] [--rounds 1]
+
+Measured on the shared 2-core machine (load average 7–14 from other work, so seconds are
+inflated; ratios are within one run, one round each):
+
+- where a cold compile of the gains model goes (stage timers, no profiler): graph building and
+  rewriting (nutpie's ``_make_functions``) ≈ 10 %, numba typing/lowering and LLVM ≈ 90 % (logp
+  and gradient ≈ 84 % of that, the expand function the rest).  The rewritten log density and
+  gradient have 410 Apply nodes (165 DimShuffle, 71 fused Elemwise, 43 Subtensor) and numba
+  compiles ≈ 680 functions for them; under cProfile LLVM's pass manager and MCJIT finalisation
+  alone are ≈ 140 s.  The execution-risk model: 59 nodes, ≈ 15 % of the demo's compile.
+- ``numba-ptcache`` (before) vs ``numba`` (PyTensor's numba cache off while compiling): cold
+  compile 547.7 s vs 565.4 s (1.03×); s per effective draw 0.41× (gains) and 0.48× (exec
+  risk) — identical draws, so the speed difference is load noise or call overhead.
+- ``numba`` vs ``numba-opt0`` vs ``numba-opt1`` on the execution-risk model: cold compile
+  1 : 2.45 : 0.56, s per effective draw 1 : 9.1 : 0.76.
 """
 
 from __future__ import annotations
