@@ -26,8 +26,8 @@ Key.  An entry is found by the SHA-256 of
   value — so the structure and every prior parameter are in it;
 - the model's free-variable order, coordinates, dims and ``check_bounds``;
 - the library versions (python, pymc, pytensor, nutpie, numba, llvmlite, numpy), the host CPU
-  numba compiles for, PyTensor's ``floatX`` and numba fastmath flag, and the source of this
-  module.
+  numba compiles for, PyTensor's ``floatX`` and numba fastmath flag, numba's optimisation
+  level (``NUMBA_OPT``), and the source of this module.
 
 Nothing of the key is a hand-kept list of model fields: change a prior, a dimension, a
 parameterisation or a library and the key changes.
@@ -132,6 +132,7 @@ def library_versions() -> dict[str, str]:
             "numpy": np.__version__, "cpu": _host_cpu(),
             "floatX": str(pytensor.config.floatX),
             "fastmath": str(pytensor.config.numba__fastmath),
+            "numba_opt": str(numba.config.OPT),  # NUMBA_OPT: LLVM's optimisation level
             "format": str(FORMAT), "module": _own_source_digest()}
 
 
@@ -484,7 +485,7 @@ def progress_line(labels: Iterable[str]) -> str:
         return (f"compiling the {names} model(s): about a second each if cached, else about "
                 f"{total:.0f} s (their last full compile on this machine)")
     return (f"compiling the {names} model(s): about a second each if cached; a first compile "
-            "on this machine has no estimate yet (minutes on a slow machine)")
+            "on this machine has no estimate yet")
 
 
 def _record_seconds(folder: Path, label: str | None, seconds: float) -> None:

@@ -242,6 +242,14 @@ def test_library_version_change_recompiles(cache, monkeypatch, library):
         assert compile_cache.stats == {"miss": 2, "hit": 1} and len(entries(cache)) == 2
 
 
+def test_numbas_optimisation_level_is_part_of_the_key(cache, monkeypatch):
+    import numba
+
+    before = compile_cache.model_key(tiny())
+    monkeypatch.setattr(numba.config, "OPT", 1)
+    assert compile_cache.model_key(tiny()) != before
+
+
 def test_python_version_is_part_of_the_key(cache, monkeypatch):
     before = compile_cache.model_key(tiny())
     monkeypatch.setattr(compile_cache.sys, "version", sys.version + " (another build)")
