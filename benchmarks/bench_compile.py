@@ -56,7 +56,7 @@ def child(option: str) -> None:
     if option == "nutpie":
         import nutpie
 
-        cc.compile_model = nutpie.compile_pymc_model
+        cc.compile_model = lambda m, label=None: nutpie.compile_pymc_model(m)
     elif option == "jax":
         import jax
         import nutpie
@@ -65,7 +65,7 @@ def child(option: str) -> None:
         jax.config.update("jax_compilation_cache_dir", os.environ["JAX_CACHE"])
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        cc.compile_model = lambda m: nutpie.compile_pymc_model(
+        cc.compile_model = lambda m, label=None: nutpie.compile_pymc_model(
             m, backend="jax", gradient_backend="pytensor", freeze_model=False)
     cs = load_candidate_file(EXAMPLE / "candidates.toml").candidates
     ev = read_evidence_dir(EXAMPLE / "evidence", cs).evidence

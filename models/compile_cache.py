@@ -8,7 +8,8 @@ callbacks from PyTensor's compiled functions with the data read through nutpie's
 pointer record instead (no dynamic globals), serialises their machine code with numba's own
 ``CompileResult`` reduction, and on a later call with the same model rebuilds them in well under
 a second.  The sampler sees exactly what nutpie would have built: same log density, same
-initial points, same data layout, so a fit gives the same draws with or without the cache.
+initial points, same data layout, so a fit gives the same draws with or without the cache
+(see Storage for what "without" compiles).
 
 Key.  An entry is found by the SHA-256 of
 
@@ -25,8 +26,8 @@ Key.  An entry is found by the SHA-256 of
   value — so the structure and every prior parameter are in it;
 - the model's free-variable order, coordinates, dims and ``check_bounds``;
 - the library versions (python, pymc, pytensor, nutpie, numba, llvmlite, numpy), the host CPU
-  numba compiles for, PyTensor's ``floatX`` and numba fastmath flag, and the source of this
-  module.
+  numba compiles for, PyTensor's ``floatX`` and numba fastmath flag, numba's optimisation
+  level (``NUMBA_OPT``), and the source of this module.
 
 Nothing of the key is a hand-kept list of model fields: change a prior, a dimension, a
 parameterisation or a library and the key changes.
@@ -38,13 +39,21 @@ temporary name and renamed into place, so readers see a complete entry or none, 
 processes filling the same entry at once both leave a valid file (the last rename wins).  An
 entry whose checksum, key or layout does not match is ignored with a
 :class:`CompileCacheWarning` and rebuilt, never used.  ``BELIEF_COMPILE_CACHE=0`` turns the
-cache off (plain ``nutpie.compile_pymc_model``).  The body is a pickle: the cache folder must be
-as trusted as the code (it is the user's own, like PyTensor's and numba's caches).
+cache off: the same callbacks are compiled in the process and nothing is read or written, so
+a fit gives the same draws for the same seed whether the cache is on, off, cold or warm.
+(nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
+its callbacks read the data through another path, and LLVM, allowed to reassociate by
+PyTensor's fastmath flag, may sum in another order —, so its draws can differ in the last
+bits, and then a chain's path, though its posterior is the same.)  The body is a pickle: the
+cache folder must be as trusted as the code (it is the user's own, like PyTensor's and
+numba's caches).
 
 When a model cannot be cached (an Op that can be neither keyed nor pickled, an Op holding a
 local function or lambda — its name does not say what it computes —, compiled code with
-dynamic globals, a nutpie whose internals moved) the model is compiled by
-``nutpie.compile_pymc_model`` as before, with a warning, and nothing is written.
+dynamic globals, a nutpie whose internals moved: :func:`private_api_problems` checks the
+private functions used, :data:`PRIVATE_API`, once per process) the model is compiled by
+``nutpie.compile_pymc_model`` as before, with a warning, and nothing is written; its draws
+are then draws of the same posterior, not necessarily the same draws.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 import uuid
 import warnings
 from collections import Counter
@@ -62,8 +72,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CompileCacheWarning", "cache_dir", "cache_root", "compile_model", "library_versions",
-           "model_key", "stats"]
+__all__ = ["CompileCacheWarning", "cache_dir", "cache_root", "compile_model",
+           "last_compile_seconds", "library_versions", "model_key", "private_api_problems",
+           "progress_line", "stats"]
 
 FORMAT = 2
 MAGIC = b"belief-compiled-model\n"
@@ -73,6 +84,7 @@ SUFFIX = ".nutpie"
 #: written), ``invalid`` (an entry was ignored and rebuilt), ``uncached`` (compiled without the
 #: cache).
 stats: Counter[str] = Counter()
+_warned: set[str] = set()
 
 
 class CompileCacheWarning(UserWarning):
@@ -120,6 +132,7 @@ def library_versions() -> dict[str, str]:
             "numpy": np.__version__, "cpu": _host_cpu(),
             "floatX": str(pytensor.config.floatX),
             "fastmath": str(pytensor.config.numba__fastmath),
+            "numba_opt": str(numba.config.OPT),  # NUMBA_OPT: LLVM's optimisation level
             "format": str(FORMAT), "module": _own_source_digest()}
 
 
@@ -361,8 +374,146 @@ def _pickle_digest(obj: Any) -> str:
         raise _Uncacheable(f"cannot key {type(obj).__qualname__}: {err}") from err
 
 
+# -- the private functions the cache relies on ----------------------------------------------------
+#: The nutpie and numba internals :func:`compile_model` calls, with the parameters it passes
+#: (nutpie has no public way to build a compiled PyMC model from its parts).  Checked once per
+#: process by :func:`private_api_problems`; any difference sends every model to nutpie's own
+#: ``compile_pymc_model`` with one warning.
+PRIVATE_API: dict[str, tuple[str, ...]] = {
+    "nutpie.compile_pymc._make_functions": ("model", "mode", "compute_grad", "join_expanded",
+                                            "pymc_initial_point_fn"),
+    "nutpie.compile_pymc._wrap_with_lock": ("func",),
+    "nutpie.compile_pymc._rv_dict_to_flat_array_wrapper": ("fn", "names", "shapes"),
+    "nutpie.compile_pymc._prepare_dims_and_coords": ("model", "shape_info",
+                                                     "reparameterized_names"),
+    "nutpie.compile_pymc.make_user_data": ("shared_var_keys", "shared_data"),
+    "nutpie.compile_pymc.CompiledPyMCModel": (
+        "_n_dim", "dims", "_coords", "_shapes", "compiled_logp_func", "compiled_expand_func",
+        "initial_point_func", "shared_data", "shared_var_keys", "user_data", "n_expanded",
+        "shape_info", "logp_func", "expand_func", "reparameterized_names"),
+    "numba.core.compiler.CompileResult._rebuild": (
+        "target_context", "libdata", "fndesc", "env", "signature", "objectmode", "lifted",
+        "typeann", "reload_init", "referenced_envs"),
+    "numba.core.compiler.CompileResult._reduce": ("self",),
+    "numba.core.ccallback.CFunc.__init__": ("self", "pyfunc", "sig", "locals", "options"),
+    "numba.core.ccallback.CFunc._compile_uncached": ("self",),
+}
+
+
+def _resolve(dotted: str) -> Any:
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(dotted)
+
+
+def private_api_problems() -> list[str]:
+    """What differs in the private nutpie and numba functions the cache calls
+    (:data:`PRIVATE_API`): one line per function that is missing or whose parameters are not
+    the expected ones (every expected parameter present, in order), naming the nutpie and
+    numba versions; empty when all match."""
+    import dataclasses
+    import inspect
+
+    import numba
+    import nutpie
+
+    problems = []
+    for dotted, expected in PRIVATE_API.items():
+        try:
+            obj = _resolve(dotted)
+            if dataclasses.is_dataclass(obj):
+                names = [f.name for f in dataclasses.fields(obj)]
+                ok = set(expected) <= set(names)
+            else:
+                names = list(inspect.signature(obj).parameters)
+                ok = [n for n in names if n in expected] == list(expected)
+        except (ImportError, AttributeError, TypeError, ValueError) as err:
+            problems.append(f"{dotted} is gone ({type(err).__name__}: {err})")
+            continue
+        if not ok:
+            problems.append(f"{dotted}{tuple(names)} no longer takes {expected}")
+    return [f"{p} (nutpie {nutpie.__version__}, numba {numba.__version__})" for p in problems]
+
+
+@cache
+def _private_api_problem() -> str | None:
+    problems = private_api_problems()
+    return "; ".join(problems) if problems else None
+
+
+# -- measured compile times -----------------------------------------------------------------------
+TIMES_FILE = "compile_times.json"
+
+
+def last_compile_seconds(label: str) -> float | None:
+    """Seconds the last full compile of the model ``label`` (``"gains"``, ``"exec_risk"``…)
+    took on this machine, as :func:`compile_model` measured it (kept beside the entries in
+    ``compile_times.json``), or None when none was measured."""
+    import json
+
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        value = json.loads((folder / TIMES_FILE).read_text()).get(label)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def progress_line(labels: Iterable[str]) -> str:
+    """What a command says while it compiles the models ``labels``: with an estimate only
+    when every one of them was fully compiled on this machine before (the sum of their last
+    measured compiles, :func:`last_compile_seconds`), else without one.  A model already in
+    the cache loads in about a second either way."""
+    labels = list(labels)
+    names = ", ".join(labels)
+    if cache_dir() is None:
+        return f"compiling the {names} model(s) (compiled-model cache off)"
+    times = [last_compile_seconds(label) for label in labels]
+    if all(t is not None for t in times):
+        total = sum(t for t in times if t is not None)
+        return (f"compiling the {names} model(s): about a second each if cached, else about "
+                f"{total:.0f} s (their last full compile on this machine)")
+    return (f"compiling the {names} model(s): about a second each if cached; a first compile "
+            "on this machine has no estimate yet")
+
+
+def _record_seconds(folder: Path, label: str | None, seconds: float) -> None:
+    import json
+
+    if not label:
+        return
+    path = folder / TIMES_FILE
+    try:
+        times = json.loads(path.read_text())
+        if not isinstance(times, dict):
+            times = {}
+    except (OSError, ValueError):
+        times = {}
+    times[label] = round(seconds, 1)
+    tmp = path.with_name(f".{TIMES_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(times, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:  # a measurement is a convenience: never a failure
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 # -- compile --------------------------------------------------------------------------------------
-def compile_model(model: Any) -> Any:
+def compile_model(model: Any, label: str | None = None) -> Any:
     """``nutpie.compile_pymc_model(model)``, loaded from the on-disk cache when possible.
 
     Parameters
@@ -371,18 +522,34 @@ def compile_model(model: Any) -> Any:
         A built model; its ``pm.Data`` containers may be swapped afterwards with
         ``compiled.with_data(...)`` exactly as with nutpie's own compiled model.
 
+    label : str, optional
+        The model's name (``"gains"``…): a full compile's duration is recorded under it
+        (:func:`last_compile_seconds`), for the next progress line's estimate.
+
     Returns
     -------
     nutpie.compile_pymc.CompiledPyMCModel
     """
     folder = cache_dir()
-    if folder is None:
-        stats["uncached"] += 1
-        return _nutpie_compile(model)
+    problem = _private_api_problem()
+    if problem is not None:  # said once per process, not once per model
+        if problem in _warned:
+            stats["uncached"] += 1
+            return _nutpie_compile(model)
+        _warned.add(problem)
+        return _uncached(model, f"nutpie's internals changed: {problem}")
+    t0 = time.perf_counter()
     try:
         key, shared = _fingerprint(model)
     except _Uncacheable as err:
         return _uncached(model, f"model cannot be keyed ({err})")
+    if folder is None:  # the same callbacks, compiled here, nothing read or written
+        try:
+            compiled, _ = _compile_entry(model, key, shared)
+        except _Uncacheable as err:
+            return _uncached(model, str(err))
+        stats["uncached"] += 1
+        return compiled
     path = folder / f"{key}{SUFFIX}"
     if path.exists():
         try:
@@ -405,6 +572,7 @@ def compile_model(model: Any) -> Any:
         warnings.warn(f"could not write the compiled-model cache entry {path}: {err}",
                       CompileCacheWarning, stacklevel=2)
     stats["miss"] += 1
+    _record_seconds(folder, label, time.perf_counter() - t0)
     return compiled
 
 
@@ -431,8 +599,24 @@ def _initial_point_fn(model: Any) -> Any:
     return cp._wrap_with_lock(fn)
 
 
+#: Whether PyTensor's own numba disk cache may serve the functions a model is made of while
+#: :func:`compile_model` compiles it.  Off: a function loaded from that cache is object code
+#: that LLVM cannot inline into the callbacks, so the machine code — and, with PyTensor's
+#: fastmath, the last bits of a sum and then the draws of a seed — would depend on what an
+#: earlier process left in it.  Off, every compile of a model builds the same code from the
+#: same IR (and PyTensor skips the wrapper it adds to make each small function cacheable).
+PYTENSOR_NUMBA_CACHE = False
+
+
 def _compile_entry(model: Any, key: str, shared: dict[str, Any]) -> tuple[Any, dict]:
     """Compile ``model`` the way nutpie does, with cacheable callbacks; return it and its entry."""
+    from pytensor import config
+
+    with config.change_flags(numba__cache=PYTENSOR_NUMBA_CACHE):
+        return _compile_entry_here(model, key, shared)
+
+
+def _compile_entry_here(model: Any, key: str, shared: dict[str, Any]) -> tuple[Any, dict]:
     try:
         from nutpie import compile_pymc as cp
 

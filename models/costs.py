@@ -469,7 +469,7 @@ class CostModel:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build())
+            _COMPILED[key] = compile_model(self.build(), label="costs")
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

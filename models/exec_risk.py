@@ -257,7 +257,7 @@ class ExecRiskModel:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build())
+            _COMPILED[key] = compile_model(self.build(), label="exec_risk")
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

@@ -285,7 +285,7 @@ class TransferModel:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build(family))
+            _COMPILED[key] = compile_model(self.build(family), label=f"transfer {family}")
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

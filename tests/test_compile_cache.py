@@ -242,6 +242,14 @@ def test_library_version_change_recompiles(cache, monkeypatch, library):
         assert compile_cache.stats == {"miss": 2, "hit": 1} and len(entries(cache)) == 2
 
 
+def test_numbas_optimisation_level_is_part_of_the_key(cache, monkeypatch):
+    import numba
+
+    before = compile_cache.model_key(tiny())
+    monkeypatch.setattr(numba.config, "OPT", 1)
+    assert compile_cache.model_key(tiny()) != before
+
+
 def test_python_version_is_part_of_the_key(cache, monkeypatch):
     before = compile_cache.model_key(tiny())
     monkeypatch.setattr(compile_cache.sys, "version", sys.version + " (another build)")
@@ -271,11 +279,81 @@ def test_a_corrupt_entry_is_ignored_with_a_warning_and_rebuilt(cache):
     assert compile_cache.stats["hit"] == 1
 
 
-def test_cache_can_be_turned_off(cache, monkeypatch):
+def test_cache_can_be_turned_off_and_gives_the_same_draws(cache, monkeypatch):
+    cached = draws(compile_model(tiny()))
+    assert compile_cache.stats == {"miss": 1} and len(entries(cache)) == 1
     monkeypatch.setenv("BELIEF_COMPILE_CACHE", "0")
     monkeypatch.setattr(compile_cache, "_nutpie_compile", lambda model: "nutpie's own")
-    assert compile_model(tiny()) == "nutpie's own"
-    assert compile_cache.stats == {"uncached": 1} and not entries(cache)
+    off = compile_model(tiny())  # the same callbacks compiled here, nothing read or written
+    assert compile_cache.stats == {"miss": 1, "uncached": 1} and len(entries(cache)) == 1
+    got = draws(off)
+    for v in cached:
+        np.testing.assert_array_equal(got[v], cached[v], err_msg=v)
+
+
+def test_the_private_functions_the_cache_relies_on_are_unchanged():
+    """Fails, naming the nutpie version, when nutpie (or numba) removed or changed a private
+    function the cache calls: update models/compile_cache.py (PRIVATE_API and its use) to
+    the new internals — until then every model is compiled by nutpie, with one warning."""
+    problems = compile_cache.private_api_problems()
+    assert not problems, (f"nutpie {nutpie.__version__}: the compiled-model cache relies on "
+                          "private functions that changed:\n" + "\n".join(problems))
+
+
+def test_a_changed_private_signature_is_reported_with_the_nutpie_version(monkeypatch):
+    from nutpie import compile_pymc as cp
+
+    def _make_functions(model, *, mode, compute_grad):  # a parameter gone
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(cp, "_make_functions", _make_functions)
+    monkeypatch.delattr(cp, "make_user_data")
+    problems = compile_cache.private_api_problems()
+    assert len(problems) == 2
+    assert all(f"nutpie {nutpie.__version__}" in p for p in problems)
+    assert "_make_functions" in problems[0] and "make_user_data is gone" in problems[1]
+
+
+def test_a_changed_private_api_falls_back_to_nutpie_with_one_warning_and_the_same_posterior(
+        cache, monkeypatch):
+    """The fast path made to fail: every model compiled by nutpie itself, one warning per
+    process, nothing written, and the posterior of a fixed seed the same within Monte Carlo
+    error (mu | y ~ N(0, 1) prior, three observations of s.d. τ)."""
+    import arviz_stats  # noqa: F401
+
+    fast = nutpie.sample(compile_model(tiny()), draws=1000, tune=500, chains=2, seed=5,
+                         progress_bar=False)
+    monkeypatch.setattr(compile_cache, "_private_api_problem",
+                        lambda: "nutpie.compile_pymc._make_functions is gone")
+    monkeypatch.setattr(compile_cache, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain = compile_model(tiny())
+        compile_model(tiny(sigma=2.0))  # a second model: no second warning
+    said = [w for w in caught if issubclass(w.category, CompileCacheWarning)]
+    assert len(said) == 1 and "_make_functions is gone" in str(said[0].message)
+    assert type(plain).__name__ == "CompiledPyMCModel" and plain.logp_func is not None
+    assert len(entries(cache)) == 1  # only the fast path's entry
+    slow = nutpie.sample(plain, draws=1000, tune=500, chains=2, seed=5, progress_bar=False)
+    for v in ("mu", "tau"):
+        a, b = fast["posterior"][v], slow["posterior"][v]
+        se = np.hypot(float(a.azstats.mcse(method="mean")), float(b.azstats.mcse(method="mean")))
+        assert abs(float(a.mean()) - float(b.mean())) < 4 * se, v
+
+
+def test_a_full_compile_records_its_duration_for_the_next_progress_line(cache):
+    assert compile_cache.last_compile_seconds("tiny") is None
+    assert "no estimate" in compile_cache.progress_line(["tiny"])
+    compile_model(tiny(), label="tiny")
+    seconds = compile_cache.last_compile_seconds("tiny")
+    assert seconds is not None and seconds > 0
+    line = compile_cache.progress_line(["tiny"])
+    assert f"about {seconds:.0f} s" in line and "last full compile on this machine" in line
+    compile_model(tiny(), label="tiny")  # a hit measures nothing
+    assert compile_cache.last_compile_seconds("tiny") == seconds
+    assert "no estimate" in compile_cache.progress_line(["tiny", "other"])
+    (cache / "compiled" / compile_cache.TIMES_FILE).write_text("{not json")
+    assert compile_cache.last_compile_seconds("tiny") is None  # unreadable: no estimate
 
 
 FILL = textwrap.dedent("""
@@ -369,3 +447,48 @@ def test_nutpie_internals_that_moved_fall_back_to_nutpie_with_a_warning(cache, m
     with pytest.warns(CompileCacheWarning, match="without the compiled-model cache"):
         assert compile_model(tiny()) == "nutpie's own"
     assert compile_cache.stats == {"uncached": 1} and not entries(cache)
+
+
+GAINS_DRAWS = textwrap.dedent("""
+    import hashlib, json
+    import numpy as np
+    from belief.campaign.synthetic import SyntheticWorld
+    from belief.inputs.evidence import Evidence
+    from models import compile_cache
+    from models.gains import GainsModel
+    world = SyntheticWorld(seed=3)
+    init = world.initial_evidence()
+    ev = Evidence(world.candidates).append(policy_evals=init["policy_evaluations"])
+    for step, m in enumerate(["dr_1e7", "si_friction"]):
+        ev = ev.append(paired=world.execute(m, step).paired)
+    idata = GainsModel(world.candidates).fit(ev.paired, world.policy,
+                                              policy_evals=ev.policy_evals, draws=100,
+                                              tune=100, chains=2, seed=3)
+    post = idata["posterior"]
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(post[v].values).tobytes()
+                                     for v in sorted(post.data_vars))).hexdigest()
+    print(json.dumps({"stats": dict(compile_cache.stats), "draws": digest}))
+""")
+
+
+@pytest.mark.slow
+def test_the_gains_model_gives_the_same_draws_whatever_the_cache_state(tmp_path):
+    """The real gains model, seed 3, each run a fresh process: a miss on an empty machine
+    (every cache empty), a hit, and the cache off on a machine whose PyTensor numba cache is
+    warm give identical draws.  (Slow: two full compiles.)"""
+    env = {**os.environ, "BELIEF_CACHE_DIR": str(tmp_path / "belief"),
+           "PYTENSOR_FLAGS": f"base_compiledir={tmp_path / 'pytensor'}",
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env.pop("BELIEF_COMPILE_CACHE", None)
+
+    def run(**extra: str) -> dict:
+        p = subprocess.run([sys.executable, "-c", GAINS_DRAWS], env={**env, **extra}, cwd=ROOT,
+                           capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    miss, hit = run(), run()
+    off = run(BELIEF_COMPILE_CACHE="0")
+    assert miss["stats"] == {"miss": 1} and hit["stats"] == {"hit": 1}
+    assert off["stats"] == {"uncached": 1}
+    assert hit["draws"] == miss["draws"] and off["draws"] == miss["draws"]

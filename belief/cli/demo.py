@@ -182,7 +182,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
                            f"belief demo --resume {out}")
     t_start = time.perf_counter()
     fitter = BeliefFitter(world.candidates, settings.fit)
-    with console.status("compiling the models (once per process; ~30 s the first time)"):
+    from models.compile_cache import progress_line
+
+    labels = ["gains"] + (["exec_risk"] if fitter.exec_risk is not None else [])
+    with console.status(progress_line(labels)):
         fitter.gains._compiled()
         if fitter.exec_risk is not None:
             fitter.exec_risk._compiled()

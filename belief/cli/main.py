@@ -77,9 +77,15 @@ def run() -> None:
     interpreter's teardown of xarray, pandas and SciPy (≈ 0.1 s of a warm ``belief decide``)
     is skipped.  The exit is the normal one when exit handlers may matter: PyMC was imported
     (``--refit``: PyTensor cleans its compile folder at exit), a tracer or profiler is set
-    (coverage, cProfile), or ``BELIEF_FAST_EXIT=0``."""
+    (coverage, cProfile), or ``BELIEF_FAST_EXIT=0``.
+
+    numba's LLVM optimisation level is 1 unless ``NUMBA_OPT`` is set: measured on the demo's
+    models (``benchmarks/bench_cold_start.py``), a first compile takes 0.56× the time of the
+    default level 3, and sampling 1.13× (gains) and 0.76× (execution risk) the time per
+    effective draw.  (It is part of the compiled-model cache's key.)"""
     import os
 
+    os.environ.setdefault("NUMBA_OPT", "1")  # before anything imports numba
     code = main()
     fast = (len(sys.argv) > 1 and sys.argv[1] in FAST_EXIT and "pymc" not in sys.modules
             and "coverage" not in sys.modules and sys.gettrace() is None

@@ -219,8 +219,10 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         + (["sensitivity"] if sensitivity and len(ev.sensitivity) else [])
     say(f"policy {policy} ({rule}); step {step}; models: {', '.join(models)}")
     t0 = time.perf_counter()
-    say(f"compiling (once per process; 10–30 s each the first time with about ten "
-        f"candidates, longer with more: {len(cs)} here) …")
+    from models.compile_cache import progress_line
+
+    say(progress_line([m if m != "transfer" else f"transfer {outcome_family(ev.transfer)}"
+                       for m in models if m != "sensitivity"]) + " …")
     fitter.gains._compiled()
     if fitter.exec_risk is not None:
         fitter.exec_risk._compiled()

@@ -576,7 +576,7 @@ class GainsModel:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build())
+            _COMPILED[key] = compile_model(self.build(), label="gains")
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
