@@ -29,7 +29,8 @@ def test_the_slow_list_names_existing_notebooks():
 @pytest.mark.parametrize("path", CASES)
 def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("BELIEF_FAST", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    # the kernel draws figures inline (as PNG outputs the documentation renders), off screen
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
