@@ -37,8 +37,10 @@ def test_penalised_bounds_lie_above_the_bayes_value(problem, bounds):
         b = bounds[key]
         assert b.value + 4 * b.se >= v, key
         assert b.se > 0
-    # and the approximations make it tight here: within 10 % of V_Bayes
-    assert bounds[("lookahead2", "mean")].value <= 1.10 * v
+    # and the approximations make it tight here: within 10 % of V_Bayes (up to 4 standard
+    # errors of the Monte Carlo estimate)
+    tight = bounds[("lookahead2", "mean")]
+    assert tight.value <= 1.10 * v + 4 * tight.se
 
 
 def test_exact_value_function_gives_the_bayes_value_in_every_scenario(problem, bounds):
