@@ -10,6 +10,7 @@ from scipy import stats
 
 from belief.decision.cvu import continuation_value, cvu_for_state
 from belief.decision.functionals import Cvar, Lcb, Mean, cvar, lcb, weighted_columns
+from belief.decision.safety import SafetyGate
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.errors import InputError
 from belief.posterior.experiments import Experiment
@@ -530,7 +531,10 @@ def test_psis_agrees_with_exact_nested_refits_on_the_gains_model(fitter, campaig
     n = 48
 
     def settings(cvu):
-        return DecisionSettings(weights=w.weight_values, beta=1.0, horizon=10, cvu=cvu)
+        # the one-look gate opens ft_pilot (1 unsafe bench run in 60; the anytime default keeps
+        # it closed, and a closed candidate gets no CVU): this test is about PSIS and refits
+        return DecisionSettings(weights=w.weight_values, beta=1.0, horizon=10, cvu=cvu,
+                                gate=SafetyGate(method="clopper_pearson"))
 
     # force the exact path on every outcome (k̂ threshold below any value)
     nested = cvu_for_state(state, world_candidates,
