@@ -6,6 +6,7 @@ tests, so that the default suite stays under ten minutes; `.ci/run` runs both.""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +25,14 @@ CASES = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW e
 
 def test_the_slow_list_names_existing_notebooks():
     assert SLOW <= {p.stem for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_cell_has_an_id(path):
+    """nbformat 4.5 cells carry ids (nbformat warns on reading a cell without one, and will
+    refuse it); ``nbformat.validator.normalize`` adds the missing ones."""
+    cells = json.loads(path.read_text())["cells"]
+    assert [i for i, c in enumerate(cells) if not c.get("id")] == []
 
 
 @pytest.mark.parametrize("path", CASES)
