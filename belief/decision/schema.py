@@ -30,13 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import xarray as xr
+if TYPE_CHECKING:  # imported by the command line's tables: no numpy or xarray at import
+    import xarray as xr
 
-__all__ = ["ATTRIBUTES", "COORDS", "FROM_CVU", "RESOURCE", "TABLE_COLUMNS", "VARIABLES",
-           "Attribute", "Attrs", "Variable", "Vars", "check_decision", "members", "per_resource",
-           "reference_markdown", "schema_problems", "table_columns"]
+__all__ = ["ATTRIBUTES", "COORDS", "FROM_CVU", "LABELS", "RESOURCE", "TABLE_COLUMNS",
+           "VARIABLES", "Attribute", "Attrs", "Variable", "Vars", "check_decision", "members",
+           "per_resource", "reference_markdown", "schema_problems", "table_columns"]
 
 RESOURCE = "{resource}"
 """The placeholder of a per-resource family's name."""
@@ -354,6 +355,17 @@ VARIABLES: tuple[Variable, ...] = tuple(_variables)
 ATTRIBUTES: tuple[Attribute, ...] = tuple(_attributes)
 """Every attribute."""
 
+LABELS: Mapping[str, str] = {
+    Vars.phi_gain: "φ(ΔJ)", Vars.c_lambda: "C_λ", Vars.u0: "U0", Vars.mv: "MV",
+    Vars.cvu: "CVU", Vars.cvu_low: "CVU ≥", Vars.cvu_high: "CVU ≤",
+    Vars.cvu_mcse: "CVU ± (MCSE)", Vars.cvu_se: "CVU error", Vars.cvu_draws_se: "± draws",
+    Vars.cvu_method: "estimator", Vars.cvu_own: "CVU own", Vars.cvu_own_mcse: "± own",
+    Vars.cvu_order: "CVU order", Vars.cvu_order_mcse: "± order",
+    Vars.cvu_safety_value: "CVU safety", Vars.cvu_safety_value_mcse: "± safety",
+    Vars.q: "Q", Vars.value_vs_stop: "vs stop", Vars.p_exec_bound: "P_exec UCB",
+    Vars.feasible: "feasible", Vars.chosen: "chosen", Vars.excluded_reason: "reason"}
+"""The variables' short labels, as the report's tables show them (the others by name)."""
+
 FROM_CVU: tuple[str, ...] = tuple(v.name for v in VARIABLES if v.from_cvu)
 """The variables the engine copies from CVU's Dataset, in the engine's order."""
 
@@ -414,6 +426,8 @@ def _members(d: Variable | Attribute, resources: list[str]) -> list[str]:
 
 
 def _kind_ok(value: object, dtype: str) -> bool:
+    import numpy as np
+
     kind = np.asarray(value).dtype.kind
     if kind == "O" and dtype == "str":
         return all(isinstance(v, str) for v in np.asarray(value).ravel())
@@ -445,7 +459,7 @@ def schema_problems(decision: xr.Dataset, resources: list[str], *, set_by: Itera
         if a is None:
             out.append(f"attribute {name!r} is not declared")
         elif dtypes and not _kind_ok(value, a.dtype) and not (
-                a.dtype == "int" and isinstance(value, bool | np.bool_)):
+                a.dtype == "int" and type(value).__name__ in ("bool", "bool_")):
             out.append(f"attribute {name!r} is {type(value).__name__}, declared {a.dtype}")
     for v in VARIABLES:
         if not v.optional:
@@ -493,9 +507,11 @@ def reference_markdown() -> str:
              f"{len(VARIABLES)} declarations, each over `candidate`, in the order of the "
              "columns of `decision.csv`. In the compact table (the terminal, the campaign "
              "log): " + ", ".join(f"`{c}`" for c in TABLE_COLUMNS) + ".", "",
-             "| variable | meaning | units | type | present |", "|---|---|---|---|---|"]
+             "| variable | meaning | units | type | present | label |",
+             "|---|---|---|---|---|---|"]
     lines += [f"| `{v.name}` | {_cell(v.meaning)} | {_cell(v.units) or '—'} | {v.dtype} | "
-              f"{_cell(v.when) or 'always'} |" for v in VARIABLES]
+              f"{_cell(v.when) or 'always'} | {_cell(LABELS.get(v.name, ''))} |"
+              for v in VARIABLES]
     lines += ["", "## Attributes", "",
               f"{len(ATTRIBUTES)} declarations. `set by`: `decide` is the engine "
               "(`belief.decision.engine.decide`, every caller); `FittedBelief.decide` adds "

@@ -21,6 +21,9 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from belief.decision import schema
+from belief.decision.schema import Vars as V
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -40,7 +43,7 @@ _CANDIDATE_WIDTH = 24
 
 _MIN_REASON_WIDTH = 12
 
-CHANNELS = (("cvu_own", "own"), ("cvu_order", "order"), ("cvu_safety_value", "safety"))
+CHANNELS = ((V.cvu_own, "own"), (V.cvu_order, "order"), (V.cvu_safety_value, "safety"))
 """CVU's channels (:mod:`belief.decision.cvu_channels`) and their column names."""
 
 
@@ -153,10 +156,10 @@ def _values(decision: Any, name: str) -> np.ndarray:
 def _cvu_errors(decision: Any) -> np.ndarray:
     """CVU's standard error per candidate: ``cvu_se`` (outcome Monte Carlo error and the error
     of the draws), else ``cvu_mcse``, else NaN."""
-    for name in ("cvu_se", "cvu_mcse"):
+    for name in (V.cvu_se, V.cvu_mcse):
         if name in decision:
             return _values(decision, name)
-    return _values(decision, "cvu_se")
+    return _values(decision, V.cvu_se)
 
 
 def _with_error(values: np.ndarray, errors: np.ndarray, decimals: int, sep: str) -> list[str]:
@@ -180,26 +183,25 @@ def number_columns(decision: Any, sep: str = "±") -> dict[str, list[str]]:
     :data:`CHANNELS` ± its Monte Carlo error, and each ``overrun_<resource>``; ``sep`` joins a
     value and its error."""
     se = _cvu_errors(decision)
-    beta = float(decision.attrs.get("beta", 1.0) or 0.0)
+    beta = float(decision.attrs.get(schema.Attrs.beta, 1.0) or 0.0)
     out: dict[str, list[str]] = {}
-    for name in ("phi_gain", "c_lambda", "u0", "mv"):
+    for name in (V.phi_gain, V.c_lambda, V.u0, V.mv):
         v = _values(decision, name)
         out[name] = [fixed(x, column_decimals(v)) for x in v]
     # the safety bound is read against α_exec: 3 decimals whatever the column's largest value
     # (an untested candidate's bound of 1 would otherwise round 0.0951 and 0.1049 to 0.10)
-    out["p_exec_bound"] = [fixed(x, 3) for x in _values(decision, "p_exec_bound")]
-    cvu = _values(decision, "cvu")
-    out["cvu"] = _with_error(cvu, se, column_decimals(cvu, se), sep)
-    for name in ("q", "value_vs_stop"):
+    out[V.p_exec_bound] = [fixed(x, 3) for x in _values(decision, V.p_exec_bound)]
+    cvu = _values(decision, V.cvu)
+    out[V.cvu] = _with_error(cvu, se, column_decimals(cvu, se), sep)
+    for name in (V.q, V.value_vs_stop):
         v = _values(decision, name)
         out[name] = [fixed(x, column_decimals(v, beta * se)) for x in v]
     for name, _ in CHANNELS:
         v, e = _values(decision, name), _values(decision, f"{name}_mcse")
         out[name] = _with_error(v, e, column_decimals(v, e), sep)
-    for name in decision.data_vars:
-        if str(name).startswith("overrun_"):
-            v = _values(decision, str(name))
-            out[str(name)] = [fixed(x, column_decimals(v)) for x in v]
+    for name in schema.members(decision, V.overrun):
+        v = _values(decision, name)
+        out[name] = [fixed(x, column_decimals(v)) for x in v]
     return out
 
 
