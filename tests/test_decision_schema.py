@@ -170,6 +170,7 @@ def test_a_departure_is_named():
     assert "variable 'cost_r' is not declared" in schema_problems(d, ["s"])
 
 
+@pytest.mark.slow  # the example fitted at the defaults (shared with other tests)
 def test_a_fitted_beliefs_decision_on_file_has_exactly_the_declared_names(example_belief_file,
                                                                           tmp_path):
     from belief.decision.decision_file import load_decision, save_decision

@@ -490,8 +490,8 @@ def _cell(text: str) -> str:
 
 
 def reference_markdown() -> str:
-    """The documentation's reference page of the decision Dataset (``docs/reference/
-    decision.md``, written by ``docs/_ext/belief_docs.py``)."""
+    """The documentation's reference page of the decision Dataset (the generated page
+    ``decision.md`` of the reference section, written by ``docs/_ext/belief_docs.py``)."""
     lines = ["# The decision Dataset", "",
              "Generated from `belief.decision.schema`, the one declaration the engine checks its "
              "output against. `belief.decide(...)`, `FittedBelief.decide(...)` and `belief "
