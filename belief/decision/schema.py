@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # imported by the command line's tables: no numpy or xarray a
     import xarray as xr
 
 __all__ = ["ATTRIBUTES", "COORDS", "FROM_CVU", "LABELS", "RESOURCE", "TABLE_COLUMNS",
-           "VARIABLES", "Attribute", "Attrs", "Variable", "Vars", "check_decision", "members",
-           "per_resource", "reference_markdown", "schema_problems", "table_columns"]
+           "VARIABLES", "Attribute", "Attrs", "Variable", "Vars", "check_decision",
+           "member_resources", "members", "per_resource", "reference_markdown",
+           "schema_problems", "table_columns"]
 
 RESOURCE = "{resource}"
 """The placeholder of a per-resource family's name."""
@@ -401,6 +402,13 @@ def members(decision: xr.Dataset, family: str) -> list[str]:
     return [str(v) for v in decision.data_vars
             if str(v).startswith(prefix) and str(v).endswith(suffix)
             and len(str(v)) > len(prefix) + len(suffix)]
+
+
+def member_resources(decision: xr.Dataset, family: str) -> list[str]:
+    """The resources of ``family``'s members in ``decision`` (:func:`members`):
+    ``["real_h", "compute"]`` for ``overrun_real_h``, ``overrun_compute``."""
+    prefix, _, suffix = family.partition(RESOURCE)
+    return [m[len(prefix):len(m) - len(suffix)] for m in members(decision, family)]
 
 
 def table_columns(decision: xr.Dataset) -> list[str]:

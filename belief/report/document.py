@@ -151,7 +151,7 @@ def _cost_figures(fitted: Any) -> dict[str, Any]:
 
 def _overrun_figure(decision: xr.Dataset) -> dict[str, Any]:
     """``overrun`` when the decision has overrun probabilities (a cost posterior in q_t)."""
-    if not any(str(v).startswith("overrun_") for v in decision.data_vars):
+    if not schema.members(decision, V.overrun):
         return {}
     from belief.report.cost_plots import plot_overrun_probability
 
@@ -438,10 +438,11 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         head = (f"Recommendation: {chosen}" if not a.get("stop") else
                 f"Recommendation: stop — {a.get('stop_reason')}")
         doc.p(head)
-        lam = ", ".join(f"{r}={a[f'lambda_{r}']:g}" for r in fitted.candidate_set.resources
-                        if f"lambda_{r}" in a)
-        bud = ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in fitted.candidate_set.resources
-                        if f"budget_{r}" in a)
+        named = {r: (schema.per_resource(schema.Attrs.lambda_, r),
+                     schema.per_resource(schema.Attrs.budget, r))
+                 for r in fitted.candidate_set.resources}
+        lam = ", ".join(f"{r}={a[k]:g}" for r, (k, _) in named.items() if k in a)
+        bud = ", ".join(f"{r}={a[k]:g}" for r, (_, k) in named.items() if k in a)
         doc.items([
             f"functional φ = {a.get('functional')}, β = {a.get('beta')}; Q = U0 + β·CVU, "
             "U0 = φ(ΔJ) − λᵀΔC",

@@ -307,7 +307,7 @@ def decision_rich_table(decision: Any, title: str, *, wide: bool = False,
         highs = _with_error(_values(decision, "cvu_high"), np.zeros(len(ids)),
                             column_decimals(_values(decision, "cvu"), _cvu_errors(decision)),
                             "")
-        overrun = [str(v) for v in decision.data_vars if str(v).startswith("overrun_")]
+        overrun = schema.members(decision, V.overrun)
         role = "role" in decision.variables
         cols: list[tuple[str, str, list[str]]] = [
             ("candidate", "left", ids),
