@@ -73,6 +73,7 @@ from belief.decision.feasibility import ChanceConstraint
 from belief.decision.functional_registry import parse_functional
 from belief.decision.functionals import Functional, Mean
 from belief.decision.safety import SafetyGate, deployment_check, deployment_method
+from belief.decision.schema import Attrs, Vars, per_resource
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.decision.weights import FixedWeights, ScarcityWeights, WeightRule, as_weight_rule
@@ -558,22 +559,23 @@ class Campaign:
                           rng=np.random.default_rng([seed, 7]), candidates=self.candidates,
                           spent=self.spent())
             ids = list(decision["candidate"].values)
-            decision = decision.assign(chosen=("candidate", np.array(ids) == pick.candidate))
-            decision.attrs.update({"q_choice": decision.attrs["chosen"],
-                                   "chosen": pick.candidate, "stop": int(pick.stop),
-                                   "stop_reason": pick.reason if pick.stop else ""})
+            decision = decision.assign({Vars.chosen: ("candidate",
+                                                      np.array(ids) == pick.candidate)})
+            decision.attrs.update({Attrs.q_choice: decision.attrs[Attrs.chosen],
+                                   Attrs.chosen: pick.candidate, Attrs.stop: int(pick.stop),
+                                   Attrs.stop_reason: pick.reason if pick.stop else ""})
         if not self.belief.attrs.get("reliable", 1) and not s.act_on_unreliable \
-                and not decision.attrs["stop"]:
+                and not decision.attrs[Attrs.stop]:
             reason = ("refusing to act on an unreliable belief ("
                       f"{self.belief.attrs.get('reliability_reason', '')}); re-run with more "
                       "draws, or allow it (--act-on-unreliable; act_on_unreliable=True in "
                       "Python)")
-            decision = decision.assign(chosen=("candidate", np.zeros(decision.sizes["candidate"],
-                                                                     bool)))
-            decision.attrs.update({"q_choice": decision.attrs["chosen"], "chosen": STOP,
-                                   "stop": 1, "stop_reason": reason})
-        decision.attrs["allocation"] = s.allocation
-        decision.attrs["seed"] = seed
+            decision = decision.assign({Vars.chosen: ("candidate", np.zeros(
+                decision.sizes["candidate"], bool))})
+            decision.attrs.update({Attrs.q_choice: decision.attrs[Attrs.chosen],
+                                   Attrs.chosen: STOP, Attrs.stop: 1, Attrs.stop_reason: reason})
+        decision.attrs[Attrs.allocation] = s.allocation
+        decision.attrs[Attrs.seed] = seed
         return decision
 
     def _update(self, chosen: str, outcome: Outcome,
@@ -623,21 +625,22 @@ class Campaign:
     def apply(self, decision: xr.Dataset, outcome: Any) -> dict[str, Any]:
         """Apply an outcome of the chosen candidate and log the step record (returned)."""
         step, policy, budget = self.step_index, self.policy, self.budget
-        chosen = decision.attrs["chosen"]
+        chosen = decision.attrs[Attrs.chosen]
         probability = decision_overrun(decision, chosen, self.candidates[chosen].cost,
                                        _named(budget))
         cost = self._update(chosen, outcome, probability)
         self.world.observe(outcome)
         resources = list(budget["resource"].values)
+        a = decision.attrs
         record = {
             "record": "step", "step": step, "policy": policy, "budget": _named(budget),
-            "lambda": {r: decision.attrs.get(f"lambda_{r}") for r in resources},
-            "reliable": decision.attrs.get("reliable", 1),
-            "reliability_reason": decision.attrs.get("reliability_reason", ""),
-            "allocation": decision.attrs.get("allocation", "q"), "chosen": chosen,
+            "lambda": {r: a.get(per_resource(Attrs.lambda_, r)) for r in resources},
+            "reliable": a.get(Attrs.reliable, 1),
+            "reliability_reason": a.get(Attrs.reliability_reason, ""),
+            "allocation": a.get(Attrs.allocation, "q"), "chosen": chosen,
             "decision": table_records(decision_table(decision).reset_index()),
-            "flip_probability": decision.attrs.get("flip_probability"),
-            "seed": decision.attrs.get("seed"),
+            "flip_probability": a.get(Attrs.flip_probability),
+            "seed": a.get(Attrs.seed),
             "outcome": outcome_records(outcome),
             "realised_cost": dict(zip(resources, cost, strict=True)),
             "budget_after": _named(self.budget), "policy_after": self.policy}
@@ -668,13 +671,13 @@ class Campaign:
             table = decision_table(decision)
             atomic_write(self.out / "decisions" / f"step_{self.step_index:03d}.csv",
                          lambda tmp: table.to_csv(tmp))
-        if decision.attrs["stop"]:
-            self.stop_reason = decision.attrs["stop_reason"]
+        if decision.attrs[Attrs.stop]:
+            self.stop_reason = decision.attrs[Attrs.stop_reason]
             self._log({"record": "stop", "step": self.step_index, "policy": self.policy,
                        "budget": _named(self.budget), "stop_reason": self.stop_reason,
                        "decision": table_records(decision_table(decision).reset_index()),
-                       "seed": decision.attrs.get("seed")})
-        return bool(decision.attrs["stop"])
+                       "seed": decision.attrs.get(Attrs.seed)})
+        return bool(decision.attrs[Attrs.stop])
 
     def step(self) -> tuple[xr.Dataset, Any]:
         """Decide, execute the pick in the world and apply the outcome (None when stopping)."""
@@ -683,7 +686,7 @@ class Campaign:
         self.step_seconds.append(time.perf_counter() - t0)
         if self.record_decision(decision):
             return decision, None
-        outcome = self.world.execute(decision.attrs["chosen"], self.step_index)
+        outcome = self.world.execute(decision.attrs[Attrs.chosen], self.step_index)
         self.apply(decision, outcome)
         return decision, outcome
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belief.decision.schema import Vars, per_resource
+
 __all__ = ["TOL", "check_overrun_record", "decision_overrun", "find_overrun", "overrun_reason"]
 
 TOL = 1e-9
@@ -35,7 +37,7 @@ def decision_overrun(decision: xr.Dataset, chosen: str, nominal: Mapping[str, fl
     """
     out = {}
     for r, b in budget.items():
-        var = f"overrun_{r}"
+        var = per_resource(Vars.overrun, r)
         if var in decision and chosen in decision["candidate"].values:
             out[r] = float(decision[var].sel(candidate=chosen))
         else:

@@ -68,6 +68,7 @@ from belief.campaign.loop import (
     step_seed,
 )
 from belief.decision.engine import STOP, decide
+from belief.decision.schema import Attrs, Vars
 from belief.decision.state import State
 from belief.errors import InputError
 from belief.posterior.fitter import BeliefFitter
@@ -185,8 +186,8 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
             d = _apply_allocation(s.allocation, d, belief, cands, history, sd,
                                   camp.initial_budget - budget)
         rows.append(_step_row(t, logged, d, belief))
-        scores.append(d[["phi_gain", "c_lambda", "u0", "cvu", "q", "value_vs_stop",
-                         "feasible"]].reset_coords(drop=True))
+        scores.append(d[[Vars.phi_gain, Vars.c_lambda, Vars.u0, Vars.cvu, Vars.q,
+                         Vars.value_vs_stop, Vars.feasible]].reset_coords(drop=True))
         if logged != STOP:
             history.append(logged)
             if not cands[logged].repeatable and logged in available:
@@ -221,9 +222,10 @@ def _apply_allocation(name: str, d: xr.Dataset, belief: xr.Dataset, cands: Any,
                   rng=np.random.default_rng([seed, 7]), candidates=cands,
                   spent={r: float(spent.sel(resource=r)) for r in cands.resources})
     ids = list(d["candidate"].values)
-    d = d.assign(chosen=("candidate", np.array(ids) == pick.candidate))
-    d.attrs.update({"q_choice": d.attrs["chosen"], "chosen": pick.candidate,
-                    "stop": int(pick.stop), "stop_reason": pick.reason if pick.stop else ""})
+    d = d.assign({Vars.chosen: ("candidate", np.array(ids) == pick.candidate)})
+    d.attrs.update({Attrs.q_choice: d.attrs[Attrs.chosen], Attrs.chosen: pick.candidate,
+                    Attrs.stop: int(pick.stop),
+                    Attrs.stop_reason: pick.reason if pick.stop else ""})
     return d
 
 
@@ -231,12 +233,13 @@ def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[st
     """Regret of the logged choice against the recommendation on the value-against-stopping
     scale V(m) = U0(m) + β·E_Y[G0(s^{m,Y})], where a stop is worth 0 — the decision's own
     rule (:mod:`belief.decision.engine`); between two candidates it equals the Q difference."""
-    rec = d.attrs["chosen"]
+    rec = d.attrs[Attrs.chosen]
     ids = list(d["candidate"].values)
-    value = d["value_vs_stop"].values
-    beta, g0_null = d.attrs["beta"], d.attrs["g0_null"]
+    value = d[Vars.value_vs_stop].values
+    beta, g0_null = d.attrs[Attrs.beta], d.attrs[Attrs.g0_null]
     gain = belief["gain"].transpose("sample", "candidate").values
-    net = gain - d["c_lambda"].values[None, :] + beta * (d["cvu"].values[None, :] + g0_null)
+    net = (gain - d[Vars.c_lambda].values[None, :]
+           + beta * (d[Vars.cvu].values[None, :] + g0_null))
 
     def per_draw(c: str) -> np.ndarray:
         return np.zeros(gain.shape[0]) if c == STOP else net[:, ids.index(c)]
@@ -249,9 +252,10 @@ def _step_row(t: int, logged: str, d: xr.Dataset, belief: xr.Dataset) -> dict[st
             "regret": value_of(rec) - value_of(logged),
             "regret_lo": float(np.quantile(diff, 0.05)),
             "regret_hi": float(np.quantile(diff, 0.95)),
-            "logged_feasible": logged == STOP or bool(d["feasible"].values[ids.index(logged)]),
-            "policy": d.attrs["policy"], "reliable": int(d.attrs.get("reliable", 1)),
-            "flip_probability": d.attrs["flip_probability"]}
+            "logged_feasible": logged == STOP or bool(
+                d[Vars.feasible].values[ids.index(logged)]),
+            "policy": d.attrs[Attrs.policy], "reliable": int(d.attrs.get(Attrs.reliable, 1)),
+            "flip_probability": d.attrs[Attrs.flip_probability]}
 
 
 def plot_replay(tree: xr.DataTree, out: str | Path | None = None) -> Any:

@@ -49,12 +49,19 @@ import pandas as pd
 import xarray as xr
 
 from belief.decision.cvu import cvu_for_state
-from belief.decision.cvu_channels import CHANNEL_COLUMNS
 from belief.decision.cvu_decisive import decisive_cvu
 from belief.decision.cvu_psis import OutcomeWeights
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional, resampled
 from belief.decision.safety import SafetyGate
+from belief.decision.schema import (
+    FROM_CVU,
+    Attrs,
+    Vars,
+    check_decision,
+    per_resource,
+    table_columns,
+)
 from belief.decision.scores import (
     expected_cost,
     g0,
@@ -348,70 +355,70 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
 
     lam_next = next_weights(lam_rule, budget, costs)  # (C, R)
     cand = ("candidate",)
+    V, A = Vars, Attrs  # the names, declared with their meaning in belief.decision.schema
     ds = xr.Dataset(
         {
-            "phi_gain": (cand, phi), "c_lambda": (cand, c_lambda), "u0": (cand, u0),
-            "mv": (cand, mv), "mv_reason": (cand, mv_reason),
-            "cvu": (cand, cvu_vals), "q": (cand, q), "value_vs_stop": (cand, value),
-            **{f"cost_{r}": (cand, costs[:, k]) for k, r in enumerate(resources)},
-            "available": gate["available"], "budget_ok": (cand, feas.affordable),
-            "budget_reason": (cand, np.array(feas.budget_reason, dtype=object)),
-            "safe": gate["safe"], "safe_reason": gate["safe_reason"],
-            "p_exec_bound": feas.safety["p_exec_bound"],
-            "ucb_anytime": gate["ucb_anytime"],
-            "ucb_clopper_pearson": gate["ucb_clopper_pearson"],
-            "ucb_posterior": gate["ucb_posterior"], "feasible": gate["feasible"],
-            "chosen": (cand, np.arange(len(ids)) == pick),
-            "excluded_reason": (cand, np.array(
+            V.phi_gain: (cand, phi), V.c_lambda: (cand, c_lambda), V.u0: (cand, u0),
+            V.mv: (cand, mv), V.mv_reason: (cand, mv_reason),
+            V.cvu: (cand, cvu_vals), V.q: (cand, q), V.value_vs_stop: (cand, value),
+            **{per_resource(V.cost, r): (cand, costs[:, k]) for k, r in enumerate(resources)},
+            V.available: gate[V.available], V.budget_ok: (cand, feas.affordable),
+            V.budget_reason: (cand, np.array(feas.budget_reason, dtype=object)),
+            V.safe: gate[V.safe], V.safe_reason: gate[V.safe_reason],
+            V.p_exec_bound: feas.safety[V.p_exec_bound],
+            V.ucb_anytime: gate[V.ucb_anytime],
+            V.ucb_clopper_pearson: gate[V.ucb_clopper_pearson],
+            V.ucb_posterior: gate[V.ucb_posterior], V.feasible: gate[V.feasible],
+            V.chosen: (cand, np.arange(len(ids)) == pick),
+            V.excluded_reason: (cand, np.array(
                 _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen, cvu_why),
                 dtype=object)),
-            **{f"lambda_next_{r}": (cand, lam_next[:, k]) for k, r in enumerate(resources)},
+            **{per_resource(V.lambda_next, r): (cand, lam_next[:, k])
+               for k, r in enumerate(resources)},
         },
         coords={"candidate": ids, "role": belief["role"], "lens": belief["lens"],
                 "method": belief["method"]},
     )
-    ds["value_vs_stop"].attrs["long_name"] = ("value of doing m now and continuing, against "
+    ds[V.value_vs_stop].attrs["long_name"] = ("value of doing m now and continuing, against "
                                               "stopping: U0 + β·E_Y[G0(s^{m,Y})]")
     if feas.overrun is not None:
         for k, r in enumerate(resources):
-            ds[f"overrun_{r}"] = (cand, feas.overrun[:, k])
-            ds[f"overrun_{r}"].attrs["long_name"] = f"Pr(ΔC_{r}(m) > b_t,{r})"
-            ds[f"cost_{r}"].attrs["long_name"] = f"E[ΔC_{r}(m)] under the cost posterior"
+            ds[per_resource(V.overrun, r)] = (cand, feas.overrun[:, k])
+            ds[per_resource(V.overrun, r)].attrs["long_name"] = f"Pr(ΔC_{r}(m) > b_t,{r})"
+            ds[per_resource(V.cost, r)].attrs["long_name"] = (f"E[ΔC_{r}(m)] under the cost "
+                                                              "posterior")
     if cvu is not None:
-        ds["cvu_se"] = (cand, np.where(cvu_ok, cvu_se, np.nan))
-        ds["cvu_se"].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
+        ds[V.cvu_se] = (cand, np.where(cvu_ok, cvu_se, np.nan))
+        ds[V.cvu_se].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
                                            "the error of the finite posterior draws")
-        for extra in ("cvu_mcse", "cvu_draws_se", "cvu_method", "cvu_reason", "pareto_k",
-                      "pareto_k_bad", "cvu_ess", "cvu_cv_gain", "cvu_noise_bias", "n_refits",
-                      "n_deferred", "cvu_low", "cvu_high", "cvu_outcomes", "cvu_voi",
-                      "cvu_continuation", "cvu_bias_bound", "cvu_inner_bad_share", "cvu_safety",
-                      *CHANNEL_COLUMNS):
+        for extra in FROM_CVU:
             if extra in cvu:
                 ds[extra] = cvu[extra].reindex(candidate=ids)
     ds.attrs.update({
-        "step": int(state.step), "policy": state.policy, "chosen": chosen, "stop": int(stop),
-        "stop_reason": stop_reason, "functional": str(fn), "beta": beta,
-        "g0_null": g0_null, "cvu_status": cvu_status,
-        "weights_rule": settings.weights.describe(), "flip_probability": flip,
+        A.step: int(state.step), A.policy: state.policy, A.chosen: chosen, A.stop: int(stop),
+        A.stop_reason: stop_reason, A.functional: str(fn), A.beta: beta,
+        A.g0_null: g0_null, A.cvu_status: cvu_status,
+        A.weights_rule: settings.weights.describe(), A.flip_probability: flip,
         **gate.attrs,  # alpha_exec, delta, safety_method, safety_bound, safety_guarantee
-        "eps_budget": settings.eps_budget,
-        "costs": "uncertain (cost posterior draws)" if cost_draws is not None else "known",
-        "horizon": -1 if settings.horizon is None else settings.horizon,
-        "reliable": int(belief.attrs.get("reliable", 1)),
-        "reliability_reason": str(belief.attrs.get("reliability_reason", "")),
-        **{f"lambda_{r}": float(v) for r, v in zip(resources, lam, strict=True)},
-        **{f"budget_{r}": float(v) for r, v in zip(resources, budget, strict=True)},
+        A.eps_budget: settings.eps_budget,
+        A.costs: "uncertain (cost posterior draws)" if cost_draws is not None else "known",
+        A.horizon: -1 if settings.horizon is None else settings.horizon,
+        A.reliable: int(belief.attrs.get("reliable", 1)),
+        A.reliability_reason: str(belief.attrs.get("reliability_reason", "")),
+        **{per_resource(A.lambda_, r): float(v) for r, v in zip(resources, lam, strict=True)},
+        **{per_resource(A.budget, r): float(v) for r, v in zip(resources, budget, strict=True)},
     })
-    if cvu is not None and "continuation" in cvu.attrs:  # a non-myopic continuation
-        ds.attrs["continuation"] = str(cvu.attrs["continuation"])
-        ds.attrs["continuation_depth"] = int(cvu.attrs["continuation_depth"])
-        if "continuation_inner_outcomes" in cvu.attrs:
-            ds.attrs["continuation_inner_outcomes"] = int(cvu.attrs["continuation_inner_outcomes"])
-        for key in ("continuation_used", "continuation_reason"):
+    if cvu is not None and A.continuation in cvu.attrs:  # a non-myopic continuation
+        ds.attrs[A.continuation] = str(cvu.attrs[A.continuation])
+        ds.attrs[A.continuation_depth] = int(cvu.attrs[A.continuation_depth])
+        if A.continuation_inner_outcomes in cvu.attrs:
+            ds.attrs[A.continuation_inner_outcomes] = int(
+                cvu.attrs[A.continuation_inner_outcomes])
+        for key in (A.continuation_used, A.continuation_reason):
             if key in cvu.attrs:
                 ds.attrs[key] = str(cvu.attrs[key])
     ds.attrs.update(transfer_attrs(belief, state.policy))
-    return ds
+    return check_decision(ds, resources, dtypes=False)
 
 
 def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset:
@@ -421,24 +428,21 @@ def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset
     ``safety_method``, ``safety_bound`` (the deciding bound's name) and ``safety_guarantee``
     (what it guarantees: over every look, one look, or a credible bound)."""
     cand = ("candidate",)
+    V, A = Vars, Attrs
     return xr.Dataset(
-        {"available": (cand, feas.available), "feasible": (cand, feas.feasible),
-         "safe": (cand, feas.safe), "safe_reason": feas.safety["safe_reason"],
-         "ucb_anytime": feas.safety["ucb_anytime"],
-         "ucb_clopper_pearson": feas.safety["ucb_clopper_pearson"],
-         "ucb_posterior": feas.safety["ucb_posterior"]},
+        {V.available: (cand, feas.available), V.feasible: (cand, feas.feasible),
+         V.safe: (cand, feas.safe), V.safe_reason: feas.safety[V.safe_reason],
+         V.ucb_anytime: feas.safety[V.ucb_anytime],
+         V.ucb_clopper_pearson: feas.safety[V.ucb_clopper_pearson],
+         V.ucb_posterior: feas.safety[V.ucb_posterior]},
         coords={"candidate": ids},
-        attrs={"alpha_exec": gate.alpha_exec, "delta": gate.delta, "safety_method": gate.method,
-               "safety_bound": gate.label, "safety_guarantee": gate.guarantee})
+        attrs={A.alpha_exec: gate.alpha_exec, A.delta: gate.delta, A.safety_method: gate.method,
+               A.safety_bound: gate.label, A.safety_guarantee: gate.guarantee})
 
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:
     """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, its split by channel (own, order,
     safety: :mod:`belief.decision.cvu_channels`, when computed), Q, value against stopping, the
     overrun probability per resource (with cost draws), feasible, chosen, reason."""
-    cols = ["phi_gain", "c_lambda", "u0", "mv", "cvu", "cvu_own", "cvu_order",
-            "cvu_safety_value", "q", "value_vs_stop",
-            *[v for v in decision.data_vars if str(v).startswith("overrun_")], "feasible",
-            "chosen", "excluded_reason"]
-    return decision[[c for c in cols if c in decision]].to_dataframe()[
-        [c for c in cols if c in decision]]
+    cols = table_columns(decision)  # belief.decision.schema.TABLE_COLUMNS
+    return decision[cols].to_dataframe()[cols]

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from belief.decision.schema import Attrs, Vars, member_resources, per_resource
 from belief.errors import InputError
 
 __all__ = ["cost_intervals", "plot_cost_predictions", "plot_overrun_probability",
@@ -111,15 +112,15 @@ def plot_overrun_probability(decision: xr.Dataset, ax: plt.Axes | None = None) -
     InputError
         When the decision has no overrun probabilities (it was taken with known costs).
     """
-    resources = [str(v)[len("overrun_"):] for v in decision.data_vars
-                 if str(v).startswith("overrun_")]
+    resources = member_resources(decision, Vars.overrun)
     if not resources:
         raise InputError("decision", "no overrun probabilities (overrun_<resource>): the "
                                      "decision was taken with known costs")
     ids = [str(c) for c in decision["candidate"].values]
-    p = np.column_stack([decision[f"overrun_{r}"].values.astype(float) for r in resources])
-    eps = float(decision.attrs.get("eps_budget", 0.0))
-    chosen = decision["chosen"].values.astype(bool)
+    p = np.column_stack([decision[per_resource(Vars.overrun, r)].values.astype(float)
+                         for r in resources])
+    eps = float(decision.attrs.get(Attrs.eps_budget, 0.0))
+    chosen = decision[Vars.chosen].values.astype(bool)
     if ax is None:
         _, ax = plt.subplots(figsize=(1.3 * len(resources) + 3.0, 0.4 * len(ids) + 1.5))
     im = ax.imshow(p, cmap="Reds", vmin=0.0, vmax=max(0.2, float(p.max())), aspect="auto")

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from belief.decision import schema
+from belief.decision.schema import Vars as V
 from belief.errors import InputError
 from belief.report.tables import gate_caption
 
@@ -39,16 +41,9 @@ __all__ = ["DECISION_COLUMNS", "DETAIL_COLUMNS", "FORMATS", "LABELS", "belief_fi
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 
-LABELS = {"role": "role", "phi_gain": "φ(ΔJ)", "c_lambda": "C_λ", "u0": "U0", "mv": "MV",
-          "cvu": "CVU", "cvu_low": "CVU ≥", "cvu_high": "CVU ≤",
-          "cvu_mcse": "CVU ± (MCSE)", "cvu_se": "CVU error", "cvu_draws_se": "± draws",
-          "cvu_method": "estimator", "cvu_own": "CVU own",
-          "cvu_own_mcse": "± own", "cvu_order": "CVU order", "cvu_order_mcse": "± order",
-          "cvu_safety_value": "CVU safety", "cvu_safety_value_mcse": "± safety",
-          "q": "Q", "value_vs_stop": "vs stop",
-          "p_exec_bound": "P_exec UCB", "feasible": "feasible", "chosen": "chosen",
-          "excluded_reason": "reason"}
-"""The decision's column names, as the terminal table shows them."""
+LABELS = {"role": "role", **schema.LABELS}
+"""The decision's column names, as the terminal table shows them (the variables' labels are
+declared in :data:`belief.decision.schema.LABELS`)."""
 
 
 def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
@@ -156,7 +151,7 @@ def _cost_figures(fitted: Any) -> dict[str, Any]:
 
 def _overrun_figure(decision: xr.Dataset) -> dict[str, Any]:
     """``overrun`` when the decision has overrun probabilities (a cost posterior in q_t)."""
-    if not any(str(v).startswith("overrun_") for v in decision.data_vars):
+    if not schema.members(decision, V.overrun):
         return {}
     from belief.report.cost_plots import plot_overrun_probability
 
@@ -324,13 +319,13 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
         "color:#555}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:0.2em}")
 
 
-DECISION_COLUMNS = ("phi_gain", "c_lambda", "u0", "cvu", "q", "value_vs_stop", "feasible",
-                    "excluded_reason")
+DECISION_COLUMNS = (V.phi_gain, V.c_lambda, V.u0, V.cvu, V.q, V.value_vs_stop, V.feasible,
+                    V.excluded_reason)
 """The decision table's columns (after the candidate): what a decision needs.  The other
 columns of a decision are in its details (:func:`_decision_tables`)."""
 
-DETAIL_COLUMNS = ("role", "mv", "cvu_method", "cvu_se", "cvu_mcse", "cvu_draws_se", "cvu_low",
-                  "cvu_high", "p_exec_bound", "chosen")
+DETAIL_COLUMNS = ("role", V.mv, V.cvu_method, V.cvu_se, V.cvu_mcse, V.cvu_draws_se, V.cvu_low,
+                  V.cvu_high, V.p_exec_bound, V.chosen)
 """The decision's details: the role, MV, the CVU estimator and its errors (the range of a CVU
 left bounded), the safety bound, and which candidate was chosen."""
 
@@ -344,14 +339,14 @@ def _decision_tables(doc: _Doc, decision: xr.Dataset) -> None:
 
     ids = pd.Index([str(c) for c in decision["candidate"].values], name="candidate")
     nums = number_columns(decision, sep=" ± ")
-    labels = {**LABELS, "cvu": "CVU ± error"}
+    labels = {**LABELS, V.cvu: "CVU ± error"}
     main = pd.DataFrame({labels[c]: nums[c] if c in nums else decision[c].values
                          for c in DECISION_COLUMNS if c in decision.variables}, index=ids)
-    if "feasible" in decision:
-        main[labels["feasible"]] = decision["feasible"].values.astype(bool)
+    if V.feasible in decision:
+        main[labels[V.feasible]] = decision[V.feasible].values.astype(bool)
     doc.table(main, row_class=["chosen" if c else ("infeasible" if not f else "")
-                               for c, f in zip(decision["chosen"].values.astype(bool),
-                                               decision["feasible"].values.astype(bool),
+                               for c, f in zip(decision[V.chosen].values.astype(bool),
+                                               decision[V.feasible].values.astype(bool),
                                                strict=True)])
     doc.p("φ(ΔJ): the decision functional of the predictive gain; C_λ = λᵀΔC, the weighted "
           "cost; U0 = φ(ΔJ) − C_λ; CVU: the continuation value ± its standard error (the Monte "
@@ -360,9 +355,9 @@ def _decision_tables(doc: _Doc, decision: xr.Dataset) -> None:
           "keeps one number of decimals: CVU, Q and vs stop to the decimal place of CVU's "
           "typical error, the others to three significant digits of the column's largest "
           "value.")
-    bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
+    bounded = V.n_deferred in decision and bool((decision[V.n_deferred] > 0).any())
     detail = [c for c in DETAIL_COLUMNS if c in decision.variables
-              and (bounded or c not in ("cvu_low", "cvu_high"))]
+              and (bounded or c not in (V.cvu_low, V.cvu_high))]
     doc.details("Details: role, MV, the CVU estimator and its errors, the safety bound, CVU "
                 "by channel")
     table = pd.DataFrame({LABELS.get(c, c): decision[c].values for c in detail}, index=ids)
@@ -443,10 +438,11 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         head = (f"Recommendation: {chosen}" if not a.get("stop") else
                 f"Recommendation: stop — {a.get('stop_reason')}")
         doc.p(head)
-        lam = ", ".join(f"{r}={a[f'lambda_{r}']:g}" for r in fitted.candidate_set.resources
-                        if f"lambda_{r}" in a)
-        bud = ", ".join(f"{r}={a[f'budget_{r}']:g}" for r in fitted.candidate_set.resources
-                        if f"budget_{r}" in a)
+        named = {r: (schema.per_resource(schema.Attrs.lambda_, r),
+                     schema.per_resource(schema.Attrs.budget, r))
+                 for r in fitted.candidate_set.resources}
+        lam = ", ".join(f"{r}={a[k]:g}" for r, (k, _) in named.items() if k in a)
+        bud = ", ".join(f"{r}={a[k]:g}" for r, (_, k) in named.items() if k in a)
         doc.items([
             f"functional φ = {a.get('functional')}, β = {a.get('beta')}; Q = U0 + β·CVU, "
             "U0 = φ(ΔJ) − λᵀΔC",
@@ -511,10 +507,11 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
         doc.figure("costs", "predicted cost of the next execution (90 % interval, median) per "
                             "candidate and resource, with the realised costs logged so far")
         if decision is not None and "overrun" in doc.figures:
-            over = [c for c in decision.data_vars if str(c).startswith("overrun_")]
+            over = schema.members(decision, V.overrun)
             doc.table(decision[over].to_dataframe().round(4))
+            eps = decision.attrs.get(schema.Attrs.eps_budget, 0)
             doc.figure("overrun", f"Pr(ΔC_r(m) > b_t,r) per candidate and resource; red box: "
-                                  f"above ε_budget = {decision.attrs.get('eps_budget', 0):g}")
+                                  f"above ε_budget = {eps:g}")
 
     doc.h(2, "Execution safety against α_exec")
     if decision is not None:

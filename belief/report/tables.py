@@ -21,6 +21,10 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from belief.decision import schema
+from belief.decision.schema import Attrs as A
+from belief.decision.schema import Vars as V
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -40,7 +44,7 @@ _CANDIDATE_WIDTH = 24
 
 _MIN_REASON_WIDTH = 12
 
-CHANNELS = (("cvu_own", "own"), ("cvu_order", "order"), ("cvu_safety_value", "safety"))
+CHANNELS = ((V.cvu_own, "own"), (V.cvu_order, "order"), (V.cvu_safety_value, "safety"))
 """CVU's channels (:mod:`belief.decision.cvu_channels`) and their column names."""
 
 
@@ -111,7 +115,7 @@ def shows_channel_split(decision: Any) -> bool:
     import numpy as np
 
     return any(v in decision and bool((np.nan_to_num(decision[v].values.astype(float)) != 0)
-                                      .any()) for v in ("cvu_order", "cvu_safety_value"))
+                                      .any()) for v in (V.cvu_order, V.cvu_safety_value))
 
 
 def _shown_channels(decision: Any) -> list[tuple[str, str]]:
@@ -122,15 +126,15 @@ def _shown_channels(decision: Any) -> list[tuple[str, str]]:
     if not shows_channel_split(decision):
         return []
     return [(v, label) for v, label in CHANNELS if v in decision and (
-        v == "cvu_own" or bool((np.nan_to_num(decision[v].values.astype(float)) != 0).any()))]
+        v == V.cvu_own or bool((np.nan_to_num(decision[v].values.astype(float)) != 0).any()))]
 
 
 def estimator_label(d: Any) -> str:
     """The CVU estimator of a candidate (``cvu_method``), blank when CVU was not estimated."""
-    if "cvu_method" not in d:
+    if V.cvu_method not in d:
         return ""
-    method = d["cvu_method"].values.item() if hasattr(d["cvu_method"], "values") \
-        else d["cvu_method"]
+    method = d[V.cvu_method].values.item() if hasattr(d[V.cvu_method], "values") \
+        else d[V.cvu_method]
     return "" if not isinstance(method, str) or method == "not computed" else method
 
 
@@ -153,10 +157,10 @@ def _values(decision: Any, name: str) -> np.ndarray:
 def _cvu_errors(decision: Any) -> np.ndarray:
     """CVU's standard error per candidate: ``cvu_se`` (outcome Monte Carlo error and the error
     of the draws), else ``cvu_mcse``, else NaN."""
-    for name in ("cvu_se", "cvu_mcse"):
+    for name in (V.cvu_se, V.cvu_mcse):
         if name in decision:
             return _values(decision, name)
-    return _values(decision, "cvu_se")
+    return _values(decision, V.cvu_se)
 
 
 def _with_error(values: np.ndarray, errors: np.ndarray, decimals: int, sep: str) -> list[str]:
@@ -180,26 +184,25 @@ def number_columns(decision: Any, sep: str = "±") -> dict[str, list[str]]:
     :data:`CHANNELS` ± its Monte Carlo error, and each ``overrun_<resource>``; ``sep`` joins a
     value and its error."""
     se = _cvu_errors(decision)
-    beta = float(decision.attrs.get("beta", 1.0) or 0.0)
+    beta = float(decision.attrs.get(schema.Attrs.beta, 1.0) or 0.0)
     out: dict[str, list[str]] = {}
-    for name in ("phi_gain", "c_lambda", "u0", "mv"):
+    for name in (V.phi_gain, V.c_lambda, V.u0, V.mv):
         v = _values(decision, name)
         out[name] = [fixed(x, column_decimals(v)) for x in v]
     # the safety bound is read against α_exec: 3 decimals whatever the column's largest value
     # (an untested candidate's bound of 1 would otherwise round 0.0951 and 0.1049 to 0.10)
-    out["p_exec_bound"] = [fixed(x, 3) for x in _values(decision, "p_exec_bound")]
-    cvu = _values(decision, "cvu")
-    out["cvu"] = _with_error(cvu, se, column_decimals(cvu, se), sep)
-    for name in ("q", "value_vs_stop"):
+    out[V.p_exec_bound] = [fixed(x, 3) for x in _values(decision, V.p_exec_bound)]
+    cvu = _values(decision, V.cvu)
+    out[V.cvu] = _with_error(cvu, se, column_decimals(cvu, se), sep)
+    for name in (V.q, V.value_vs_stop):
         v = _values(decision, name)
         out[name] = [fixed(x, column_decimals(v, beta * se)) for x in v]
     for name, _ in CHANNELS:
         v, e = _values(decision, name), _values(decision, f"{name}_mcse")
         out[name] = _with_error(v, e, column_decimals(v, e), sep)
-    for name in decision.data_vars:
-        if str(name).startswith("overrun_"):
-            v = _values(decision, str(name))
-            out[str(name)] = [fixed(x, column_decimals(v)) for x in v]
+    for name in schema.members(decision, V.overrun):
+        v = _values(decision, name)
+        out[name] = [fixed(x, column_decimals(v)) for x in v]
     return out
 
 
@@ -216,17 +219,17 @@ def gate_caption(attrs: Any) -> str:
     """The safety gate in words: "safety gate: anytime UCB_0.95 <= α_exec 0.1 (frequentist,
     anytime: over every look)" ("" when the decision names no gate: one written before the
     gate's bound was recorded by name gets its method only)."""
-    method = attrs.get("safety_method")
+    method = attrs.get(A.safety_method)
     if method is None:
         return ""
     from belief.decision.safety import BOUNDS
 
     label, guarantee = BOUNDS.get(str(method), (f"{method} UCB", ""))
-    label = attrs.get("safety_bound", label)
-    guarantee = attrs.get("safety_guarantee", guarantee)
-    level = f"_{1 - float(attrs.get('delta', 0.05)):g}"
+    label = attrs.get(A.safety_bound, label)
+    guarantee = attrs.get(A.safety_guarantee, guarantee)
+    level = f"_{1 - float(attrs.get(A.delta, 0.05)):g}"
     return (f"safety gate: {label.replace('UCB', 'UCB' + level)} <= α_exec "
-            f"{float(attrs.get('alpha_exec', float('nan'))):g}"
+            f"{float(attrs.get(A.alpha_exec, float('nan'))):g}"
             + (f" ({guarantee})" if guarantee else ""))
 
 
@@ -288,40 +291,40 @@ def decision_rich_table(decision: Any, title: str, *, wide: bool = False,
         ascii_only = not sys.stdout.isatty()
     nums = number_columns(decision)
     ids = [str(c) for c in decision["candidate"].values]
-    chosen = decision["chosen"].values.astype(bool)
-    feasible = decision["feasible"].values.astype(bool)
-    reasons = [str(r) for r in decision["excluded_reason"].values]
+    chosen = decision[V.chosen].values.astype(bool)
+    feasible = decision[V.feasible].values.astype(bool)
+    reasons = [str(r) for r in decision[V.excluded_reason].values]
     styles = ["bold green" if c else ("" if f else "dim") for c, f in zip(chosen, feasible,
                                                                           strict=True)]
     mark = "<- chosen" if ascii_only else "◀ chosen"
     yes_no = ["yes" if f else "no" for f in feasible]
-    vs_stop = nums["value_vs_stop"] if "value_vs_stop" in decision else ["—"] * len(ids)
+    vs_stop = nums[V.value_vs_stop] if V.value_vs_stop in decision else ["—"] * len(ids)
 
     if wide:
-        bounded = "n_deferred" in decision and bool((decision["n_deferred"] > 0).any())
-        lows = _with_error(_values(decision, "cvu_low"), np.zeros(len(ids)),
-                           column_decimals(_values(decision, "cvu"), _cvu_errors(decision)),
+        bounded = V.n_deferred in decision and bool((decision[V.n_deferred] > 0).any())
+        lows = _with_error(_values(decision, V.cvu_low), np.zeros(len(ids)),
+                           column_decimals(_values(decision, V.cvu), _cvu_errors(decision)),
                            "")
-        highs = _with_error(_values(decision, "cvu_high"), np.zeros(len(ids)),
-                            column_decimals(_values(decision, "cvu"), _cvu_errors(decision)),
+        highs = _with_error(_values(decision, V.cvu_high), np.zeros(len(ids)),
+                            column_decimals(_values(decision, V.cvu), _cvu_errors(decision)),
                             "")
-        overrun = [str(v) for v in decision.data_vars if str(v).startswith("overrun_")]
         role = "role" in decision.variables
         cols: list[tuple[str, str, list[str]]] = [
             ("candidate", "left", ids),
             *([("role", "left", [str(r) for r in decision["role"].values])] if role else []),
-            ("φ(ΔJ)", "right", nums["phi_gain"]), ("C_λ", "right", nums["c_lambda"]),
-            ("U0", "right", nums["u0"]),
-            *([("MV", "right", nums["mv"])] if "mv" in decision else []),
-            ("CVU", "right", nums["cvu"]),
+            ("φ(ΔJ)", "right", nums[V.phi_gain]), ("C_λ", "right", nums[V.c_lambda]),
+            ("U0", "right", nums[V.u0]),
+            *([("MV", "right", nums[V.mv])] if V.mv in decision else []),
+            ("CVU", "right", nums[V.cvu]),
             ("est.", "left", [estimator_label(decision.isel(candidate=i))
                               for i in range(len(ids))]),
             *([("CVU ≥", "right", lows), ("CVU ≤", "right", highs)] if bounded else []),
             *[(f"CVU {label}", "right", nums[v]) for v, label in _shown_channels(decision)],
-            ("Q", "right", nums["q"]), ("vs stop", "right", vs_stop),
-            *([("P_exec UCB", "right", nums["p_exec_bound"])]
-              if "p_exec_bound" in decision else []),
-            *[(f"Pr(>b) {v.removeprefix('overrun_')}", "right", nums[v]) for v in overrun],
+            ("Q", "right", nums[V.q]), ("vs stop", "right", vs_stop),
+            *([("P_exec UCB", "right", nums[V.p_exec_bound])]
+              if V.p_exec_bound in decision else []),
+            *[(f"Pr(>b) {r}", "right", nums[schema.per_resource(V.overrun, r)])
+              for r in schema.member_resources(decision, V.overrun)],
             ("feasible", "center", yes_no),
             ("reason", "left", [mark if c else r for c, r in zip(chosen, reasons,
                                                                   strict=True)])]
@@ -336,9 +339,9 @@ def decision_rich_table(decision: Any, title: str, *, wide: bool = False,
 
     width = COMPACT_WIDTH if width is None else int(width)
     cut_ids = [_cut(c, _CANDIDATE_WIDTH) for c in ids]
-    cols = [("candidate", "left", cut_ids), ("φ(ΔJ)", "right", nums["phi_gain"]),
-            ("C_λ", "right", nums["c_lambda"]), ("U0", "right", nums["u0"]),
-            ("CVU", "right", nums["cvu"]), ("Q", "right", nums["q"]),
+    cols = [("candidate", "left", cut_ids), ("φ(ΔJ)", "right", nums[V.phi_gain]),
+            ("C_λ", "right", nums[V.c_lambda]), ("U0", "right", nums[V.u0]),
+            ("CVU", "right", nums[V.cvu]), ("Q", "right", nums[V.q]),
             ("vs stop", "right", vs_stop), ("feasible", "center", yes_no)]
     used = sum(max(cell_len(name), *(cell_len(x) for x in cells)) for name, _, cells in cols)
     used += 2 * len(cols)  # two spaces between columns (padding collapsed), no edges
@@ -388,9 +391,9 @@ def channel_rich_table(decision: Any, *, ascii_only: bool | None = None) -> Any:
     table.add_column("CVU", justify="right", no_wrap=True)
     for _, label in shown:
         table.add_column(label, justify="right", no_wrap=True)
-    chosen = decision["chosen"].values.astype(bool)
+    chosen = decision[V.chosen].values.astype(bool)
     for i, cid in enumerate(decision["candidate"].values):
-        table.add_row(escape(_cut(str(cid), _CANDIDATE_WIDTH)), nums["cvu"][i],
+        table.add_row(escape(_cut(str(cid), _CANDIDATE_WIDTH)), nums[V.cvu][i],
                       *(nums[v][i] for v, _ in shown),
                       style="bold green" if chosen[i] else "")
     return table

@@ -7,6 +7,9 @@
 * ``reference/input-tables.md`` — every evidence table with its required columns, read from the
   validators' own column definitions (:data:`belief.inputs.tables.TABLES` and the ``*_COLUMNS``
   constants, :mod:`belief.inputs.costs`) and their docstrings.
+* ``reference/decision.md`` — every variable and attribute of the decision Dataset with its
+  meaning, units and type, from :mod:`belief.decision.schema` (the declaration the engine
+  checks its output against).
 * ``tutorials/*.ipynb`` — copies of the notebooks in ``notebooks/`` (rendered by myst-nb without
   executing them).  When ``$BELIEF_EXECUTED_NOTEBOOKS`` names a folder, a notebook executed
   there by ``tests/test_notebooks.py`` (which writes its executed copy to that folder) is
@@ -29,7 +32,8 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 
-GENERATED = ("reference/api.rst", "reference/cli.md", "reference/input-tables.md")
+GENERATED = ("reference/api.rst", "reference/cli.md", "reference/input-tables.md",
+             "reference/decision.md")
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,6 +274,17 @@ def _md_roles(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# the decision Dataset
+
+
+def decision_markdown() -> str:
+    """The decision Dataset's page, from :mod:`belief.decision.schema`."""
+    from belief.decision.schema import reference_markdown
+
+    return reference_markdown()
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def _write(path: Path, text: str) -> None:
@@ -283,6 +298,7 @@ def generate() -> None:
     _write(DOCS / "reference" / "api.rst", api_rst())
     _write(DOCS / "reference" / "cli.md", cli_markdown())
     _write(DOCS / "reference" / "input-tables.md", tables_markdown())
+    _write(DOCS / "reference" / "decision.md", decision_markdown())
     executed = os.environ.get("BELIEF_EXECUTED_NOTEBOOKS", "").strip()
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         source = nb
