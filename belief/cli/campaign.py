@@ -42,8 +42,8 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
     s = base or CampaignSettings()
     changes: dict[str, Any] = {}
     if args.draws is not None:
-        changes["fit"] = FitSettings.for_draws(args.draws, args.tune)
-    elif args.tune is not None:
+        changes["fit"] = FitSettings.for_draws(args.draws, getattr(args, "tune", None))
+    elif getattr(args, "tune", None) is not None:
         changes["fit"] = replace(s.fit, tune=FitSettings.for_draws(s.fit.draws, args.tune).tune)
     cvu, refit = cvu_from_flags(args, s.cvu)
     if refit is False:
@@ -217,7 +217,7 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
         raise InputError("--candidates", "a candidate file is required (or --resume)")
     from belief.cli.demo import cost_settings, gate_settings
 
-    v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
+    v = {k: (getattr(args, k, None) if getattr(args, k, None) is not None else d)
          for k, d in MANUAL_DEFAULTS.items()}
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
     costs = cost_settings(args, cfile.candidates.resources)
@@ -228,7 +228,7 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
                                 act_on_unreliable=bool(getattr(args, "act_on_unreliable",
                                                                False)),
                                 cvu=campaign_cvu(args, CampaignSettings().cvu),
-                                fit=FitSettings.for_draws(v["draws"], args.tune,
+                                fit=FitSettings.for_draws(v["draws"], getattr(args, "tune", None),
                                                           costs=costs.pop("fit_costs")),
                                 **costs)
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
