@@ -54,7 +54,7 @@ def test_one_flag_name_per_setting_on_every_command():
     """The same destination (setting) is set by the same flag on every command; the old names
     are only in the deprecated group."""
     names: dict[str, set[str]] = {}
-    for cmd, p in _commands().items():
+    for p in _commands().values():
         for action in p._actions:
             if not action.option_strings or action.default is argparse.SUPPRESS:
                 continue
@@ -153,7 +153,8 @@ def test_effort_levels_map_to_the_documented_settings():
     assert CVUSettings.for_effort("default") == CVUSettings()  # today's defaults
     assert EFFORTS["default"].refit is None
     fast = CVUSettings.for_effort("fast")
-    assert (fast.n_outcomes, fast.continuation) == (128, "one_step") and not EFFORTS["fast"].refit
+    assert (fast.n_outcomes, fast.continuation, fast.channel_split) == (64, "one_step", False)
+    assert EFFORTS["fast"].refit is False
     thorough = CVUSettings.for_effort("thorough")
     assert (thorough.n_outcomes, thorough.continuation, thorough.inner_outcomes,
             thorough.max_refits) == (128, "lookahead2", 8, 2)
@@ -184,7 +185,7 @@ def test_decide_effort_presets_and_explicit_flags_override_them():
                                   "--inner-outcomes", "4")
     assert (cvu.cvu.n_outcomes, cvu.cvu.inner_outcomes, refit) == (64, 4, False)
     cvu, refit = _decide_settings("--effort", "fast", "--refit")
-    assert (cvu.cvu.n_outcomes, refit) == (128, True)
+    assert (cvu.cvu.n_outcomes, refit) == (64, True)
     # --inner-outcomes needs a non-myopic continuation: the effort's counts
     _decide_settings("--effort", "thorough", "--inner-outcomes", "16")
     with pytest.raises(InputError, match="--inner-outcomes"):
@@ -227,6 +228,6 @@ def test_campaign_effort_sets_the_campaigns_cvu_and_default_keeps_it():
     assert _replay_settings(args, log).cvu == log.cvu and args.use_refits is None
     args = build_parser().parse_args(["replay", "log", "--out", "o", "--effort", "fast"])
     s = _replay_settings(args, log)
-    assert (s.cvu.n_outcomes, s.cvu.max_refits, args.use_refits) == (128, 0, False)
+    assert (s.cvu.n_outcomes, s.cvu.max_refits, args.use_refits) == (64, 0, False)
     args = build_parser().parse_args(["replay", "log", "--out", "o", "--refits"])
     assert _replay_settings(args, log).cvu == log.cvu and args.use_refits is True

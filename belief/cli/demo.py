@@ -130,7 +130,8 @@ def _settings(args: argparse.Namespace) -> Any:
     v = {k: (getattr(args, k, None) if getattr(args, k, None) is not None else d)
          for k, d in DEMO_DEFAULTS.items()}
     costs = cost_settings(args, SyntheticWorld().candidates.resources)
-    fit = FitSettings.for_draws(v["draws"], getattr(args, "tune", None), costs=costs.pop("fit_costs"))
+    fit = FitSettings.for_draws(v["draws"], getattr(args, "tune", None),
+                                costs=costs.pop("fit_costs"))
     # CVU scores its candidates on two threads where there are two cores (the same numbers:
     # CVUSettings.workers); the campaign's other CVU settings are the library's, with the flags
     cvu = campaign_cvu(args, replace(CampaignSettings().cvu, workers=min(2, os.cpu_count() or 1)))

@@ -112,9 +112,10 @@ _TABLE = [
          "checks after the 2x/4x refits (default: stop and say so)", ("act_on_unreliable",),
          kwargs={"action": "store_true"}),
     # CVU
-    Flag("--effort", "CVU", "CVU's effort: fast, default or thorough, a preset of --cvu-"
-         "outcomes, --refit, --max-refits, --continuation and --inner-outcomes (see the "
-         "effort how-to for each level's settings, time and error); flags given override it",
+    Flag("--effort", "CVU", "CVU's effort: fast (64 outcomes, no refits, no split by "
+         "channel), default (today's settings) or thorough (--continuation lookahead2, 8 inner "
+         "outcomes, 128 outcomes, --refit with at most 2 per candidate); flags given override "
+         "it (the effort how-to gives each level's time and error)",
          ("effort",), kwargs={"metavar": "LEVEL"}),
     Flag("--cvu-outcomes", "CVU", "simulated outcomes per candidate in CVU",
          ("CVUSettings.n_outcomes",), kwargs={"type": int, "metavar": "N"}),
