@@ -231,3 +231,16 @@ def test_campaign_effort_sets_the_campaigns_cvu_and_default_keeps_it():
     assert (s.cvu.n_outcomes, s.cvu.max_refits, args.use_refits) == (64, 0, False)
     args = build_parser().parse_args(["replay", "log", "--out", "o", "--refits"])
     assert _replay_settings(args, log).cvu == log.cvu and args.use_refits is True
+
+
+def test_report_with_a_given_decision_refuses_an_effort_it_would_not_use():
+    from belief.cli.statistician import _no_decision_flags_with_a_decision
+
+    def args(*flags):
+        return build_parser().parse_args(["report", "b.nc", "--decision", "d", *flags])
+
+    _no_decision_flags_with_a_decision(args())  # nothing given: nothing refused
+    for flags, flag in ((["--effort", "fast"], "--effort"), (["--no-refit"], "--refit"),
+                        (["--cvu-outcomes", "64"], "--cvu-outcomes")):
+        with pytest.raises(InputError, match=f"^{flag}: {flag} would not change a given"):
+            _no_decision_flags_with_a_decision(args(*flags))
