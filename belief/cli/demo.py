@@ -79,7 +79,8 @@ def campaign_cvu(args: argparse.Namespace, base: Any) -> Any:
     if refit is False:
         return replace(cvu, max_refits=0)
     if refit and cvu.max_refits == 0:
-        raise InputError("--max-refits", "0 makes no refits: leave it out with --refit")
+        raise InputError("--max-refits", "0 makes no exact refits, which --refit (or --effort "
+                                         "thorough) asks for: give --no-refit instead")
     return cvu
 
 
