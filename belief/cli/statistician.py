@@ -6,7 +6,7 @@
     belief decide belief.nc [--budget real_h=…,compute=…,eng_h=…] [--weights …]
                             [--functional mean|lcb:Q|cvar:A] [--beta B] [--alpha-exec A]
                             [--delta D] [--gate anytime|clopper_pearson|posterior]
-                            [--out decision/]
+                            [--effort fast|default|thorough] [--out decision/]
     belief check belief.nc          # exit 0 converged, 1 diagnostics fail, 2 bad input
     belief report belief.nc [--decision decision/] --out report.html   (or report.md)
 
