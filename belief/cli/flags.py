@@ -27,9 +27,9 @@ from typing import Any
 
 from belief.errors import InputError
 
-__all__ = ["COMMAND_FLAGS", "EFFORT_FLAGS", "FLAGS", "GROUPS", "TABLE", "Flag",
+__all__ = ["COMMAND_FLAGS", "EFFORT_FLAGS", "FLAGS", "GROUPS", "RENAMED", "TABLE", "Flag",
            "add_flags", "add_gate_flag", "add_wide_flag", "as_flag", "as_flags",
-           "cvu_from_flags", "deprecation_notes", "past_dirs"]
+           "cvu_from_flags", "deprecation_notes", "past_dirs", "typed_flag"]
 
 GROUPS: dict[str, str] = {
     "decision": "the decision rule: φ, β, the safety gate, λ, the horizon",
@@ -79,6 +79,7 @@ class Flag:
 
     @property
     def dest(self) -> str:
+        """The namespace attribute the flag sets (``--cvu-outcomes`` → ``cvu_outcomes``)."""
         return self.kwargs.get("dest", self.name[2:].replace("-", "_"))
 
 
