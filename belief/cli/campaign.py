@@ -14,12 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 
 __all__ = ["MANUAL_DEFAULTS", "add_campaign_commands", "manual_campaign"]
 
-MANUAL_DEFAULTS = {"steps": 10, "policy": "pi0", "beta": 1.0, "draws": 1000, "seed": 0}
+MANUAL_DEFAULTS = {"horizon": 10, "policy": "pi0", "beta": 1.0, "draws": 1000, "seed": 0}
 
 
 def _weights(text: str | None):
@@ -37,12 +36,21 @@ def _replay_settings(args: argparse.Namespace, base: Any) -> Any:
     from dataclasses import replace
 
     from belief.campaign.loop import CampaignSettings
+    from belief.cli.flags import cvu_from_flags
     from belief.posterior.fitter import FitSettings
 
     s = base or CampaignSettings()
     changes: dict[str, Any] = {}
     if args.draws is not None:
-        changes["fit"] = FitSettings.for_draws(args.draws)
+        changes["fit"] = FitSettings.for_draws(args.draws, getattr(args, "tune", None))
+    elif getattr(args, "tune", None) is not None:
+        changes["fit"] = replace(s.fit, tune=FitSettings.for_draws(s.fit.draws, args.tune).tune)
+    cvu, refit = cvu_from_flags(args, s.cvu)
+    if refit is False:
+        cvu = replace(cvu, max_refits=0)
+    if cvu != s.cvu:
+        changes["cvu"] = cvu
+    args.use_refits = refit
     if args.functional is not None:
         changes["functional"] = args.functional
     if args.beta is not None:
@@ -92,6 +100,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if past and not single:
         raise InputError("--past", "--past works with the replay of one campaign log, not a "
                                    "folder of logs")
+    from belief.cli.demo import CVU_DESTS
+
+    given = [d for d in CVU_DESTS if getattr(args, d, None) is not None]
+    if not single and given:
+        flag = "--" + given[0].replace("_", "-")
+        raise InputError(flag, f"{flag} works with the replay of one campaign log, not a "
+                               "folder of logs")
     if not single and getattr(args, "allocation", None) is not None:
         raise InputError("--allocation", "--allocation works with the replay of one campaign "
                                          "log, not a folder of logs")
@@ -128,7 +143,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(f"[red]log problem[/red]: {escape(camp.problem)} — replaying the "
                       f"{len(camp.steps)} step(s) before it")
     with console.status("replaying…") as status:
-        tree = replay(camp, settings, seed=args.seed, use_refits=args.refits, past=past,
+        tree = replay(camp, settings, seed=args.seed, use_refits=args.use_refits, past=past,
                       allocation=args.allocation,
                       progress=lambda t, n: status.update(f"replaying step {t + 1} of {n}"))
     steps = tree["steps"].to_dataset().to_dataframe()
@@ -202,15 +217,18 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
         raise InputError("--candidates", "a candidate file is required (or --resume)")
     from belief.cli.demo import cost_settings, gate_settings
 
-    v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
+    v = {k: (getattr(args, k, None) if getattr(args, k, None) is not None else d)
          for k, d in MANUAL_DEFAULTS.items()}
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
     costs = cost_settings(args, cfile.candidates.resources)
-    settings = CampaignSettings(horizon=v["steps"], beta=v["beta"], seed=v["seed"],
+    from belief.cli.demo import campaign_cvu
+
+    settings = CampaignSettings(horizon=v["horizon"], beta=v["beta"], seed=v["seed"],
                                 weights=_weights(args.weights), gate=gate_settings(args),
                                 act_on_unreliable=bool(getattr(args, "act_on_unreliable",
                                                                False)),
-                                fit=FitSettings.for_draws(v["draws"],
+                                cvu=campaign_cvu(args, CampaignSettings().cvu),
+                                fit=FitSettings.for_draws(v["draws"], getattr(args, "tune", None),
                                                           costs=costs.pop("fit_costs")),
                                 **costs)
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
@@ -240,7 +258,7 @@ def _unsafe_without_data(campaign: Any) -> list[str]:
 
 def cmd_manual(args: argparse.Namespace) -> int:
     from belief.campaign.loop import outputs_complete
-    from belief.cli.demo import COST_FLAGS, ignored_with_resume
+    from belief.cli.demo import COST_FLAGS, CVU_DESTS, ignored_with_resume
     from belief.report.tables import console as make_console
     from belief.report.tables import decision_rich_table, escape, table_width
 
@@ -252,7 +270,7 @@ def cmd_manual(args: argparse.Namespace) -> int:
     if args.resume:
         ignored = ignored_with_resume(args, (*MANUAL_DEFAULTS, "candidates", "weights",
                                              "evidence", "overwrite", "act_on_unreliable",
-                                             "gate", *COST_FLAGS))
+                                             "gate", "tune", *COST_FLAGS, *CVU_DESTS))
         s = campaign.settings
         if ignored:
             console.print(f"note: ignored with --resume: {escape(', '.join(ignored))} — the "
@@ -290,36 +308,35 @@ def cmd_manual(args: argparse.Namespace) -> int:
 
 def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay`` and ``manual`` on the ``belief`` parser."""
-    from belief.cli.demo import add_cost_flags
-    from belief.cli.flags import add_gate_flag, add_wide_flag
+    from belief.cli.demo import CAMPAIGN_CVU_FLAGS, CAMPAIGN_SHOWN, COST_HELPS
+    from belief.cli.flags import add_flags
 
     rp = sub.add_parser("replay", help="re-decide every step of a past campaign offline")
     rp.add_argument("log", help="campaign_log.jsonl, its run folder, a CSV-layout folder "
                                 "(candidates.toml + steps.csv), or a folder of logs")
-    rp.add_argument("--out", required=True, help="output folder")
-    rp.add_argument("--functional", default=None,
-                    help=functionals_help("{functionals} (default: log's)"))
-    rp.add_argument("--beta", type=float, default=None, help="β (default: the log's)")
-    rp.add_argument("--alpha-exec", type=float, default=None, dest="alpha_exec",
-                    help="α_exec of the safety gate (default: the log's)")
-    add_gate_flag(rp, None)
-    rp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=…")
-    rp.add_argument("--draws", type=int, default=None, help="posterior draws per chain")
-    rp.add_argument("--epsilon-budget", type=float, default=None, dest="eps_budget",
-                    metavar="EPS", help="ε_budget in [0, 1) of the budget's chance constraint, "
-                                        "for a campaign with a cost posterior (default: the "
-                                        "log's)")
-    rp.add_argument("--allocation", default=None,
-                    help="re-decide with this allocation rule instead of Q (e.g. ei_cost, "
-                         "kg_cost, ucb_bwk, pbgi, thompson: what that rule would have picked "
-                         "at each step)")
-    rp.add_argument("--seed", type=int, default=None,
-                    help="seed of the re-fits (default: the campaign's)")
-    rp.add_argument("--refits", action=argparse.BooleanOptionalAction, default=None,
-                    help="allow CVU's exact-refit fallback (default: as the campaign did)")
-    rp.add_argument("--workers", type=int, default=None,
-                    help="replay a folder of logs on a local Dask cluster with N workers")
-    rp.add_argument("--scheduler", default=None, help="address of a Dask scheduler")
+    logs = "the log's"
+    groups = add_flags(rp, "replay", [
+        "--functional", "--beta", "--alpha-exec", "--gate", "--weights", "--allocation",
+        *CAMPAIGN_CVU_FLAGS, "--epsilon-budget", "--draws", "--tune", "--seed", "--out"],
+        required=["--out"], shown={
+            "--functional": logs, "--beta": logs, "--alpha-exec": logs, "--gate": logs,
+            "--weights": logs, "--allocation": logs, "--effort": "the log's settings",
+            **dict.fromkeys(CAMPAIGN_CVU_FLAGS[1:], logs), "--epsilon-budget": logs,
+            "--draws": logs, "--tune": "500, or --draws when fewer", "--seed": "the "
+                                                                              "campaign's"},
+        helps={"--allocation": "re-decide with this allocation rule instead of Q (e.g. "
+                               "ei_cost, kg_cost, ucb_bwk, pbgi, thompson: what that rule "
+                               "would have picked at each step)",
+               "--refit": "CVU's exact-refit fallback where PSIS k̂ is above its threshold "
+                          "(--no-refit: PSIS only)",
+               "--seed": "seed of the re-fits", "--out": "output folder",
+               "--epsilon-budget": "ε_budget in [0, 1) of the budget's chance constraint, "
+                                   "for a campaign with a cost posterior"})
+    groups["output"].add_argument(
+        "--workers", type=int, default=None,
+        help="replay a folder of logs on a local Dask cluster with N workers")
+    groups["output"].add_argument("--scheduler", default=None,
+                                  help="address of a Dask scheduler")
     rp.add_argument("--past", default=None, metavar="DIR[,DIR...]",
                     help="past campaigns of the same candidate set: every step's gains fit "
                          "learns the order effects from them too (campaign level)")
@@ -332,24 +349,23 @@ def add_campaign_commands(sub: argparse._SubParsersAction) -> None:
                     help="initial evidence: an evidence folder (e.g. safety_events.csv with "
                          "the bench runs of the hardware candidates, policy_evaluations.csv "
                          "with a baseline); no costs")
-    mp.add_argument("--out", required=True, help="campaign folder (log and outputs)")
-    mp.add_argument("--overwrite", action="store_true",
-                    help="start a new campaign in --out even when it holds a log or other "
-                         "files")
-    mp.add_argument("--resume", action="store_true", help="continue the campaign in --out")
-    mp.add_argument("--steps", type=int, default=None, help=f"horizon T (default {d['steps']})")
     mp.add_argument("--policy", default=None,
                     help=f"name of the current policy (default {d['policy']})")
-    mp.add_argument("--weights", default=None, help="λ as real_h=…,compute=…,eng_h=… "
-                                                    "(default: the file's [weights])")
-    mp.add_argument("--beta", type=float, default=None, help=f"β (default {d['beta']:g})")
-    mp.add_argument("--draws", type=int, default=None,
-                    help=f"posterior draws per chain (default {d['draws']})")
-    mp.add_argument("--seed", type=int, default=None, help=f"seed (default {d['seed']})")
-    mp.add_argument("--act-on-unreliable", action="store_true",
-                    help="act on a belief whose fit fails the convergence checks (default: "
-                         "stop and say so)")
-    add_gate_flag(mp, None)
-    add_cost_flags(mp)
-    add_wide_flag(mp)
+    groups = add_flags(mp, "manual", [
+        "--beta", "--gate", "--weights", "--horizon", "--act-on-unreliable",
+        *CAMPAIGN_CVU_FLAGS, "--costs", "--epsilon-budget", "--heavy-tailed-costs",
+        "--draws", "--tune", "--seed", "--out", "--wide"], required=["--out"], shown={
+        "--beta": f"{d['beta']:g}", "--gate": "anytime (a resumed log: its own)",
+        "--weights": "the file's [weights]", "--horizon": str(d["horizon"]),
+        **CAMPAIGN_SHOWN, "--epsilon-budget": "0", "--draws": str(d["draws"]),
+        "--tune": "500, or --draws when fewer", "--seed": str(d["seed"])}, helps={
+        **COST_HELPS, "--horizon": "horizon T: the campaign's number of steps",
+        "--out": "campaign folder (log and outputs)",
+        "--act-on-unreliable": "act on a belief whose fit fails the convergence checks "
+                               "(default: stop and say so)"})
+    groups["output"].add_argument(
+        "--overwrite", action="store_true",
+        help="start a new campaign in --out even when it holds a log or other files")
+    groups["output"].add_argument("--resume", action="store_true",
+                                  help="continue the campaign in --out")
     mp.set_defaults(func=cmd_manual)

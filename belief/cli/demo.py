@@ -15,49 +15,73 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from belief.cli.flags import add_wide_flag
-from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 
-__all__ = ["COST_FLAGS", "DEMO_DEFAULTS", "add_cost_flags", "add_demo_command", "cost_settings",
-           "gate_settings", "ignored_with_resume"]
+__all__ = ["CAMPAIGN_CVU_FLAGS", "COST_FLAGS", "CVU_DESTS", "DEMO_DEFAULTS", "add_demo_command",
+           "campaign_cvu", "cost_settings", "gate_settings", "ignored_with_resume"]
 
-DEMO_DEFAULTS = {"steps": 6, "seed": 0, "out": "belief_demo", "draws": 1000,
+DEMO_DEFAULTS = {"horizon": 6, "seed": 0, "out": "belief_demo", "draws": 1000,
                  "functional": "mean", "allocation": "q", "beta": 1.0}
 
 
 def ignored_with_resume(args: argparse.Namespace, flags: tuple[str, ...]) -> list[str]:
     """The flags given with ``--resume`` that a resumed campaign does not use (its settings
     come from its log), as ``--flag value``."""
+    from belief.cli.flags import typed_flag
+
     out = []
     for name in flags:
         value = getattr(args, name, None)
         if value is not None and value is not False:
-            flag = "--" + name.replace("_", "-")
+            flag = typed_flag(args, "--" + name.replace("_", "-"))
             out.append(flag if value is True else f"{flag} {value}")
     return out
 
 
 COST_FLAGS = ("costs", "eps_budget", "heavy_tailed_costs")
+CVU_DESTS = ("effort", "cvu_outcomes", "cvu_estimator", "refit", "max_refits", "refit_scope",
+             "continuation", "rollout_depth", "inner_outcomes")
+"""The campaign commands' CVU flags (attribute names), ignored with ``--resume``."""
 """The campaign commands' uncertain-cost flags (attribute names; see :func:`add_cost_flags`)."""
 
 
-def add_cost_flags(p: argparse.ArgumentParser) -> None:
-    """``--costs``, ``--epsilon-budget`` and ``--heavy-tailed-costs`` of a campaign command
-    (``demo``, ``manual``): the cost posterior, the budget's chance constraint and the repair
-    tail (:class:`belief.campaign.loop.CampaignSettings`)."""
-    p.add_argument("--costs", action="store_true", default=None,
-                   help="re-fit the cost model on the campaign's realised costs at every step "
-                        "and decide with uncertain costs: C_λ = λᵀE[ΔC], a candidate fits the "
-                        "budget when Pr(ΔC_r > b_t,r) <= --epsilon-budget (default off: the "
-                        "candidate file's costs are known)")
-    p.add_argument("--epsilon-budget", type=float, default=None, dest="eps_budget",
-                   metavar="EPS",
-                   help="ε_budget in [0, 1) of the chance constraint, with --costs (default 0: "
-                        "no cost draw may overrun; 0.05 allows a 5 %% overrun probability)")
-    p.add_argument("--heavy-tailed-costs", default=None, metavar="R[,R...]",
-                   help="resources whose costs get the cost model's repair tail (a two-"
-                        "component log-normal mixture), e.g. real_h; with --costs")
+CAMPAIGN_CVU_FLAGS = ("--effort", "--cvu-outcomes", "--cvu-estimator", "--refit",
+                      "--max-refits", "--refit-scope", "--continuation", "--rollout-depth",
+                      "--inner-outcomes")
+"""The CVU and look-ahead flags of the campaign commands (``demo``, ``manual``, ``replay``):
+the campaign's defaults (:class:`belief.campaign.loop.CampaignSettings` ``cvu``: exact refits,
+at most 4 per candidate) unless given."""
+
+CAMPAIGN_SHOWN = {"--effort": "default", "--cvu-outcomes": "256", "--cvu-estimator": "auto",
+                  "--refit": "on, at most 4 per candidate", "--max-refits": "4",
+                  "--refit-scope": "decisive when Q chooses, else all",
+                  "--continuation": "one_step", "--rollout-depth": "2",
+                  "--inner-outcomes": "32"}
+"""The campaign commands' CVU defaults, as ``--help`` states them."""
+
+COST_HELPS = {
+    "--costs": "re-fit the cost model on the campaign's realised costs at every step and decide "
+               "with uncertain costs: C_λ = λᵀE[ΔC], a candidate fits the budget when "
+               "Pr(ΔC_r > b_t,r) <= --epsilon-budget (default off: the candidate file's costs "
+               "are known)",
+    "--epsilon-budget": "ε_budget in [0, 1) of the chance constraint, with --costs",
+}
+"""The campaign commands' help of the cost flags (:func:`cost_settings`)."""
+
+
+def campaign_cvu(args: argparse.Namespace, base: Any) -> Any:
+    """The campaign's CVU settings: ``base`` with ``--effort`` and the CVU flags given
+    (:func:`belief.cli.flags.cvu_from_flags`); a campaign makes exact refits when
+    ``max_refits`` > 0, so ``--no-refit`` (or ``--effort fast``) sets it to 0."""
+    from belief.cli.flags import cvu_from_flags
+
+    cvu, refit = cvu_from_flags(args, base)
+    if refit is False:
+        return replace(cvu, max_refits=0)
+    if refit and cvu.max_refits == 0:
+        raise InputError("--max-refits", "0 makes no exact refits, which --refit (or --effort "
+                                         "thorough) asks for: give --no-refit instead")
+    return cvu
 
 
 def cost_settings(args: argparse.Namespace, resources: tuple[str, ...] | list[str]
@@ -104,14 +128,15 @@ def _settings(args: argparse.Namespace) -> Any:
     from belief.campaign.synthetic import SyntheticWorld
     from belief.posterior.fitter import FitSettings
 
-    v = {k: (getattr(args, k) if getattr(args, k) is not None else d)
+    v = {k: (getattr(args, k, None) if getattr(args, k, None) is not None else d)
          for k, d in DEMO_DEFAULTS.items()}
     costs = cost_settings(args, SyntheticWorld().candidates.resources)
-    fit = FitSettings.for_draws(v["draws"], costs=costs.pop("fit_costs"))
+    fit = FitSettings.for_draws(v["draws"], getattr(args, "tune", None),
+                                costs=costs.pop("fit_costs"))
     # CVU scores its candidates on two threads where there are two cores (the same numbers:
-    # CVUSettings.workers); the campaign's other CVU settings are the library's
-    cvu = replace(CampaignSettings().cvu, workers=min(2, os.cpu_count() or 1))
-    return CampaignSettings(horizon=v["steps"], seed=v["seed"], functional=v["functional"],
+    # CVUSettings.workers); the campaign's other CVU settings are the library's, with the flags
+    cvu = campaign_cvu(args, replace(CampaignSettings().cvu, workers=min(2, os.cpu_count() or 1)))
+    return CampaignSettings(horizon=v["horizon"], seed=v["seed"], functional=v["functional"],
                             beta=v["beta"], allocation=v["allocation"], cvu=cvu,
                             gate=gate_settings(args),
                             act_on_unreliable=args.act_on_unreliable, fit=fit, **costs), v
@@ -129,7 +154,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.resume:
         out = Path(args.resume)
         ignored = ignored_with_resume(args, (*DEMO_DEFAULTS, "act_on_unreliable", "overwrite",
-                                             "stochastic_costs", "gate", *COST_FLAGS))
+                                             "stochastic_costs", "gate", "tune",
+                                             *COST_FLAGS, *CVU_DESTS))
         writable_folder(out, "--resume")
         campaign = Campaign.resume(out)
         world, settings = campaign.world, campaign.settings
@@ -244,47 +270,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_demo_command(sub: argparse._SubParsersAction) -> None:
     """Register ``demo`` on the ``belief`` parser."""
-    from belief.cli.flags import add_gate_flag
+    from belief.cli.flags import add_flags
 
     d = DEMO_DEFAULTS
     demo = sub.add_parser("demo", help="closed-loop campaign on the embedded synthetic world")
-    demo.add_argument("--steps", type=int, default=None,
-                      help=f"horizon T (default {d['steps']})")
-    demo.add_argument("--seed", type=int, default=None,
-                      help=f"world and sampler seed (default {d['seed']})")
-    demo.add_argument("--out", default=None,
-                      help=f"output folder (default {d['out']}); refused when it is not empty "
-                           "and not this campaign's, unless --overwrite")
-    demo.add_argument("--overwrite", action="store_true",
-                      help="write into --out even when it holds other files or another "
-                           "campaign (files with the campaign's names are replaced)")
-    demo.add_argument("--draws", type=int, default=None,
-                      help=f"posterior draws per chain (default {d['draws']}; tuning steps: "
-                           "500, or the draws when fewer)")
-    demo.add_argument("--functional", default=None,
-                      help=functionals_help("decision functional: {functionals} (default mean)"))
-    demo.add_argument("--allocation", default=None,
-                      help="allocation policy: q (default), u0, mv, thompson, round_robin, "
-                           "oracle, plan (the open-loop planner on the belief), "
-                           "plan_voi (that plan's value of each first step + beta x the "
-                           "value of its information); the peer rules ei_cost (expected "
-                           "improvement per cost), kg_cost (knowledge gradient per cost), "
-                           "ucb_bwk[:q] (UCB bandits with knapsacks), pbgi (Pandora's-box "
-                           "Gittins index)")
-    demo.add_argument("--act-on-unreliable", action="store_true",
-                      help="act even when a fit still fails the convergence checks after the "
-                           "2x/4x refits (default: stop and say so)")
-    demo.add_argument("--resume", metavar="DIR", default=None,
-                      help="continue the campaign logged in DIR (settings come from its log; "
-                           "the other flags are ignored, and the output says so)")
-    demo.add_argument("--beta", type=float, default=None,
-                      help="weight β of the continuation value in Q = U0 + β·CVU (default 1; "
-                           "0 = myopic U0)")
+    groups = add_flags(demo, "demo", [
+        "--functional", "--beta", "--gate", "--horizon", "--allocation", "--act-on-unreliable",
+        *CAMPAIGN_CVU_FLAGS, "--costs", "--epsilon-budget", "--heavy-tailed-costs",
+        "--draws", "--tune", "--seed", "--out", "--wide"], shown={
+        "--functional": "mean", "--beta": f"{d['beta']:g}",
+        "--gate": "anytime (a resumed log: its own)", "--horizon": str(d["horizon"]),
+        "--allocation": "q", **CAMPAIGN_SHOWN, "--epsilon-budget": "0",
+        "--draws": str(d["draws"]), "--tune": "500, or --draws when fewer",
+        "--seed": str(d["seed"]), "--out": d["out"]}, helps={
+        **COST_HELPS,
+        "--horizon": "horizon T: the campaign's number of steps",
+        "--seed": "world and sampler seed",
+        "--out": "output folder; refused when it is not empty and not this campaign's, "
+                 "unless --overwrite"})
+    groups["output"].add_argument(
+        "--overwrite", action="store_true",
+        help="write into --out even when it holds other files or another campaign (files "
+             "with the campaign's names are replaced)")
+    groups["output"].add_argument(
+        "--resume", metavar="DIR", default=None,
+        help="continue the campaign logged in DIR (settings come from its log; the other "
+             "flags are ignored, and the output says so)")
     demo.add_argument("--stochastic-costs", action="store_true", default=None,
                       help="the world's executions cost a random amount about the nominal cost, "
                            "with a repair tail in real_h (documented truth in "
                            "belief.campaign.synthetic; default: exactly the nominal cost)")
-    add_gate_flag(demo, None)
-    add_cost_flags(demo)
-    add_wide_flag(demo)
     demo.set_defaults(func=cmd_demo)

@@ -4,8 +4,9 @@ Command groups, one module each: :mod:`belief.cli.demo` (``demo``), :mod:`belief
 (``replay``, ``manual``) and :mod:`belief.cli.statistician` (``fit``, ``check``, ``decide``,
 ``report``).  Refused input (:class:`~belief.errors.InputError`, its setting named as the
 flag that set it, see :mod:`belief.cli.flags`) and an output path that cannot be written are
-one line on stderr and exit code 2; Ctrl-C stops the command and exits with 130 (128 + SIGINT)
-after saying what was kept.
+one line on stderr and exit code 2 (a flag typed under its deprecated name is named so, with
+the flag that replaces it; a command that ran says so on stderr when it ends); Ctrl-C stops
+the command and exits with 130 (128 + SIGINT) after saying what was kept.
 """
 
 from __future__ import annotations
@@ -46,14 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from belief.cli.flags import as_flag
+    from belief.cli.flags import RENAMED, as_flag, deprecation_notes
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
-    except InputError as err:
-        print(f"belief: error: {as_flag(err, args.command)}", file=sys.stderr)
+        code = args.func(args)
+    except InputError as err:  # one line: a deprecated name used is said in it
+        print(f"belief: error: {as_flag(err, args.command, renamed=getattr(args, RENAMED, None))}",
+              file=sys.stderr)
         return EXIT_INPUT
     except (PermissionError, FileExistsError, NotADirectoryError, IsADirectoryError) as err:
         # the outputs are checked before any work; this is the net under a path that changed
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print("belief: interrupted (Ctrl-C)" + (f"; {note}" if note else
                                                  "; nothing was written"), file=sys.stderr)
         return EXIT_INTERRUPT
+    for note in deprecation_notes(args):  # after the command: a refusal stays one line
+        print(note, file=sys.stderr)
+    return code
 
 
 def run() -> None:

@@ -6,7 +6,7 @@
     belief decide belief.nc [--budget real_h=…,compute=…,eng_h=…] [--weights …]
                             [--functional mean|lcb:Q|cvar:A] [--beta B] [--alpha-exec A]
                             [--delta D] [--gate anytime|clopper_pearson|posterior]
-                            [--out decision/]
+                            [--effort fast|default|thorough] [--out decision/]
     belief check belief.nc          # exit 0 converged, 1 diagnostics fail, 2 bad input
     belief report belief.nc [--decision decision/] --out report.html   (or report.md)
 
@@ -24,8 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from belief.cli.flags import add_gate_flag
-from belief.cli.help_text import functionals_help
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape, table_width
@@ -37,99 +35,52 @@ def _console():
     return _rich_console()
 
 
-def _decide_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--candidates", default=None, metavar="FILE",
-                   help="candidate TOML file; refused when its candidates differ from those "
-                        "the belief was fitted with (its [budget] and [weights] then apply)")
-    p.add_argument("--budget", default=None, metavar="R=X,...",
-                   help="remaining budget b_t, e.g. real_h=10,compute=200,eng_h=15 (default: "
-                        "the candidate file's [budget] minus the realised costs)")
-    p.add_argument("--weights", default=None, metavar="R=λ,...",
-                   help="resource weights λ, e.g. real_h=0.01,compute=0.0002,eng_h=0.004 "
-                        "(default: the candidate file's [weights])")
-    p.add_argument("--functional", default="mean",
-                   help=functionals_help("decision functional φ: {functionals} (default mean)"))
-    p.add_argument("--beta", type=float, default=1.0,
-                   help="β in Q = U0 + β·CVU (default 1; 0 = myopic U0, no CVU)")
-    p.add_argument("--alpha-exec", type=float, default=0.1,
-                   help="execution-safety ceiling α_exec on the UCB of P_exec (default 0.1)")
-    p.add_argument("--delta", type=float, default=0.05,
-                   help="one-sided level δ of the safety bounds (default 0.05)")
-    add_gate_flag(p, "anytime")
-    p.add_argument("--epsilon-budget", type=float, default=0.0, dest="eps_budget",
-                   metavar="EPS",
-                   help="ε_budget in [0, 1): with cost draws in the belief (belief fit "
-                        "--costs), a candidate fits the budget when Pr(ΔC_r > b_r) <= EPS for "
-                        "every resource (default 0: no draw may overrun; with known costs the "
-                        "plain budget rule)")
-    p.add_argument("--horizon", type=int, default=None,
-                   help="horizon T: at step T − 1 CVU := 0 (default: none)")
-    p.add_argument("--cvu-outcomes", type=int, default=256,
-                   help="simulated outcomes per candidate in CVU (default 256)")
-    p.add_argument("--cvu-threads", type=int, default=1,
-                   help="BLAS threads while CVU runs (default 1, measured faster here; 0: the "
-                        "BLAS library's default pool)")
-    p.add_argument("--cvu-workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="candidates whose CVU is estimated at once, on threads (default: 2, or "
-                        "1 on a one-core machine; the numbers do not depend on it)")
-    p.add_argument("--continuation", default="one_step", metavar="KIND",
-                   help="CVU's continuation: one_step (G0, default), lookahead2 (two-step "
-                        "look-ahead) or rollout (the U0-greedy policy for --rollout-depth "
-                        "steps); slower than one_step")
-    p.add_argument("--rollout-depth", type=int, default=None, metavar="D",
-                   help="depth d >= 1 of --continuation rollout (default 2; 1 = one_step)")
-    p.add_argument("--inner-outcomes", type=int, default=None, metavar="K",
-                   help="K >= 2 inner outcomes of --continuation lookahead2 (second-step "
-                        "outcomes per first outcome and next candidate) or rollout (greedy "
-                        "paths per first outcome); default 32")
-    p.add_argument("--cvu-estimator", default="auto", metavar="E",
-                   help="CVU's estimator: auto (default: PSIS while the weights can be "
-                        "trusted, regression on the simulated outcome for informative studies), "
-                        "psis or regression (forced for every candidate; with --continuation "
-                        "lookahead2 or rollout, regression is the faster nested-regression "
-                        "continuation)")
-    p.add_argument("--refit", action="store_true",
-                   help="exact refits of the gains model where PSIS k̂ > min(1 − 1/log10 S, "
-                        "0.7), S the draws (slower: compiles the model; default: PSIS only, and "
-                        "the output says so)")
-    p.add_argument("--max-refits", type=int, default=None, metavar="N",
-                   help="with --refit: at most N exact refits per candidate, the outcomes with "
-                        "the largest k̂ first (default 16)")
-    p.add_argument("--refit-scope", default=None, metavar="SCOPE",
-                   help="with --refit: decisive (default: only the candidates that could "
-                        "still be chosen, until the choice is settled; the others' untrusted "
-                        "outcomes are bounded) or all (every candidate's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of CVU and the stability "
-                                                       "bootstrap (default 0)")
+DECIDE_FLAGS: dict[str, Any] = {
+    "--functional": "mean", "--beta": 1.0, "--alpha-exec": 0.1, "--delta": 0.05,
+    "--gate": "anytime", "--budget": None, "--weights": None, "--horizon": None,
+    "--epsilon-budget": 0.0, "--effort": None, "--cvu-outcomes": None,
+    "--cvu-estimator": None, "--refit": None, "--max-refits": None, "--refit-scope": None,
+    "--cvu-threads": None, "--cvu-workers": None, "--continuation": None,
+    "--rollout-depth": None, "--inner-outcomes": None, "--seed": 0,
+}
+"""The shared flags of ``belief decide`` (and ``report``) and their defaults; the CVU and
+look-ahead flags default to None, "not given": ``--effort`` or CVUSettings' defaults apply."""
 
 
-# flags that act only together with another flag's value: (flag, attribute, needed, rule)
-_DEPENDENT_FLAGS = (
-    ("--max-refits", "max_refits", lambda a: a.refit, "applies only with --refit"),
-    ("--refit-scope", "refit_scope", lambda a: a.refit, "applies only with --refit"),
-    ("--rollout-depth", "rollout_depth", lambda a: a.continuation == "rollout",
-     "applies only with --continuation rollout"),
-    ("--inner-outcomes", "inner_outcomes",
-     lambda a: a.continuation in ("lookahead2", "rollout"),
-     "applies only with --continuation lookahead2 or rollout"),
-)
+def _cvu_workers() -> int:
+    return min(2, os.cpu_count() or 1)
 
 
-def _dependent_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The flags that act only with another one (``--max-refits`` and ``--refit-scope`` with
-    ``--refit``; ``--rollout-depth`` with ``--continuation rollout``; ``--inner-outcomes``
-    with a non-myopic continuation) that were given; one given without the flag it needs is
-    refused, naming it, instead of being silently ignored.  Those not given are left out, so
-    they take CVUSettings' own defaults."""
-    from belief.decision.settings import CONTINUATIONS
-    from belief.validate import choice
+def _decide_options(p: argparse.ArgumentParser, command: str = "decide",
+                    out: tuple[str, str, str] | None = None, wide: bool = False) -> dict[str, Any]:
+    """The decision flags of ``command`` (``decide``, ``report``) in their groups, with
+    ``--out`` (default, default shown, help) and ``--wide`` when given; returns the groups."""
+    from belief.cli.flags import add_flags
 
-    choice(args.continuation, "--continuation", CONTINUATIONS)  # before what depends on it
-    for flag, attr, needed, rule in _DEPENDENT_FLAGS:
-        if getattr(args, attr) is not None and not needed(args):
-            raise InputError(flag, f"{rule} (given {getattr(args, attr)!r})")
-    return {attr: getattr(args, attr) for _, attr, _, _ in _DEPENDENT_FLAGS
-            if getattr(args, attr) is not None}
+    flags = {**DECIDE_FLAGS, **({"--out": out[0]} if out else {}),
+             **({"--wide": False} if wide else {})}
+    groups = add_flags(p, command, flags, shown={
+        "--functional": "mean", "--beta": "1", "--alpha-exec": "0.1", "--delta": "0.05",
+        "--gate": "anytime", "--budget": "the candidate file's [budget] minus the realised "
+                                         "costs",
+        "--weights": "the candidate file's [weights]", "--horizon": "none",
+        "--epsilon-budget": "0: no draw may overrun; with known costs the plain budget rule",
+        "--effort": "default", "--cvu-outcomes": "256", "--cvu-estimator": "auto",
+        "--refit": "off", "--max-refits": "16", "--refit-scope": "decisive",
+        "--cvu-threads": "1", "--cvu-workers": "2, or 1 on a one-core machine",
+        "--continuation": "one_step", "--rollout-depth": "2", "--inner-outcomes": "32",
+        "--seed": "0", **({"--out": out[1]} if out else {})}, helps={
+        "--beta": "β in Q = U0 + β·CVU (0 = myopic U0, no CVU)",
+        "--epsilon-budget": "ε_budget in [0, 1): with cost draws in the belief (belief fit "
+                            "--costs), a candidate fits the budget when Pr(ΔC_r > b_r) <= EPS "
+                            "for every resource",
+        "--seed": "seed of CVU and the stability bootstrap",
+        **({"--out": out[2]} if out else {})})
+    groups["decision"].add_argument(
+        "--candidates", default=None, metavar="FILE",
+        help="candidate TOML file; refused when its candidates differ from those the belief "
+             "was fitted with (its [budget] and [weights] then apply)")
+    return groups
 
 
 MAX_CVU_OUTCOMES = 2**20
@@ -170,22 +121,21 @@ def _outcomes_fit_in_memory(n: Any, draws: int = 4000, *, workers: int = 1,
 def _decision_settings(args: argparse.Namespace) -> Any:
     """The decision settings from the flags, validated once (when built), before any belief is
     loaded; λ is set from ``--weights`` or the candidate file's ``[weights]`` once the belief
-    is loaded.  Flags that act only with another one are refused without it
-    (:func:`_dependent_flags`)."""
+    is loaded.  ``--effort`` sets CVU's preset, the CVU flags given override it, and flags that
+    act only with another one are refused without it (:func:`belief.cli.flags.cvu_from_flags`);
+    ``args.refit`` becomes the resolved exact-refit switch."""
+    from belief.cli.flags import cvu_from_flags
     from belief.decision.safety import SafetyGate
     from belief.decision.settings import CVUSettings, DecisionSettings
 
-    dependent = _dependent_flags(args)
-    _outcomes_fit_in_memory(args.cvu_outcomes)
+    cvu, refit = cvu_from_flags(args, CVUSettings(workers=_cvu_workers()), refit=False)
+    args.refit = bool(refit)
+    _outcomes_fit_in_memory(cvu.n_outcomes)
     return DecisionSettings(
         weights=None, functional=args.functional, beta=args.beta,
         gate=SafetyGate(alpha_exec=args.alpha_exec, delta=args.delta,
                         method=args.gate),
-        cvu=CVUSettings(n_outcomes=args.cvu_outcomes, blas_threads=args.cvu_threads,
-                        workers=args.cvu_workers,
-                        continuation=args.continuation, estimator=args.cvu_estimator,
-                        **dependent),
-        horizon=args.horizon, eps_budget=args.eps_budget)
+        cvu=cvu, horizon=args.horizon, eps_budget=args.eps_budget)
 
 
 def _decide(fitted: Any, settings: Any, args: argparse.Namespace,
@@ -304,8 +254,9 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     settings = _decision_settings(args)
     console = _console()
     fitted = load(args.belief, args.candidates)
-    _outcomes_fit_in_memory(args.cvu_outcomes, int(fitted.belief.sizes.get("sample", 0)),
-                            workers=max(1, int(args.cvu_workers)), available=_available_memory())
+    _outcomes_fit_in_memory(settings.cvu.n_outcomes, int(fitted.belief.sizes.get("sample", 0)),
+                            workers=max(1, int(settings.cvu.workers)),
+                            available=_available_memory())
     if args.eps_budget and "cost" not in fitted.belief:
         raise InputError("--epsilon-budget", f"{args.eps_budget:g} would have no effect: "
                                              f"{args.belief} has no cost draws (fit it with "
@@ -432,7 +383,8 @@ def _no_decision_flags_with_a_decision(args: argparse.Namespace) -> None:
     _decide_options(probe)
     for action in probe._actions:
         dest = action.dest
-        if dest in _REPORT_OWN or not hasattr(args, dest):
+        if (dest in _REPORT_OWN or not hasattr(args, dest)
+                or action.default is argparse.SUPPRESS):  # an old name: its new one is checked
             continue
         if getattr(args, dest) != action.default:
             flag = action.option_strings[0]
@@ -459,7 +411,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     alpha_deploy = fraction(args.alpha_deploy, "--alpha-deploy")
     settings = _decision_settings(args) if args.decision is None else None
     if args.decision is not None:
-        _dependent_flags(args)  # refused the same way, though a given decision is not re-made
+        from belief.cli.flags import cvu_from_flags
+        from belief.decision.settings import CVUSettings
+
+        cvu_from_flags(args, CVUSettings())  # refused the same way, though not re-made
         _no_decision_flags_with_a_decision(args)
         decision = load_decision(args.decision)
     fitted = load(args.belief, args.candidates)
@@ -475,8 +430,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def add_statistician_commands(sub: Any) -> None:
     """Add the ``fit``, ``decide``, ``check`` and ``report`` subcommands to ``sub``."""
-    from belief.cli.flags import add_wide_flag
-
     fit = sub.add_parser("fit", help="fit every model that has data on an evidence folder",
                          description="Read the evidence tables (CSV/Parquet) in EVIDENCE_DIR, "
                                      "fit every model that has data, save belief and posteriors.")
@@ -518,11 +471,8 @@ def add_statistician_commands(sub: Any) -> None:
                             description="Score every candidate at the fitted state (U0, CVU, "
                                         "Q, feasibility) and recommend the next one.")
     decide.add_argument("belief", metavar="BELIEF", help="belief file written by belief fit")
-    _decide_options(decide)
-    decide.add_argument("--out", default="decision",
-                        help="folder for decision.csv, decision.nc and the PNG figures "
-                             "(default decision/)")
-    add_wide_flag(decide)
+    _decide_options(decide, wide=True, out=("decision", "decision/", "folder for "
+                                            "decision.csv, decision.nc and the PNG figures"))
     decide.set_defaults(func=cmd_decide)
 
     check = sub.add_parser("check", help="convergence diagnostics (exit 1 when they fail)",
@@ -552,11 +502,10 @@ def add_statistician_commands(sub: Any) -> None:
     report.add_argument("--decision", default=None, metavar="PATH",
                         help="decision.nc (or its folder) written by belief decide; default: "
                              "decide now with the options below")
-    _decide_options(report)
-    report.add_argument("--alpha-deploy", type=float, default=0.05,
-                        help="deployment ceiling α_deploy for the chance constraint "
-                             "(default 0.05)")
-    report.add_argument("--out", default="report.html",
-                        help="report file: .html (self-contained) or .md (figures in "
-                             "<stem>_files/) (default report.html)")
+    groups = _decide_options(report, "report", out=("report.html", "report.html",
+                                                  "report file: .html (self-contained) or .md "
+                                                  "(figures in <stem>_files/)"))
+    groups["decision"].add_argument("--alpha-deploy", type=float, default=0.05,
+                                    help="deployment ceiling α_deploy for the chance "
+                                         "constraint (default 0.05)")
     report.set_defaults(func=cmd_report)

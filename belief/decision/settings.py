@@ -20,12 +20,51 @@ from belief.decision.weights import WeightRule, as_weight_rule
 from belief.errors import InputError
 from belief.validate import choice, integer, real
 
-__all__ = ["CVUSettings", "DecisionSettings", "settings_from_options"]
+__all__ = ["EFFORTS", "CVUSettings", "DecisionSettings", "Effort", "settings_from_options"]
 
 
 ESTIMATORS = ("auto", "psis", "regression")
 CONTINUATIONS = ("one_step", "lookahead2", "rollout")
 REFIT_SCOPES = ("decisive", "all")
+
+
+@dataclass(frozen=True)
+class Effort:
+    """A named level of CVU's effort: the :class:`CVUSettings` fields it sets and whether it
+    makes exact refits.
+
+    Attributes
+    ----------
+    name : str
+        ``fast``, ``default`` or ``thorough`` (:data:`EFFORTS`).
+    cvu : mapping
+        :class:`CVUSettings` field → value; the fields not named keep the caller's.
+    refit : bool or None
+        Exact refits of the gains model where PSIS k̂ is above its threshold (True), none
+        (False: a campaign then sets ``max_refits`` to 0), or the caller's own default (None).
+    """
+
+    name: str
+    cvu: Mapping[str, Any]
+    refit: bool | None = None
+
+
+EFFORTS: dict[str, Effort] = {
+    # one-step, a quarter of the default's outcomes, no split by channel, no refits: measured
+    # on the README example, CVU's reported standard error is the default's (the error of the
+    # finite posterior draws dominates it) at about half the CVU time
+    "fast": Effort("fast", {"n_outcomes": 64, "continuation": "one_step",
+                            "channel_split": False}, refit=False),
+    # today's defaults (belief decide: no refits; a campaign: its own, max_refits 4)
+    "default": Effort("default", {"n_outcomes": 256, "continuation": "one_step",
+                                  "inner_outcomes": 32, "channel_split": True}),
+    # the best rule measured on the 20 varied worlds (the two-step look-ahead, 8 inner
+    # outcomes, exact refits)
+    "thorough": Effort("thorough", {"n_outcomes": 128, "continuation": "lookahead2",
+                                    "inner_outcomes": 8, "max_refits": 2}, refit=True),
+}
+"""The effort levels of ``--effort`` (:meth:`CVUSettings.for_effort`); their cost and
+accuracy are measured in the docs' effort how-to."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +215,14 @@ class CVUSettings:
         choice(self.continuation, "CVUSettings.continuation", CONTINUATIONS)
         integer(self.rollout_depth, "CVUSettings.rollout_depth", minimum=1)
         integer(self.inner_outcomes, "CVUSettings.inner_outcomes", minimum=2)
+
+    @classmethod
+    def for_effort(cls, name: str, base: CVUSettings | None = None) -> CVUSettings:
+        """``base`` (default: the defaults) with the fields of effort level ``name`` set
+        (:data:`EFFORTS`); an unknown level is refused naming ``effort`` and the levels.
+        Whether the level makes exact refits is ``EFFORTS[name].refit``."""
+        choice(name, "effort", tuple(EFFORTS))
+        return replace(base if base is not None else cls(), **EFFORTS[name].cvu)
 
     @property
     def decisive_refits(self) -> bool:

@@ -116,7 +116,9 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     parser = parser or _parser()
     lines = ["# Command line", "",
              "Generated from the parser that `belief` runs (`belief.cli.main.build_parser`), so "
-             "every command and flag appears here with its help text. Refused input is one line "
+             "every command and flag appears here with its help text and its group (the shared "
+             "flags come from one table, `belief.cli.flags.TABLE`: the same setting has the "
+             "same flag on every command). Refused input is one line "
              "on stderr naming the flag, and exit code 2; Ctrl-C exits with 130.", "",
              "```text", parser.format_usage().strip(), "```", ""]
     for name, help_, sub in _subcommands(parser):
@@ -124,14 +126,18 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
         if sub.description:
             lines += [_cell(sub.description), ""]
         lines += ["```text", sub.format_usage().strip(), "```", "",
-                  "| argument | value | meaning |", "|---|---|---|"]
+                  "| argument | group | value | meaning |", "|---|---|---|---|"]
+        group_of = {id(a): g.title for g in sub._action_groups for a in g._group_actions}
         for action in _arguments(sub):
             meta = "" if action.nargs == 0 else (action.metavar or
                                                   (action.dest.upper() if action.option_strings
                                                    else ""))
             if action.choices is not None and action.nargs != 0 and not action.metavar:
                 meta = "{" + ",".join(map(str, action.choices)) + "}"
-            lines.append(f"| `{_arg_name(action)}` | {_cell(meta) and '`' + _cell(meta) + '`'} "
+            group = group_of.get(id(action), "")
+            group = "" if group in ("options", "positional arguments") else group
+            lines.append(f"| `{_arg_name(action)}` | {group} "
+                         f"| {_cell(meta) and '`' + _cell(meta) + '`'} "
                          f"| {_cell(_help(sub, action))} |")
         lines.append("")
     return "\n".join(lines)
