@@ -56,7 +56,9 @@ from belief.posterior.transfer import with_transfer
 from belief.validate import fraction, integer, real
 from models.costs import CostModel, CostPriors
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
-from models.gains import GainsModel, GainsPriors, gain_from_draws
+from models.gains import GainsModel, GainsPriors, gain_from_draws, own_evidence_share
+from models.priors import priors_from_dict
+from models.registry import MODELS, model, refuse_unknown_models
 from models.sensitivity import SensitivityModel, SensitivityPriors
 from models.transfer import TransferModel, TransferPriors
 
@@ -190,6 +192,10 @@ class BeliefFitter:
         candidate generation, never part of q_t).
     cost_priors : CostPriors
         Priors of the cost model (fitted only with ``settings.costs`` and realised costs).
+    model_priors : mapping
+        Priors of the registered models without a field of their own (model name → priors
+        object; :data:`models.registry.MODELS`, ``fitter_field`` None); a model left out has
+        its defaults.  :meth:`priors_of` reads any model's.
     past : tuple of PastCampaign
         Past campaigns of the same candidate set (``belief fit --past``,
         :mod:`belief.inputs.past_campaigns`): the gains model is fitted on the stacked
@@ -206,6 +212,50 @@ class BeliefFitter:
     sensitivity_priors: SensitivityPriors = field(default_factory=SensitivityPriors)
     cost_priors: CostPriors = field(default_factory=CostPriors)
     past: tuple[PastCampaign, ...] = ()
+    model_priors: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_priors(cls, candidates: CandidateSet, settings: FitSettings | None = None,
+                    priors: dict[str, Any] | None = None,
+                    past: tuple[PastCampaign, ...] = ()) -> BeliefFitter:
+        """The fitter with every registered model's priors from ``priors`` (model name →
+        priors object, or a mapping of its fields checked by
+        :func:`models.priors.priors_from_dict`); a model left out has its defaults.
+
+        Raises
+        ------
+        InputError
+            An unknown model (naming the registered ones), or a priors field it refuses.
+        """
+        given = dict(priors or {})
+        refuse_unknown_models(given, "priors")
+        fields_, extra = {}, {}
+        for m in MODELS:
+            value = given.get(m.name, m.priors())
+            if not isinstance(value, m.priors):
+                value = priors_from_dict(m.priors, value, f"priors[{m.name!r}]")
+            if m.fitter_field is None:
+                extra[m.name] = value
+            else:
+                fields_[m.fitter_field] = value
+        return cls(candidates, settings if settings is not None else FitSettings(),
+                   **fields_, past=tuple(past), model_priors=extra)
+
+    def priors_of(self, name: str) -> Any:
+        """The priors object of the registered model ``name``."""
+        m = model(name)
+        if m.fitter_field is not None:
+            return getattr(self, m.fitter_field)
+        return self.model_priors.get(name, m.priors())
+
+    def with_priors(self, name: str, **changes: Any) -> BeliefFitter:
+        """The same fitter with fields of model ``name``'s priors changed (compiled models
+        of the other models are shared; this model's are rebuilt)."""
+        m = model(name)
+        new = replace(self.priors_of(name), **changes)
+        if m.fitter_field is not None:
+            return replace(self, **{m.fitter_field: new})
+        return replace(self, model_priors={**self.model_priors, name: new})
 
     def __post_init__(self) -> None:
         if self.past:
@@ -255,15 +305,21 @@ class BeliefFitter:
 
     # -- one model -------------------------------------------------------------------------
     def fit_model(self, name: str, sample: Callable[..., xr.DataTree], seed: int,
-                  default_target_accept: float, escalate: bool = True) -> ModelFit:
+                  default_target_accept: float | None = None,
+                  escalate: bool = True) -> ModelFit:
         """Fit one model, check it, and (with ``escalate``) re-fit it with the remedy for
         its failure (module docstring) until it passes or ``max_escalations`` are spent.
+
+        ``default_target_accept`` (default: the registered model's ``TARGET_ACCEPT``) is
+        the first attempt's target acceptance unless the settings give one.
 
         ``sample(draws=, tune=, chains=, seed=, target_accept=, thin=)`` returns the
         model's DataTree; attempt i uses the seed ``default_rng([seed, 100 + i])`` (attempt 0
         uses ``seed`` itself).
         """
         s = self.settings
+        if default_target_accept is None:
+            default_target_accept = model(name).target_accept
         ta = s.target_accept if s.target_accept is not None else default_target_accept
         tune, thin = s.tune, 1
         history: list[str] = []
@@ -316,16 +372,12 @@ class BeliefFitter:
             and escalation of every model (``<model>_*``) and the sampler settings and seed
             (:meth:`sampler_attrs`).
         """
-        from models import exec_risk as exec_module
-        from models import gains as gains_module
-        from models import transfer as transfer_module
-
         tables = self.gains_tables(evidence)
         paired = tables.pop("paired")
         gains = self.fit_model(
             "gains", lambda **kw: self.gains.fit(paired, policy, progressbar=progressbar,
                                                  **tables, **kw),
-            seed, gains_module.TARGET_ACCEPT, escalate)
+            model("gains").fit_seed(seed), escalate=escalate)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains.idata, policy, rng)
         executions, unsafe = evidence.safety_counts()
@@ -336,20 +388,16 @@ class BeliefFitter:
             fits["exec_risk"] = self.fit_model(
                 "exec_risk", lambda **kw: self.exec_risk.fit(executions, unsafe,
                                                              progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 2]).integers(2**31)),
-                exec_module.TARGET_ACCEPT, escalate)
+                model("exec_risk").fit_seed(seed), escalate=escalate)
             p_unsafe = p_unsafe_draws(fits["exec_risk"].idata)  # same sample count as gains
             children["exec_risk"] = fits["exec_risk"].idata
         cost_draws = None
         cost_model = (self.cost_model(len(costs)) if self.settings.costs and costs is not None
                       else None)
         if cost_model is not None:  # ΔC_r(m): joint predictive draws beside the gains
-            from models import costs as costs_module
-
             fits["costs"] = self.fit_model(
                 "costs", lambda **kw: cost_model.fit(costs, progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 5]).integers(2**31)),
-                costs_module.TARGET_ACCEPT, escalate)
+                model("costs").fit_seed(seed), escalate=escalate)
             children["costs"] = fits["costs"].idata
             cost_draws = cost_model.decision_draws(fits["costs"].idata,
                                                    np.random.default_rng([seed, 6]))["cost"]
@@ -363,7 +411,7 @@ class BeliefFitter:
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
                              executions=executions, unsafe=unsafe, reliability=reliability)
-        share = gains_module.own_evidence_share(gains.idata)
+        share = own_evidence_share(gains.idata)
         belief["own_evidence_share"] = share.reindex(candidate=belief["candidate"].values,
                                                      fill_value=np.nan)
         if cost_draws is not None:
@@ -377,8 +425,7 @@ class BeliefFitter:
             t = self.fit_model(
                 "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
                                                            progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 3]).integers(2**31)),
-                transfer_module.TARGET_ACCEPT, escalate)
+                model("transfer").fit_seed(seed), escalate=escalate)
             belief = with_transfer(belief, self.transfer.decision_draws(t.idata),
                                    t.idata["constant_data"]["rows"].values, t.as_attrs(""))
             children["transfer"] = t.idata
@@ -408,13 +455,10 @@ class BeliefFitter:
         """Posterior of δ_J(π) = J_real − J_sim for every policy with transfer evaluations
         (and ``policy``, which gets the pooled prediction when it has none); see
         :mod:`models.transfer`.  Escalated like every model (module docstring)."""
-        from models import transfer as transfer_module
-
         return self.fit_model(
             "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
                                                        progressbar=progressbar, **kw),
-            int(np.random.default_rng([seed, 3]).integers(2**31)),
-            transfer_module.TARGET_ACCEPT, escalate).idata
+            model("transfer").fit_seed(seed), escalate=escalate).idata
 
     def sensitivity_model(self, evidence: Evidence) -> SensitivityModel:
         """The sensitivity model for the directions and outcome family of the evidence's
@@ -443,13 +487,11 @@ class BeliefFitter:
                               progressbar: bool = False, escalate: bool = True) -> ModelFit:
         """:meth:`fit_sensitivity` with its check and attempts (a :class:`ModelFit`, whose
         :meth:`ModelFit.as_attrs` is the belief's record, as for the other models)."""
-        from models import sensitivity as sensitivity_module
-
-        model = self.sensitivity_model(evidence)
+        sens = self.sensitivity_model(evidence)
         return self.fit_model(
-            "sensitivity", lambda **kw: model.fit(evidence.sensitivity,
-                                                  progressbar=progressbar, **kw),
-            seed, sensitivity_module.TARGET_ACCEPT, escalate)
+            "sensitivity", lambda **kw: sens.fit(evidence.sensitivity,
+                                                 progressbar=progressbar, **kw),
+            seed, escalate=escalate)
 
     def scaled(self, **changes: Any) -> BeliefFitter:
         """The same fitter with other settings (compiled models are shared)."""

@@ -79,15 +79,15 @@ def model_priors(cfile: CandidateFile | None = None,
         allowed values.
     """
     from models.priors import priors_from_dict
+    from models.registry import refuse_unknown_models
 
     classes = _prior_classes()
     out = {name: cls() for name, cls in classes.items()}
     for source, given in (("file", cfile.priors if cfile is not None else {}),
                           ("python", priors or {})):
+        refuse_unknown_models(given, "priors" if source == "python" or cfile is None
+                              else f"{cfile.source} [priors]")
         for name, value in given.items():
-            if name not in classes:
-                raise InputError("priors", f"unknown model {name!r}; allowed: "
-                                           f"{list(classes)}")
             if isinstance(value, classes[name]):
                 out[name] = value
                 continue
@@ -164,6 +164,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         cfile = CandidateFile(candidates, candidates_toml(candidates), None, candidates.source)
     else:
         cfile = load_candidate_file(candidates)
+    from models.registry import refuse_unknown_models
+
+    refuse_unknown_models(cfile.priors, f"{cfile.source} [priors]")  # before any table is read
     cs = cfile.candidates
     if isinstance(evidence, str | Path):
         tables = read_evidence_dir(evidence, cs)
@@ -202,11 +205,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
                            current=evidence if isinstance(evidence, str | Path) else None)
     if fitter is None:
         pri = model_priors(cfile, priors)
-        fitter = BeliefFitter(cs, FitSettings.for_draws(
+        fitter = BeliefFitter.from_priors(cs, FitSettings.for_draws(
             int(draws), tune, chains=int(chains), target_accept=target_accept,
-            costs=bool(costs)),
-                              pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"],
-                              pri["costs"], past=past_runs)
+            costs=bool(costs)), pri, past=past_runs)
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
@@ -258,7 +259,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         "max_policies": s.max_policies, "max_escalations": s.max_escalations,
         "costs": bool(s.costs),
         "models": list(idata.children),
-        "priors": {m.name: getattr(fitter, m.fitter_field).as_dict() for m in MODELS},
+        "priors": {m.name: fitter.priors_of(m.name).as_dict() for m in MODELS},
         "evidence_source": source, "evidence_files": {k: Path(v).name if v != "<python>"
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),

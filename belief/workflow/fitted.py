@@ -438,12 +438,12 @@ class FittedBelief:
                                         "--past), which the belief file does not hold: exact "
                                         "refits are not supported; decide without --refit")
         pri = s["priors"]
-        return BeliefFitter(
+        return BeliefFitter.from_priors(
             self.candidate_set,
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
                         ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
-            **{m.fitter_field: m.stored_priors(pri) for m in MODELS})
+            {m.name: m.stored_priors(pri) for m in MODELS})
 
     # -- reports ---------------------------------------------------------------------------------
     def sensitivity_reports(self) -> dict[str, Any]:
