@@ -78,6 +78,13 @@ class ModelEntry:
     seed_stream : int or None
         The fit of seed s uses ``default_rng([s, seed_stream]).integers(2**31)``; None: s
         itself (the gains model).
+    fed_by : str
+        ``"fitter"``: the fitter's own code builds, feeds and reads it (the five first models:
+        each has its own place in q_t); ``"protocol"``: the fitter feeds it through its
+        module's functions ``make_model(candidates, priors, max_policies) → Model | None``,
+        ``fit_inputs(model, evidence, policy) → dict | None`` (the keyword arguments of
+        ``model.fit``; None: no data, not fitted) and ``belief_draws(model, idata, policy,
+        rng) → Dataset | None`` (q_t variables over ``sample``, named ``<name>_*``).
     fitter_field : str or None
         The field of :class:`belief.posterior.fitter.BeliefFitter` holding its priors (the
         five first models'; a model registered later has None and its priors are in the
@@ -106,6 +113,7 @@ class ModelEntry:
     role: str = "belief"
     check_vars: tuple[str, ...] = ()
     seed_stream: int | None = None
+    fed_by: str = "protocol"
     fitter_field: str | None = None
     opt_in: str | None = None
     cvu: tuple[str, ...] = ()
@@ -118,6 +126,9 @@ class ModelEntry:
         if self.role not in ROLES:
             raise ValueError(f"model {self.name!r}: role must be one of {ROLES}, "
                              f"got {self.role!r}")
+        if self.fed_by not in ("fitter", "protocol"):
+            raise ValueError(f"model {self.name!r}: fed_by must be 'fitter' or 'protocol', "
+                             f"got {self.fed_by!r}")
         if (self.sbc is None) != (self.sbc_scale is None):
             raise ValueError(f"model {self.name!r}: give sbc and sbc_scale together")
 

@@ -18,12 +18,13 @@ from models.protocol import ModelEntry
 from models.sensitivity import SensitivityPriors
 from models.transfer import TransferPriors
 
-__all__ = ["MODELS", "ModelEntry", "check_registry", "model", "model_names", "prior_classes",
-           "refuse_unknown_models"]
+__all__ = ["MODELS", "RESERVED_SEED_STREAMS", "ModelEntry", "check_registry", "model",
+           "model_names", "prior_classes", "refuse_unknown_models"]
 
 MODELS: tuple[ModelEntry, ...] = (
     # beliefs written before the order effects have none (and store no flag)
-    ModelEntry("gains", GainsPriors, "models.gains", "GainsModel", fitter_field="gains_priors",
+    ModelEntry("gains", GainsPriors, "models.gains", "GainsModel", fed_by="fitter",
+               fitter_field="gains_priors",
                check_vars=("effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
                            "gamma", "xi", "tau_lens", "tau_method", "tau_candidate",
                            "tau_campaign", "campaign_offset"),
@@ -32,28 +33,39 @@ MODELS: tuple[ModelEntry, ...] = (
                sbc="gains_case", sbc_scale="effect_mu_sigma",
                stored_defaults={"order_effects": False}),
     ModelEntry("exec_risk", ExecRiskPriors, "models.exec_risk", "ExecRiskModel", seed_stream=2,
-               fitter_field="exec_risk_priors",
+               fed_by="fitter", fitter_field="exec_risk_priors",
                check_vars=("p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"),
                cvu=("simulate", "loglik"), sbc="exec_risk_case", sbc_scale="sigma_group"),
     ModelEntry("transfer", TransferPriors, "models.transfer", "TransferModel", role="reported",
-               seed_stream=3, fitter_field="transfer_priors",
+               seed_stream=3, fed_by="fitter", fitter_field="transfer_priors",
                check_vars=("eta_sim", "shift", "shift_mu", "shift_tau"),
                sbc="transfer_case", sbc_scale="shift_tau"),
     ModelEntry("sensitivity", SensitivityPriors, "models.sensitivity", "SensitivityModel",
-               role="on_request", seed_stream=4, fitter_field="sensitivity_priors",
+               role="on_request", seed_stream=4, fed_by="fitter",
+               fitter_field="sensitivity_priors",
                check_vars=("S", "gamma", "alpha", "S_mu", "S_tau", "sigma"),
                sbc="sensitivity_case", sbc_scale="S_tau"),
     ModelEntry("costs", CostPriors, "models.costs", "CostModel", seed_stream=5,
-               fitter_field="cost_priors", opt_in="costs",
+               fed_by="fitter", fitter_field="cost_priors", opt_in="costs",
                check_vars=("delta", "mu", "sigma", "tau_lens", "tau_method", "tau_candidate",
                            "tail_prob", "tail_shift"),
                optional=True),  # older beliefs: none
 )
 
 
+RESERVED_SEED_STREAMS = (1, 6)
+"""Seed streams the fitter uses besides the models' fits: the gains' decision draws (1) and
+the cost model's predictive draws (6)."""
+
+
 def check_registry(entries: tuple[ModelEntry, ...]) -> tuple[ModelEntry, ...]:
     """``entries``, refused (ValueError) when two share a name, a fitter field or a seed
-    stream (two models sampled with the same seed would share their random numbers)."""
+    stream (two models sampled with the same seed would share their random numbers), or a
+    seed stream is reserved (:data:`RESERVED_SEED_STREAMS`)."""
+    taken = [m.name for m in entries if m.seed_stream in RESERVED_SEED_STREAMS]
+    if taken:
+        raise ValueError(f"model registry: {taken} use a reserved seed stream "
+                         f"{RESERVED_SEED_STREAMS}")
     for attr in ("name", "fitter_field", "seed_stream"):
         values = [getattr(m, attr) for m in entries if getattr(m, attr) is not None]
         dup = sorted({v for v in values if values.count(v) > 1}, key=str)

@@ -51,7 +51,7 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 from belief.inputs.past_campaigns import PastCampaign, stack_campaigns
 from belief.posterior.belief_state import make_belief
-from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
+from belief.posterior.diagnostics import Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
 from belief.validate import fraction, integer, real
 from models.costs import CostModel, CostPriors
@@ -274,6 +274,7 @@ class BeliefFitter:
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
         self._sensitivity: dict[tuple, SensitivityModel] = {}
         self._costs: dict[int, CostModel] = {}
+        self._registered: dict[str, Any] = {}
 
     def gains_tables(self, evidence: Evidence) -> dict[str, Any]:
         """The gains model's inputs from ``evidence`` (keyword arguments of
@@ -318,8 +319,10 @@ class BeliefFitter:
         uses ``seed`` itself).
         """
         s = self.settings
+        entry = model(name)
         if default_target_accept is None:
-            default_target_accept = model(name).target_accept
+            default_target_accept = entry.target_accept
+        checked = list(entry.check_vars) or None  # None: every posterior variable
         ta = s.target_accept if s.target_accept is not None else default_target_accept
         tune, thin = s.tune, 1
         history: list[str] = []
@@ -329,7 +332,7 @@ class BeliefFitter:
                                                .integers(2**31))
             idata = sample(draws=s.draws, tune=tune, chains=s.chains, seed=sd,
                            target_accept=ta, thin=thin)
-            conv = check_convergence(idata, CHECK_VARS[name], rhat_max=s.rhat_max,
+            conv = check_convergence(idata, checked, rhat_max=s.rhat_max,
                                      ess_min=s.ess_threshold)
             what = (f"target_accept {ta:g}, tune {tune}, {s.chains} × {s.draws} draws"
                     + (f" kept of {s.draws * thin} (thin {thin})" if thin > 1 else ""))
@@ -401,12 +404,15 @@ class BeliefFitter:
             children["costs"] = fits["costs"].idata
             cost_draws = cost_model.decision_draws(fits["costs"].idata,
                                                    np.random.default_rng([seed, 6]))["cost"]
+        extra, extra_draws = self._fit_registered(evidence, policy, seed, progressbar, escalate)
+        children.update({name: f.idata for name, f in extra.items()})
+        fits.update({name: f for name, f in extra.items() if model(name).role == "belief"})
         failing = [f"{name}: {f.convergence.reason}" for name, f in fits.items()
                    if not f.convergence.reliable]
         reliability = {"reliable": int(not failing),
                        "reliability_reason": "; ".join(failing) or "converged",
                        **self.sampler_attrs(seed)}
-        for name, f in fits.items():
+        for name, f in {**fits, **extra}.items():
             reliability.update(f.as_attrs(f"{name}_"))
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
@@ -421,6 +427,9 @@ class BeliefFitter:
             belief["cost"].attrs.update({
                 "long_name": "posterior-predictive cost ΔC_r(m) of the next execution",
                 "heavy_tailed": str(cost_draws.attrs.get("heavy_tailed", ""))})
+        for ds in extra_draws:  # the decision draws of the models the protocol feeds
+            belief = belief.merge(ds.assign_coords(sample=belief["sample"].values),
+                                  combine_attrs="drop_conflicts")
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
             t = self.fit_model(
                 "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
@@ -431,6 +440,42 @@ class BeliefFitter:
             children["transfer"] = t.idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
+
+    def registered_model(self, name: str) -> Any:
+        """The model object of a registered model the protocol feeds (``fed_by`` =
+        ``"protocol"``): its module's ``make_model(candidates, priors, max_policies)``, built
+        once; None when it has nothing to model for these candidates."""
+        if name not in self._registered:
+            self._registered[name] = model(name).load().make_model(
+                self.candidates, self.priors_of(name), self.settings.max_policies)
+        return self._registered[name]
+
+    def _fit_registered(self, evidence: Evidence, policy: str, seed: int, progressbar: bool,
+                        escalate: bool) -> tuple[dict[str, ModelFit], list[xr.Dataset]]:
+        """Fit every registered model the protocol feeds that has data (module functions
+        ``fit_inputs(model, evidence, policy)`` → the fit's keyword arguments or None, and
+        ``belief_draws(model, idata, policy, rng)`` → q_t variables over ``sample`` or None,
+        with the generator ``default_rng([seed, seed_stream, 1])``)."""
+        fits: dict[str, ModelFit] = {}
+        draws: list[xr.Dataset] = []
+        for entry in MODELS:
+            if entry.fed_by != "protocol" or entry.role == "on_request" or (
+                    entry.opt_in is not None and not getattr(self.settings, entry.opt_in)):
+                continue
+            obj = self.registered_model(entry.name)
+            inputs = None if obj is None else entry.load().fit_inputs(obj, evidence, policy)
+            if inputs is None:
+                continue
+            fits[entry.name] = self.fit_model(
+                entry.name, lambda obj=obj, inputs=inputs, **kw: obj.fit(
+                    **inputs, progressbar=progressbar, **kw),
+                entry.fit_seed(seed), escalate=escalate)
+            ds = entry.load().belief_draws(
+                obj, fits[entry.name].idata, policy,
+                np.random.default_rng([seed, entry.seed_stream or 0, 1]))
+            if ds is not None:
+                draws.append(ds)
+        return fits, draws
 
     def sampler_attrs(self, seed: int) -> dict[str, int]:
         """What q_t records of how it was sampled: ``fit_chains``, ``fit_draws`` and
