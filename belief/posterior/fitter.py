@@ -1,8 +1,12 @@
 """From evidence to the belief q_t: fit the models that have data, compress to joint draws.
 
-This is the one seam between ``belief`` and ``models``: it calls each model's ``fit`` and its
-decision-quantity function, and assembles the draws with
-:func:`belief.posterior.belief_state.make_belief`.
+This is the one seam between ``belief`` and ``models`` (with :mod:`belief.posterior.registry`
+for the layers above): it calls each model's ``fit`` and its decision-quantity function, and
+assembles the draws with :func:`belief.posterior.belief_state.make_belief`.  The models come
+from the registry (:data:`models.registry.MODELS`): their priors, seeds, target acceptance and
+checked variables; a registered model fed by the protocol (:class:`models.protocol.ModelEntry`
+``fed_by="protocol"``) is built, fitted and put in q_t by :meth:`BeliefFitter.fit` from its
+module's ``make_model``/``fit_inputs``/``belief_draws`` with no code here.
 
 Convergence and escalation
 --------------------------
