@@ -175,3 +175,16 @@ def test_a_model_registered_with_the_protocol_is_fitted_into_q_t(monkeypatch, fi
                                 before.drop_attrs(deep=False))
     assert {k: v for k, v in q.attrs.items() if k not in toy_attrs} == before.attrs
     assert sys.modules[TOY.module] is sys.modules[__name__]
+
+
+def test_the_sbc_loop_reads_the_registry():
+    """The SBC loop's models and mis-specified scales are the registry's (the same as when they
+    were a table of models.sbc); a registered model without an SBC case is named as such."""
+    from models.sbc import MISSPECIFIED_SCALE, model_case
+
+    assert MISSPECIFIED_SCALE == {"gains": "effect_mu_sigma", "exec_risk": "sigma_group",
+                                  "transfer": "shift_tau", "sensitivity": "S_tau"}
+    with pytest.raises(InputError, match=r"model 'costs' has no SBC case; known: \['exec_risk'"):
+        model_case("costs")
+    with pytest.raises(InputError, match="unknown model 'nonsense'"):
+        model_case("nonsense")
