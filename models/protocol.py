@@ -96,8 +96,9 @@ class ModelEntry:
         Functions of ``module`` CVU uses to simulate and weight what executing a candidate
         would show (:mod:`belief.posterior.experiments`).
     sbc : str or None
-        Its SBC case builder in :mod:`models.sbc` (``f(priors, fit_priors, *, name=,
-        **kwargs) → SBCCase``); None: no SBC case yet.
+        Its SBC case builder (``f(priors, fit_priors, *, name=, **kwargs) → SBCCase``): a
+        function of :mod:`models.sbc`, or ``"<module>:<function>"`` (e.g. in the model's own
+        module); None: no SBC case yet.
     sbc_scale : str or None
         The prior scale the SBC loop's mis-specified variant changes in the fitting model.
     optional : bool
@@ -156,7 +157,8 @@ class ModelEntry:
         """Its SBC case builder (:mod:`models.sbc`), or None."""
         if self.sbc is None:
             return None
-        return getattr(importlib.import_module("models.sbc"), self.sbc)
+        where, _, name = self.sbc.rpartition(":")
+        return getattr(importlib.import_module(where or "models.sbc"), name)
 
     # -- seeds and priors ------------------------------------------------------------------
     def fit_seed(self, seed: int) -> int:

@@ -188,3 +188,20 @@ def test_the_sbc_loop_reads_the_registry():
         model_case("costs")
     with pytest.raises(InputError, match="unknown model 'nonsense'"):
         model_case("nonsense")
+
+
+def toy_case(priors: ToyPriors, fit_priors: ToyPriors, *, name: str) -> tuple:
+    return (name, priors, fit_priors)
+
+
+def test_an_sbc_case_may_live_in_the_models_own_module(monkeypatch):
+    toy = replace(TOY, sbc=f"{__name__}:toy_case", sbc_scale="sd")
+    assert toy.sbc_case() is toy_case
+    models = check_registry((*MODELS, toy))
+    monkeypatch.setattr(registry, "MODELS", models)
+    from models import sbc
+
+    monkeypatch.setattr(sbc, "MODELS", models)
+    name, priors, fit_priors = sbc.model_case("toy", factor=0.5)
+    assert name == "toy, fit sd ÷ 2" and priors == ToyPriors()
+    assert fit_priors == ToyPriors(sd=0.5)
