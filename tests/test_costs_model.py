@@ -283,8 +283,8 @@ def test_cost_priors_follow_the_scale_prior_conventions():
     given by its rate λ), the priors round-trip through the candidate file's form, and the
     cost model is one of the models a ``[priors.costs]`` table may set."""
     from belief.workflow.fit import model_priors
-    from models.registry import model_names
     from models.priors import ScalePrior, priors_from_dict
+    from models.registry import model_names
 
     p = CostPriors(tau_lens=0.5, sigma={"family": "exponential", "lam": 4.0})
     assert p.tau_lens == ScalePrior("half_normal", sigma=0.5)
