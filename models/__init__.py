@@ -3,5 +3,6 @@
 Each model follows spec → build → fit: a small spec object (structure and priors), ``build()``
 returning a ``pm.Model`` with ``pm.Data`` containers, and ``fit(...)`` returning an
 ``xarray.DataTree``.  For the allocator each model also offers posterior draws of its decision
-quantities.
+quantities.  What the engine reads of a model is the protocol of :mod:`models.protocol`; the
+models are registered, one line each, in :data:`models.registry.MODELS`.
 """

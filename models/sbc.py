@@ -54,6 +54,7 @@ from scipy import stats
 
 from belief.errors import InputError
 from belief.inputs.candidates import candidates_from_dict
+from models.registry import MODELS, model_names
 
 __all__ = ["MISSPECIFIED_SCALE", "SBCCase", "SBCResult", "exec_risk_case", "gains_case",
            "model_case", "rank_uniformity", "ranks_to_pit", "run_sbc", "scaled_priors",
@@ -520,19 +521,9 @@ def transfer_case(priors: Any = None, fit_priors: Any = None, *, family: str = "
 
 
 # -- registry --------------------------------------------------------------------------------
-MISSPECIFIED_SCALE = {"gains": "effect_mu_sigma", "exec_risk": "sigma_group",
-                      "sensitivity": "S_tau", "transfer": "shift_tau"}
-"""The prior scale each model's mis-specified variant changes (in the *fitting* model only)."""
-
-
-def _default_priors(model: str) -> Any:
-    from models.exec_risk import ExecRiskPriors
-    from models.gains import GainsPriors
-    from models.sensitivity import SensitivityPriors
-    from models.transfer import TransferPriors
-
-    return {"gains": GainsPriors, "exec_risk": ExecRiskPriors,
-            "sensitivity": SensitivityPriors, "transfer": TransferPriors}[model]()
+MISSPECIFIED_SCALE = {m.name: m.sbc_scale for m in MODELS if m.sbc is not None}
+"""The prior scale each model's mis-specified variant changes (in the *fitting* model only):
+the registry's ``sbc_scale`` of every model with an SBC case (:data:`models.registry.MODELS`)."""
 
 
 def model_case(model: str, *, scale: str | None = None, factor: float = 1.0,
@@ -541,17 +532,21 @@ def model_case(model: str, *, scale: str | None = None, factor: float = 1.0,
 
     Data are simulated from the model's default priors; with ``factor`` ≠ 1 the fitting model's
     prior ``scale`` (default ``MISSPECIFIED_SCALE[model]``) is multiplied by ``factor``
-    (e.g. 0.25: four times too narrow).  ``kwargs`` go to the case builder (``family``, ...).
+    (e.g. 0.25: four times too narrow).  ``kwargs`` go to the case builder (``family``, ...),
+    the registry's ``sbc`` of the model.
     """
-    builders = {"gains": gains_case, "exec_risk": exec_risk_case,
-                "sensitivity": sensitivity_case, "transfer": transfer_case}
-    if model not in builders:
-        raise InputError("SBC", f"unknown model {model!r}; known: {sorted(builders)}")
-    priors = _default_priors(model)
+    entries = {m.name: m for m in MODELS if m.sbc is not None}
+    if model not in entries:
+        what = (f"model {model!r} has no SBC case" if model in model_names()
+                else f"unknown model {model!r}")
+        raise InputError("SBC", f"{what}; known: {sorted(entries)}")
+    entry = entries[model]
+    builder = entry.sbc_case()
+    priors = entry.priors()
     name = model if "family" not in kwargs else f"{model} ({kwargs['family']})"
     if factor == 1.0:
-        return builders[model](priors, priors, name=name, **kwargs)
-    scale = scale or MISSPECIFIED_SCALE[model]
+        return builder(priors, priors, name=name, **kwargs)
+    scale = scale or entry.sbc_scale
     label = f"÷ {1 / factor:g}" if factor < 1 else f"× {factor:g}"
-    return builders[model](priors, scaled_priors(priors, scale, factor),
-                           name=f"{name}, fit {scale} {label}", **kwargs)
+    return builder(priors, scaled_priors(priors, scale, factor),
+                   name=f"{name}, fit {scale} {label}", **kwargs)

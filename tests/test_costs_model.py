@@ -282,15 +282,15 @@ def test_cost_priors_follow_the_scale_prior_conventions():
     """Scales are :class:`ScalePrior` (a number is HalfNormal with that σ; an exponential is
     given by its rate λ), the priors round-trip through the candidate file's form, and the
     cost model is one of the models a ``[priors.costs]`` table may set."""
-    from belief.inputs.candidate_file import PRIOR_MODELS
     from belief.workflow.fit import model_priors
     from models.priors import ScalePrior, priors_from_dict
+    from models.registry import model_names
 
     p = CostPriors(tau_lens=0.5, sigma={"family": "exponential", "lam": 4.0})
     assert p.tau_lens == ScalePrior("half_normal", sigma=0.5)
     assert p.sigma.scale == 0.25 and p.sigma.describe() == "Exponential(lam=4)"
     assert priors_from_dict(CostPriors, p.as_dict(), "t") == p
-    assert "costs" in PRIOR_MODELS
+    assert "costs" in model_names()
     assert model_priors(priors={"costs": {"heavy_tailed": ["real_h"]}})["costs"] \
         == CostPriors(heavy_tailed=("real_h",))
 

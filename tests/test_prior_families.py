@@ -181,11 +181,14 @@ def test_bad_priors_name_the_key_and_the_allowed_values(text, rule):
         model_priors(_file(text))
 
 
-def test_bad_priors_sections_are_refused_at_load():
+def test_bad_priors_sections_are_refused():
+    """A table of no registered model is refused naming the file, the closest model and every
+    one (the registry's names), when the priors are read (a fit) — the candidate file's loader
+    checks only the section's shape (it sits below the models)."""
     with pytest.raises(InputError, match=r"c\.toml \[priors\]: unknown model 'gain' \(did you "
                                          r"mean 'gains'\?\); known: \['gains', 'exec_risk', "
                                          r"'transfer', 'sensitivity', 'costs'\]"):
-        _file("[priors.gain]\ntau_lens = 0.5")
+        model_priors(_file("[priors.gain]\ntau_lens = 0.5"))
     with pytest.raises(InputError, match=r"\[priors\]: must hold tables"):
         parse_candidate_text("priors = 3\n" + TOML, "c.toml")
 

@@ -83,7 +83,6 @@ from belief.inputs.candidates import CandidateSet, candidates_from_dict, candida
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter, FitSettings
 from belief.validate import fraction, integer, real
-from models.costs import CostPriors
 
 __all__ = ["LEGACY_SETTINGS", "NEUTRAL_FIELDS", "OUTPUTS_OWNER", "Campaign", "CampaignResult",
            "CampaignSettings", "campaign_fitter", "folder_state", "header_settings",
@@ -797,14 +796,14 @@ def campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
                     settings: CampaignSettings) -> BeliefFitter:
     """The campaign's fitter: ``fitter`` (compiled models re-used) or a new one, fitting the
     cost model when ``settings.fit.costs`` with ``settings.heavy_tailed_costs``."""
-    priors = CostPriors(heavy_tailed=settings.heavy_tailed_costs)
+    heavy = settings.heavy_tailed_costs
     if fitter is None:
-        return BeliefFitter(candidates, settings.fit, cost_priors=priors)
+        return BeliefFitter.from_priors(candidates, settings.fit,
+                                        {"costs": {"heavy_tailed": heavy}})
     if settings.fit.costs and not fitter.settings.costs:
         fitter = fitter.scaled(costs=True)
-    if settings.fit.costs and fitter.cost_priors.heavy_tailed != priors.heavy_tailed:
-        fitter = replace(fitter, cost_priors=replace(fitter.cost_priors,
-                                                     heavy_tailed=priors.heavy_tailed))
+    if settings.fit.costs and fitter.priors_of("costs").heavy_tailed != heavy:
+        fitter = fitter.with_priors("costs", heavy_tailed=heavy)
     return fitter
 
 

@@ -181,12 +181,11 @@ def policy_run(args: tuple[Any, ...]) -> dict[str, Any]:
 
         from belief.campaign.scripted import random_past_campaigns
         from belief.posterior.fitter import BeliefFitter
-        from models.gains import GainsPriors
 
         with tempfile.TemporaryDirectory() as tmp:  # read into memory, then not needed
             past = random_past_campaigns(world, n_past, tmp) if n_past else ()
-        fitter = BeliefFitter(world.candidates, settings.fit,
-                              gains_priors=GainsPriors(**gains), past=past)
+        fitter = BeliefFitter.from_priors(world.candidates, settings.fit, {"gains": gains},
+                                          past=past)
     import time
 
     t0 = time.perf_counter()

@@ -3,8 +3,9 @@
 Besides the format of :mod:`belief.inputs.candidates`, an optional ``[weights]`` table
 (``real_h = 0.01`` …) gives the default resource weights λ of
 :meth:`belief.workflow.fitted.FittedBelief.decide`, and optional ``[priors.<model>]`` tables
-state the priors of the models (``gains``, ``exec_risk``, ``transfer``, ``sensitivity``) by the
-names of their parameters, a scale parameter as ``{family = ..., <parameters>}``::
+state the priors of the models (one table per model of :data:`models.registry.MODELS`:
+``gains``, ``exec_risk``, ``transfer``, ``sensitivity``, ``costs``) by the names of their
+parameters, a scale parameter as ``{family = ..., <parameters>}``::
 
     [priors.gains]
     tau_lens = { family = "half_student_t", nu = 3, sigma = 0.5 }
@@ -19,11 +20,11 @@ names of their parameters, a scale parameter as ``{family = ..., <parameters>}``
 
 Families: ``half_normal`` (sigma), ``half_student_t`` (nu, sigma), ``half_cauchy`` (beta),
 ``exponential`` (lam, the rate).  The names and defaults of every model's priors are the fields
-of :class:`models.gains.GainsPriors`, :class:`models.exec_risk.ExecRiskPriors`,
-:class:`models.transfer.TransferPriors` and :class:`models.sensitivity.SensitivityPriors`.
-This module checks the section's shape (known models, tables); the values are checked against
-the models when a fit is set up (:func:`belief.workflow.fit.model_priors`), with errors naming
-the file, the ``[priors.<model>]`` key and the allowed values.
+of its registered priors type (:func:`models.registry.prior_classes`).  This module checks the
+section's shape (tables of name = value); the model names are checked against the registry and
+the values against the models when a fit is set up (:func:`belief.workflow.fit.fit`,
+:func:`belief.workflow.fit.model_priors`), with errors naming the file, the
+``[priors.<model>]`` key and the allowed values.
 
 :func:`candidates_toml` writes a set back to TOML and :func:`diff_candidates` names every
 difference between two sets.
@@ -47,11 +48,8 @@ from belief.inputs.candidates import CandidateSet, candidates_from_dict, candida
 from belief.inputs.names import refuse_unknown
 from belief.inputs.resources import resource_vector
 
-__all__ = ["PRIOR_MODELS", "TOP_LEVEL", "CandidateFile", "candidates_toml", "diff_candidates",
+__all__ = ["TOP_LEVEL", "CandidateFile", "candidates_toml", "diff_candidates",
            "load_candidate_file", "load_candidates", "parse_candidate_text", "parse_priors"]
-
-PRIOR_MODELS = ("gains", "exec_risk", "transfer", "sensitivity", "costs")
-"""The models whose priors a ``[priors.<model>]`` table may state."""
 
 TOP_LEVEL = ("campaign", "budget", "weights", "priors", "candidate", "interaction")
 """The tables of a candidate file; any other is refused (a misspelt ``[weigths]`` would
@@ -62,7 +60,8 @@ otherwise be ignored and the decision made with other weights than the user wrot
 class CandidateFile:
     """A candidate set with the text it came from, its optional default weights and priors.
 
-    ``priors`` maps a model of :data:`PRIOR_MODELS` to the ``[priors.<model>]`` table as
+    ``priors`` maps a model name (one of :data:`models.registry.MODELS`, checked when a fit is
+    set up) to the ``[priors.<model>]`` table as
     parsed (name → number or ``{family, parameters}`` table), or is empty.
     """
 
@@ -152,17 +151,17 @@ def parse_candidate_text(text: str, source: str) -> CandidateFile:
 
 
 def parse_priors(section: Any, source: str) -> dict[str, dict[str, Any]]:
-    """The ``[priors]`` section's shape: tables ``[priors.<model>]`` of known models, each a
-    table of name = number or inline table.  Values are checked by the models."""
+    """The ``[priors]`` section's shape: tables ``[priors.<model>]``, each a table of
+    name = number or inline table.  The model names are checked against the model registry
+    and the values by the models, when a fit is set up (module docstring)."""
     if section is None:
         return {}
     if not isinstance(section, Mapping):
-        raise InputError(f"{source} [priors]", "must hold tables [priors.<model>], <model> one "
-                                               f"of {list(PRIOR_MODELS)}")
+        raise InputError(f"{source} [priors]", "must hold tables [priors.<model>], <model> a "
+                                               "model's name")
     out = {}
     for model, table in section.items():
         where = f"{source} [priors.{model}]"
-        refuse_unknown([model], PRIOR_MODELS, f"{source} [priors]", "model")
         if not isinstance(table, Mapping):
             raise InputError(where, "must be a table {name = value}")
         out[model] = {str(k): (dict(v) if isinstance(v, Mapping) else v)

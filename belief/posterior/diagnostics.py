@@ -12,21 +12,17 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from models.registry import MODELS
+
 __all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "Convergence", "check_convergence",
            "convergence_from_table", "convergence_table", "diagnostics_table",
            "judge_convergence", "next_steps"]
 
-CHECK_VARS = {"gains": ["effect", "policy_logit", "tau_exec", "rho", "mu0", "group_effect",
-                        "gamma", "xi", "tau_lens", "tau_method", "tau_candidate",
-                        "tau_campaign", "campaign_offset"],
-              "exec_risk": ["p_unsafe", "group_logit", "mu0", "sigma_group", "sigma_candidate"],
-              "transfer": ["eta_sim", "shift", "shift_mu", "shift_tau"],
-              "sensitivity": ["S", "gamma", "alpha", "S_mu", "S_tau", "sigma"],
-              "costs": ["delta", "mu", "sigma", "tau_lens", "tau_method", "tau_candidate",
-                        "tail_prob", "tail_shift"]}
-"""Variables whose convergence is checked, per model: every parameter of the model that is in
-the posterior (the decision quantities and every hyperparameter); others: every posterior
-variable.  Variables a fit does not have (e.g. a level merged away) are skipped."""
+CHECK_VARS = {m.name: list(m.check_vars) for m in MODELS}
+"""Variables whose convergence is checked, per model (the registry's ``check_vars``): every
+parameter of the model that is in the posterior (the decision quantities and every
+hyperparameter); others: every posterior variable.  Variables a fit does not have (e.g. a
+level merged away) are skipped."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
 """From evidence to the belief q_t: fit the models that have data, compress to joint draws.
 
-This is the one seam between ``belief`` and ``models``: it calls each model's ``fit`` and its
-decision-quantity function, and assembles the draws with
-:func:`belief.posterior.belief_state.make_belief`.
+This is the one seam between ``belief`` and ``models`` (with :mod:`belief.posterior.registry`
+for the layers above): it calls each model's ``fit`` and its decision-quantity function, and
+assembles the draws with :func:`belief.posterior.belief_state.make_belief`.  The models come
+from the registry (:data:`models.registry.MODELS`): their priors, seeds, target acceptance and
+checked variables; a registered model fed by the protocol (:class:`models.protocol.ModelEntry`
+``fed_by="protocol"``) is built, fitted and put in q_t by :meth:`BeliefFitter.fit` from its
+module's ``make_model``/``fit_inputs``/``belief_draws`` with no code here.
 
 Convergence and escalation
 --------------------------
@@ -51,12 +55,14 @@ from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence import Evidence
 from belief.inputs.past_campaigns import PastCampaign, stack_campaigns
 from belief.posterior.belief_state import make_belief
-from belief.posterior.diagnostics import CHECK_VARS, Convergence, check_convergence
+from belief.posterior.diagnostics import Convergence, check_convergence
 from belief.posterior.transfer import with_transfer
 from belief.validate import fraction, integer, real
 from models.costs import CostModel, CostPriors
 from models.exec_risk import ExecRiskModel, ExecRiskPriors, p_unsafe_draws
-from models.gains import GainsModel, GainsPriors, gain_from_draws
+from models.gains import GainsModel, GainsPriors, gain_from_draws, own_evidence_share
+from models.priors import priors_from_dict
+from models.registry import MODELS, model, refuse_unknown_models
 from models.sensitivity import SensitivityModel, SensitivityPriors
 from models.transfer import TransferModel, TransferPriors
 
@@ -190,6 +196,10 @@ class BeliefFitter:
         candidate generation, never part of q_t).
     cost_priors : CostPriors
         Priors of the cost model (fitted only with ``settings.costs`` and realised costs).
+    model_priors : mapping
+        Priors of the registered models without a field of their own (model name → priors
+        object; :data:`models.registry.MODELS`, ``fitter_field`` None); a model left out has
+        its defaults.  :meth:`priors_of` reads any model's.
     past : tuple of PastCampaign
         Past campaigns of the same candidate set (``belief fit --past``,
         :mod:`belief.inputs.past_campaigns`): the gains model is fitted on the stacked
@@ -206,6 +216,50 @@ class BeliefFitter:
     sensitivity_priors: SensitivityPriors = field(default_factory=SensitivityPriors)
     cost_priors: CostPriors = field(default_factory=CostPriors)
     past: tuple[PastCampaign, ...] = ()
+    model_priors: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_priors(cls, candidates: CandidateSet, settings: FitSettings | None = None,
+                    priors: dict[str, Any] | None = None,
+                    past: tuple[PastCampaign, ...] = ()) -> BeliefFitter:
+        """The fitter with every registered model's priors from ``priors`` (model name →
+        priors object, or a mapping of its fields checked by
+        :func:`models.priors.priors_from_dict`); a model left out has its defaults.
+
+        Raises
+        ------
+        InputError
+            An unknown model (naming the registered ones), or a priors field it refuses.
+        """
+        given = dict(priors or {})
+        refuse_unknown_models(given, "priors")
+        fields_, extra = {}, {}
+        for m in MODELS:
+            value = given.get(m.name, m.priors())
+            if not isinstance(value, m.priors):
+                value = priors_from_dict(m.priors, value, f"priors[{m.name!r}]")
+            if m.fitter_field is None:
+                extra[m.name] = value
+            else:
+                fields_[m.fitter_field] = value
+        return cls(candidates, settings if settings is not None else FitSettings(),
+                   **fields_, past=tuple(past), model_priors=extra)
+
+    def priors_of(self, name: str) -> Any:
+        """The priors object of the registered model ``name``."""
+        m = model(name)
+        if m.fitter_field is not None:
+            return getattr(self, m.fitter_field)
+        return self.model_priors.get(name, m.priors())
+
+    def with_priors(self, name: str, **changes: Any) -> BeliefFitter:
+        """The same fitter with fields of model ``name``'s priors changed (compiled models
+        of the other models are shared; this model's are rebuilt)."""
+        m = model(name)
+        new = replace(self.priors_of(name), **changes)
+        if m.fitter_field is not None:
+            return replace(self, **{m.fitter_field: new})
+        return replace(self, model_priors={**self.model_priors, name: new})
 
     def __post_init__(self) -> None:
         if self.past:
@@ -224,6 +278,7 @@ class BeliefFitter:
         self.transfer = TransferModel(self.transfer_priors, self.settings.max_policies)
         self._sensitivity: dict[tuple, SensitivityModel] = {}
         self._costs: dict[int, CostModel] = {}
+        self._registered: dict[str, Any] = {}
 
     def gains_tables(self, evidence: Evidence) -> dict[str, Any]:
         """The gains model's inputs from ``evidence`` (keyword arguments of
@@ -255,15 +310,23 @@ class BeliefFitter:
 
     # -- one model -------------------------------------------------------------------------
     def fit_model(self, name: str, sample: Callable[..., xr.DataTree], seed: int,
-                  default_target_accept: float, escalate: bool = True) -> ModelFit:
+                  default_target_accept: float | None = None,
+                  escalate: bool = True) -> ModelFit:
         """Fit one model, check it, and (with ``escalate``) re-fit it with the remedy for
         its failure (module docstring) until it passes or ``max_escalations`` are spent.
+
+        ``default_target_accept`` (default: the registered model's ``TARGET_ACCEPT``) is
+        the first attempt's target acceptance unless the settings give one.
 
         ``sample(draws=, tune=, chains=, seed=, target_accept=, thin=)`` returns the
         model's DataTree; attempt i uses the seed ``default_rng([seed, 100 + i])`` (attempt 0
         uses ``seed`` itself).
         """
         s = self.settings
+        entry = model(name)
+        if default_target_accept is None:
+            default_target_accept = entry.target_accept
+        checked = list(entry.check_vars) or None  # None: every posterior variable
         ta = s.target_accept if s.target_accept is not None else default_target_accept
         tune, thin = s.tune, 1
         history: list[str] = []
@@ -273,7 +336,7 @@ class BeliefFitter:
                                                .integers(2**31))
             idata = sample(draws=s.draws, tune=tune, chains=s.chains, seed=sd,
                            target_accept=ta, thin=thin)
-            conv = check_convergence(idata, CHECK_VARS[name], rhat_max=s.rhat_max,
+            conv = check_convergence(idata, checked, rhat_max=s.rhat_max,
                                      ess_min=s.ess_threshold)
             what = (f"target_accept {ta:g}, tune {tune}, {s.chains} × {s.draws} draws"
                     + (f" kept of {s.draws * thin} (thin {thin})" if thin > 1 else ""))
@@ -316,16 +379,12 @@ class BeliefFitter:
             and escalation of every model (``<model>_*``) and the sampler settings and seed
             (:meth:`sampler_attrs`).
         """
-        from models import exec_risk as exec_module
-        from models import gains as gains_module
-        from models import transfer as transfer_module
-
         tables = self.gains_tables(evidence)
         paired = tables.pop("paired")
         gains = self.fit_model(
             "gains", lambda **kw: self.gains.fit(paired, policy, progressbar=progressbar,
                                                  **tables, **kw),
-            seed, gains_module.TARGET_ACCEPT, escalate)
+            model("gains").fit_seed(seed), escalate=escalate)
         rng = np.random.default_rng([seed, 1])
         draws = self.gains.decision_draws(gains.idata, policy, rng)
         executions, unsafe = evidence.safety_counts()
@@ -336,34 +395,33 @@ class BeliefFitter:
             fits["exec_risk"] = self.fit_model(
                 "exec_risk", lambda **kw: self.exec_risk.fit(executions, unsafe,
                                                              progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 2]).integers(2**31)),
-                exec_module.TARGET_ACCEPT, escalate)
+                model("exec_risk").fit_seed(seed), escalate=escalate)
             p_unsafe = p_unsafe_draws(fits["exec_risk"].idata)  # same sample count as gains
             children["exec_risk"] = fits["exec_risk"].idata
         cost_draws = None
         cost_model = (self.cost_model(len(costs)) if self.settings.costs and costs is not None
                       else None)
         if cost_model is not None:  # ΔC_r(m): joint predictive draws beside the gains
-            from models import costs as costs_module
-
             fits["costs"] = self.fit_model(
                 "costs", lambda **kw: cost_model.fit(costs, progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 5]).integers(2**31)),
-                costs_module.TARGET_ACCEPT, escalate)
+                model("costs").fit_seed(seed), escalate=escalate)
             children["costs"] = fits["costs"].idata
             cost_draws = cost_model.decision_draws(fits["costs"].idata,
                                                    np.random.default_rng([seed, 6]))["cost"]
+        extra, extra_draws = self._fit_registered(evidence, policy, seed, progressbar, escalate)
+        children.update({name: f.idata for name, f in extra.items()})
+        fits.update({name: f for name, f in extra.items() if model(name).role == "belief"})
         failing = [f"{name}: {f.convergence.reason}" for name, f in fits.items()
                    if not f.convergence.reliable]
         reliability = {"reliable": int(not failing),
                        "reliability_reason": "; ".join(failing) or "converged",
                        **self.sampler_attrs(seed)}
-        for name, f in fits.items():
+        for name, f in {**fits, **extra}.items():
             reliability.update(f.as_attrs(f"{name}_"))
         belief = make_belief(gain_from_draws(draws), self.candidates, step=step, policy=policy,
                              model_draws=draws, p_unsafe=p_unsafe,
                              executions=executions, unsafe=unsafe, reliability=reliability)
-        share = gains_module.own_evidence_share(gains.idata)
+        share = own_evidence_share(gains.idata)
         belief["own_evidence_share"] = share.reindex(candidate=belief["candidate"].values,
                                                      fill_value=np.nan)
         if cost_draws is not None:
@@ -373,17 +431,55 @@ class BeliefFitter:
             belief["cost"].attrs.update({
                 "long_name": "posterior-predictive cost ΔC_r(m) of the next execution",
                 "heavy_tailed": str(cost_draws.attrs.get("heavy_tailed", ""))})
+        for ds in extra_draws:  # the decision draws of the models the protocol feeds
+            belief = belief.merge(ds.assign_coords(sample=belief["sample"].values),
+                                  combine_attrs="drop_conflicts")
         if len(evidence.transfer):  # δ_J(π), G_J(π) per policy (reported, never scored)
             t = self.fit_model(
                 "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
                                                            progressbar=progressbar, **kw),
-                int(np.random.default_rng([seed, 3]).integers(2**31)),
-                transfer_module.TARGET_ACCEPT, escalate)
+                model("transfer").fit_seed(seed), escalate=escalate)
             belief = with_transfer(belief, self.transfer.decision_draws(t.idata),
                                    t.idata["constant_data"]["rows"].values, t.as_attrs(""))
             children["transfer"] = t.idata
         idata = xr.DataTree.from_dict(children)
         return idata, belief
+
+    def registered_model(self, name: str) -> Any:
+        """The model object of a registered model the protocol feeds (``fed_by`` =
+        ``"protocol"``): its module's ``make_model(candidates, priors, max_policies)``, built
+        once; None when it has nothing to model for these candidates."""
+        if name not in self._registered:
+            self._registered[name] = model(name).load().make_model(
+                self.candidates, self.priors_of(name), self.settings.max_policies)
+        return self._registered[name]
+
+    def _fit_registered(self, evidence: Evidence, policy: str, seed: int, progressbar: bool,
+                        escalate: bool) -> tuple[dict[str, ModelFit], list[xr.Dataset]]:
+        """Fit every registered model the protocol feeds that has data (module functions
+        ``fit_inputs(model, evidence, policy)`` → the fit's keyword arguments or None, and
+        ``belief_draws(model, idata, policy, rng)`` → q_t variables over ``sample`` or None,
+        with the generator ``default_rng([seed, seed_stream, 1])``)."""
+        fits: dict[str, ModelFit] = {}
+        draws: list[xr.Dataset] = []
+        for entry in MODELS:
+            if entry.fed_by != "protocol" or entry.role == "on_request" or (
+                    entry.opt_in is not None and not getattr(self.settings, entry.opt_in)):
+                continue
+            obj = self.registered_model(entry.name)
+            inputs = None if obj is None else entry.load().fit_inputs(obj, evidence, policy)
+            if inputs is None:
+                continue
+            fits[entry.name] = self.fit_model(
+                entry.name, lambda obj=obj, inputs=inputs, **kw: obj.fit(
+                    **inputs, progressbar=progressbar, **kw),
+                entry.fit_seed(seed), escalate=escalate)
+            ds = entry.load().belief_draws(
+                obj, fits[entry.name].idata, policy,
+                np.random.default_rng([seed, entry.seed_stream or 0, 1]))
+            if ds is not None:
+                draws.append(ds)
+        return fits, draws
 
     def sampler_attrs(self, seed: int) -> dict[str, int]:
         """What q_t records of how it was sampled: ``fit_chains``, ``fit_draws`` and
@@ -408,13 +504,10 @@ class BeliefFitter:
         """Posterior of δ_J(π) = J_real − J_sim for every policy with transfer evaluations
         (and ``policy``, which gets the pooled prediction when it has none); see
         :mod:`models.transfer`.  Escalated like every model (module docstring)."""
-        from models import transfer as transfer_module
-
         return self.fit_model(
             "transfer", lambda **kw: self.transfer.fit(evidence.transfer, policy,
                                                        progressbar=progressbar, **kw),
-            int(np.random.default_rng([seed, 3]).integers(2**31)),
-            transfer_module.TARGET_ACCEPT, escalate).idata
+            model("transfer").fit_seed(seed), escalate=escalate).idata
 
     def sensitivity_model(self, evidence: Evidence) -> SensitivityModel:
         """The sensitivity model for the directions and outcome family of the evidence's
@@ -443,13 +536,11 @@ class BeliefFitter:
                               progressbar: bool = False, escalate: bool = True) -> ModelFit:
         """:meth:`fit_sensitivity` with its check and attempts (a :class:`ModelFit`, whose
         :meth:`ModelFit.as_attrs` is the belief's record, as for the other models)."""
-        from models import sensitivity as sensitivity_module
-
-        model = self.sensitivity_model(evidence)
+        sens = self.sensitivity_model(evidence)
         return self.fit_model(
-            "sensitivity", lambda **kw: model.fit(evidence.sensitivity,
-                                                  progressbar=progressbar, **kw),
-            seed, sensitivity_module.TARGET_ACCEPT, escalate)
+            "sensitivity", lambda **kw: sens.fit(evidence.sensitivity,
+                                                 progressbar=progressbar, **kw),
+            seed, escalate=escalate)
 
     def scaled(self, **changes: Any) -> BeliefFitter:
         """The same fitter with other settings (compiled models are shared)."""

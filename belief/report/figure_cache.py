@@ -75,7 +75,7 @@ def cache_dir() -> Path | None:
     """``<cache root>/figures``, or None when ``BELIEF_FIGURE_CACHE=0``."""
     if os.environ.get("BELIEF_FIGURE_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
-    from models.compile_cache import cache_root
+    from belief.posterior.registry import cache_root
 
     try:
         return cache_root() / "figures"

@@ -146,17 +146,9 @@ def _check_settings(settings: Any, label: str, priors: bool = True) -> dict[str,
             raise InputError(label, f"setting {key} must be a non-negative integer, got {v!r}")
     if not priors:
         return settings
-    from models.registry import MODELS
+    from belief.posterior.registry import check_stored_priors
 
-    pri = settings["priors"]
-    for model in MODELS:
-        if model.optional and model.name not in pri:  # written before its priors were stored
-            continue
-        try:
-            model.priors(**pri[model.name])
-        except (KeyError, TypeError) as err:
-            raise InputError(label, f"stored {model.name} priors do not fit this version "
-                                    f"({type(err).__name__}: {err})") from None
+    check_stored_priors(settings["priors"], label)
     return settings
 
 

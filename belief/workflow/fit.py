@@ -32,12 +32,6 @@ from belief.workflow.fitted import FittedBelief, netcdf_tree
 __all__ = ["fit", "model_priors"]
 
 
-def _prior_classes() -> dict[str, type]:
-    from models.registry import prior_classes
-
-    return prior_classes()
-
-
 def _past_runs(past: Sequence[Any] | None, fitter: Any, cs: CandidateSet,
                current: Any = None) -> tuple:
     """The past campaigns of a fit: read from ``past`` (paths, or PastCampaign objects — not
@@ -78,23 +72,11 @@ def model_priors(cfile: CandidateFile | None = None,
         Naming the file and ``[priors.<model>]`` (or ``priors[<model>]``), the key and the
         allowed values.
     """
-    from models.priors import priors_from_dict
+    from belief.posterior.registry import resolve_priors
 
-    classes = _prior_classes()
-    out = {name: cls() for name, cls in classes.items()}
-    for source, given in (("file", cfile.priors if cfile is not None else {}),
-                          ("python", priors or {})):
-        for name, value in given.items():
-            if name not in classes:
-                raise InputError("priors", f"unknown model {name!r}; allowed: "
-                                           f"{list(classes)}")
-            if isinstance(value, classes[name]):
-                out[name] = value
-                continue
-            table = (f"{cfile.source} [priors.{name}]" if source == "file"
-                     else f"priors[{name!r}]")
-            out[name] = priors_from_dict(classes[name], value, table)
-    return out
+    if cfile is None:
+        return resolve_priors(priors=priors)
+    return resolve_priors(cfile.priors, cfile.source, priors)
 
 
 def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceTables,
@@ -164,6 +146,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         cfile = CandidateFile(candidates, candidates_toml(candidates), None, candidates.source)
     else:
         cfile = load_candidate_file(candidates)
+    from belief.posterior.registry import refuse_unknown_models
+
+    refuse_unknown_models(cfile.priors, f"{cfile.source} [priors]")  # before any table is read
     cs = cfile.candidates
     if isinstance(evidence, str | Path):
         tables = read_evidence_dir(evidence, cs)
@@ -202,11 +187,9 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
                            current=evidence if isinstance(evidence, str | Path) else None)
     if fitter is None:
         pri = model_priors(cfile, priors)
-        fitter = BeliefFitter(cs, FitSettings.for_draws(
+        fitter = BeliefFitter.from_priors(cs, FitSettings.for_draws(
             int(draws), tune, chains=int(chains), target_accept=target_accept,
-            costs=bool(costs)),
-                              pri["gains"], pri["exec_risk"], pri["transfer"], pri["sensitivity"],
-                              pri["costs"], past=past_runs)
+            costs=bool(costs)), pri, past=past_runs)
     elif fitter.candidates.ids != cs.ids:
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
@@ -219,7 +202,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         + (["sensitivity"] if sensitivity and len(ev.sensitivity) else [])
     say(f"policy {policy} ({rule}); step {step}; models: {', '.join(models)}")
     t0 = time.perf_counter()
-    from models.compile_cache import progress_line
+    from belief.posterior.registry import priors_setting, progress_line
 
     say(progress_line([m if m != "transfer" else f"transfer {outcome_family(ev.transfer)}"
                        for m in models if m != "sensitivity"]) + " …")
@@ -249,8 +232,6 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         children["sensitivity"] = sens.idata           # gains and execution risk
         say(f"sensitivity model (compile + sample) in {time.perf_counter() - t2:.1f} s")
     idata = netcdf_tree(xr.DataTree.from_dict(children))
-    from models.registry import MODELS
-
     settings = {
         "belief_version": _pkg.__version__, "draws": s.draws, "tune": s.tune,
         "chains": s.chains, "seed": int(seed), "policy": policy, "policy_rule": rule,
@@ -258,7 +239,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         "max_policies": s.max_policies, "max_escalations": s.max_escalations,
         "costs": bool(s.costs),
         "models": list(idata.children),
-        "priors": {m.name: getattr(fitter, m.fitter_field).as_dict() for m in MODELS},
+        "priors": priors_setting(fitter),
         "evidence_source": source, "evidence_files": {k: Path(v).name if v != "<python>"
                                                       else v for k, v in tables.files.items()},
         "evidence_sha256": tables.digests, "evidence_rows": tables.rows(),

@@ -427,7 +427,7 @@ class FittedBelief:
 
     def _fitter(self):
         from belief.posterior.fitter import BeliefFitter, FitSettings
-        from models.registry import MODELS
+        from belief.posterior.registry import stored_priors
 
         s = self.settings
         if not s:
@@ -438,12 +438,12 @@ class FittedBelief:
                                         "--past), which the belief file does not hold: exact "
                                         "refits are not supported; decide without --refit")
         pri = s["priors"]
-        return BeliefFitter(
+        return BeliefFitter.from_priors(
             self.candidate_set,
             FitSettings(draws=int(s["draws"]), tune=int(s["tune"]), chains=int(s["chains"]),
                         max_policies=int(s["max_policies"]), rhat_max=float(s["rhat_max"]),
                         ess_min=float(s["ess_min"]), costs=bool(s.get("costs", False))),
-            **{m.fitter_field: m.stored_priors(pri) for m in MODELS})
+            stored_priors(pri))
 
     # -- reports ---------------------------------------------------------------------------------
     def sensitivity_reports(self) -> dict[str, Any]:
@@ -469,7 +469,7 @@ class FittedBelief:
         hardware (posterior-predictive; no counts).
         """
         from belief.decision.safety import clopper_pearson_interval
-        from models.exec_risk import population_risk
+        from belief.posterior.registry import population_risk
 
         if "exec_risk" not in self.idata.children:
             return pd.DataFrame()

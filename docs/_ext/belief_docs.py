@@ -216,7 +216,7 @@ def _candidate_file_section() -> list[str]:
     import textwrap
 
     from belief.inputs import candidates
-    from belief.inputs.candidate_file import PRIOR_MODELS
+    from models.registry import model_names
 
     doc = inspect.cleandoc(candidates.__doc__ or "")
     intro, _, example = doc.partition("::\n")
@@ -225,7 +225,7 @@ def _candidate_file_section() -> list[str]:
             "```toml", textwrap.dedent(example).strip("\n"), "```", "",
             "Optional tables besides these: `[weights]` (the default resource weights λ of "
             "`belief decide`, one number per resource) and `[priors.<model>]`, `<model>` one of "
-            + ", ".join(f"`{m}`" for m in PRIOR_MODELS)
+            + ", ".join(f"`{m}`" for m in model_names())
             + " (see the how-to guide on priors and order effects).", ""]
 
 
