@@ -104,7 +104,7 @@ def test_one_negative_pilot_moves_other_lenses_only_by_the_rule(world_candidates
     table = judge_models(posterior_diagnostics(tree))
     assert table["passed"].all(), table[~table["passed"]]
     assert table.loc[("gains", "gamma"), "exact_draws"] == len(model.pairs)
-    assert table.loc[("gains", "gamma"), "note"].startswith(f"all {len(model.pairs)} elements")
+    assert table.loc[("gains", "gamma"), "note"].startswith(f"all {len(model.pairs)} exact draws")
 
     rule = pooling_weights(pr, PILOT, SE)
     post = idata["posterior"]

@@ -241,9 +241,9 @@ def not_sampled(row: pd.Series) -> bool:
     return not any(np.isfinite(float(row[c])) for c in ("rhat", "ess_bulk", "ess_tail"))
 
 
-NOT_SAMPLED = ("exact draws of the posterior (no data inform them: their prior), not a Markov "
-               "chain: no R-hat or ESS applies, not checked")
-"""The ``note`` of a convergence-table row that :func:`not_sampled` leaves out of the checks."""
+NOT_SAMPLED = "exact draws (no data: the prior), not a chain: not checked"
+"""The ``note`` of a convergence-table row that :func:`not_sampled` leaves out of the checks
+(after "all <n> "): independent draws of the exact posterior have no R-hat or ESS."""
 
 
 def judge_convergence(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 400.0,
@@ -263,14 +263,13 @@ def judge_convergence(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: f
         exact = int(row["exact_draws"]) if "exact_draws" in row.index else 0
         if not_sampled(row):
             problems.append([])
-            notes.append(f"all {exact} elements are {NOT_SAMPLED}")
+            notes.append(f"all {exact} {NOT_SAMPLED}")
             continue
         problems.append(_problems(float(row["rhat"]), str(row["rhat_at"]),
                                   float(row["ess_bulk"]), str(row["ess_bulk_at"]),
                                   float(row["ess_tail"]), str(row["ess_tail_at"]),
                                   int(row["divergences"]), rhat_max, ess_min, max_divergences))
-        notes.append(f"{exact} elements left out of R-hat and ESS: exact draws of the "
-                     "posterior, not a Markov chain" if exact else "")
+        notes.append(f"{exact} exact draws left out" if exact else "")
     out["passed"] = [not p for p in problems]
     out["problem"] = ["; ".join(p) for p in problems]
     out["note"] = notes
