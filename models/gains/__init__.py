@@ -209,12 +209,13 @@ weight σ²/(σ² + s²).
 What one lens's evidence does to the others
 -------------------------------------------
 The rule the pooling follows (stated, and tested against the fitted model in
-``tests/test_pooling_rule.py``).  The candidates of one lens share a lens effect; candidates of
-different lenses share *only* μ_0, the campaign's mean logit gain.  So evidence about one lens
-moves another lens's θ exactly as much as it moves μ_0, and μ_0 only by the share of the
-evidence's surprise that the prior attributes to "adaptations in this campaign do better or
-worse than expected" rather than to that lens, method or candidate.  For one estimate y ± se
-of a candidate m that has not run, the only evidence about any gain, given the scales τ::
+``tests/test_pooling_rule.py``; for users: docs/explanation/pooling.md).  The candidates of
+one lens share a lens effect; candidates of different lenses share *only* μ_0, the campaign's
+mean logit gain.  So evidence about one lens moves another lens's θ exactly as much as it
+moves μ_0, and μ_0 only by the share of the evidence's surprise that the prior attributes to
+"adaptations in this campaign do better or worse than expected" rather than to that lens,
+method or candidate.  For one estimate y ± se of a candidate m that has not run, the only
+evidence about any gain, given the scales τ::
 
     E[θ_j | y, τ] − μ̄ = w_j(τ) (y − μ̄),   w_j = C_j / V,
     V   = σ_0² + τ_lens² + τ_method² + τ_candidate² + se² + τ_exec²
