@@ -70,3 +70,73 @@ def test_the_table_of_the_same_draws_is_computed_once(monkeypatch):
         diagnostics.diagnostics_table(other)
     assert len(calls) == 3
     assert diagnostics.diagnostics_table(relabelled).loc["y", "rhat_at"] == "y[z]"
+
+
+def _exact_fit(exact: list[int]) -> xr.DataTree:
+    """A gains-like fit: ``gamma`` over three pairs whose chains disagree (R-hat ≫ 1.01 if it
+    were a Markov chain), marked exact draws by ``exact_prior_draw``, and a well-mixed ``mu0``."""
+    rng = np.random.default_rng(3)
+    gamma = rng.normal(size=(4, 500, 3))
+    gamma[0] += 3.0
+    post = xr.Dataset({"gamma": (("chain", "draw", "pair"), gamma),
+                       "mu0": (("chain", "draw"), rng.normal(size=(4, 500)))},
+                      coords={"pair": ["a→b", "a→c", "b→c"],
+                              "exact_prior_draw": ("pair", np.array(exact, dtype=np.int8))})
+    stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((4, 500), dtype=bool))})
+    return xr.DataTree.from_dict({"gains/posterior": post, "gains/sample_stats": stats})
+
+
+def test_a_variable_of_exact_draws_only_is_noted_not_failed():
+    """Every γ an exact draw (no data inform any pair): the table and the whole-fit check agree
+    — the row is not judged (passed, no problem) and its note says why, instead of a NaN
+    row marked failing next to a fit called reliable."""
+    from belief.workflow.derived import judge_models, posterior_diagnostics
+
+    idata = _exact_fit([1, 1, 1])
+    raw = posterior_diagnostics(idata)
+    assert raw.loc[("gains", "gamma"), "exact_draws"] == 3
+    assert np.isnan(raw.loc[("gains", "gamma"), "rhat"])
+    table = judge_models(raw)
+    row = table.loc[("gains", "gamma")]
+    assert bool(row["passed"]) and row["problem"] == ""
+    assert row["note"].startswith("all 3 exact draws (no data: the prior)")
+    assert table.loc[("gains", "mu0"), "note"] == ""
+    assert table["passed"].all()
+    assert check_convergence(idata["gains"]).reliable
+
+
+def test_exact_draws_are_counted_and_a_sampled_element_is_still_judged():
+    """One γ informed (a Markov chain) with a stuck chain: that row fails, at that element,
+    and notes the two elements left out; the whole-fit check fails there too."""
+    from belief.workflow.derived import judge_models, posterior_diagnostics
+
+    idata = _exact_fit([1, 0, 1])
+    table = judge_models(posterior_diagnostics(idata))
+    row = table.loc[("gains", "gamma")]
+    assert row["exact_draws"] == 2 and row["rhat_at"] == "gamma[a→c]" and row["rhat"] > 1.2
+    assert not bool(row["passed"]) and "R-hat" in row["problem"]
+    assert row["note"] == "2 exact draws left out"
+    conv = check_convergence(idata["gains"])
+    assert not conv.reliable and "gamma[a→c]" in conv.reason
+    # a NaN row without exact draws (e.g. a constant) still counts as broken
+    raw = posterior_diagnostics(idata)
+    raw.loc[("gains", "mu0"), ["rhat", "ess_bulk", "ess_tail"]] = np.nan
+    assert not bool(judge_models(raw).loc[("gains", "mu0"), "passed"])
+
+
+def test_the_exact_draw_count_survives_the_belief_file():
+    """The stored diagnostics (root attribute ``derived``) keep ``exact_draws``, so a belief
+    read back judges the row as the fit did."""
+    from belief.workflow.derived import (
+        Derived,
+        judge_models,
+        posterior_diagnostics,
+        read_derived,
+        to_file,
+    )
+
+    raw = posterior_diagnostics(_exact_fit([1, 1, 1]))
+    text, _ = to_file(Derived(raw, {}, {"gains": "x"}))
+    back = read_derived(text, lambda g: None, "belief.nc")
+    assert back is not None and back.convergence.loc[("gains", "gamma"), "exact_draws"] == 3
+    assert judge_models(back.convergence).equals(judge_models(raw))

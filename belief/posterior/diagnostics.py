@@ -14,9 +14,9 @@ import xarray as xr
 
 from models.registry import MODELS
 
-__all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "Convergence", "check_convergence",
+__all__ = ["CHECK_VARS", "DIAGNOSTIC_COLUMNS", "NOT_SAMPLED", "Convergence", "check_convergence",
            "convergence_from_table", "convergence_table", "diagnostics_table",
-           "judge_convergence", "next_steps"]
+           "judge_convergence", "next_steps", "not_sampled"]
 
 CHECK_VARS = {m.name: list(m.check_vars) for m in MODELS}
 """Variables whose convergence is checked, per model (the registry's ``check_vars``): every
@@ -119,7 +119,7 @@ def _worst(da: xr.DataArray, pick) -> tuple[float, str]:
 
 
 DIAGNOSTIC_COLUMNS = ["rhat", "rhat_at", "ess_bulk", "ess_bulk_at", "ess_tail", "ess_tail_at",
-                      "divergences"]
+                      "divergences", "exact_draws"]
 """Columns of :func:`diagnostics_table` (what a fit's draws give, before any threshold)."""
 
 
@@ -200,7 +200,7 @@ def _diagnostics_table(idata: xr.DataTree, post: xr.Dataset, names: list[str],
         et, et_at = _worst(_sampled(ess_t[name], post[name]).rename(name), np.nanargmin)
         rows.append({"variable": name, "rhat": r, "rhat_at": r_at, "ess_bulk": eb,
                      "ess_bulk_at": eb_at, "ess_tail": et, "ess_tail_at": et_at,
-                     "divergences": div})
+                     "divergences": div, "exact_draws": _exact_count(post[name])})
     return pd.DataFrame(rows, columns=["variable", *DIAGNOSTIC_COLUMNS]).set_index("variable")
 
 
@@ -216,17 +216,59 @@ def _sampled(diag: xr.DataArray, draws: xr.DataArray) -> xr.DataArray:
     return diag.where(keep.drop_vars("exact_prior_draw", errors="ignore"))
 
 
+def _exact_count(draws: xr.DataArray) -> int:
+    """How many elements of ``draws`` are exact independent draws (:func:`_sampled`)."""
+    if "exact_prior_draw" not in draws.coords:
+        return 0
+    flag = draws.coords["exact_prior_draw"].reset_coords(drop=True)
+    other = int(np.prod([draws.sizes[d] for d in draws.dims
+                         if d not in ("chain", "draw", *flag.dims)]))
+    return int((flag.values != 0).sum()) * other
+
+
+def not_sampled(row: pd.Series) -> bool:
+    """Whether a :func:`diagnostics_table` row has nothing left to check: every element of the
+    variable is an exact draw of its posterior (``exact_draws`` > 0 and no finite R-hat or ESS
+    over the rest), e.g. the order effects γ of a fit where no step or estimate informs any
+    pair, drawn from their prior exactly (:meth:`models.gains.GainsModel.informed_pairs`)."""
+    exact = row.get("exact_draws", 0)
+    if not (np.isfinite(float(exact)) and float(exact) > 0):
+        return False
+    return not any(np.isfinite(float(row[c])) for c in ("rhat", "ess_bulk", "ess_tail"))
+
+
+NOT_SAMPLED = "exact draws (no data: the prior), not a chain: not checked"
+"""The ``note`` of a convergence-table row that :func:`not_sampled` leaves out of the checks
+(after "all <n> "): independent draws of the exact posterior have no R-hat or ESS."""
+
+
 def judge_convergence(table: pd.DataFrame, *, rhat_max: float = 1.01, ess_min: float = 400.0,
                       max_divergences: int = 0) -> pd.DataFrame:
-    """A :func:`diagnostics_table` with the thresholds applied: columns ``passed`` and
-    ``problem`` (the thresholds broken, in words; NaN R-hat or ESS counts as broken) added."""
+    """A :func:`diagnostics_table` with the thresholds applied: columns ``passed``,
+    ``problem`` (the thresholds broken, in words; NaN R-hat or ESS counts as broken) and
+    ``note`` added.
+
+    A row of exact draws only (:func:`not_sampled`) is not judged: ``passed`` is true,
+    ``problem`` empty and ``note`` says why (:data:`NOT_SAMPLED`) — the same rule as the
+    whole-fit :func:`check_convergence`, which skips those elements.  A row where some
+    elements are exact draws notes how many were left out of its R-hat and ESS.
+    """
     out = table.copy()
-    problems = [_problems(float(row["rhat"]), str(row["rhat_at"]), float(row["ess_bulk"]),
-                          str(row["ess_bulk_at"]), float(row["ess_tail"]),
-                          str(row["ess_tail_at"]), int(row["divergences"]), rhat_max, ess_min,
-                          max_divergences) for _, row in table.iterrows()]
+    problems, notes = [], []
+    for _, row in table.iterrows():
+        exact = int(row["exact_draws"]) if "exact_draws" in row.index else 0
+        if not_sampled(row):
+            problems.append([])
+            notes.append(f"all {exact} {NOT_SAMPLED}")
+            continue
+        problems.append(_problems(float(row["rhat"]), str(row["rhat_at"]),
+                                  float(row["ess_bulk"]), str(row["ess_bulk_at"]),
+                                  float(row["ess_tail"]), str(row["ess_tail_at"]),
+                                  int(row["divergences"]), rhat_max, ess_min, max_divergences))
+        notes.append(f"{exact} exact draws left out" if exact else "")
     out["passed"] = [not p for p in problems]
     out["problem"] = ["; ".join(p) for p in problems]
+    out["note"] = notes
     return out
 
 
@@ -249,8 +291,9 @@ def convergence_table(idata: xr.DataTree, var_names: list[str] | None = None, *,
     DataFrame
         One row per variable (index ``variable``): ``rhat`` (max) and ``rhat_at`` (the element),
         ``ess_bulk`` / ``ess_tail`` (min) and where, ``divergences`` (of the whole fit),
-        ``passed`` and ``problem`` (the thresholds broken, in words):
-        :func:`judge_convergence` of :func:`diagnostics_table`.
+        ``exact_draws``, ``passed``, ``problem`` (the thresholds broken, in words) and ``note``
+        (e.g. why a row of exact draws is not checked): :func:`judge_convergence` of
+        :func:`diagnostics_table`.
     """
     return judge_convergence(diagnostics_table(idata, var_names), rhat_max=rhat_max,
                              ess_min=ess_min, max_divergences=max_divergences)

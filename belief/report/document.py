@@ -604,7 +604,7 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
     doc.p(f"Thresholds: R-hat ≤ {conv.attrs['rhat_max']:g}, bulk and tail ESS ≥ "
           f"{conv.attrs['ess_min']:g}, no divergent transitions.")
     doc.table(conv[["rhat", "rhat_at", "ess_bulk", "ess_tail", "divergences", "passed",
-                    "problem"]])
+                    "problem", "note"]])
     return doc.render(title), pngs
 
 

@@ -6,10 +6,11 @@ belief is saved (:meth:`belief.workflow.fitted.FittedBelief.save`), and stored a
 
 - the root attribute ``derived`` (JSON, read with the file's header, no group opened)::
 
-    {"format": "belief-derived-1",
+    {"format": "belief-derived-2",
      "posterior_sha256": {model: dataset_digest(/posterior/<model>/posterior)},
      "convergence": {"columns": [...], "rows": [[model, variable, rhat, rhat_at, ess_bulk,
-                     ess_bulk_at, ess_tail, ess_tail_at, divergences, chains, draws], ...]},
+                     ess_bulk_at, ess_tail, ess_tail_at, divergences, exact_draws, chains,
+                     draws], ...]},
      "sensitivity": {policy: {"ranking": table, "synergy": table, "standardisation": ...,
                               "link": ..., "prob": ..., "reliable": ..., "reliability_reason":
                               ..., "group": "derived/sensitivity/<i>"}}}
@@ -42,7 +43,9 @@ __all__ = ["DERIVED_FORMAT", "Derived", "compare_diagnostics", "compute_derived"
            "judge_models", "posterior_diagnostics", "posterior_digests", "read_derived",
            "to_file"]
 
-DERIVED_FORMAT = "belief-derived-1"
+DERIVED_FORMAT = "belief-derived-2"
+"""Version 2 added the ``exact_draws`` column; a file of version 1 has its diagnostics
+recomputed from its draws."""
 _COLUMNS = ["model", "variable", *DIAGNOSTIC_COLUMNS, "chains", "draws"]
 
 
@@ -233,7 +236,7 @@ def read_derived(text: str | None, read_group: Callable[[str], xr.Dataset],
                if conv["rows"] else _empty())
         for col in ("rhat", "ess_bulk", "ess_tail"):
             raw[col] = raw[col].astype(float)
-        for col in ("divergences", "chains", "draws"):
+        for col in ("divergences", "exact_draws", "chains", "draws"):
             raw[col] = raw[col].astype(np.int64)
         for col in ("rhat_at", "ess_bulk_at", "ess_tail_at"):
             raw[col] = raw[col].astype(str)

@@ -206,6 +206,41 @@ prior (everything m is believed to gain comes from the pool), → 1 when m's own
 down.  In a normal–normal model with known scales and a known pool mean this is the shrinkage
 weight σ²/(σ² + s²).
 
+What one lens's evidence does to the others
+-------------------------------------------
+The rule the pooling follows (stated, and tested against the fitted model in
+``tests/test_pooling_rule.py``; for users: docs/explanation/pooling.md).  The candidates of
+one lens share a lens effect; candidates of different lenses share *only* μ_0, the campaign's
+mean logit gain.  So evidence about one lens moves another lens's θ exactly as much as it
+moves μ_0, and μ_0 only by the share of the evidence's surprise that the prior attributes to
+"adaptations in this campaign do better or worse than expected" rather than to that lens,
+method or candidate.  For one estimate y ± se of a candidate m that has not run, the only
+evidence about any gain, given the scales τ::
+
+    E[θ_j | y, τ] − μ̄ = w_j(τ) (y − μ̄),   w_j = C_j / V,
+    V   = σ_0² + τ_lens² + τ_method² + τ_candidate² + se² + τ_exec²
+    C_j = σ_0²                              (j of another lens)
+        = σ_0² + τ_lens²                    (same lens, another method)
+        = σ_0² + τ_lens² + τ_method²        (same method)
+
+and the scales are learned: E[θ_j | y] − μ̄ = (y − μ̄) E[w_j(τ) | y], p(τ | y) ∝ p(τ)
+Normal(y; μ̄, V(τ)) (:mod:`models.gains.pooling_rule` computes it).  A surprising y raises the
+scales' posterior, which lowers the transfer; with the heavy-tailed default scale priors the
+move of another lens's θ is *bounded over every y*: at most 0.194 logit (reached at
+|y − μ̄| ≈ 1.6, falling to 0.10 at y = −6; se = 0.15), i.e. at most about the prior mean
+μ̄ = 0.2 itself — one pilot can cancel the prior's optimism about other lenses but not make
+them look bad.  Candidates of the pilot's own lens move more (weights 0.35–0.45 at the default
+priors) and of its method more still (≈ 0.67).  With one lens observed, τ_lens is identified
+by that one estimate only, so its prior governs the transfer: σ_0 (``effect_mu_sigma``) sets
+how much is shared (σ_0 = 0.2 gives a bound of 0.05), and a light-tailed (HalfNormal) scale
+prior removes the bound (the move keeps growing with |y − μ̄|).
+
+Because the prior mean gain is small (0.2 logit, a predictive gain of ≈ 0.06 at J ≈ 0.3), a
+strongly negative pilot that moves another lens's θ by the full 0.19 logit roughly halves that
+lens's predictive gain (0.063 → 0.029 in the test's world): a large relative change of a small
+number, not over-pooling.  A strongly negative pilot of FT, alone in its lens, moves μ_0 from
+0.20 to ≈ 0.0 by this rule.
+
 The model is compiled once (nutpie, numba backend) with fixed-size ``pm.Data`` containers
 over ``max_policies`` policy slots and ``max_estimates`` estimate slots (unused ones masked
 out); a re-fit after new evidence swaps the data without recompiling.  The sampled model
@@ -223,8 +258,9 @@ and later steps start from).
 
 Layout: :mod:`models.gains.spec` (:class:`GainsPriors`), :mod:`models.gains.encoding` (the
 evidence encoded into policy slots), :mod:`models.gains.model` (:class:`GainsModel`: build,
-compile once, fit) and :mod:`models.gains.draws` (decision draws and the CVU engine's
-functions); every public name is importable from :mod:`models.gains`.
+compile once, fit), :mod:`models.gains.draws` (decision draws and the CVU engine's
+functions) and :mod:`models.gains.pooling_rule` (the pooling rule above, computed exactly);
+every public name of the first four is importable from :mod:`models.gains`.
 """
 
 from models.gains.draws import (

@@ -77,6 +77,13 @@ class GainsModel:
     campaign_sd : float
         σ of τ_campaign ~ HalfNormal(σ) (used only with ``campaigns`` > 0).
 
+    Notes
+    -----
+    Candidates of different lenses share only μ_0: one lens's evidence moves another lens's
+    θ by (y − μ̄) E[σ_0²/V(τ) | y], bounded over every y with the default heavy-tailed scale
+    priors (:mod:`models.gains`, "What one lens's evidence does to the others";
+    :mod:`models.gains.pooling_rule`).
+
     Examples
     --------
     >>> model = GainsModel(candidates)                      # doctest: +SKIP
