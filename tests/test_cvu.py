@@ -170,8 +170,8 @@ def test_control_variates_are_unbiased_on_a_conjugate_case():
     Σ_y p̂(y) Σ_i ω_i(y) f_i = mean_i f_i (to rounding); (2) over 40 seeds of outcomes the
     cross-fitted control-variate estimate averages to the exact sum within 3 standard errors
     of the mean over seeds, and its reported MCSE matches the spread over seeds."""
-    from belief.decision.importance import psis_weights
-    from belief.decision.preposterior import NextState, control_functions, winners
+    from belief.decision.cvu.importance import psis_weights
+    from belief.decision.cvu.preposterior import NextState, control_functions, winners
 
     a, b, c, n, n_s = 4.0, 5.0, 0.42, 30, 1500
     p = np.random.default_rng(0).beta(a, b, n_s)
@@ -326,7 +326,7 @@ def test_nan_khat_counts_as_untrusted():
     exact refit, max_refits = 200, 200 outcomes.  Every k̂ is NaN (one draw carries each
     posterior); before, NaN > 0.7 was False, so nothing was refit, pareto_k_bad read 0 and the
     method 'psis'."""
-    from belief.decision.importance import psis
+    from belief.decision.cvu.importance import psis
 
     delta = normal_draws(0.3, 1.0, 2000)
     sigma, n = 1e-3, 1  # se = 1e-3
@@ -479,7 +479,7 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
 def test_vectorised_psis_equals_arviz():
     from arviz_stats.base import array_stats
 
-    from belief.decision.importance import psis, psis_weights
+    from belief.decision.cvu.importance import psis, psis_weights
 
     rng = np.random.default_rng(5)
     for scale, n_s in [(0.3, 2000), (3.0, 2000), (30.0, 500), (3.0, 150)]:
@@ -569,7 +569,7 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
     error formula on the per-outcome differences (PSIS: sd/√J; regression: √(Σ_i var_r /
     (R S²))), far below the unpaired √(se_a² + se_b²) when they are correlated; without
     paired terms (or with other shapes) it is the unpaired value."""
-    from belief.decision.cvu_estimate import Estimate
+    from belief.decision.cvu.estimate import Estimate
 
     rng = np.random.default_rng(0)
     a = rng.normal(size=400)
@@ -596,7 +596,7 @@ def _threads_of_estimates(monkeypatch) -> set:
     """The names of the threads that run CVU's per-candidate estimates from now on."""
     import threading
 
-    import belief.decision.cvu as cvu_module
+    import belief.decision.cvu.value as cvu_module
 
     seen: set = set()
     estimate = cvu_module._estimate
@@ -655,9 +655,9 @@ def test_regression_on_an_outcome_that_teaches_nothing_keeps_the_decision_functi
     """A constant simulated outcome leaves q_t as it is: E_Y[G0(s^{m,Y})] = G0 under the
     decision's own φ of the unchanged draws (it took the mean for every φ: an LCB decision
     credited such a study with mean − LCB of the best candidate)."""
-    from belief.decision.cvu_regression import regression_estimate
+    from belief.decision.cvu.preposterior import NextState
+    from belief.decision.cvu.regression import regression_estimate
     from belief.decision.functional_registry import parse_functional
-    from belief.decision.preposterior import NextState
 
     gain = np.random.default_rng(3).normal(1.5, 1.0, size=(1000, 2))
     nxt = NextState(gain, np.full(2, 0.1), np.ones(2, bool))

@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 from belief.decision.cvu import continuation_value
-from belief.decision.cvu_decisive import contenders, decisive_cvu, settled
-from belief.decision.cvu_psis import refit_bounds
+from belief.decision.cvu.decisive import contenders, decisive_cvu, settled
+from belief.decision.cvu.preposterior import control_variate_terms
+from belief.decision.cvu.psis import refit_bounds
 from belief.decision.functionals import Cvar, Lcb, Mean
-from belief.decision.preposterior import control_variate_terms
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
 

@@ -1,4 +1,4 @@
-"""CVU's execution-risk channel (belief.decision.cvu_safety) on hand-built beliefs, no model
+"""CVU's execution-risk channel (belief.decision.cvu.safety) on hand-built beliefs, no model
 compile: a bench safety test that can open a gated candidate, against the exact
 beta-binomial value, and a belief where no gate can change, against the fixed-gate CVU."""
 
@@ -13,7 +13,7 @@ from scipy import stats
 from scipy.special import betaincinv
 
 from belief.decision.cvu import continuation_value, cvu_for_state
-from belief.decision.cvu_safety import next_gate
+from belief.decision.cvu.safety import next_gate
 from belief.decision.feasibility import feasibility
 from belief.decision.safety import SafetyGate
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -154,7 +154,7 @@ def test_bench_world_reports_the_target_cell():
     assert "ft_bench" not in SyntheticWorld(seed=1).candidates.ids
 
 
-# -- CVU split by channel (belief.decision.cvu_channels) ---------------------------------------
+# -- CVU split by channel (belief.decision.cvu.channels) ---------------------------------------
 
 def _open_exact(method: str) -> np.ndarray:
     """Whether ft's gate opens after y = 0..RUNS unsafe of RUNS bench trials (N0, K0)."""
@@ -287,7 +287,7 @@ def test_decision_table_and_terminal_table_show_the_split():
 
 
 def test_refits_are_reused_by_the_split():
-    from belief.decision.cvu import _memoised
+    from belief.decision.cvu.value import _memoised
 
     calls = []
 
@@ -332,7 +332,7 @@ def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
     outcomes' log-likelihood is evaluated once per outcome with or without the split, and
     the split is bit for bit the one computed with fresh weights for every estimate (the
     weighted quantiles the LCB shares are remembered too)."""
-    import belief.decision.cvu_psis as cvu_psis
+    import belief.decision.cvu.psis as cvu_psis
 
     cands = _candidates()
     state = _state(cands, 2000, 0)  # ft safe: every gate fixed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from belief.decision.importance import khat_threshold, psis
+from belief.decision.cvu.importance import khat_threshold, psis
 
 
 @pytest.mark.parametrize(("n", "expected"), [(2000, 1 - 1 / np.log10(2000)),

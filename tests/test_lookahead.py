@@ -425,7 +425,7 @@ def test_nested_regression_continuation_matches_backward_induction(name, cont):
 
 
 def test_continuation_choice_rule():
-    from belief.decision.cvu_lookahead import continuation_choice
+    from belief.decision.cvu.lookahead import continuation_choice
 
     ok = {"a": "no outcome", "p": "psis+cv", "q": "psis+cv+refit", "f": "failed"}
     assert continuation_choice(2, "lookahead2", ok) == (
@@ -451,8 +451,8 @@ def test_nested_regression_lookahead_against_quadrature_on_a_normal_problem(se):
     E[G0'' | T] gave +26 % here), and the reported outcome error does not understate the
     seeds' spread (sd ≤ 2 × mean mcse: 10 seeds give the sd to about ±25 %).  se = 0.03 is
     the informative case, where one-step CVU itself would use regression."""
-    from belief.decision.cvu_lookahead import Context
-    from belief.decision.cvu_lookahead_regression import regression_continuation
+    from belief.decision.cvu.lookahead import Context
+    from belief.decision.cvu.lookahead_regression import regression_continuation
 
     n, c_a, c_p = 4000, 0.02, 0.005
     g = 0.1 * stats.norm.ppf((np.arange(n) + 0.5) / n)

@@ -2,18 +2,18 @@
 
 For J outcomes Y_j of m's experiment (draw indices i_j shared by every candidate: common
 random numbers), the log-ratios log p(Y_j | θ_i) are Pareto-smoothed
-(:func:`belief.decision.importance.psis`), every candidate's φ is the weighted functional
+(:func:`belief.decision.cvu.importance.psis`), every candidate's φ is the weighted functional
 of its next-gain draws, G0_j = max(0, max_{c ∈ M'} φ_jc − C_λ'(c)), and
 
     E_Y[G0] ≈ (1/J) Σ_j (G0_j − β̂_{−f(j)}ᵀ Z_j),
 
 the cross-fitted control-variate estimator with the martingale controls Z_j of
-:mod:`belief.decision.preposterior` (exactly mean-zero under the raw weights; β̂ from a
+:mod:`belief.decision.cvu.preposterior` (exactly mean-zero under the raw weights; β̂ from a
 least-squares fit on the other folds of outcomes); its standard error is that of the
 adjusted values.  Without controls it is the plain mean.  G0_j is taken net of b_j, the
 upward bias that the noise of the weighted functionals gives a maximum
 beyond the bias that equally weighted draws give every other G0 of the decision
-(:mod:`belief.decision.cvu_noise`; without ``noise_z`` the plug-in G0_j); an exact refit's
+(:mod:`belief.decision.cvu.noise`; without ``noise_z`` the plug-in G0_j); an exact refit's
 G0_j likewise, for its own draws.
 
 An outcome's weights are *untrusted* when its log-likelihood row has NaN or +∞ (or no finite
@@ -23,7 +23,7 @@ exactly, largest k̂ first (NaN first), when a refit hook is given; the estimate
 only when every outcome with non-finite weights was refit, at most ``max_bad_share`` of the
 outcomes remain untrusted and the median effective sample size of the weights is at least
 ``min_ess``.  Otherwise :func:`importance_estimate` returns the reason, and the caller uses
-the regression estimator (:mod:`belief.decision.cvu_regression`).
+the regression estimator (:mod:`belief.decision.cvu.regression`).
 """
 
 from __future__ import annotations
@@ -32,17 +32,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_noise import Quantiles, noise_bias
-from belief.decision.functionals import (
-    Functional,
-    ReweightedColumns,
-    column_order,
-    weighted_column_quantiles,
-    weighted_columns,
-)
-from belief.decision.importance import khat_threshold, psis_weights
-from belief.decision.preposterior import (
+from belief.decision.cvu.estimate import Estimate
+from belief.decision.cvu.importance import khat_threshold, psis_weights
+from belief.decision.cvu.noise import Quantiles, noise_bias
+from belief.decision.cvu.preposterior import (
     NextState,
     control_functions,
     control_variate_summary,
@@ -50,6 +43,13 @@ from belief.decision.preposterior import (
     influence,
     influence_levels,
     winners,
+)
+from belief.decision.functionals import (
+    Functional,
+    ReweightedColumns,
+    column_order,
+    weighted_column_quantiles,
+    weighted_columns,
 )
 
 __all__ = ["OutcomeWeights", "draws_bootstrap", "importance_estimate", "refit_bounds",
@@ -60,17 +60,17 @@ class OutcomeWeights:
     """The PSIS weights of one experiment's simulated outcomes, and the weighted functionals
     of next-gain draws under them, computed once per block of outcomes and shared by every
     estimate on the same outcomes (the CVU and its channel split,
-    :mod:`belief.decision.cvu_channels`): the weights depend on the outcomes and the draws
+    :mod:`belief.decision.cvu.channels`): the weights depend on the outcomes and the draws
     only, not on the next state.
 
-    ``weights(y)`` is :func:`belief.decision.importance.psis_weights` of ``loglik(y)``;
+    ``weights(y)`` is :func:`belief.decision.cvu.importance.psis_weights` of ``loglik(y)``;
     ``columns(functional, gain, smooth, y)`` is
     :func:`belief.decision.functionals.weighted_columns`, remembered for the same ``gain``
     array (the object, held here so that its identity cannot be reused), functional and
     outcomes; ``quantiles(gain, smooth, y, levels)`` the weighted quantiles of the columns
     (:func:`belief.decision.functionals.weighted_column_quantiles`) likewise.  The columns of
     each ``gain`` are sorted once; for an LCB, ``columns`` takes the quantiles its influence
-    function needs (:func:`belief.decision.preposterior.influence_levels`) in the same pass.
+    function needs (:func:`belief.decision.cvu.preposterior.influence_levels`) in the same pass.
     """
 
     def __init__(self, loglik: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -230,8 +230,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         Return an estimate even when the weights are untrusted (only outcomes with
         non-finite weights that were not refit make it fail).
     noise_z : ndarray (K/2, C), optional
-        :func:`belief.decision.cvu_noise.noise_draws`: subtract from each G0_j its excess
-        noise bias b_j (:func:`belief.decision.cvu_noise.noise_bias`); the mean of the b_j is
+        :func:`belief.decision.cvu.noise.noise_draws`: subtract from each G0_j its excess
+        noise bias b_j (:func:`belief.decision.cvu.noise.noise_bias`); the mean of the b_j is
         ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
         (K/2,), whose standard error ``extra["correction_mcse"]`` is added to the MCSE in
         quadrature, the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the
@@ -254,7 +254,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         where the weights are not finite), and ``extra["bounds"]`` holds the range
         (low, high) of the estimate over every value their refits could give
         (:func:`refit_bounds`), ``extra["deferred"]`` their number
-        (:mod:`belief.decision.cvu_decisive` refits only the candidates whose range can
+        (:mod:`belief.decision.cvu.decisive` refits only the candidates whose range can
         still change the choice).
     refit_draws : int
         Draws an exact refit makes at least (the margin of :func:`refit_ranges`).

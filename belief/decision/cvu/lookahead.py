@@ -46,7 +46,7 @@ after m:
   any m that leaves the draws unchanged) gives the same numbers bit for bit either way, for
   experiments as ``experiments_from_belief`` builds them.  The inner steps use the
   experiments of ``then()`` as built: experiments the decision replaced at s_t (the
-  execution-risk wrappers of :mod:`belief.decision.cvu_safety`, or experiments passed to
+  execution-risk wrappers of :mod:`belief.decision.cvu.safety`, or experiments passed to
   ``decide``) are used for m's own outcome only; after it, the outcome model is the gains
   model's (the gate is held at s_t there anyway, so a safety outcome would only reweight).
 
@@ -64,7 +64,7 @@ one-step CVU: common random numbers), w_j = PSIS-smoothed weights of log p(Y_j |
    whole variation (an inner EVSI-style control with coefficient 1);
 3. V̂_2(s^{m,Y_j}) = max(0, max_c φ_jc − C_λ'(c) + Ĝ_jc) (φ_jc under w_j, exact given w_j);
 4. E_Y[V_2(s^{m,Y})] ≈ the cross-fitted control-variate mean of V̂_2 over j with the
-   martingale controls of one-step CVU (:func:`belief.decision.preposterior.control_functions`).
+   martingale controls of one-step CVU (:func:`belief.decision.cvu.preposterior.control_functions`).
 
 The rollout follows K greedy paths per first outcome: at each state the greedy pick under the
 path's weights (exact U0), an outcome of the picked candidate drawn from the path's posterior
@@ -90,10 +90,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from belief.decision.cvu.importance import khat_threshold, psis_weights
+from belief.decision.cvu.preposterior import control_functions, control_variate_mean, winners
 from belief.decision.feasibility import BudgetRule
 from belief.decision.functionals import Functional, weighted_columns
-from belief.decision.importance import khat_threshold, psis_weights
-from belief.decision.preposterior import control_functions, control_variate_mean, winners
 from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
 
@@ -355,7 +355,7 @@ def continuation_choice(depth: int, kind: str, methods: Mapping[str, str],
     informative for the weights, or it has no likelihood) the inner steps could not learn from
     that candidate either.  So when any scored candidate needs regression, the two-step
     continuations (``lookahead2``, ``rollout`` of depth 2) are estimated by nested regression
-    for *every* candidate (:mod:`belief.decision.cvu_lookahead_regression`); a deeper rollout
+    for *every* candidate (:mod:`belief.decision.cvu.lookahead_regression`); a deeper rollout
     has no such estimator, and then no candidate gets the continuation and every one keeps the
     one-step E_Y[G0] (``failed`` candidates are not ranked and do not count).
 

@@ -1,9 +1,9 @@
 """CVU's two-step continuations by nested regression: no importance weights needed.
 
-The look-ahead and the rollout of :mod:`belief.decision.cvu_lookahead` reweight the draws by
+The look-ahead and the rollout of :mod:`belief.decision.cvu.lookahead` reweight the draws by
 the likelihood of simulated outcomes; for an informative study (100 trials per arm) the
 weights collapse and one-step CVU switches to the regression estimator of Strong et al.
-(2015) (:mod:`belief.decision.cvu_regression`).  This module gives the two-step values for
+(2015) (:mod:`belief.decision.cvu.regression`).  This module gives the two-step values for
 those candidates by regression at both stages, as least-squares Monte Carlo does for
 optimal stopping (Longstaff & Schwartz 2001, "Valuing American options by simulation",
 Rev. Financ. Stud. 14(1):113–147: regress the realised values of the later stage on the
@@ -12,7 +12,7 @@ earlier stage's state):
 1. for every joint draw i and replicate r (N = R·S pairs, idx the draws), one outcome of m,
    Y_n ~ p(Y | θ_{i_n}), summary T_n = Y_n flattened (constant columns dropped);
 2. first stage, the state s' after m: φ̂'_c(T) by regression of the gains after m, g'_{i_n c},
-   on a basis of T (:func:`belief.decision.cvu_regression.conditional_functional`), for every
+   on a basis of T (:func:`belief.decision.cvu.regression.conditional_functional`), for every
    c ∈ M' (feasible after m, the gate held at s_t as in the look-ahead), and
    Û'_c(T) = φ̂'_c(T) − C_λ'(c);
 3. second stage, the state s'' after m then c: one outcome of c on the *same* draw,
@@ -35,7 +35,7 @@ approximately (a basis too stiff for a conditional expectation biases the estima
 ``bias_bound`` does not cover that misspecification).
 
 **Basis.**  The summary of one stage: the natural-spline basis of the one-step estimator
-(:func:`belief.decision.cvu_regression.spline_design`); of two stages, (T, T'): each stage's
+(:func:`belief.decision.cvu.regression.spline_design`); of two stages, (T, T'): each stage's
 basis (its own tensor products) plus the products of their components (bilinear
 interactions) — :func:`block_design`.  When the summary takes few distinct values
 (discrete outcomes: at most min(N/8, 256) of them), the cell means (one indicator per
@@ -60,8 +60,8 @@ from itertools import combinations
 
 import numpy as np
 
-from belief.decision.cvu_lookahead import Context, ContinuationEstimate
-from belief.decision.cvu_regression import (
+from belief.decision.cvu.lookahead import Context, ContinuationEstimate
+from belief.decision.cvu.regression import (
     KNOT_GRID,
     best_by_gcv,
     conditional_functional,
@@ -88,7 +88,7 @@ def block_design(t: np.ndarray, widths: tuple[int, ...], n_knots: int) -> np.nda
     """Design [1, each block's spline basis without its constant, the products of the
     components of every two blocks] of the summaries t (N, Σ widths), the blocks being the
     stages' summaries side by side (module docstring, "Basis").  One block is
-    :func:`belief.decision.cvu_regression.spline_design`."""
+    :func:`belief.decision.cvu.regression.spline_design`."""
     n = t.shape[0]
     cols, scaled, start = [np.ones((n, 1))], [], 0
     for w in widths:
@@ -120,7 +120,7 @@ def _cells(t: np.ndarray) -> np.ndarray | None:
 
 def _design(t: np.ndarray, widths: tuple[int, ...], resp: np.ndarray) -> np.ndarray:
     """The design with the smallest generalised cross-validation score
-    (:func:`belief.decision.cvu_regression.best_by_gcv`) among the block designs of the knot
+    (:func:`belief.decision.cvu.regression.best_by_gcv`) among the block designs of the knot
     grid and the cell means (module docstring, "Basis")."""
     n = t.shape[0]
     if t.shape[1] == 0:

@@ -13,15 +13,15 @@ negative.
 
 Estimators, chosen per candidate (``CVUSettings.estimator = "auto"``):
 
-- ``psis+cv`` (:mod:`belief.decision.cvu_psis`): J outcomes from the posterior predictive
+- ``psis+cv`` (:mod:`belief.decision.cvu.psis`): J outcomes from the posterior predictive
   (the same draw indices for every candidate: common random numbers), every joint draw
   reweighted by p(Y_j | θ_i) with Pareto smoothing, φ recomputed under the weights, and
   E_Y[G0] the control-variate regression estimate with the preposterior-martingale controls
-  of :mod:`belief.decision.preposterior` (for φ = mean, E_Y[E(ΔJ_c | Y)] = E(ΔJ_c) for every
+  of :mod:`belief.decision.cvu.preposterior` (for φ = mean, E_Y[E(ΔJ_c | Y)] = E(ΔJ_c) for every
   c, known exactly from the draws).  Outcomes whose weights cannot be trusted (k̂ above the
   threshold or NaN, NaN or infinite log-likelihoods or weights) are refit exactly when a refit
   hook is given (``+refit``).
-- ``regression`` (:mod:`belief.decision.cvu_regression`): Strong et al. (2015) — regress
+- ``regression`` (:mod:`belief.decision.cvu.regression`): Strong et al. (2015) — regress
   every candidate's gain on a spline basis of the simulated outcome, no reweighting; used
   when the study is too informative for the weights: more than ``max_bad_share`` of the
   outcomes untrusted after refits, any outcome with non-finite weights not refit, or a median
@@ -34,7 +34,7 @@ Estimators, chosen per candidate (``CVUSettings.estimator = "auto"``):
 
 Errors: ``cvu_mcse`` is the Monte Carlo error of the simulated outcomes given the draws (the
 error that more outcomes remove); ``cvu_draws_se`` the error of the finite set of S posterior
-draws, from the influence of each draw on CVU (:mod:`belief.decision.preposterior`; batch
+draws, from the influence of each draw on CVU (:mod:`belief.decision.cvu.preposterior`; batch
 means over contiguous blocks, so autocorrelated MCMC draws are handled); ``cvu_se`` both.
 The control variates act on E_Y[G0(s^{m,Y})], and G0(s^∅) is computed from the same draws
 without simulation, so they reduce the outcome error of CVU, of Q = U0 + β·CVU and of
@@ -48,13 +48,13 @@ background drift (the engine models none); so G0(s^∅) is one number per decisi
 (``g0_null``) and Q = U0 + β·CVU ranks candidates exactly as U0 + β·E_Y[G0(s^{m,Y})] does.
 
 ``CVUSettings.continuation`` replaces G0 by a non-myopic continuation V in both terms — the
-two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu_lookahead`,
+two-step look-ahead V_2 or the U0-greedy rollout R_d (:mod:`belief.decision.cvu.lookahead`,
 which states its estimator and errors); the default ``one_step`` is the framework's CVU, and
 the continuation is truncated to the decisions the horizon leaves after m.  It applies to every
 candidate of a decision or to none (one-step for all when any candidate's CVU needed the
 regression estimator), so that Q always compares the same quantity.
 
-Execution-safety channel (:mod:`belief.decision.cvu_safety`): an experiment that runs
+Execution-safety channel (:mod:`belief.decision.cvu.safety`): an experiment that runs
 ``safety_runs`` safety trials of an execution-risk cell (a hardware run of its own, or a bench
 safety test of ``safety_test_of``) appends the simulated unsafe count y ~ Binomial(r, p_unsafe)
 to its outcome, and the gate of that cell in s_{t+1} is recomputed from (n + r, k + y)
@@ -64,7 +64,7 @@ that gate, so a bench test can earn CVU > 0 from feasibility alone.  ``cvu_safet
 per candidate.  Where no gate can change the safety of s_t is held fixed and CVU is exactly the
 fixed-gate value.
 
-Split by channel (:mod:`belief.decision.cvu_channels`): CVU = cvu_own + cvu_order +
+Split by channel (:mod:`belief.decision.cvu.channels`): CVU = cvu_own + cvu_order +
 cvu_safety_value, the sequential attribution own/siblings learning → order effects γ_{m→·} →
 execution safety on common random numbers, each part with its Monte Carlo error.  The
 experiments themselves come from the models through :mod:`belief.posterior.experiments`.
@@ -78,20 +78,22 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
-from belief.decision.cvu_channels import CHANNEL_COLUMNS, channel_split
-from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_lookahead import (
+from belief.decision.cvu.channels import CHANNEL_COLUMNS, channel_split
+from belief.decision.cvu.estimate import Estimate
+from belief.decision.cvu.importance import psis
+from belief.decision.cvu.lookahead import (
     Context,
     continuation_choice,
     continuation_rows,
     expected_continuation,
     needs_weights,
 )
-from belief.decision.cvu_lookahead_regression import regression_continuation
-from belief.decision.cvu_noise import noise_draws
-from belief.decision.cvu_psis import OutcomeWeights, importance_estimate
-from belief.decision.cvu_regression import RegressionMemo, regression_estimate
-from belief.decision.cvu_safety import with_safety_channels
+from belief.decision.cvu.lookahead_regression import regression_continuation
+from belief.decision.cvu.noise import noise_draws
+from belief.decision.cvu.preposterior import NextState, draws_variance, influence, winners
+from belief.decision.cvu.psis import OutcomeWeights, importance_estimate
+from belief.decision.cvu.regression import RegressionMemo, regression_estimate
+from belief.decision.cvu.safety import with_safety_channels
 from belief.decision.feasibility import (
     BudgetRule,
     ChanceConstraint,
@@ -99,8 +101,6 @@ from belief.decision.feasibility import (
     feasibility,
 )
 from belief.decision.functionals import Functional, SortedColumns
-from belief.decision.importance import psis
-from belief.decision.preposterior import NextState, draws_variance, influence, winners
 from belief.decision.scores import g0
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
@@ -158,11 +158,11 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
     regression estimate's with ``settings.regression_noise_correction``
-    (:mod:`belief.decision.cvu_noise`; its Monte Carlo error is added to the MCSE); ``memo``:
+    (:mod:`belief.decision.cvu.noise`; its Monte Carlo error is added to the MCSE); ``memo``:
     the PSIS weights of this experiment's outcomes shared with other estimates on them, and
     ``fits`` its regression outcomes and fits likewise; ``draws_influence`` False: no error of
     the draws (the channel split's estimates); ``defer_refits``: the refits' range instead of
-    the refits (:func:`belief.decision.cvu_psis.importance_estimate`)."""
+    the refits (:func:`belief.decision.cvu.psis.importance_estimate`)."""
     if exp.simulate is None:
         phi = functional(nxt.gain.T)
         value = float(nxt.g0(phi[None, :])[0])
@@ -203,7 +203,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
 def _memoised(refit: Callable[[np.ndarray], np.ndarray]
               ) -> Callable[[np.ndarray], np.ndarray]:
     """``refit`` remembering its result per outcome: the channel split estimates the same
-    outcomes again (:mod:`belief.decision.cvu_channels`), and an exact refit is an MCMC fit."""
+    outcomes again (:mod:`belief.decision.cvu.channels`), and an exact refit is an MCMC fit."""
     done: dict[bytes, np.ndarray] = {}
 
     def once(y: np.ndarray) -> np.ndarray:
@@ -302,7 +302,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     defer_refits : bool
         Leave the exact refits undone: a PSIS estimate keeps the untrusted outcomes it would
         refit, counted in ``n_deferred``, and ``cvu_low``, ``cvu_high`` bound the CVU that the
-        refits could give (:func:`belief.decision.cvu_psis.refit_bounds`; equal to ``cvu``
+        refits could give (:func:`belief.decision.cvu.psis.refit_bounds`; equal to ``cvu``
         where nothing was deferred).  Candidates are then scored on ``settings.workers``
         threads.  One-step continuation only (ValueError otherwise).
     within_budget : callable b → bool (C,), optional
@@ -318,11 +318,11 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
     ``g0_null`` holds V(s^∅); the one-step estimator is computed first for every candidate
     (it chooses between PSIS and regression).  The continuation is importance-weighted
-    (:mod:`belief.decision.cvu_lookahead`) when every scored candidate's one-step estimate
-    used PSIS, and by nested regression (:mod:`belief.decision.cvu_lookahead_regression`;
+    (:mod:`belief.decision.cvu.lookahead`) when every scored candidate's one-step estimate
+    used PSIS, and by nested regression (:mod:`belief.decision.cvu.lookahead_regression`;
     two steps only) for every candidate when any used regression (an informative study: no
     weights to look further ahead from).  It is used for all scored candidates or for none
-    (:func:`belief.decision.cvu_lookahead.continuation_choice`): a rollout deeper than two
+    (:func:`belief.decision.cvu.lookahead.continuation_choice`): a rollout deeper than two
     steps when any candidate needs regression falls back to the one-step CVU for every
     candidate — the dataset is then the one-step one — and the attributes
     ``continuation_used`` and ``continuation_reason`` say which continuation was used and
@@ -341,7 +341,7 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
     ``cvu_cv_gain`` (variance reduction of the control variates), ``n_refits`` and
     ``cvu_outcomes``; ``cvu_safety`` (what the execution-risk channel does: "can open X:
     anytime UCB ≤ α_exec for y ≤ y* unsafe of r runs", "can close X: …", or empty when the gate
-    of s_t is held fixed); the split of CVU by channel (:mod:`belief.decision.cvu_channels`:
+    of s_t is held fixed); the split of CVU by channel (:mod:`belief.decision.cvu.channels`:
     own/siblings learning, order effects, execution safety, in that order; they sum to
     ``cvu``) ``cvu_own``, ``cvu_order``, ``cvu_safety_value`` with their outcome errors
     ``cvu_own_mcse``, ``cvu_order_mcse``, ``cvu_safety_value_mcse`` (NaN for a non-myopic
