@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from belief.decision.cvu import continuation_value
+from belief.decision.cvu import CVUProblem, continuation_value
 from belief.decision.cvu.noise import noise_bias, noise_covariance, noise_draws
 from belief.decision.cvu.preposterior import influence
 from belief.decision.functionals import Cvar, Lcb, Mean, weighted_columns
@@ -164,9 +164,10 @@ def _observe_with_competitors(draw_set, n, competitors, informative=True, iid=Fa
                      simulate=lambda rng, idx: delta[idx] + se * rng.standard_normal(len(idx)),
                      loglik=(lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
                      if informative else (lambda y: np.zeros((len(y), s))))
-    out = continuation_value(gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
+    out = continuation_value(CVUProblem(
+        gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
                              lambda b: np.zeros(1), Mean(),
-                             settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings))
+                             settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings)))
     return out.sel(candidate="observe")
 
 
@@ -381,9 +382,9 @@ def _unrelated(r: int, **flags) -> tuple[float, float, float]:
     ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
     exp = Experiment(next_gain=gain, loglik=None,
                      simulate=lambda rng, idx: rng.standard_normal(len(idx)))
-    out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
+    out = continuation_value(CVUProblem(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
                              lambda b: np.zeros(1), Mean(),
-                             settings=CVUSettings(n_outcomes=256, seed=r, **flags))
+                             settings=CVUSettings(n_outcomes=256, seed=r, **flags)))
     res = out.sel(candidate="observe")
     assert res["cvu_method"].item() == "regression"
     return float(res["cvu"]), float(res["cvu_mcse"]), float(res["cvu_noise_bias"])

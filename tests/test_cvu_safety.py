@@ -12,7 +12,7 @@ import xarray as xr
 from scipy import stats
 from scipy.special import betaincinv
 
-from belief.decision.cvu import continuation_value, cvu_for_state
+from belief.decision.cvu import CVUProblem, continuation_value, cvu_for_state
 from belief.decision.cvu.safety import next_gate
 from belief.decision.feasibility import feasibility
 from belief.decision.safety import SafetyGate
@@ -118,12 +118,12 @@ def test_no_gate_can_change_gives_the_old_cvu():
     feas = feasibility(state, cands, settings.gate, cands.costs().values,
                        state.budget.values.astype(float))
     assert feas.safe[0]
-    old = continuation_value(
+    old = continuation_value(CVUProblem(
         state.belief["gain"].values, _experiments(state), cands.ids, cands.costs().values,
         state.budget.values.astype(float), settings.weights.bind(cands.resources, state),
         settings.functional, available=feas.available, safe=feas.safe,
         feasible=feas.feasible, repeatable=np.array([c.repeatable for c in cands]),
-        settings=settings.cvu)
+        settings=settings.cvu))
     assert (new["cvu_safety"].values == "").all()
     xr.testing.assert_identical(new, old)
 
@@ -287,7 +287,7 @@ def test_decision_table_and_terminal_table_show_the_split():
 
 
 def test_refits_are_reused_by_the_split():
-    from belief.decision.cvu.value import _memoised
+    from belief.decision.cvu.problem import _memoised
 
     calls = []
 

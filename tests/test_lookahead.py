@@ -9,7 +9,7 @@ import xarray as xr
 from scipy import stats
 
 from belief.cli.main import main
-from belief.decision.cvu import Experiment, continuation_value
+from belief.decision.cvu import CVUProblem, Experiment, continuation_value
 from belief.decision.engine import decide
 from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -108,11 +108,11 @@ def test_one_step_is_unchanged_and_depth_one_is_one_step():
         size=i.size), loglik=lambda y: stats.norm.logpdf(y[:, None], g[None, :, 0], 0.05))}
     args = (g, exps, ["a", "b"], np.array([[0.01], [0.02]]), np.array([1.0]),
             lambda b: np.array([1.0]), parse_functional("mean"))
-    d0 = continuation_value(*args)
-    d1 = continuation_value(*args, settings=CVUSettings(continuation="one_step"))
+    d0 = continuation_value(CVUProblem(*args))
+    d1 = continuation_value(CVUProblem(*args, settings=CVUSettings(continuation="one_step")))
     xr.testing.assert_identical(d0, d1)
-    d2 = continuation_value(*args, settings=CVUSettings(continuation="lookahead2"),
-                            steps_after=1)
+    d2 = continuation_value(CVUProblem(*args, settings=CVUSettings(continuation="lookahead2"),
+                            steps_after=1))
     np.testing.assert_array_equal(d2["cvu"].values, d0["cvu"].values)
     assert d2.attrs["continuation_depth"] == 1 and "cvu_continuation" in d2
 

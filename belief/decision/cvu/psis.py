@@ -29,6 +29,7 @@ the regression estimator (:mod:`belief.decision.cvu.regression`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,9 +52,10 @@ from belief.decision.functionals import (
     weighted_column_quantiles,
     weighted_columns,
 )
+from belief.decision.settings import CVUSettings
 
-__all__ = ["OutcomeWeights", "draws_bootstrap", "importance_estimate", "refit_bounds",
-           "refit_ranges"]
+__all__ = ["OutcomeWeights", "Outcomes", "PSISOptions", "draws_bootstrap", "importance_estimate",
+           "refit_bounds", "refit_ranges"]
 
 
 class OutcomeWeights:
@@ -201,50 +203,39 @@ def _draw_influence(functional: Functional, nxt: NextState, won: np.ndarray,
     return mean_a - g0_j.mean(), np.maximum(var_a, 0.0) / n_j
 
 
-def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
-                        loglik: Callable[[np.ndarray], np.ndarray],
-                        refit: Callable[[np.ndarray], np.ndarray] | None, *,
-                        k_threshold: float = 0.7, max_refits: int = 16, chunk: int = 64,
-                        max_bad_share: float = 0.05, min_ess: float = 100.0,
-                        control_variates: bool = True, forced: bool = False,
-                        noise_z: np.ndarray | None = None,
-                        bootstrap: Callable[[np.ndarray], float] | None = None,
-                        replicates: int = 64, blocks: int = 32,
-                        rng: np.random.Generator | None = None,
-                        memo: OutcomeWeights | None = None,
-                        draws_influence: bool = True, defer_refits: bool = False,
-                        refit_draws: int = 250
-                        ) -> tuple[Estimate | None, str, dict]:
-    """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
+@dataclass(frozen=True)
+class Outcomes:
+    """An experiment's simulated outcomes and how to weigh them.
 
-    Parameters
+    Attributes
     ----------
-    nxt : NextState
-    functional : Functional
     y : ndarray (J, ...)
         Simulated outcomes (from draws chosen uniformly).
     loglik : callable Y → (J, S)
     refit : callable Y_j → next-gain draws (S', C), optional
         Exact posterior of one outcome.
+    """
+
+    y: np.ndarray
+    loglik: Callable[[np.ndarray], np.ndarray]
+    refit: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class PSISOptions:
+    """How :func:`importance_estimate` trusts, refits and reports (:class:`belief.decision.
+    settings.CVUSettings` names them, :meth:`from_settings`).
+
+    Attributes
+    ----------
+    k_threshold, max_refits, chunk, max_bad_share, min_ess, control_variates, refit_draws
+        As in :class:`~belief.decision.settings.CVUSettings` (``refit_draws``: draws an
+        exact refit makes at least, the margin of :func:`refit_ranges`).
     forced : bool
         Return an estimate even when the weights are untrusted (only outcomes with
         non-finite weights that were not refit make it fail).
-    noise_z : ndarray (K/2, C), optional
-        :func:`belief.decision.cvu.noise.noise_draws`: subtract from each G0_j its excess
-        noise bias b_j (:func:`belief.decision.cvu.noise.noise_bias`); the mean of the b_j is
-        ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
-        (K/2,), whose standard error ``extra["correction_mcse"]`` is added to the MCSE in
-        quadrature, the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the
-        plug-in G0_j.
-    bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
-        When given, the error of the draws is also estimated by a block bootstrap
-        (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
-        in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
-        influence-function error misses the kink of the max.
-    memo : OutcomeWeights, optional
-        The weights (and weighted functionals) of these outcomes, shared with other
-        estimates on them; by default computed here from ``loglik``.  It must have been built
-        from this ``loglik`` (ValueError otherwise).
+    replicates, blocks : int
+        The near tie's block bootstrap (:func:`draws_bootstrap`).
     draws_influence : bool
         Compute the influence of each draw (``if_draws``, ``if_noise``: the error of the
         draws); False leaves them None (an estimate whose draws error is not reported).
@@ -256,146 +247,214 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         (:func:`refit_bounds`), ``extra["deferred"]`` their number
         (:mod:`belief.decision.cvu.decisive` refits only the candidates whose range can
         still change the choice).
-    refit_draws : int
-        Draws an exact refit makes at least (the margin of :func:`refit_ranges`).
-
-    Returns
-    -------
-    (estimate or None, reason, diagnostics): None with the reason when the caller should use
-    the regression estimator; diagnostics hold ``pareto_k`` (max k̂, NaN counted as ∞),
-    ``bad_share`` (share of untrusted outcomes before refits) and ``ess`` (median ESS).
     """
-    gain = nxt.gain
-    n_s = gain.shape[0]
-    n_j = y.shape[0]
-    k_threshold = khat_threshold(k_threshold, n_s)
-    omega = np.empty((n_j, n_s))
-    smooth = np.empty((n_j, n_s))
-    khat = np.full(n_j, np.nan)
-    nonfinite = np.zeros(n_j, bool)
-    phi = np.empty((n_j, gain.shape[1]))
-    if memo is not None and memo.loglik is not loglik:
-        raise ValueError("importance_estimate: memo holds the weights of another loglik")
-    memo = memo or OutcomeWeights(loglik)
-    blocks_j = [slice(start, min(start + chunk, n_j)) for start in range(0, n_j, chunk)]
+
+    k_threshold: float = 0.7
+    max_refits: int = 16
+    chunk: int = 64
+    max_bad_share: float = 0.05
+    min_ess: float = 100.0
+    control_variates: bool = True
+    forced: bool = False
+    replicates: int = 64
+    blocks: int = 32
+    draws_influence: bool = True
+    defer_refits: bool = False
+    refit_draws: int = 250
+
+    @classmethod
+    def from_settings(cls, settings: CVUSettings, **changes: object) -> PSISOptions:
+        """The options of ``settings`` (PSIS forced when its estimator is ``psis``)."""
+        return cls(**{"k_threshold": settings.k_threshold, "max_refits": settings.max_refits,
+                      "chunk": settings.chunk, "max_bad_share": settings.max_bad_share,
+                      "min_ess": settings.min_ess,
+                      "control_variates": settings.control_variates,
+                      "forced": settings.estimator == "psis", "blocks": settings.draw_blocks,
+                      "refit_draws": settings.refit_draws, **changes})
+
+
+@dataclass
+class _Weighed:
+    """The outcomes' smoothed and raw weights, k̂, which have non-finite weights, and φ of
+    every column under the weights (J rows each)."""
+
+    smooth: np.ndarray
+    omega: np.ndarray
+    khat: np.ndarray
+    nonfinite: np.ndarray
+    phi: np.ndarray
+    k_threshold: float
+    quantiles: Quantiles
+
+
+def _weigh(nxt: NextState, functional: Functional, out: Outcomes, opt: PSISOptions,
+           memo: OutcomeWeights) -> tuple[_Weighed | None, str, dict]:
+    """The weights of every outcome, chunk by chunk; the first chunk is a pilot that stops
+    early (None, reason, diagnostics) when the study is clearly too informative."""
+    gain, y = nxt.gain, out.y
+    n_j, n_s = y.shape[0], gain.shape[0]
+    w = _Weighed(np.empty((n_j, n_s)), np.empty((n_j, n_s)), np.full(n_j, np.nan),
+                 np.zeros(n_j, bool), np.empty((n_j, gain.shape[1])),
+                 khat_threshold(opt.k_threshold, n_s), None)
+    blocks_j = [slice(start, min(start + opt.chunk, n_j))
+                for start in range(0, n_j, opt.chunk)]
     got: dict[tuple[float, ...], list[np.ndarray]] = {}
 
     def quantiles(levels: tuple[float, ...]) -> list[np.ndarray]:
         """The weighted quantiles (J, C) of the columns of ``gain``, from the memo's blocks."""
         if levels not in got:
-            parts = [memo.quantiles(gain, smooth[sl], y[sl], levels) for sl in blocks_j]
+            parts = [memo.quantiles(gain, w.smooth[sl], y[sl], levels) for sl in blocks_j]
             got[levels] = [np.concatenate([p[k] for p in parts]) for k in range(len(levels))]
         return got[levels]
 
+    w.quantiles = quantiles
     for sl in blocks_j:
-        start = sl.start
-        smooth[sl], omega[sl], khat[sl], ok = memo.weights(y[sl])
-        nonfinite[sl] = ~ok
-        phi[sl] = memo.columns(functional, gain, smooth[sl], y[sl])
-        if start == 0 and not forced and n_j > chunk:
-            # the first chunk is a pilot: stop early when it already shows, by more than
-            # two standard errors, more untrusted outcomes than refits and the tolerated
-            # share can absorb, or a median ESS below min_ess
-            n_p = sl.stop - sl.start
-            first = float((~ok | ~(khat[sl] <= k_threshold)).mean())
-            allowed = max_bad_share + (max_refits / n_j if refit is not None else 0.0)
-            ess_p = float(np.median(np.where(ok, 1.0 / (smooth[sl] ** 2).sum(axis=1), 1.0)))
-            diag = {"pareto_k": _max_k(khat[sl]), "bad_share": first, "ess": ess_p}
-            if first - 2 * np.sqrt(first * (1 - first) / n_p) > allowed:
-                return None, (f"informative study: {first:.0%} of the first {n_p} outcomes "
-                              f"have untrusted weights (k̂ > {k_threshold:g} or NaN)"), diag
-            if ess_p < min_ess and refit is None:
-                return None, (f"informative study: median effective sample size of the "
-                              f"weights {ess_p:.0f} < {min_ess:g} in the first {n_p} "
-                              "outcomes"), diag
-    untrusted = nonfinite | ~(khat <= k_threshold)
-    ess = np.where(nonfinite, 1.0, 1.0 / (smooth**2).sum(axis=1))  # rows are normalised
+        w.smooth[sl], w.omega[sl], w.khat[sl], ok = memo.weights(y[sl])
+        w.nonfinite[sl] = ~ok
+        w.phi[sl] = memo.columns(functional, gain, w.smooth[sl], y[sl])
+        if sl.start == 0 and not opt.forced and n_j > opt.chunk:
+            stop = _pilot(w, sl, ok, opt, n_j, out.refit is not None)
+            if stop is not None:
+                return None, *stop
+    return w, "", {}
+
+
+def _pilot(w: _Weighed, sl: slice, ok: np.ndarray, opt: PSISOptions, n_j: int,
+           can_refit: bool) -> tuple[str, dict] | None:
+    """The first chunk is a pilot: (reason, diagnostics) to stop early when it already
+    shows, by more than two standard errors, more untrusted outcomes than refits and the
+    tolerated share can absorb, or a median ESS below min_ess; None to go on."""
+    n_p = sl.stop - sl.start
+    first = float((~ok | ~(w.khat[sl] <= w.k_threshold)).mean())
+    allowed = opt.max_bad_share + (opt.max_refits / n_j if can_refit else 0.0)
+    ess_p = float(np.median(np.where(ok, 1.0 / (w.smooth[sl] ** 2).sum(axis=1), 1.0)))
+    diag = {"pareto_k": _max_k(w.khat[sl]), "bad_share": first, "ess": ess_p}
+    if first - 2 * np.sqrt(first * (1 - first) / n_p) > allowed:
+        return (f"informative study: {first:.0%} of the first {n_p} outcomes "
+                f"have untrusted weights (k̂ > {w.k_threshold:g} or NaN)"), diag
+    if ess_p < opt.min_ess and not can_refit:
+        return (f"informative study: median effective sample size of the "
+                f"weights {ess_p:.0f} < {opt.min_ess:g} in the first {n_p} "
+                "outcomes"), diag
+    return None
+
+
+@dataclass
+class _Triage:
+    """Which outcomes are untrusted, which of them are refit (largest k̂ first, NaN first),
+    the median ESS of those that keep their weights, and the diagnostics."""
+
+    untrusted: np.ndarray
+    to_refit: np.ndarray
+    ess_med: float
+    diag: dict
+    reason: str = ""  # non-empty: use the regression estimator instead
+
+
+def _triage(w: _Weighed, opt: PSISOptions, can_refit: bool) -> _Triage:
+    """The outcomes to refit and whether the estimate can be trusted without regression."""
+    n_j = w.khat.shape[0]
+    untrusted = w.nonfinite | ~(w.khat <= w.k_threshold)
+    ess = np.where(w.nonfinite, 1.0, 1.0 / (w.smooth**2).sum(axis=1))  # rows are normalised
     bad = np.flatnonzero(untrusted)
-    order = bad[np.argsort(-np.where(np.isnan(khat[bad]) | nonfinite[bad], np.inf,
-                                     khat[bad]), kind="stable")]
-    n_refit_max = min(order.size, max_refits) if refit is not None else 0
+    order = bad[np.argsort(-np.where(np.isnan(w.khat[bad]) | w.nonfinite[bad], np.inf,
+                                     w.khat[bad]), kind="stable")]
+    n_refit_max = min(order.size, opt.max_refits) if can_refit else 0
     remaining = order.size - n_refit_max
     # informativeness from the outcomes that keep their importance weights
     kept = np.ones(n_j, bool)
     kept[order[:n_refit_max]] = False
     ess_med = float(np.median(ess[kept])) if kept.any() else np.inf
-    diag = {"pareto_k": _max_k(khat), "bad_share": float(untrusted.mean()),
+    diag = {"pareto_k": _max_k(w.khat), "bad_share": float(untrusted.mean()),
             "ess": float(np.median(ess))}
-    if not forced:
-        if remaining > max_bad_share * n_j:
-            return None, (f"{order.size / n_j:.0%} of the outcomes have untrusted weights "
-                          f"(k̂ > {k_threshold:g}, NaN, or non-finite weights)"
-                          + (f"; at most {max_refits} exact refits" if refit is not None
-                             else "; no exact refits")), diag
-        if ess_med < min_ess:
-            return None, (f"informative study: median effective sample size of the weights "
-                          f"{ess_med:.0f} < {min_ess:g}"), diag
+    t = _Triage(untrusted, order[:n_refit_max], ess_med, diag)
+    if not opt.forced:
+        if remaining > opt.max_bad_share * n_j:
+            t.reason = (f"{order.size / n_j:.0%} of the outcomes have untrusted weights "
+                        f"(k̂ > {w.k_threshold:g}, NaN, or non-finite weights)"
+                        + (f"; at most {opt.max_refits} exact refits" if can_refit
+                           else "; no exact refits"))
+        elif ess_med < opt.min_ess:
+            t.reason = (f"informative study: median effective sample size of the weights "
+                        f"{ess_med:.0f} < {opt.min_ess:g}")
+    return t
 
-    feas = np.broadcast_to(nxt.mask_for(y), phi.shape)
-    g0_j = nxt.g0(phi, feas)
-    won = winners(phi, nxt.c_lambda, feas)
-    pairs = (noise_bias(functional, gain, phi, nxt.c_lambda, feas, smooth, noise_z,
-                        quantiles=quantiles).pairs
+
+@dataclass
+class _Values:
+    """G0_j of every outcome (the weighted one, a refit's, or a deferred one's), the winner
+    c*_j, the noise bias per antithetic pair, which were refit or deferred, and the deferred
+    outcomes' ranges."""
+
+    feas: np.ndarray
+    g0_j: np.ndarray
+    won: np.ndarray
+    pairs: np.ndarray
+    refit_done: np.ndarray
+    deferred: np.ndarray
+    ranges: np.ndarray | None = None
+
+
+def _outcome_values(nxt: NextState, functional: Functional, out: Outcomes, w: _Weighed,
+                    to_refit: np.ndarray, opt: PSISOptions,
+                    noise_z: np.ndarray | None) -> _Values:
+    """G0_j under the weights, net of the noise bias, with the refits done or deferred."""
+    n_j = w.khat.shape[0]
+    feas = np.broadcast_to(nxt.mask_for(out.y), w.phi.shape)
+    pairs = (noise_bias(functional, nxt.gain, w.phi, nxt.c_lambda, feas, w.smooth, noise_z,
+                        quantiles=w.quantiles).pairs
              if noise_z is not None else np.zeros((n_j, 1)))
-    refit_done = np.zeros(n_j, bool)
-    deferred = np.zeros(n_j, bool)
-    to_refit = order[:n_refit_max]
-    if defer_refits:  # the outcomes a refit would replace keep their value, and its range
-        deferred[to_refit] = True
-        to_refit = to_refit[:0]
-        ranges = refit_ranges(nxt, feas[deferred], refit_draws, functional)
-        unknown = deferred & ~(np.isfinite(g0_j) & np.isfinite(pairs).all(axis=1))
-        g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
-        pairs[unknown] = 0.0
-        # the weighted G0_j − b_j into the refit's range (a noise bias from weights of low ESS
-        # can exceed the refit's margin): the estimate then lies inside its bounds
-        b = pairs[deferred].mean(axis=1)
-        g0_j[deferred] = np.clip(g0_j[deferred] - b, ranges[:, 0], ranges[:, 1]) + b
+    v = _Values(feas, nxt.g0(w.phi, feas), winners(w.phi, nxt.c_lambda, feas), pairs,
+                np.zeros(n_j, bool), np.zeros(n_j, bool))
+    if opt.defer_refits:  # the outcomes a refit would replace keep their value, and its range
+        v.deferred[to_refit] = True
+        _defer(nxt, functional, v, opt.refit_draws)
+        return v
     for j in to_refit:
-        exact = np.asarray(refit(y[j]), float)
-        if exact.ndim != 2 or not np.isfinite(exact).all():
-            continue
-        phi_j = functional(exact.T)
-        g0_j[j] = float(nxt.g0(phi_j[None, :], feas[j][None, :])[0])
-        won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
-        refit_done[j] = True
-        if noise_z is not None:  # the refit's own draws, equally weighted
-            pairs[j] = noise_bias(functional, exact, phi_j[None, :], nxt.c_lambda, feas[j],
-                                  np.full((1, exact.shape[0]), 1.0 / exact.shape[0]),
-                                  noise_z, reference=gain).pairs[0]
-    n_refits = int(refit_done.sum())
-    broken = nonfinite & ~refit_done & ~deferred
-    if broken.any():
-        return (Estimate.failed(f"{int(broken.sum())} outcome(s) with non-finite importance "
-                                "weights (NaN or +inf log-likelihood) were not refit",
-                                n_outcomes=n_j, n_refits=n_refits, **diag)
-                if forced else None,
-                f"{int(broken.sum())} outcome(s) have non-finite importance weights", diag)
-    still = int((untrusted & ~refit_done & ~deferred).sum())
-    if not forced and still > max_bad_share * n_j:  # refits that failed leave too many
-        return None, (f"{still} of {n_j} outcomes keep untrusted weights after "
-                      f"{n_refits} exact refits"), diag
+        _refit_one(nxt, functional, out, v, int(j), noise_z)
+    return v
 
-    # the controls' mean is 0 only if every outcome has its raw weights: an outcome whose
-    # likelihood is undefined (refit instead) has none, so the controls are then left out
-    cv_ok = control_variates and not nonfinite.any()
-    if cv_ok:
-        funcs = control_functions(nxt.utility, lambda f: omega @ f, won, feas.any(axis=0))
-        z = omega @ funcs - funcs.mean(axis=0)
-    else:
-        z = np.zeros((n_j, 0))
-    bias = pairs.mean(axis=1)
-    terms = control_variate_terms(g0_j - bias, z)  # pairs estimates on these outcomes
-    value, mcse, gain_cv = control_variate_summary(g0_j - bias, terms)
 
-    if_draws, if_noise = (_draw_influence(functional, nxt, won, smooth, omega, phi, g0_j,
-                                          quantiles)
-                          if draws_influence and not (deferred & nonfinite).any()
-                          else (None, None))
-    method = "psis+cv" if z.shape[1] else "psis"
+def _defer(nxt: NextState, functional: Functional, v: _Values, refit_draws: int) -> None:
+    """The deferred outcomes' ranges into ``v.ranges``, their G0_j − b_j clipped into them."""
+    deferred = v.deferred
+    v.ranges = ranges = refit_ranges(nxt, v.feas[deferred], refit_draws, functional)
+    unknown = deferred & ~(np.isfinite(v.g0_j) & np.isfinite(v.pairs).all(axis=1))
+    v.g0_j[unknown] = ranges.mean(axis=1)[unknown[deferred]]  # no weights to read it from
+    v.pairs[unknown] = 0.0
+    # the weighted G0_j − b_j into the refit's range (a noise bias from weights of low ESS
+    # can exceed the refit's margin): the estimate then lies inside its bounds
+    b = v.pairs[deferred].mean(axis=1)
+    v.g0_j[deferred] = np.clip(v.g0_j[deferred] - b, ranges[:, 0], ranges[:, 1]) + b
+
+
+def _refit_one(nxt: NextState, functional: Functional, out: Outcomes, v: _Values, j: int,
+               noise_z: np.ndarray | None) -> None:
+    """Outcome j's G0_j, winner and noise bias from its exact refit (kept when the refit's
+    draws are not finite)."""
+    exact = np.asarray(out.refit(out.y[j]), float)
+    if exact.ndim != 2 or not np.isfinite(exact).all():
+        return
+    feas = v.feas
+    phi_j = functional(exact.T)
+    v.g0_j[j] = float(nxt.g0(phi_j[None, :], feas[j][None, :])[0])
+    v.won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
+    v.refit_done[j] = True
+    if noise_z is not None:  # the refit's own draws, equally weighted
+        v.pairs[j] = noise_bias(functional, exact, phi_j[None, :], nxt.c_lambda, feas[j],
+                                np.full((1, exact.shape[0]), 1.0 / exact.shape[0]),
+                                noise_z, reference=nxt.gain).pairs[0]
+
+
+def _reason(t: _Triage, v: _Values, opt: PSISOptions, still: int,
+            controls: tuple[bool, bool], k_threshold: float) -> tuple[str, str]:
+    """The estimate's method (``psis``, ``+cv``, ``+refit``, ``+bounded``) and reason;
+    ``controls``: (some control variate entered, the controls could be used)."""
+    n_j, n_refits, n_deferred = v.g0_j.shape[0], int(v.refit_done.sum()), int(v.deferred.sum())
+    used, cv_ok = controls
+    method = "psis+cv" if used else "psis"
     if n_refits:
         method += "+refit"
-    n_deferred = int(deferred.sum())
     if n_deferred:
         method += "+bounded"
     parts = []
@@ -405,31 +464,141 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         parts.append(f"{n_deferred} outcome(s) with untrusted weights not refit (bounded)")
     if still:
         parts.append(f"{still} of {n_j} outcomes kept with k̂ > {k_threshold:g} "
-                     f"(≤ {max_bad_share:.0%} allowed)")
-    if control_variates and not cv_ok:
+                     f"(≤ {opt.max_bad_share:.0%} allowed)")
+    if opt.control_variates and not cv_ok:
         parts.append("no control variates: some outcomes have no importance weights")
     reason = "; ".join(parts) or "weights trusted for every outcome"
-    if forced and (still > max_bad_share * n_j or ess_med < min_ess):
-        reason = "PSIS forced by the settings: " + reason + f"; median ESS {ess_med:.0f}"
+    if opt.forced and (still > opt.max_bad_share * n_j or t.ess_med < opt.min_ess):
+        reason = "PSIS forced by the settings: " + reason + f"; median ESS {t.ess_med:.0f}"
+    return method, reason
+
+
+def _checked(w: _Weighed, t: _Triage, v: _Values, opt: PSISOptions
+             ) -> tuple[tuple[Estimate | None, str, dict] | None, int]:
+    """(the early answer or None to go on, the outcomes still untrusted): outcomes with
+    non-finite weights that were not refit fail a forced estimate (and send any other to
+    regression), and so do too many untrusted outcomes left after the refits."""
+    n_j, n_refits = v.g0_j.shape[0], int(v.refit_done.sum())
+    broken = w.nonfinite & ~v.refit_done & ~v.deferred
+    if broken.any():
+        return ((Estimate.failed(f"{int(broken.sum())} outcome(s) with non-finite importance "
+                                 "weights (NaN or +inf log-likelihood) were not refit",
+                                 n_outcomes=n_j, n_refits=n_refits, **t.diag)
+                 if opt.forced else None,
+                 f"{int(broken.sum())} outcome(s) have non-finite importance weights",
+                 t.diag), 0)
+    still = int((t.untrusted & ~v.refit_done & ~v.deferred).sum())
+    if not opt.forced and still > opt.max_bad_share * n_j:  # refits that failed leave too many
+        return (None, (f"{still} of {n_j} outcomes keep untrusted weights after "
+                       f"{n_refits} exact refits"), t.diag), still
+    return None, still
+
+
+def _summary(nxt: NextState, functional: Functional, w: _Weighed, t: _Triage, v: _Values,
+             opt: PSISOptions, still: int) -> tuple[Estimate, np.ndarray, np.ndarray]:
+    """The control-variate estimate of E_Y[G0] over the G0_j − b_j, with the influence of
+    the draws; returns (estimate, controls Z, b_j)."""
+    # the controls' mean is 0 only if every outcome has its raw weights: an outcome whose
+    # likelihood is undefined (refit instead) has none, so the controls are then left out
+    cv_ok = opt.control_variates and not w.nonfinite.any()
+    if cv_ok:
+        omega = w.omega
+        funcs = control_functions(nxt.utility, lambda f: omega @ f, v.won, v.feas.any(axis=0))
+        z = omega @ funcs - funcs.mean(axis=0)
+    else:
+        z = np.zeros((v.g0_j.shape[0], 0))
+    bias = v.pairs.mean(axis=1)
+    terms = control_variate_terms(v.g0_j - bias, z)  # pairs estimates on these outcomes
+    value, mcse, gain_cv = control_variate_summary(v.g0_j - bias, terms)
+    if_draws, if_noise = (_draw_influence(functional, nxt, v.won, w.smooth, w.omega, w.phi,
+                                          v.g0_j, w.quantiles)
+                          if opt.draws_influence and not (v.deferred & w.nonfinite).any()
+                          else (None, None))
+    method, reason = _reason(t, v, opt, still, (z.shape[1] > 0, cv_ok), w.k_threshold)
     est = Estimate(value, mcse, method, reason, if_draws=if_draws, if_noise=if_noise,
-                   n_outcomes=n_j, n_refits=n_refits, cv_gain=gain_cv,
-                   terms=np.array(terms, float), **diag)
+                   n_outcomes=v.g0_j.shape[0], n_refits=int(v.refit_done.sum()),
+                   cv_gain=gain_cv, terms=np.array(terms, float), **t.diag)
+    return est, z, bias
+
+
+def _noise_extra(est: Estimate, v: _Values, z: np.ndarray, bias: np.ndarray) -> None:
+    """The noise-bias correction's mean, pairs and error into ``est`` (its error added to the
+    MCSE), and the plug-in estimate for the continuations' V(s^∅)."""
+    p = v.pairs.mean(0)  # the correction's own error, over the antithetic pairs
+    corr_mcse = float(p.std(ddof=1) / np.sqrt(p.size)) if p.size > 1 else 0.0
+    est.extra.update(noise_bias=float(bias.mean()), noise_pairs=p, correction_mcse=corr_mcse)
+    est.mcse = float(np.hypot(est.mcse, corr_mcse))
+    plain = control_variate_summary(v.g0_j, control_variate_terms(v.g0_j, z))
+    est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
+
+
+def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcomes,
+                        options: PSISOptions | None = None, *,
+                        noise_z: np.ndarray | None = None,
+                        bootstrap: Callable[[np.ndarray], float] | None = None,
+                        rng: np.random.Generator | None = None,
+                        memo: OutcomeWeights | None = None
+                        ) -> tuple[Estimate | None, str, dict]:
+    """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
+
+    Parameters
+    ----------
+    nxt : NextState
+    functional : Functional
+    outcomes : Outcomes
+        The simulated outcomes, their log-likelihood and the exact refit.
+    options : PSISOptions, optional
+        Thresholds, refits, forcing, deferral (default ``PSISOptions()``).
+    noise_z : ndarray (K/2, C), optional
+        :func:`belief.decision.cvu.noise.noise_draws`: subtract from each G0_j its excess
+        noise bias b_j (:func:`belief.decision.cvu.noise.noise_bias`); the mean of the b_j is
+        ``extra["noise_bias"]``, their values per antithetic pair ``extra["noise_pairs"]``
+        (K/2,), whose standard error ``extra["correction_mcse"]`` is added to the MCSE in
+        quadrature, the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the
+        plug-in G0_j.
+    bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
+        When given, the error of the draws is also estimated by a block bootstrap
+        (:func:`draws_bootstrap`, ``options.replicates`` replicates over ``options.blocks``
+        blocks) and stored in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near
+        tie, where the influence-function error misses the kink of the max.
+    rng : Generator, optional
+        The bootstrap's stream.
+    memo : OutcomeWeights, optional
+        The weights (and weighted functionals) of these outcomes, shared with other
+        estimates on them; by default computed here from ``outcomes.loglik``.  It must have
+        been built from this ``loglik`` (ValueError otherwise).
+
+    Returns
+    -------
+    (estimate or None, reason, diagnostics): None with the reason when the caller should use
+    the regression estimator; diagnostics hold ``pareto_k`` (max k̂, NaN counted as ∞),
+    ``bad_share`` (share of untrusted outcomes before refits) and ``ess`` (median ESS).
+    """
+    opt = options or PSISOptions()
+    if memo is not None and memo.loglik is not outcomes.loglik:
+        raise ValueError("importance_estimate: memo holds the weights of another loglik")
+    memo = memo or OutcomeWeights(outcomes.loglik)
+    w, reason, diag = _weigh(nxt, functional, outcomes, opt, memo)
+    if w is None:
+        return None, reason, diag
+    t = _triage(w, opt, outcomes.refit is not None)
+    if t.reason:
+        return None, t.reason, t.diag
+    v = _outcome_values(nxt, functional, outcomes, w, t.to_refit, opt, noise_z)
+    early, still = _checked(w, t, v, opt)
+    if early is not None:
+        return early
+    est, z, bias = _summary(nxt, functional, w, t, v, opt, still)
     if noise_z is not None:
-        p = pairs.mean(0)  # the correction's own error, over the antithetic pairs
-        corr_mcse = float(p.std(ddof=1) / np.sqrt(p.size)) if p.size > 1 else 0.0
-        est.extra.update(noise_bias=float(bias.mean()), noise_pairs=p,
-                         correction_mcse=corr_mcse)
-        est.mcse = float(np.hypot(est.mcse, corr_mcse))
-        plain = control_variate_summary(g0_j, control_variate_terms(g0_j, z))
-        est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
-    if n_deferred:
-        est.extra["deferred"] = n_deferred
-        est.extra["bounds"] = refit_bounds(g0_j - bias, z, deferred, ranges)
-    if bootstrap is not None and not nonfinite.any():
+        _noise_extra(est, v, z, bias)
+    if v.deferred.any():
+        est.extra["deferred"] = int(v.deferred.sum())
+        est.extra["bounds"] = refit_bounds(v.g0_j - bias, z, v.deferred, v.ranges)
+    if bootstrap is not None and not w.nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
-            functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
-            rng or np.random.default_rng(0), replicates, blocks)
-    return est, reason, diag
+            functional, nxt, v.feas, w.smooth, w.omega, v.g0_j, v.refit_done, bootstrap,
+            rng or np.random.default_rng(0), opt.replicates, opt.blocks)
+    return est, est.reason, t.diag
 
 
 def refit_ranges(nxt: NextState, feasible: np.ndarray, refit_draws: int,

@@ -73,35 +73,32 @@ experiments themselves come from the models through :mod:`belief.posterior.exper
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, MutableMapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import xarray as xr
 
-from belief.decision.cvu.channels import CHANNEL_COLUMNS, channel_split
+from belief.decision.cvu.channels import CHANNEL_COLUMNS
 from belief.decision.cvu.estimate import Estimate
+from belief.decision.cvu.estimators import (
+    ESTIMATOR_ERRORS,
+    Lookahead,
+    OneStep,
+    split_by_channel,
+)
 from belief.decision.cvu.importance import psis
 from belief.decision.cvu.lookahead import (
-    Context,
     continuation_choice,
     continuation_rows,
     expected_continuation,
     needs_weights,
 )
-from belief.decision.cvu.lookahead_regression import regression_continuation
-from belief.decision.cvu.noise import noise_draws
-from belief.decision.cvu.preposterior import NextState, draws_variance, influence, winners
-from belief.decision.cvu.psis import OutcomeWeights, importance_estimate
-from belief.decision.cvu.regression import RegressionMemo, regression_estimate
+from belief.decision.cvu.preposterior import draws_variance
+from belief.decision.cvu.problem import Branch, CVUProblem
+from belief.decision.cvu.psis import OutcomeWeights
+from belief.decision.cvu.regression import RegressionMemo
 from belief.decision.cvu.safety import with_safety_channels
-from belief.decision.feasibility import (
-    BudgetRule,
-    ChanceConstraint,
-    Feasibility,
-    feasibility,
-)
-from belief.decision.functionals import Functional, SortedColumns
-from belief.decision.scores import g0
+from belief.decision.feasibility import BudgetRule, ChanceConstraint, Feasibility, feasibility
 from belief.decision.settings import CVUSettings, DecisionSettings
 from belief.decision.state import State
 from belief.errors import InputError
@@ -109,116 +106,94 @@ from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
 from belief.posterior.experiments import Experiment, experiments_from_belief
 
-__all__ = ["CVUSettings", "Experiment", "blas_threads", "continuation_value", "cvu_for_state",
-           "psis"]
+__all__ = ["CVUProblem", "CVUSettings", "Experiment", "blas_threads", "continuation_value",
+           "cvu_for_state", "psis"]
 
-_ESTIMATOR_ERRORS = (np.linalg.LinAlgError, FloatingPointError, ValueError)
-
-
-def _influence_of_winner(functional: Functional, gain: np.ndarray, phi: np.ndarray,
-                         c_lambda: np.ndarray, feasible: np.ndarray) -> np.ndarray:
-    """ψ of the option G0 takes under uniform weights on the draws, at every draw (S,)."""
-    c = int(winners(phi[None, :], c_lambda, np.asarray(feasible)[None, :])[0])
-    if c < 0:
-        return np.zeros(gain.shape[0])
-    x = gain[:, c][None, :]
-    return influence(functional, x, phi[c:c + 1], x, None)[0]
+#: the float columns of the dataset, in its order
+_FLOAT_COLUMNS = ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se", "pareto_k", "pareto_k_bad",
+                  "cvu_ess", "cvu_cv_gain", "cvu_noise_bias", "cvu_voi")
+_INT_COLUMNS = ("n_refits", "cvu_outcomes", "n_deferred")
 
 
-def _near_tie(functional: Functional, gain: np.ndarray, phi: np.ndarray,
-               c_lambda: np.ndarray, feasible: np.ndarray, blocks: int) -> tuple[bool, float]:
-    """Whether G0(s^∅) is a near tie: the best two options (candidates or stopping) differ by
-    less than 3 standard errors of their difference from the draws (influence functions,
-    batch means).  Returns (tie, gap / se)."""
-    u = np.where(feasible, phi - c_lambda, -np.inf)
-    # options: stopping (value 0, no error) and every feasible candidate
-    values = np.concatenate([[0.0], u])
-    top = np.argsort(-values, kind="stable")[:2]
-    if not np.isfinite(values[top[1]]):
-        return False, np.inf
+@dataclass
+class _Scored:
+    """One candidate's one-step estimate, on its branch, and its split by channel (None:
+    not computed with it)."""
 
-    def psi(o: int) -> np.ndarray:
-        if o == 0:
-            return np.zeros(gain.shape[0])
-        x = gain[:, o - 1][None, :]
-        return influence(functional, x, phi[o - 1:o], x, None)[0]
-
-    gap = values[top[0]] - values[top[1]]
-    se = np.sqrt(draws_variance(psi(int(top[0])) - psi(int(top[1])), None, blocks))
-    ratio = gap / se if se > 0 else np.inf
-    return bool(ratio < 3.0), float(ratio)
+    branch: Branch
+    est: Estimate
+    parts: dict[str, float] | None = None
 
 
-def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.ndarray,
-              rngs: tuple[np.random.Generator, ...], settings: CVUSettings,
-              bootstrap: Callable[[np.ndarray], float] | None = None,
-              noise_z: np.ndarray | None = None, memo: OutcomeWeights | None = None,
-              draws_influence: bool = True, fits: RegressionMemo | None = None,
-              defer_refits: bool = False) -> Estimate:
-    """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
-    for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
-    regression estimate's with ``settings.regression_noise_correction``
-    (:mod:`belief.decision.cvu.noise`; its Monte Carlo error is added to the MCSE); ``memo``:
-    the PSIS weights of this experiment's outcomes shared with other estimates on them, and
-    ``fits`` its regression outcomes and fits likewise; ``draws_influence`` False: no error of
-    the draws (the channel split's estimates); ``defer_refits``: the refits' range instead of
-    the refits (:func:`belief.decision.cvu.psis.importance_estimate`)."""
-    if exp.simulate is None:
-        phi = functional(nxt.gain.T)
-        value = float(nxt.g0(phi[None, :])[0])
-        infl = _influence_of_winner(functional, nxt.gain, phi, nxt.c_lambda, nxt.feasible)
-        return Estimate(value, 0.0, "no outcome", "no model predicts this experiment's "
-                        "outcome: budget, λ, candidate set and policy change only (a model "
-                        "update's order effects enter through next_gain; no safety gate "
-                        "can change: belief.decision.cvu_safety)",
-                        if_draws=infl, if_noise=np.zeros_like(infl))
-    regression = {"replicates": settings.regression_replicates,
-                  "noise_z": noise_z if settings.regression_noise_correction else None,
-                  "memo": fits}
-    if settings.estimator == "regression" or exp.loglik is None:
-        why = ("regression forced by the settings" if settings.estimator == "regression"
-               else "the experiment has no likelihood to reweight by")
-        return regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=why,
-                                   **regression)
-    y = np.asarray(exp.simulate(rngs[0], idx))
-    if y.dtype.kind in "fc" and not np.isfinite(y).all():
-        return Estimate.failed("the simulated outcomes are not finite")
-    est, reason, diag = importance_estimate(
-        nxt, functional, y, exp.loglik, exp.refit, k_threshold=settings.k_threshold,
-        max_refits=settings.max_refits, chunk=settings.chunk,
-        max_bad_share=settings.max_bad_share, min_ess=settings.min_ess,
-        control_variates=settings.control_variates, forced=settings.estimator == "psis",
-        noise_z=noise_z,
-        bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2], memo=memo,
-        draws_influence=draws_influence, defer_refits=defer_refits,
-        refit_draws=settings.refit_draws)
-    if est is not None:
-        return est
-    est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
-                              **regression)
-    est.pareto_k, est.bad_share, est.ess = diag["pareto_k"], diag["bad_share"], diag["ess"]
-    return est
+def _one_step(problem: CVUProblem, c: int, split: bool) -> _Scored:
+    """Candidate c's one-step estimate (:class:`~belief.decision.cvu.estimators.OneStep`),
+    failed with the reason when the draws are not finite, and its split when ``split``."""
+    branch = problem.branch(c)
+    nxt = branch.next_state
+    if not problem.belief_ok:
+        est = Estimate.failed("the belief's gain draws are not finite")
+    elif nxt.gain.shape != problem.gain_now.shape or not np.isfinite(nxt.gain).all():
+        est = Estimate.failed("the next-gain draws are not finite or not (S, C)")
+    else:
+        try:
+            est = OneStep().estimate(problem, branch)
+        except ESTIMATOR_ERRORS as err:
+            est = Estimate.failed(f"{type(err).__name__}: {err}")
+    return _Scored(branch, est, split_by_channel(problem, branch, est) if split else None)
 
 
-def _memoised(refit: Callable[[np.ndarray], np.ndarray]
-              ) -> Callable[[np.ndarray], np.ndarray]:
-    """``refit`` remembering its result per outcome: the channel split estimates the same
-    outcomes again (:mod:`belief.decision.cvu.channels`), and an exact refit is an MCMC fit."""
-    done: dict[bytes, np.ndarray] = {}
+def _score_on_threads(problem: CVUProblem, columns: list[int], split: bool,
+                      workers: int) -> dict[int, _Scored]:
+    """:func:`_one_step` of every column on ``workers`` threads.  Candidates are independent
+    (own streams, own memos, results by index) and their array work releases the GIL.  A
+    candidate's split is a task of its own, queued ``workers`` candidates after its estimate
+    (the threads share the work more evenly than whole candidates would; about workers + 1
+    candidates' weights are held at once)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    def once(y: np.ndarray) -> np.ndarray:
-        key = np.ascontiguousarray(y).tobytes()
-        if key not in done:
-            done[key] = refit(y)
-        return done[key]
+    with ThreadPoolExecutor(workers, thread_name_prefix="belief-cvu") as pool:
+        futures = {}
 
-    return once
+        def split_later(c: int) -> dict[str, float]:
+            s = futures[c].result()
+            return split_by_channel(problem, s.branch, s.est)
+
+        splits = {}
+        for k, c in enumerate(columns):
+            futures[c] = pool.submit(_one_step, problem, c, False)
+            if split and k >= workers:
+                splits[columns[k - workers]] = pool.submit(split_later, columns[k - workers])
+        if split:
+            for c in columns[max(len(columns) - workers, 0):]:
+                splits[c] = pool.submit(split_later, c)
+        results = {c: futures[c].result() for c in columns}
+        for c, f in splits.items():
+            results[c].parts = f.result()
+    return results
 
 
-def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
-                       candidate_ids: list[str], kind: str, depth: int, u0_now: np.ndarray,
-                       feasible_now: np.ndarray, eg_one: np.ndarray, se_one: np.ndarray,
-                       idx: np.ndarray, settings: CVUSettings) -> tuple[float, float]:
+def _score_all(problem: CVUProblem, split: bool) -> dict[int, _Scored]:
+    """The one-step estimate of every candidate with an experiment, by column; on threads
+    (``settings.workers``) unless an exact refit (PyMC) must stay on this thread."""
+    ids, exps = problem.candidate_ids, problem.experiments
+    columns = [c for c, cid in enumerate(ids) if exps.get(cid) is not None]
+    workers = min(problem.settings.workers, len(columns))
+    if workers > 1 and (problem.defer_refits
+                        or all(exps[ids[c]].refit is None for c in columns)):
+        return _score_on_threads(problem, columns, split, workers)
+    return {c: _one_step(problem, c, split) for c in columns}
+
+
+def _plugin(est: Estimate) -> tuple[float, float]:
+    """E_Y[G0] and its MCSE without the noise-bias correction (for V(s^∅)), NaN and 0 when
+    the estimate failed."""
+    if est.method == "failed":
+        return np.nan, 0.0
+    return est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
+
+
+def _null_continuation(problem: CVUProblem, depth: int, eg_one: np.ndarray,
+                       se_one: np.ndarray) -> tuple[float, float]:
     """V(s^∅) and its Monte Carlo error, from the one-step estimates E_Y[G0(s^{c,Y})]:
 
     - look-ahead: V_2(s^∅) = max(0, max_{c feasible} U0(c) + E_Y[G0(s^{c,Y})]) (the one-step
@@ -229,11 +204,13 @@ def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
 
     Candidates without an experiment teach nothing: their E[G0] is that of the state after
     them with the belief unchanged."""
+    ctx, kind, settings = problem.context, problem.kind, problem.settings
+    feasible_now, u0_now = problem.feasible_now, problem.phi_now - problem.c_lambda_now
     n_s = ctx.gain_now.shape[0]
     uniform = np.full((1, n_s), 1.0 / n_s)
     eg_one = eg_one.copy()
     for c in np.flatnonzero(feasible_now & np.isnan(eg_one)):
-        if candidate_ids[c] not in experiments:
+        if problem.candidate_ids[c] not in problem.experiments:
             eg_one[c] = continuation_rows(
                 ctx, uniform, ctx.after(ctx.gain_now, int(c)), ctx.budget - ctx.costs[c],
                 ctx.leave(ctx.available, int(c)), kind, 1, 2, np.random.default_rng(0))[0][0]
@@ -247,72 +224,191 @@ def _null_continuation(ctx: Context, experiments: Mapping[str, Experiment],
         return 0.0, 0.0
     if depth == 2:
         return float(u[c] + eg_one[c]), float(se_one[c])
-    exp = experiments.get(candidate_ids[c]) or Experiment(
+    exp = problem.experiments.get(problem.candidate_ids[c]) or Experiment(
         next_gain=ctx.after(ctx.gain_now, c))
     ce = expected_continuation(ctx, exp, np.asarray(exp.next_gain, float),
                                ctx.budget - ctx.costs[c], ctx.leave(ctx.available, c), kind,
-                               depth - 1, settings.inner_outcomes, idx,
+                               depth - 1, settings.inner_outcomes, problem.outcome_index,
                                np.random.default_rng([settings.seed, 101, c]),
                                np.random.default_rng([settings.seed, 104, c]))
     return float(u[c] + ce.value), float(ce.mcse)
 
 
-def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
-                       candidate_ids: list[str], costs: np.ndarray, budget: np.ndarray,
-                       weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
-                       *, available: np.ndarray | None = None,
-                       repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
-                       feasible: np.ndarray | None = None,
-                       settings: CVUSettings | None = None,
-                       steps_after: int | None = None,
-                       defer_refits: bool = False,
-                       memos: MutableMapping[str, OutcomeWeights] | None = None,
-                       within_budget: Callable[[np.ndarray], np.ndarray] | None = None
-                       ) -> xr.Dataset:
-    """CVU(m) for every candidate in ``experiments`` from arbitrary joint draws.
+def _continued(problem: CVUProblem, s: _Scored, depth: int, by_regression: bool) -> Estimate:
+    """The candidate's final estimate: the one-step one, or its non-myopic continuation
+    (:class:`~belief.decision.cvu.estimators.Lookahead`) when ``depth`` > 1."""
+    if depth <= 1 or s.est.method == "failed":
+        return s.est
+    try:
+        return Lookahead(s.est, by_regression).estimate(problem, s.branch)
+    except ESTIMATOR_ERRORS as err:
+        return Estimate.failed(f"{problem.kind}: {type(err).__name__}: {err}")
+
+
+def _errors(problem: CVUProblem, est: Estimate, depth: int) -> dict[str, float]:
+    """``cvu_mcse``, ``cvu_draws_se`` (influence functions against G0(s^∅), the larger with
+    the near tie's bootstrap) and ``cvu_se`` of a estimate that did not fail."""
+    draws_se = np.nan
+    if est.if_draws is not None:
+        draws_se = np.sqrt(draws_variance(est.if_draws - problem.if_null, est.if_noise,
+                                          problem.settings.draw_blocks))
+    if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
+        draws_se = np.fmax(draws_se, est.extra["draws_sd_bootstrap"])
+    se = (np.hypot(est.mcse, draws_se) if np.isfinite(draws_se) or depth <= 1
+          else est.mcse)
+    return {"cvu_mcse": est.mcse, "cvu_draws_se": draws_se, "cvu_se": se}
+
+
+def _row(problem: CVUProblem, s: _Scored, est: Estimate, depth: int,
+         g0_base: float) -> dict[str, object]:
+    """The dataset's values of one scored candidate from its final estimate."""
+    value = est.expected_g0 - g0_base
+    if not np.isfinite(value) and est.method != "failed":
+        est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
+        value = np.nan
+    row: dict[str, object] = {"cvu": value}
+    nxt = s.branch.next_state
+    if depth <= 1 and est.method != "failed":  # EVSI: E_Y[G0(s^{m,Y})] − G0(s̄^m)
+        row["cvu_voi"] = est.expected_g0 - nxt.g0(
+            problem.functional(nxt.gain.T)[None, :], nxt.feasible & problem.safe)[0]
+    if est.method != "failed":
+        row.update(_errors(problem, est, depth))
+    row.update(pareto_k=est.pareto_k, pareto_k_bad=est.bad_share, cvu_ess=est.ess,
+               cvu_cv_gain=est.cv_gain, cvu_noise_bias=est.extra.get("noise_bias", np.nan),
+               n_refits=est.n_refits, cvu_outcomes=est.n_outcomes,
+               n_deferred=est.extra.get("deferred", 0), cvu_method=est.method,
+               cvu_reason=est.reason)
+    if s.branch.experiment.safe_next is not None:  # the execution-risk channel
+        row["cvu_safety"] = s.branch.experiment.safety_note
+    if "bounds" in est.extra:
+        row["reach"] = np.asarray(est.extra["bounds"], float) - est.expected_g0
+    if depth > 1:
+        row["cvu_bias_bound"] = est.extra.get("bias_bound", np.nan)
+        row["cvu_inner_bad_share"] = est.extra.get("inner_bad_share", np.nan)
+    return row
+
+
+def _columns(n_c: int, rows: Mapping[int, Mapping[str, object]],
+             defaults: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The dataset's per-candidate arrays, filled from the scored candidates' rows (the
+    others keep their defaults: NaN, 0, "not computed", no reason, no safety channel, and
+    ``defaults``)."""
+    cols: dict[str, np.ndarray] = {k: np.full(n_c, np.nan) for k in _FLOAT_COLUMNS}
+    cols.update(defaults)
+    cols.update({k: np.zeros(n_c, int) for k in _INT_COLUMNS})
+    cols.update({k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS})
+    cols["reach"] = np.zeros((n_c, 2))  # how far the deferred refits could take CVU
+    cols["cvu_method"] = np.array(["not computed"] * n_c, dtype=object)
+    cols["cvu_reason"] = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
+    cols["cvu_safety"] = np.array([""] * n_c, dtype=object)
+    for c, row in rows.items():
+        for k, v in row.items():
+            if k in cols:
+                cols[k][c] = v
+    return cols
+
+
+def _dataset(problem: CVUProblem, cols: dict[str, np.ndarray], depth: int,
+             choice: tuple[str, str], g0_null: float) -> xr.Dataset:
+    """The CVU dataset over ``candidate`` (:func:`continuation_value`)."""
+    settings = problem.settings
+    one = {k: ("candidate", cols[k]) for k in _FLOAT_COLUMNS}
+    if settings.continuation != "one_step":
+        one["cvu_bias_bound"] = ("candidate", cols["cvu_bias_bound"])
+        one["cvu_inner_bad_share"] = ("candidate", cols["cvu_inner_bad_share"])
+        one["cvu_continuation"] = ("candidate", cols["cvu_continuation"])
+    tie, tie_ratio = problem.tie
+    return xr.Dataset(
+        {**one, **{k: ("candidate", cols[k]) for k in _INT_COLUMNS},
+         "cvu_low": ("candidate", cols["cvu"] + cols["reach"][:, 0]),
+         "cvu_high": ("candidate", cols["cvu"] + cols["reach"][:, 1]),
+         **{k: ("candidate", cols[k]) for k in CHANNEL_COLUMNS},
+         **{k: ("candidate", cols[k]) for k in ("cvu_method", "cvu_reason", "cvu_safety")}},
+        coords={"candidate": problem.candidate_ids},
+        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie and depth <= 1),
+               "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
+               "k_threshold": settings.k_threshold, "functional": str(problem.functional),
+               "estimator": settings.estimator,
+               **({"continuation": settings.continuation, "continuation_depth": depth,
+                   "continuation_inner_outcomes": settings.inner_outcomes,
+                   "continuation_used": choice[0], "continuation_reason": choice[1]}
+                  if settings.continuation != "one_step" else {})})
+
+
+def _continuation_columns(problem: CVUProblem, depth: int, used: str
+                          ) -> dict[str, np.ndarray]:
+    """``cvu_continuation`` and the defaults of ``cvu_bias_bound``, ``cvu_inner_bad_share``
+    of every candidate (0 and the one-step label when one step is used)."""
+    n_c, one = problem.n_candidates, depth <= 1 or used == "one_step"
+    label = "one_step" if one else f"{problem.kind}(d={depth})"
+    return {"cvu_continuation": np.full(n_c, label, dtype=object),
+            "cvu_bias_bound": np.full(n_c, 0.0 if one else np.nan),
+            "cvu_inner_bad_share": np.full(n_c, np.nan)}
+
+
+def _scored_rows(problem: CVUProblem, scored: dict[int, _Scored], depth: int,
+                 split_now: bool) -> dict[int, dict[str, object]]:
+    """Every scored candidate's row: its split by channel (computed here with fresh memos
+    when a continuation fell back to one step), its final estimate and its errors."""
+    by_regression = depth > 1 and any(needs_weights(s.est.method) for s in scored.values())
+    g0_base = problem.g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted later
+    rows = {}
+    for c, s in scored.items():
+        parts = s.parts
+        if problem.settings.channel_split and depth <= 1 and problem.belief_ok and not split_now:
+            loglik = s.branch.experiment.loglik
+            fresh = replace(s.branch, memo=OutcomeWeights(loglik) if loglik is not None
+                            else None, fits=RegressionMemo())
+            parts = split_by_channel(problem, fresh, s.est)
+        rows[c] = {**(parts or {}),
+                   **_row(problem, s, _continued(problem, s, depth, by_regression), depth,
+                          g0_base)}
+    return rows
+
+
+def _continuation_value(problem: CVUProblem) -> xr.Dataset:
+    """:func:`continuation_value` on a prepared problem."""
+    depth = problem.depth
+    # a one-step CVU is split while its outcomes' weights are at hand (one candidate's memo
+    # at a time: its smoothed and raw weights, 2·J·S floats, or its regression outcomes and
+    # fits — unless the caller keeps them in ``memos``); a continuation that falls back to
+    # one step is split afterwards, with fresh memos (the log-likelihood is evaluated again)
+    split_now = problem.settings.channel_split and depth <= 1 and problem.belief_ok
+    scored = _score_all(problem, split_now)
+    # all or none: the continuation replaces G0 for every scored candidate or for none, so
+    # that Q compares like with like; one estimator family for every candidate: nested
+    # regression when any scored candidate's one-step estimate could not use weights
+    steps_after = problem.steps_after
+    used, why = continuation_choice(
+        depth, problem.kind,
+        {problem.candidate_ids[c]: s.est.method for c, s in scored.items()},
+        "no decisions left after m" if steps_after is not None and steps_after <= 1 else "")
+    cont = _continuation_columns(problem, depth, used)
+    if used == "one_step":
+        depth = 1
+    cols = _columns(problem.n_candidates, _scored_rows(problem, scored, depth, split_now),
+                    cont)
+    g0_null = problem.g0_null
+    if depth > 1:
+        eg_se = np.array([_plugin(scored[c].est) if c in scored else (np.nan, 0.0)
+                          for c in range(problem.n_candidates)]).reshape(-1, 2)
+        g0_null, null_se = (_null_continuation(problem, depth, eg_se[:, 0], eg_se[:, 1])
+                            if problem.belief_ok else (np.nan, np.nan))
+        cols["cvu"] = cols["cvu"] - g0_null
+        cols["cvu_mcse"] = np.hypot(cols["cvu_mcse"], null_se)
+        cols["cvu_se"] = np.hypot(cols["cvu_se"], null_se)
+    return _dataset(problem, cols, depth, (used, why), g0_null)
+
+
+def continuation_value(problem: CVUProblem) -> xr.Dataset:
+    """CVU(m) for every candidate in ``problem.experiments``, from arbitrary joint draws.
 
     Parameters
     ----------
-    gain_now : ndarray (S, C)
-        Joint draws of every candidate's gain at s_t (= at s_{t+1}^∅), in sample order
-        (contiguous blocks of it are used for the error of the draws).
-    experiments : mapping candidate id → Experiment
-    candidate_ids : list of str
-        Column labels of the gain arrays (C).
-    costs : ndarray (C, R)
-        ΔC of every candidate.
-    budget : ndarray (R,)
-        b_t.
-    weights : callable b → λ (R,)
-        The bound weight rule (:meth:`belief.decision.weights.WeightRule.bind`): λ_t =
-        weights(b_t), λ_{t+1} = weights(b_t − ΔC(m)).
-    functional : Functional
-        φ, the decision's functional.
-    available, repeatable, safe : bool arrays (C,), optional
-        Candidate set at s_t, which candidates stay after execution, and the safety gate
-        (held fixed into s_{t+1}); default all True.
-    feasible : bool array (C,), optional
-        M_t^feasible, when the caller has it (the decision entry point); default
-        available ∧ safe ∧ M^budget(b_t).
-    settings : CVUSettings
-    steps_after : int, optional
-        Decisions left after m (T − t − 1 with the horizon T; None: unbounded): the
-        non-myopic continuations (``settings.continuation``, :mod:`belief.decision.
-        cvu_lookahead`) look at most this many steps ahead.
-    defer_refits : bool
-        Leave the exact refits undone: a PSIS estimate keeps the untrusted outcomes it would
-        refit, counted in ``n_deferred``, and ``cvu_low``, ``cvu_high`` bound the CVU that the
-        refits could give (:func:`belief.decision.cvu.psis.refit_bounds`; equal to ``cvu``
-        where nothing was deferred).  Candidates are then scored on ``settings.workers``
-        threads.  One-step continuation only (ValueError otherwise).
-    within_budget : callable b → bool (C,), optional
-        M^budget at a budget b, the same rule for s_t and every state after m
-        (:class:`belief.decision.feasibility.BudgetRule`; default: :func:`affordable` on
-        ``costs``).  With uncertain costs the decision passes its chance constraint.
-    memos : mutable mapping candidate id → OutcomeWeights, optional
-        The PSIS weights (and weighted functionals) of each candidate's outcomes, kept across
-        calls on the same draws, experiments and seed (a deferred estimate and its refit):
-        an entry is used only for the same log-likelihood object, and filled here.
+    problem : CVUProblem
+        The draws, candidates, costs, budget, λ rule, φ, feasibility, settings and options
+        (:class:`belief.decision.cvu.problem.CVUProblem`, whose attributes are documented
+        there); its candidates with an experiment are scored.
 
     With ``settings.continuation`` other than ``one_step`` (and more than one step left), G0
     is replaced by the continuation V in both terms, CVU = E_Y[V(s^{m,Y})] − V(s^∅) and
@@ -358,13 +454,8 @@ def continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experimen
 
     BLAS runs on ``settings.blas_threads`` threads meanwhile (:func:`blas_threads`).
     """
-    settings = settings or CVUSettings()
-    with blas_threads(settings.blas_threads):
-        return _continuation_value(
-            gain_now, experiments, candidate_ids, costs, budget, weights, functional,
-            available=available, repeatable=repeatable, safe=safe, feasible=feasible,
-            settings=settings, steps_after=steps_after, defer_refits=defer_refits,
-            memos=memos, within_budget=within_budget)
+    with blas_threads(problem.settings.blas_threads):
+        return _continuation_value(problem.prepare())
 
 
 def blas_threads(n: int):
@@ -379,288 +470,6 @@ def blas_threads(n: int):
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=int(n), user_api="blas")
-
-
-def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experiment],
-                       candidate_ids: list[str], costs: np.ndarray, budget: np.ndarray,
-                       weights: Callable[[np.ndarray], np.ndarray], functional: Functional,
-                       *, available: np.ndarray | None = None,
-                       repeatable: np.ndarray | None = None, safe: np.ndarray | None = None,
-                       feasible: np.ndarray | None = None,
-                       settings: CVUSettings | None = None,
-                       steps_after: int | None = None,
-                       defer_refits: bool = False,
-                       memos: MutableMapping[str, OutcomeWeights] | None = None,
-                       within_budget: Callable[[np.ndarray], np.ndarray] | None = None
-                       ) -> xr.Dataset:
-    settings = settings or CVUSettings()
-    if defer_refits and settings.continuation != "one_step":
-        raise ValueError("continuation_value: refits can be deferred for the one-step "
-                         f"continuation only, not {settings.continuation!r}")
-    gain_now = np.asarray(gain_now, dtype=float)
-    n_s, n_c = gain_now.shape
-    ones = np.ones(n_c, bool)
-    available = ones if available is None else np.asarray(available, bool)
-    repeatable = ones if repeatable is None else np.asarray(repeatable, bool)
-    safe = ones if safe is None else np.asarray(safe, bool)
-    costs = np.asarray(costs, float)
-    budget = np.asarray(budget, float)
-    if within_budget is None:
-        within_budget = BudgetRule(costs)
-
-    lam_now = np.asarray(weights(budget), float)
-    c_lam_now = costs @ lam_now
-    phi_now = functional(gain_now.T)
-    feasible_now = (available & safe & within_budget(budget) if feasible is None
-                    else np.asarray(feasible, bool))
-    g0_null = float(g0(phi_now - c_lam_now, feasible_now))
-    belief_ok = bool(np.isfinite(gain_now).all())
-    if_null = (_influence_of_winner(functional, gain_now, phi_now, c_lam_now, feasible_now)
-               if belief_ok else np.zeros(n_s))
-    tie, tie_ratio = (_near_tie(functional, gain_now, phi_now, c_lam_now, feasible_now,
-                                settings.draw_blocks) if belief_ok else (False, np.nan))
-
-    null_columns = SortedColumns(functional, gain_now)  # φ(gain_now.T, v), sorted once
-
-    def g0_null_weighted(v: np.ndarray) -> float:
-        return float(g0(null_columns(v) - c_lam_now, feasible_now))
-
-    depth = settings.depth if steps_after is None else min(settings.depth, int(steps_after))
-    kind = settings.continuation
-    ctx = Context({candidate_ids.index(k): v for k, v in experiments.items()
-                   if k in candidate_ids}, gain_now, costs, weights, safe, repeatable,
-                  functional, budget, available, settings.k_threshold, tuple(candidate_ids),
-                  within_budget)
-    g0_base = g0_null if depth <= 1 else 0.0  # depth > 1: V(s^∅) is subtracted at the end
-    # the one-step estimates are corrected; the continuations' G0s stay plug-in, and so does
-    # V(s^∅) built from the one-step estimates (``eg_one``), so that a continuation compares
-    # like with like
-    noise_z = noise_draws(settings.seed, n_c) if settings.noise_correction else None
-    eg_one, se_one = np.full(n_c, np.nan), np.zeros(n_c)
-    cont = np.full(n_c, "one_step" if depth <= 1 else f"{kind}(d={depth})", dtype=object)
-    bias_bound = np.full(n_c, 0.0 if depth <= 1 else np.nan)
-    inner_bad = np.full(n_c, np.nan)
-
-    out = {k: np.full(n_c, np.nan) for k in ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se",
-                                             "pareto_k", "pareto_k_bad", "cvu_ess",
-                                             "cvu_cv_gain", "cvu_noise_bias", "cvu_voi")}
-    ints = {k: np.zeros(n_c, int) for k in ("n_refits", "cvu_outcomes", "n_deferred")}
-    reach = np.zeros((n_c, 2))  # how far below and above CVU the deferred refits could take it
-    split = {k: np.full(n_c, np.nan) for k in CHANNEL_COLUMNS}
-    method = np.array(["not computed"] * n_c, dtype=object)
-    safety = np.array([""] * n_c, dtype=object)
-    reason = np.array(["no experiment given (not scored)"] * n_c, dtype=object)
-    # the same draw indices for every candidate (common random numbers)
-    idx = np.random.default_rng([settings.seed, 100]).integers(0, n_s, settings.n_outcomes)
-    one_step: dict[int, tuple[Experiment, Estimate, NextState, np.ndarray, np.ndarray,
-                             Callable[[], tuple[np.random.Generator, ...]]]] = {}
-    def split_of(c: int, exp: Experiment, est: Estimate, nxt: NextState, b_next: np.ndarray,
-                 avail_next: np.ndarray, streams: Callable[[], tuple],
-                 memo: OutcomeWeights | None, fits: RegressionMemo) -> None:
-        """The one-step CVU's split by channel (module cvu_channels) into ``split``, on the
-        CVU's outcomes and, through ``memo`` and ``fits``, their weights or regression fits;
-        no error of the draws."""
-        try:
-            parts = channel_split(
-                exp, nxt, est, g0_null,
-                lambda e, n, s: _estimate(e, n, functional, idx, streams(), s,
-                                          noise_z=noise_z, memo=memo, draws_influence=False,
-                                          fits=fits, defer_refits=defer_refits),
-                settings, avail_next & safe & within_budget(b_next))
-        except _ESTIMATOR_ERRORS:
-            parts = {}
-        for k, v in parts.items():
-            split[k][c] = v
-
-    # a one-step CVU is split while its outcomes' weights are at hand (one candidate's memo
-    # at a time: its smoothed and raw weights, 2·J·S floats, or its regression outcomes and
-    # fits — unless the caller keeps them in ``memos``); a continuation that falls back to
-    # one step is split below, with fresh memos (the log-likelihood is evaluated once more)
-    split_now = settings.channel_split and depth <= 1 and belief_ok
-    held: dict[int, tuple[OutcomeWeights | None, RegressionMemo]] = {}  # until split
-
-    def score(c: int, exp: Experiment, split: bool = split_now) -> tuple:
-        """Candidate c's one-step estimate (and its split when ``split``; without, its memos
-        are kept in ``held`` for :func:`split_later`)."""
-        memo = None if exp.loglik is None else (memos or {}).get(candidate_ids[c])
-        if exp.loglik is not None and (memo is None or memo.loglik is not exp.loglik):
-            memo = OutcomeWeights(exp.loglik)
-            if memos is not None:  # one key per candidate: safe on the scoring threads
-                memos[candidate_ids[c]] = memo
-        fits = RegressionMemo()  # its regression outcomes and fits, likewise
-        if exp.refit is not None:  # one refit per distinct outcome, with or without the split
-            exp = replace(exp, refit=_memoised(exp.refit))  # (so the split cannot move CVU)
-        b_next = budget - costs[c]
-        c_lam_next = costs @ np.asarray(weights(b_next), float)
-        avail_next = available.copy()
-        if not repeatable[c]:
-            avail_next[c] = False
-        if exp.safe_next is None:
-            nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
-                            avail_next & safe & within_budget(b_next))
-        else:  # the execution-risk channel: M^safe(s_{t+1}) from the outcome
-            nxt = NextState(np.asarray(exp.next_gain, float), c_lam_next,
-                            avail_next & within_budget(b_next), exp.safe_next)
-            safety[c] = exp.safety_note
-
-        # one stream per candidate (its CVU does not depend on which others are scored)
-        def streams(c: int = c) -> tuple[np.random.Generator, ...]:
-            return tuple(np.random.default_rng([settings.seed, k, c]) for k in (101, 102, 103))
-
-        rngs = streams()
-        if not belief_ok:
-            est = Estimate.failed("the belief's gain draws are not finite")
-        elif nxt.gain.shape != gain_now.shape or not np.isfinite(nxt.gain).all():
-            est = Estimate.failed("the next-gain draws are not finite or not (S, C)")
-        else:
-            try:
-                est = _estimate(exp, nxt, functional, idx, rngs, settings,
-                                bootstrap=g0_null_weighted if tie else None, noise_z=noise_z,
-                                memo=memo, fits=fits, defer_refits=defer_refits)
-            except _ESTIMATOR_ERRORS as err:
-                est = Estimate.failed(f"{type(err).__name__}: {err}")
-        if split:
-            split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
-        elif split_now:
-            held[c] = (memo, fits)
-        return exp, est, nxt, b_next, avail_next, streams
-
-    scored = [(c, experiments[cid]) for c, cid in enumerate(candidate_ids)
-              if experiments.get(cid) is not None]
-    workers = min(settings.workers, len(scored))
-    if workers > 1 and (defer_refits or all(exp.refit is None for _, exp in scored)):
-        # candidates are independent (own streams, own memos, results by index) and their
-        # array work releases the GIL; an exact refit (PyMC) stays on this thread.  A
-        # candidate's split is a task of its own, queued ``workers`` candidates after its
-        # estimate (the threads share the work more evenly than whole candidates would;
-        # about workers + 1 candidates' weights are held at once)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(workers, thread_name_prefix="belief-cvu") as pool:
-            futures = {}
-
-            def split_later(c: int) -> None:
-                exp, est, nxt, b_next, avail_next, streams = futures[c].result()
-                memo, fits = held.pop(c)
-                split_of(c, exp, est, nxt, b_next, avail_next, streams, memo, fits)
-
-            splits = []
-            for k, (c, exp) in enumerate(scored):
-                futures[c] = pool.submit(score, c, exp, False)
-                if split_now and k >= workers:
-                    splits.append(pool.submit(split_later, scored[k - workers][0]))
-            if split_now:
-                splits += [pool.submit(split_later, c)
-                           for c, _ in scored[max(len(scored) - workers, 0):]]
-            results = [futures[c].result() for c, _ in scored]
-            for f in splits:
-                f.result()
-    else:
-        results = [score(c, exp) for c, exp in scored]
-    for (c, _), res in zip(scored, results, strict=True):
-        est = res[1]
-        if est.method != "failed":
-            eg_one[c], se_one[c] = est.extra.get("plugin_g0", (est.expected_g0, est.mcse))
-        one_step[c] = res
-
-    # all or none: the continuation replaces G0 for every scored candidate or for none, so
-    # that Q compares like with like
-    used, why = continuation_choice(
-        depth, kind, {candidate_ids[c]: v[1].method for c, v in one_step.items()},
-        "no decisions left after m" if steps_after is not None and steps_after <= 1
-        else "")
-    if used == "one_step":
-        depth, g0_base = 1, g0_null
-        cont[:] = "one_step"
-        bias_bound[:] = 0.0
-    # one estimator family for every candidate (continuation_choice): nested regression when
-    # any scored candidate's one-step estimate could not use importance weights
-    by_regression = depth > 1 and any(needs_weights(v[1].method) for v in one_step.values())
-    for c, (exp, est, nxt, b_next, avail_next, streams) in one_step.items():
-        if settings.channel_split and depth <= 1 and belief_ok and not split_now:
-            split_of(c, exp, est, nxt, b_next, avail_next, streams,
-                     OutcomeWeights(exp.loglik) if exp.loglik is not None else None,
-                     RegressionMemo())
-        if depth > 1 and est.method != "failed":
-            try:
-                if by_regression:
-                    ce = regression_continuation(
-                        ctx, exp, nxt.gain, b_next, avail_next, kind, seed=settings.seed,
-                        column=c, replicates=settings.regression_replicates)
-                else:
-                    ce = expected_continuation(
-                        ctx, exp, nxt.gain, b_next, avail_next, kind, depth,
-                        settings.inner_outcomes, idx,
-                        np.random.default_rng([settings.seed, 101, c]),
-                        np.random.default_rng([settings.seed, 104, c]))
-                est = Estimate(ce.value, ce.mcse,
-                               f"{est.method}+{kind}{'-by-regression' if by_regression else ''}",
-                               f"{est.reason}; {kind} (depth "
-                               f"{depth}): the error of the draws is not estimated, "
-                               "cvu_se is the outcome error only", n_outcomes=est.n_outcomes,
-                               pareto_k=est.pareto_k, bad_share=est.bad_share,
-                               n_refits=est.n_refits, ess=est.ess, cv_gain=est.cv_gain)
-                bias_bound[c], inner_bad[c] = ce.bias_bound, ce.inner_bad_share
-            except _ESTIMATOR_ERRORS as err:
-                est = Estimate.failed(f"{kind}: {type(err).__name__}: {err}")
-        value = est.expected_g0 - g0_base
-        if not np.isfinite(value) and est.method != "failed":
-            est = Estimate.failed(f"{est.method} gave a non-finite value ({est.reason})")
-            value = np.nan
-        out["cvu"][c] = value
-        if depth <= 1 and est.method != "failed":  # EVSI: E_Y[G0(s^{m,Y})] − G0(s̄^m)
-            out["cvu_voi"][c] = est.expected_g0 - nxt.g0(
-                functional(nxt.gain.T)[None, :], nxt.feasible & safe)[0]
-        if est.method != "failed":
-            out["cvu_mcse"][c] = est.mcse
-            if est.if_draws is not None:
-                var = draws_variance(est.if_draws - if_null, est.if_noise,
-                                     settings.draw_blocks)
-                out["cvu_draws_se"][c] = np.sqrt(var)
-            if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
-                out["cvu_draws_se"][c] = np.fmax(out["cvu_draws_se"][c],
-                                                 est.extra["draws_sd_bootstrap"])
-            out["cvu_se"][c] = (np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])
-                                if np.isfinite(out["cvu_draws_se"][c]) or depth <= 1
-                                else out["cvu_mcse"][c])
-        out["pareto_k"][c], out["pareto_k_bad"][c] = est.pareto_k, est.bad_share
-        out["cvu_ess"][c], out["cvu_cv_gain"][c] = est.ess, est.cv_gain
-        out["cvu_noise_bias"][c] = est.extra.get("noise_bias", np.nan)
-        ints["n_refits"][c], ints["cvu_outcomes"][c] = est.n_refits, est.n_outcomes
-        ints["n_deferred"][c] = est.extra.get("deferred", 0)
-        if "bounds" in est.extra:
-            reach[c] = np.asarray(est.extra["bounds"], float) - est.expected_g0
-        method[c], reason[c] = est.method, est.reason
-    if depth > 1:
-        g0_null, null_se = _null_continuation(ctx, experiments, candidate_ids, kind, depth,
-                                              phi_now - c_lam_now, feasible_now, eg_one,
-                                              se_one, idx, settings) if belief_ok else (
-                                                  np.nan, np.nan)
-        out["cvu"] = out["cvu"] - g0_null
-        out["cvu_mcse"] = np.hypot(out["cvu_mcse"], null_se)
-        out["cvu_se"] = np.hypot(out["cvu_se"], null_se)
-    if settings.continuation != "one_step":
-        out["cvu_bias_bound"], out["cvu_inner_bad_share"] = bias_bound, inner_bad
-        method_extra = {"cvu_continuation": ("candidate", cont)}
-    else:
-        method_extra = {}
-    return xr.Dataset(
-        {**{k: ("candidate", v) for k, v in out.items()}, **method_extra,
-         **{k: ("candidate", v) for k, v in ints.items()},
-         "cvu_low": ("candidate", out["cvu"] + reach[:, 0]),
-         "cvu_high": ("candidate", out["cvu"] + reach[:, 1]),
-         **{k: ("candidate", v) for k, v in split.items()},
-         "cvu_method": ("candidate", method), "cvu_reason": ("candidate", reason),
-         "cvu_safety": ("candidate", safety)},
-        coords={"candidate": candidate_ids},
-        attrs={"g0_null": g0_null, "g0_null_near_tie": int(tie and depth <= 1),
-               "g0_null_gap_in_se": tie_ratio, "n_outcomes": settings.n_outcomes,
-               "k_threshold": settings.k_threshold, "functional": str(functional),
-               "estimator": settings.estimator,
-               **({"continuation": settings.continuation, "continuation_depth": depth,
-                   "continuation_inner_outcomes": settings.inner_outcomes,
-                   "continuation_used": used, "continuation_reason": why}
-                  if settings.continuation != "one_step" else {})})
 
 
 def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
@@ -732,11 +541,11 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     exps = with_safety_channels(exps, belief, candidates, settings.gate, feas, costs, budget,
                                 rule)
     cvu_settings = settings.cvu if seed is None else replace(settings.cvu, seed=int(seed))
-    return continuation_value(
+    return continuation_value(CVUProblem(
         belief["gain"].transpose("sample", "candidate").values, exps, ids, costs, budget,
         settings.weights.bind(candidates.resources, state), settings.functional,
         available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
         safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
         steps_after=(None if settings.horizon is None
                      else settings.horizon - int(state.step) - 1), defer_refits=defer_refits,
-        memos=memos, within_budget=rule)
+        memos=memos, within_budget=rule))
