@@ -45,7 +45,7 @@ import xarray as xr
 from arviz_stats.base import array_stats
 from scipy import stats
 
-from belief.decision.cvu import CVUProblem, continuation_value, cvu_for_state
+from belief.decision.cvu import CVUProblem, Scoring, continuation_value, cvu_for_state
 from belief.decision.feasibility import affordable, feasibility
 from belief.decision.functionals import Mean, weighted_columns
 from belief.decision.scores import g0
@@ -184,7 +184,7 @@ def gains_model_part(args) -> None:
                             feasible=feas.feasible, n_outcomes=args.outcomes, seed=1)
 
     def new():
-        return cvu_for_state(state, cs, decision, experiments=exps, feas=feas)
+        return cvu_for_state(state, cs, decision, experiments=exps, scoring=Scoring(feas=feas))
 
     with blas_threads(args.threads):
         new()  # warm-up
@@ -230,7 +230,8 @@ def gains_model_part(args) -> None:
     # the second estimator on the same candidates: both target E_Y[G0] under the same draws,
     # so their difference is judged by the outcome errors alone
     reg = cvu_for_state(state, cs, decision.replace(cvu=CVUSettings(
-        n_outcomes=args.outcomes, seed=1, estimator="regression")), experiments=exps, feas=feas)
+        n_outcomes=args.outcomes, seed=1, estimator="regression")), experiments=exps,
+        scoring=Scoring(feas=feas))
     z = (reg["cvu"] - res["cvu"]) / np.hypot(reg["cvu_mcse"], res["cvu_mcse"])
     print(f"regression forced on all 20: max |CVU_reg − CVU_psis| = "
           f"{float(np.abs(reg['cvu'] - res['cvu']).max()):.5f}, max |z| (outcome errors) = "

@@ -180,7 +180,7 @@ def test_draws_bootstrap_equals_the_reweighted_reference():
     with ``weighted_columns`` and ``apply_functional`` replicate by replicate."""
     from belief.decision.cvu.importance import psis_weights
     from belief.decision.cvu.preposterior import NextState
-    from belief.decision.cvu.psis import draws_bootstrap
+    from belief.decision.cvu.psis import WeighedOutcomes, draws_bootstrap
     from belief.decision.functionals import SortedColumns
     from belief.decision.scores import g0
 
@@ -205,8 +205,8 @@ def test_draws_bootstrap_equals_the_reweighted_reference():
     def g0_null(v):
         return float(g0(null(v) - c_lam, feas))
 
-    got = draws_bootstrap(functional, nxt, feas, smooth, omega, g0_j, exact, g0_null,
-                          np.random.default_rng(9), replicates=20, blocks=16)
+    got = draws_bootstrap(functional, nxt, WeighedOutcomes(feas, smooth, omega, g0_j, exact),
+                          g0_null, np.random.default_rng(9), replicates=20, blocks=16)
     # the definition, replicate by replicate, the slow way
     r_ng = np.random.default_rng(9)
     block = np.minimum(np.arange(n_s) * 16 // n_s, 15)

@@ -451,7 +451,7 @@ def test_nested_regression_lookahead_against_quadrature_on_a_normal_problem(se):
     E[G0'' | T] gave +26 % here), and the reported outcome error does not understate the
     seeds' spread (sd ≤ 2 × mean mcse: 10 seeds give the sd to about ±25 %).  se = 0.03 is
     the informative case, where one-step CVU itself would use regression."""
-    from belief.decision.cvu.lookahead import Context
+    from belief.decision.cvu.lookahead import Context, Node
     from belief.decision.cvu.lookahead_regression import regression_continuation
 
     n, c_a, c_p = 4000, 0.02, 0.005
@@ -471,8 +471,9 @@ def test_nested_regression_lookahead_against_quadrature_on_a_normal_problem(se):
     call = (mu1 - c_a) * stats.norm.cdf(d) + s2 * stats.norm.pdf(d)
     exact = float(w / w.sum() @ np.maximum.reduce([np.zeros_like(mu1), mu1 - c_a,
                                                     -c_p + call]))
-    est = [regression_continuation(ctx, probe, gain, np.array([1.0 - c_p]), np.ones(2, bool),
-                                   "lookahead2", seed=k, column=1) for k in range(10)]
+    after = Node(gain, np.array([1.0 - c_p]), np.ones(2, bool))
+    est = [regression_continuation(ctx, probe, after, "lookahead2", seed=k, column=1)
+           for k in range(10)]
     vals = np.array([e.value for e in est])
     se_mean = vals.std(ddof=1) / np.sqrt(vals.size)
     assert abs(vals.mean() - exact) <= 4 * se_mean, (vals.mean(), exact, se_mean)

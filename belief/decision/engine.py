@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from belief.decision.cvu import cvu_for_state
+from belief.decision.cvu import Scoring, cvu_for_state
 from belief.decision.cvu.channels import CHANNEL_COLUMNS
 from belief.decision.cvu.decisive import decisive_cvu
 from belief.decision.cvu.psis import OutcomeWeights
@@ -286,11 +286,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         memos: dict[str, OutcomeWeights] = {}
 
         def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
-            out = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
-                                experiments=experiments, refit=refit,
-                                costs=None if cost_draws is None else costs,
-                                cost_draws=cost_draws, defer_refits=defer, only=only,
-                                memos=memos)
+            out = cvu_for_state(state, candidates, settings, experiments=experiments,
+                                refit=refit, costs=None if cost_draws is None else costs,
+                                cost_draws=cost_draws,
+                                scoring=Scoring(seed, feas, only, defer, memos))
             # keep the weights (2·J·S floats per candidate) only where a refit may follow
             for cid, n in zip(ids, out["n_deferred"].values, strict=True):
                 if n == 0 or not defer:

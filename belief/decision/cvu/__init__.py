@@ -22,11 +22,12 @@ from belief.decision.cvu.problem import CVUProblem
 from belief.decision.cvu.value import (
     CVUSettings,
     Experiment,
+    Scoring,
     blas_threads,
     continuation_value,
     cvu_for_state,
     psis,
 )
 
-__all__ = ["CVUProblem", "CVUSettings", "Experiment", "blas_threads", "continuation_value",
-           "cvu_for_state", "psis"]
+__all__ = ["CVUProblem", "CVUSettings", "Experiment", "Scoring", "blas_threads",
+           "continuation_value", "cvu_for_state", "psis"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from belief.decision.cvu.channels import channel_split
 from belief.decision.cvu.estimate import Estimate
-from belief.decision.cvu.lookahead import expected_continuation
+from belief.decision.cvu.lookahead import Node, expected_continuation
 from belief.decision.cvu.lookahead_regression import regression_continuation
 from belief.decision.cvu.preposterior import NextState
 from belief.decision.cvu.problem import Branch, CVUProblem, influence_of_winner
@@ -138,16 +138,16 @@ class Lookahead:
         ``inner_bad_share``."""
         kind, depth, est = problem.kind, problem.depth, self.first
         nxt = branch.next_state
+        after = Node(nxt.gain, branch.budget, branch.available)
         if self.by_regression:
             ce = regression_continuation(
-                problem.context, branch.experiment, nxt.gain, branch.budget,
-                branch.available, kind, seed=problem.settings.seed, column=branch.column,
-                replicates=problem.settings.regression_replicates)
+                problem.context, branch.experiment, after, kind, seed=problem.settings.seed,
+                column=branch.column, replicates=problem.settings.regression_replicates)
         else:
             ce = expected_continuation(
-                problem.context, branch.experiment, nxt.gain, branch.budget,
-                branch.available, kind, depth, problem.settings.inner_outcomes,
-                problem.outcome_index, *branch.continuation_streams())
+                problem.context, branch.experiment, after, kind, depth,
+                problem.settings.inner_outcomes, problem.outcome_index,
+                branch.continuation_streams())
         out = Estimate(ce.value, ce.mcse,
                        f"{est.method}+{kind}{'-by-regression' if self.by_regression else ''}",
                        f"{est.reason}; {kind} (depth "

@@ -60,7 +60,7 @@ from itertools import combinations
 
 import numpy as np
 
-from belief.decision.cvu.lookahead import Context, ContinuationEstimate
+from belief.decision.cvu.lookahead import Context, ContinuationEstimate, Node
 from belief.decision.cvu.regression import (
     KNOT_GRID,
     best_by_gcv,
@@ -152,8 +152,40 @@ def _fit_noise(resid: np.ndarray, lev: np.ndarray) -> np.ndarray:
     return np.sqrt(lev * (resid**2).mean(axis=0).sum())
 
 
-def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
-                            budget: np.ndarray, available: np.ndarray, kind: str, *,
+def _second_stage(inner: Context, node: Node, t1: np.ndarray, idx: np.ndarray, c: int,
+                  seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The second stage after next candidate c: E[G0(s''^c) | T] fitted on the first outcome
+    T (N,), the variance of that fit (N,) and the bias bound of the inner max (N,); None when
+    nothing is feasible after c.  Without a second outcome G0'' is already a function of T."""
+    gains, budget, available = node
+    n = idx.size
+    b2 = budget - inner.costs[c]
+    f2 = inner.feasible(b2, inner.leave(available, c))
+    if not f2.any():
+        return None
+    cols2 = np.flatnonzero(f2)
+    resp2 = inner.after(gains, c)[idx][:, cols2]
+    e = inner.experiments.get(c)
+    if e is None or e.simulate is None:
+        t2, widths = t1, (t1.shape[1],)
+    else:
+        y2 = _varying(e.simulate(np.random.default_rng([seed, 106, c]), idx), n)
+        t2, widths = np.concatenate([t1, y2], axis=1), (t1.shape[1], y2.shape[1])
+    x2 = _design(t2, widths, resp2)
+    phi2, resid2, _ = conditional_functional(x2, resp2, inner.functional)
+    inner_g0 = g0(phi2 - inner.c_lambda(b2)[cols2][None, :], np.ones(cols2.size, bool))
+    noise2 = _fit_noise(resid2, _leverage(x2))
+    if t2 is t1:  # no second outcome: G0'' is already a function of T
+        return inner_g0, np.zeros(n), noise2
+    # E[G0'' | T] has its own shape (convex, kinked where c's outcome starts to matter):
+    # its basis is chosen for it, not taken from the gains' regression
+    xt = _design(t1, (t1.shape[1],), inner_g0[:, None])
+    coef, _ = least_squares(xt, inner_g0)
+    fitted = xt @ coef
+    return fitted, _leverage(xt) * float(((inner_g0 - fitted) ** 2).mean()), noise2
+
+
+def regression_continuation(ctx: Context, exp: Experiment, node: Node, kind: str, *,
                             seed: int, column: int, replicates: int = 8
                             ) -> ContinuationEstimate:
     """E_Y[V(s^{m,Y})] of candidate m (experiment ``exp``, column ``column``) by nested
@@ -167,7 +199,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     exp : Experiment
         m's experiment at s_t (without ``simulate``: m shows nothing, the first stage is the
         prior mean).
-    gains, budget, available
+    node : Node
         The state after m: gains g' (S, C), budget b', candidate set M'.
     kind : str
     seed : int
@@ -178,6 +210,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     replicates : int
         R ≥ 2 outcomes per joint draw.
     """
+    gains, budget, available = node
     n_s = gains.shape[0]
     idx = np.tile(np.arange(n_s), replicates)
     n = idx.size
@@ -204,31 +237,10 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     for j, c in enumerate(cols1):
         if j not in needed:
             continue
-        b2 = budget - ctx.costs[c]
-        f2 = inner.feasible(b2, inner.leave(available, int(c)))
-        if not f2.any():
-            continue
-        cols2 = np.flatnonzero(f2)
-        resp2 = inner.after(gains, int(c))[idx][:, cols2]
-        e = inner.experiments.get(int(c))
-        if e is None or e.simulate is None:
-            t2, widths = t1, (t1.shape[1],)
-        else:
-            y2 = _varying(e.simulate(np.random.default_rng([seed, 106, int(c)]), idx), n)
-            t2, widths = np.concatenate([t1, y2], axis=1), (t1.shape[1], y2.shape[1])
-        x2 = _design(t2, widths, resp2)
-        phi2, resid2, _ = conditional_functional(x2, resp2, fn)
-        inner_g0 = g0(phi2 - inner.c_lambda(b2)[cols2][None, :], np.ones(cols2.size, bool))
-        noise2[:, j] = _fit_noise(resid2, _leverage(x2))
-        if t2 is t1:  # no second outcome: G0'' is already a function of T
-            tail[:, j] = inner_g0
-            continue
-        # E[G0'' | T] has its own shape (convex, kinked where c's outcome starts to matter):
-        # its basis is chosen for it, not taken from the gains' regression
-        xt = _design(t1, (t1.shape[1],), inner_g0[:, None])
-        coef, _ = least_squares(xt, inner_g0)
-        tail[:, j] = xt @ coef
-        tail_var += _leverage(xt) * float(((inner_g0 - tail[:, j]) ** 2).mean())
+        stage = _second_stage(inner, node, t1, idx, int(c), seed)
+        if stage is not None:
+            tail[:, j], var_j, noise2[:, j] = stage
+            tail_var += var_j
     total = u1 + tail
     if kind == "lookahead2":
         values = np.maximum(0.0, total.max(axis=1))

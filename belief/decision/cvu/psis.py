@@ -54,8 +54,8 @@ from belief.decision.functionals import (
 )
 from belief.decision.settings import CVUSettings
 
-__all__ = ["OutcomeWeights", "Outcomes", "PSISOptions", "draws_bootstrap", "importance_estimate",
-           "refit_bounds", "refit_ranges"]
+__all__ = ["OutcomeWeights", "Outcomes", "PSISOptions", "WeighedOutcomes", "draws_bootstrap",
+           "importance_estimate", "refit_bounds", "refit_ranges"]
 
 
 class OutcomeWeights:
@@ -596,8 +596,8 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
         est.extra["bounds"] = refit_bounds(v.g0_j - bias, z, v.deferred, v.ranges)
     if bootstrap is not None and not w.nonfinite.any():
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
-            functional, nxt, v.feas, w.smooth, w.omega, v.g0_j, v.refit_done, bootstrap,
-            rng or np.random.default_rng(0), opt.replicates, opt.blocks)
+            functional, nxt, WeighedOutcomes(v.feas, w.smooth, w.omega, v.g0_j, v.refit_done),
+            bootstrap, rng or np.random.default_rng(0), opt.replicates, opt.blocks)
     return est, est.reason, t.diag
 
 
@@ -659,10 +659,23 @@ def refit_bounds(values: np.ndarray, controls: np.ndarray, deferred: np.ndarray,
     return low, high
 
 
-def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
-                    smooth: np.ndarray, omega: np.ndarray, g0_j: np.ndarray,
-                    exact: np.ndarray, g0_null: Callable[[np.ndarray], float],
-                    rng: np.random.Generator, replicates: int = 64, blocks: int = 32) -> float:
+@dataclass(frozen=True)
+class WeighedOutcomes:
+    """What the draws bootstrap reads of the outcomes: the feasible sets ``feas`` (C,) or
+    (J, C), the smoothed weights ``smooth`` and raw weights ``omega`` (J, S), the values
+    ``g0_j`` (J,), and which outcomes were refit exactly (``exact``, (J,), kept at their
+    value)."""
+
+    feas: np.ndarray
+    smooth: np.ndarray
+    omega: np.ndarray
+    g0_j: np.ndarray
+    exact: np.ndarray
+
+
+def draws_bootstrap(functional: Functional, nxt: NextState, outcomes: WeighedOutcomes,
+                    g0_null: Callable[[np.ndarray], float], rng: np.random.Generator,
+                    replicates: int = 64, blocks: int = 32) -> float:
     """sd of CVU over a block bootstrap of the draws, by reweighting (no new outcomes).
 
     Replicate b gives every contiguous block of draws a Poisson(1) weight v_i (the same
@@ -675,6 +688,8 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
     with exactly refit outcomes kept at their value.  Unlike the influence function this
     follows the max in G0 across a near tie.
     """
+    feas, smooth, omega, g0_j, exact = (outcomes.feas, outcomes.smooth, outcomes.omega,
+                                        outcomes.g0_j, outcomes.exact)
     n_j, n_s = omega.shape
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)

@@ -88,6 +88,7 @@ from belief.decision.cvu.estimators import (
 )
 from belief.decision.cvu.importance import psis
 from belief.decision.cvu.lookahead import (
+    Node,
     continuation_choice,
     continuation_rows,
     expected_continuation,
@@ -106,8 +107,8 @@ from belief.inputs.candidates import CandidateSet
 from belief.posterior.belief_state import check_belief_candidates
 from belief.posterior.experiments import Experiment, experiments_from_belief
 
-__all__ = ["CVUProblem", "CVUSettings", "Experiment", "blas_threads", "continuation_value",
-           "cvu_for_state", "psis"]
+__all__ = ["CVUProblem", "CVUSettings", "Experiment", "Scoring", "blas_threads",
+           "continuation_value", "cvu_for_state", "psis"]
 
 #: the float columns of the dataset, in its order
 _FLOAT_COLUMNS = ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se", "pareto_k", "pareto_k_bad",
@@ -211,9 +212,10 @@ def _null_continuation(problem: CVUProblem, depth: int, eg_one: np.ndarray,
     eg_one = eg_one.copy()
     for c in np.flatnonzero(feasible_now & np.isnan(eg_one)):
         if problem.candidate_ids[c] not in problem.experiments:
-            eg_one[c] = continuation_rows(
-                ctx, uniform, ctx.after(ctx.gain_now, int(c)), ctx.budget - ctx.costs[c],
-                ctx.leave(ctx.available, int(c)), kind, 1, 2, np.random.default_rng(0))[0][0]
+            after = Node(ctx.after(ctx.gain_now, int(c)), ctx.budget - ctx.costs[c],
+                         ctx.leave(ctx.available, int(c)))
+            eg_one[c] = continuation_rows(ctx, uniform, after, kind, 1, 2,
+                                          np.random.default_rng(0))[0][0]
     if kind == "lookahead2":
         vals = np.where(feasible_now & np.isfinite(eg_one), u0_now + eg_one, -np.inf)
         c = int(vals.argmax())
@@ -226,11 +228,12 @@ def _null_continuation(problem: CVUProblem, depth: int, eg_one: np.ndarray,
         return float(u[c] + eg_one[c]), float(se_one[c])
     exp = problem.experiments.get(problem.candidate_ids[c]) or Experiment(
         next_gain=ctx.after(ctx.gain_now, c))
-    ce = expected_continuation(ctx, exp, np.asarray(exp.next_gain, float),
-                               ctx.budget - ctx.costs[c], ctx.leave(ctx.available, c), kind,
-                               depth - 1, settings.inner_outcomes, problem.outcome_index,
-                               np.random.default_rng([settings.seed, 101, c]),
-                               np.random.default_rng([settings.seed, 104, c]))
+    after = Node(np.asarray(exp.next_gain, float), ctx.budget - ctx.costs[c],
+                 ctx.leave(ctx.available, c))
+    ce = expected_continuation(ctx, exp, after, kind, depth - 1, settings.inner_outcomes,
+                               problem.outcome_index,
+                               (np.random.default_rng([settings.seed, 101, c]),
+                                np.random.default_rng([settings.seed, 104, c])))
     return float(u[c] + ce.value), float(ce.mcse)
 
 
@@ -472,14 +475,38 @@ def blas_threads(n: int):
     return threadpool_limits(limits=int(n), user_api="blas")
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """What a decision hands :func:`cvu_for_state` besides the state: how this call scores.
+
+    Attributes
+    ----------
+    seed : int, optional
+        Seed of the simulated outcomes (default ``settings.cvu.seed``).
+    feas : Feasibility, optional
+        The decision's feasibility (computed by :func:`cvu_for_state` when absent).
+    only : collection of str, optional
+        Score only these candidates (of the feasible ones); every candidate's estimate uses
+        its own streams, so it is the same as when all are scored.
+    defer_refits : bool
+        Bound what the refits could change instead of running them
+        (:class:`~belief.decision.cvu.problem.CVUProblem`).
+    memos : mutable mapping, optional
+        Weights kept across calls (:class:`~belief.decision.cvu.problem.CVUProblem`).
+    """
+
+    seed: int | None = None
+    feas: Feasibility | None = None
+    only: Collection[str] | None = None
+    defer_refits: bool = False
+    memos: MutableMapping[str, OutcomeWeights] | None = None
+
+
 def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSettings, *,
-                  seed: int | None = None, feas: Feasibility | None = None,
                   experiments: Mapping[str, Experiment] | None = None,
                   refit: Callable[[str, np.ndarray], np.ndarray] | None = None,
-                  costs: np.ndarray | None = None, defer_refits: bool = False,
-                  cost_draws: np.ndarray | None = None,
-                  only: Collection[str] | None = None,
-                  memos: MutableMapping[str, OutcomeWeights] | None = None) -> xr.Dataset:
+                  costs: np.ndarray | None = None, cost_draws: np.ndarray | None = None,
+                  scoring: Scoring | None = None) -> xr.Dataset:
     """CVU of every feasible candidate at ``state`` under the decision's settings.
 
     Parameters
@@ -489,10 +516,6 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
     candidates : CandidateSet
     settings : DecisionSettings
         φ, the λ rule, the gate and the CVU settings of the decision.
-    seed : int, optional
-        Seed of the simulated outcomes (default ``settings.cvu.seed``).
-    feas : Feasibility, optional
-        The decision's feasibility (computed here when absent).
     experiments : mapping id → Experiment, optional
         Default: :func:`belief.posterior.experiments.experiments_from_belief`.
     refit : callable (m, Y) → next-gain draws, optional
@@ -502,18 +525,16 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         ΔC(m) of the budget dynamics (default: the candidate file's known costs, or E[ΔC(m)]
         of ``cost_draws`` when given — what the decision passes, see
         :mod:`belief.decision.engine`).
-    defer_refits : bool
-        Bound what the refits could change instead of running them (:func:`continuation_value`).
     cost_draws : array (S, C, R), optional
         Joint predictive draws of ΔC (a cost posterior): M^budget is then the decision's chance
         constraint (ε_budget of ``settings``) at s_t and after m alike
         (:class:`belief.decision.feasibility.BudgetRule`); default the known-cost test.
-    only : collection of str, optional
-        Score only these candidates (of the feasible ones); every candidate's estimate uses
-        its own streams, so it is the same as when all are scored.
-    memos : mutable mapping, optional
-        Weights kept across calls (:func:`continuation_value`).
+    scoring : Scoring, optional
+        The seed, the decision's feasibility, which candidates, deferred refits and memos
+        (default ``Scoring()``).
     """
+    sc = scoring or Scoring()
+    seed, feas, only = sc.seed, sc.feas, sc.only
     belief = state.belief
     check_belief_candidates(belief, candidates)
     ids = candidates.ids
@@ -547,5 +568,5 @@ def cvu_for_state(state: State, candidates: CandidateSet, settings: DecisionSett
         available=feas.available, repeatable=np.array([c.repeatable for c in candidates]),
         safe=feas.safe, feasible=feas.feasible, settings=cvu_settings,
         steps_after=(None if settings.horizon is None
-                     else settings.horizon - int(state.step) - 1), defer_refits=defer_refits,
-        memos=memos, within_budget=rule))
+                     else settings.horizon - int(state.step) - 1), defer_refits=sc.defer_refits,
+        memos=sc.memos, within_budget=rule))
