@@ -161,7 +161,8 @@ class CVUProblem:
         costs = np.asarray(self.costs, float)
         fixed = {"settings": settings, "gain_now": gain_now, "costs": costs,
                  "budget": np.asarray(self.budget, float),
-                 "within_budget": self.within_budget or BudgetRule(costs)}
+                 "within_budget": (BudgetRule(costs) if self.within_budget is None
+                                   else self.within_budget)}
         for name in ("available", "repeatable", "safe"):
             value = getattr(self, name)
             fixed[name] = ones if value is None else np.asarray(value, bool)
