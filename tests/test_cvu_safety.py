@@ -328,7 +328,7 @@ def _learning_experiments(state: State, calls: list[int]
 
 @pytest.mark.parametrize("functional", ["mean", "lcb:0.2"])
 def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
-    """The split's estimates share the CVU's PSIS weights (cvu_psis.OutcomeWeights): the
+    """The split's estimates share the CVU's PSIS weights (cvu.psis.OutcomeWeights): the
     outcomes' log-likelihood is evaluated once per outcome with or without the split, and
     the split is bit for bit the one computed with fresh weights for every estimate (the
     weighted quantiles the LCB shares are remembered too)."""
@@ -366,7 +366,8 @@ def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
             self._quantiles.clear()
             return super().quantiles(gain, smooth, y, levels)
 
-    monkeypatch.setattr("belief.decision.cvu.OutcomeWeights", Fresh)
+    monkeypatch.setattr("belief.decision.cvu.problem.OutcomeWeights", Fresh)
+    monkeypatch.setattr("belief.decision.cvu.value.OutcomeWeights", Fresh)
     calls = []
     exps, _ = _learning_experiments(state, calls)
     fresh = cvu_for_state(state, cands, s, experiments=exps)

@@ -26,8 +26,7 @@ from belief.decision.cvu.value import (
     blas_threads,
     continuation_value,
     cvu_for_state,
-    psis,
 )
 
 __all__ = ["CVUProblem", "CVUSettings", "Experiment", "Scoring", "blas_threads",
-           "continuation_value", "cvu_for_state", "psis"]
+           "continuation_value", "cvu_for_state"]

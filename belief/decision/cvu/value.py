@@ -86,7 +86,6 @@ from belief.decision.cvu.estimators import (
     OneStep,
     split_by_channel,
 )
-from belief.decision.cvu.importance import psis
 from belief.decision.cvu.lookahead import (
     Node,
     continuation_choice,
@@ -108,7 +107,7 @@ from belief.posterior.belief_state import check_belief_candidates
 from belief.posterior.experiments import Experiment, experiments_from_belief
 
 __all__ = ["CVUProblem", "CVUSettings", "Experiment", "Scoring", "blas_threads",
-           "continuation_value", "cvu_for_state", "psis"]
+           "continuation_value", "cvu_for_state"]
 
 #: the float columns of the dataset, in its order
 _FLOAT_COLUMNS = ("cvu", "cvu_mcse", "cvu_draws_se", "cvu_se", "pareto_k", "pareto_k_bad",
