@@ -34,7 +34,7 @@ gain estimate E ± 0.2 (logit scale) of ft_real_100 (the world of
 Printed: per seed the choices; then the number of campaigns that ran ft_bench and later
 ft_real_100 (with its exact 95 % Clopper–Pearson interval), how many ran ft_bench at all, and
 at the step where ft_bench was chosen its CVU ± cvu_se (outcome and draws error), its safety
-part cvu_safety_value ± its outcome MCSE (:mod:`belief.decision.cvu_channels`), and the mean
+part cvu_safety_value ± its outcome MCSE (:mod:`belief.decision.cvu.channels`), and the mean
 of each over the seeds ± its standard error across seeds.
 
     nice -n 10 uv run python benchmarks/bench_bench_test.py [--seeds 20] [--horizon 3] \\

@@ -45,7 +45,7 @@ import xarray as xr
 from arviz_stats.base import array_stats
 from scipy import stats
 
-from belief.decision.cvu import continuation_value, cvu_for_state
+from belief.decision.cvu import CVUProblem, Scoring, continuation_value, cvu_for_state
 from belief.decision.feasibility import affordable, feasibility
 from belief.decision.functionals import Mean, weighted_columns
 from belief.decision.scores import g0
@@ -184,7 +184,7 @@ def gains_model_part(args) -> None:
                             feasible=feas.feasible, n_outcomes=args.outcomes, seed=1)
 
     def new():
-        return cvu_for_state(state, cs, decision, experiments=exps, feas=feas)
+        return cvu_for_state(state, cs, decision, experiments=exps, scoring=Scoring(feas=feas))
 
     with blas_threads(args.threads):
         new()  # warm-up
@@ -230,7 +230,8 @@ def gains_model_part(args) -> None:
     # the second estimator on the same candidates: both target E_Y[G0] under the same draws,
     # so their difference is judged by the outcome errors alone
     reg = cvu_for_state(state, cs, decision.replace(cvu=CVUSettings(
-        n_outcomes=args.outcomes, seed=1, estimator="regression")), experiments=exps, feas=feas)
+        n_outcomes=args.outcomes, seed=1, estimator="regression")), experiments=exps,
+        scoring=Scoring(feas=feas))
     z = (reg["cvu"] - res["cvu"]) / np.hypot(reg["cvu_mcse"], res["cvu_mcse"])
     print(f"regression forced on all 20: max |CVU_reg − CVU_psis| = "
           f"{float(np.abs(reg['cvu'] - res['cvu']).max()):.5f}, max |z| (outcome errors) = "
@@ -287,10 +288,11 @@ def normal_part(args) -> None:
         old, old_se = baseline_cvu(gain, {"observe": exp}, ["act", "observe"],
                                    np.zeros((2, 1)), np.ones(1), lambda b: np.zeros(1), fn,
                                    n_outcomes=args.outcomes, seed=3, **common)
-        res = continuation_value(gain, {"observe": exp}, ["act", "observe"], np.zeros((2, 1)),
+        res = continuation_value(CVUProblem(
+            gain, {"observe": exp}, ["act", "observe"], np.zeros((2, 1)),
                                  np.ones(1), lambda b: np.zeros(1), fn,
                                  settings=CVUSettings(n_outcomes=args.outcomes, seed=3),
-                                 **common).sel(candidate="observe")
+                                 **common)).sel(candidate="observe")
         z = (float(res["cvu"]) - exact) / float(res["cvu_se"])
         print(f"{n:8g} {exact:8.4f} {old[1]:8.4f} {old_se[1]:8.4f} {old_se[1] / exact:6.1%} "
               f"{float(res['cvu']):8.4f} {float(res['cvu_mcse']):8.5f} "
@@ -314,10 +316,11 @@ def calibration_part(args) -> None:
             next_gain=gain,
             simulate=lambda r, idx, se=se, d=delta: d[idx] + se * r.standard_normal(len(idx)),
             loglik=lambda y, se=se, d=delta: stats.norm.logpdf(y[:, None], d[None, :], se))
-        rows = [continuation_value(gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
+        rows = [continuation_value(CVUProblem(
+            gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
                                    lambda b: np.zeros(1), Mean(),
                                    settings=CVUSettings(n_outcomes=args.outcomes, seed=k)
-                                   ).sel(candidate="o") for k in range(seeds)]
+                                   )).sel(candidate="o") for k in range(seeds)]
         _calibration_row(f"normal mu0={mu0:g} n={n:g}", rows)
     if args.skip_model:
         return

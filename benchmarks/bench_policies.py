@@ -25,7 +25,7 @@ continuation (``q_lookahead2``, ``q_rollout2``, …; ``CVUSettings.continuation`
 gains-model priors (``q_NAME``; e.g. ``no_order:order_effects=false``, the belief without
 order effects: a belief change before/after on the same worlds in one run); ``--cvu-arm
 NAME:FIELD=V`` adds Q with other CVU settings (e.g. ``plugin:noise_correction=false``, CVU
-without the noise-bias correction of :mod:`belief.decision.cvu_noise`); ``--stated-arm SD``
+without the noise-bias correction of :mod:`belief.decision.cvu.noise`); ``--stated-arm SD``
 adds Q given each world's true order effects as stated priors of s.d. SD (``q_statedSD``;
 :meth:`belief.campaign.synthetic.SyntheticWorld.interaction_priors`: what knowing the order
 effects in advance is worth), and ``--stated-sd SD`` states them in every arm (every row

@@ -36,7 +36,7 @@ through the same :func:`~belief.decision.cvu.continuation_value` as ``q_engine``
 ``q_engine_la2`` (two-step look-ahead), ``q_engine_roll1`` / ``_roll2`` / ``_roll3`` (greedy
 rollout of depth d; d = 1 is one_step by definition, kept as a check), with ``--inner`` inner
 outcomes; and ``q_engine_plugin``, one step without the CVU noise-bias correction
-(``CVUSettings.noise_correction=False``, :mod:`belief.decision.cvu_noise`). For each: the
+(``CVUSettings.noise_correction=False``, :mod:`belief.decision.cvu.noise`). For each: the
 fraction of V_Bayes captured (mean over problems of the per-problem mean over seeds) with a
 90 % percentile bootstrap interval over problems (2000 resamples), and the wall time per decision
 (engine calls at states with ≥ 2 steps left) against one_step's in the same run.

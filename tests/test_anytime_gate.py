@@ -145,7 +145,7 @@ def test_the_deployment_check_stays_one_look_clopper_pearson():
 
 
 def test_cvu_simulates_the_next_look_with_the_gates_bound():
-    from belief.decision.cvu_safety import next_gate
+    from belief.decision.cvu.safety import next_gate
 
     for method in ("anytime", "clopper_pearson"):
         gate = SafetyGate(method=method)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.decision.cvu import continuation_value, cvu_for_state
+from belief.decision.cvu import CVUProblem, continuation_value, cvu_for_state
 from belief.decision.functionals import Cvar, Lcb, Mean, cvar, lcb, weighted_columns
 from belief.decision.safety import SafetyGate
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -59,10 +59,11 @@ def normal_experiment(delta, sigma, n, refit=False):
 def cvu_observe(delta, sigma, n, seed=0, outcomes=1000, refit=False, max_refits=16,
                 functional=MEAN, **settings):
     gain = np.stack([delta, np.zeros_like(delta)], -1)
-    out = continuation_value(gain, {"observe": normal_experiment(delta, sigma, n, refit)}, IDS,
+    out = continuation_value(CVUProblem(
+        gain, {"observe": normal_experiment(delta, sigma, n, refit)}, IDS,
                              ZERO_COST, np.ones(1), no_weights, functional,
                              settings=CVUSettings(n_outcomes=outcomes, seed=seed,
-                                                  max_refits=max_refits, **settings))
+                                                  max_refits=max_refits, **settings)))
     return out.sel(candidate="observe")
 
 
@@ -87,9 +88,9 @@ def test_cvu_equals_evsi_at_every_sample_size(n):
     mu0, sd0, sigma = 1.0, 1.0, 1.0
     delta = normal_draws(mu0, sd0, 2000)
     gain = np.stack([delta, np.zeros_like(delta)], -1)
-    res = continuation_value(gain, {"observe": normal_experiment(delta, sigma, n)}, IDS,
+    res = continuation_value(CVUProblem(gain, {"observe": normal_experiment(delta, sigma, n)}, IDS,
                              ZERO_COST, np.ones(1), no_weights, MEAN,
-                             settings=CVUSettings(seed=4)).sel(candidate="observe")
+                             settings=CVUSettings(seed=4))).sel(candidate="observe")
     exact = evsi(mu0, sd0, sigma, n)
     err = abs(float(res["cvu"]) - exact)
     assert err < 3 * float(res["cvu_se"])
@@ -153,8 +154,9 @@ def test_binary_case_matches_exact_conjugate_refits():
     exp = Experiment(next_gain=gain,
                      simulate=lambda rng, idx: rng.binomial(n, p[idx]).astype(float),
                      loglik=lambda y: stats.binom.logpmf(y[:, None], n, p[None, :]))
-    res = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
-                             MEAN, settings=CVUSettings(n_outcomes=2000, seed=3))
+    res = continuation_value(CVUProblem(
+        gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+                             MEAN, settings=CVUSettings(n_outcomes=2000, seed=3)))
     ys = np.arange(n + 1)
     exact = (stats.betabinom.pmf(ys, n, a, b)
              * np.maximum(0, (a + ys) / (a + b + n) - c)).sum() - max(0, a / (a + b) - c)
@@ -170,8 +172,8 @@ def test_control_variates_are_unbiased_on_a_conjugate_case():
     Σ_y p̂(y) Σ_i ω_i(y) f_i = mean_i f_i (to rounding); (2) over 40 seeds of outcomes the
     cross-fitted control-variate estimate averages to the exact sum within 3 standard errors
     of the mean over seeds, and its reported MCSE matches the spread over seeds."""
-    from belief.decision.importance import psis_weights
-    from belief.decision.preposterior import NextState, control_functions, winners
+    from belief.decision.cvu.importance import psis_weights
+    from belief.decision.cvu.preposterior import NextState, control_functions, winners
 
     a, b, c, n, n_s = 4.0, 5.0, 0.42, 30, 1500
     p = np.random.default_rng(0).beta(a, b, n_s)
@@ -195,8 +197,9 @@ def test_control_variates_are_unbiased_on_a_conjugate_case():
     g0_null = max(0.0, float(gain[:, 0].mean()))
     vals, ses = [], []
     for seed in range(40):
-        r = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
-                               MEAN, settings=CVUSettings(seed=seed)).sel(candidate="observe")
+        r = continuation_value(CVUProblem(
+            gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+                               MEAN, settings=CVUSettings(seed=seed))).sel(candidate="observe")
         assert r["cvu_method"].item() == "psis+cv"
         vals.append(float(r["cvu"]) + g0_null)
         ses.append(float(r["cvu_mcse"]))
@@ -206,9 +209,9 @@ def test_control_variates_are_unbiased_on_a_conjugate_case():
     # (the sd of 40 values has a relative error ~1/√78 ≈ 11 %: allow ±35 %)
     ratio = np.sqrt(np.mean(np.square(ses))) / vals.std(ddof=1)
     assert 0.65 < ratio < 1.35, ratio
-    plain = [float(continuation_value(
+    plain = [float(continuation_value(CVUProblem(
         gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights, MEAN,
-        settings=CVUSettings(seed=seed, control_variates=False))["cvu_mcse"][1])
+        settings=CVUSettings(seed=seed, control_variates=False)))["cvu_mcse"][1])
         for seed in range(3)]
     assert np.mean(ses) < 0.5 * np.mean(plain)  # the controls do reduce the error
 
@@ -217,8 +220,9 @@ def test_budget_depletion_makes_cvu_negative():
     # "probe" teaches nothing and costs 5; "best" (gain 1) costs 10; budget 12.
     gain = np.stack([np.zeros(100), np.ones(100)], -1)
     costs = np.array([[5.0], [10.0]])
-    res = continuation_value(gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
-                             costs, np.array([12.0]), no_weights, MEAN)
+    res = continuation_value(CVUProblem(
+        gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
+                             costs, np.array([12.0]), no_weights, MEAN))
     assert float(res["cvu"].sel(candidate="probe")) == pytest.approx(-1.0)
     assert res.attrs["g0_null"] == pytest.approx(1.0)
 
@@ -248,17 +252,18 @@ def test_uncertain_costs_one_budget_rule_before_and_after_m():
     feasible = rule(budget)
     assert feasible.tolist() == [True, False] and rule(budget - costs[0]).tolist() == [
         True, False]
-    res = continuation_value(gain, {"useless": Experiment(next_gain=gain)}, ["useless", "big"],
+    res = continuation_value(CVUProblem(
+        gain, {"useless": Experiment(next_gain=gain)}, ["useless", "big"],
                              costs, budget, weights, MEAN, feasible=feasible,
-                             within_budget=rule)
+                             within_budget=rule))
     cvu = float(res["cvu"].sel(candidate="useless"))
     assert res.attrs["g0_null"] == 0.0 and cvu == 0.0
     u0 = 0.0 - lam * 1.0
     assert value_vs_stop(np.array([u0 + cvu]), res.attrs["g0_null"], 1.0)[0] < 0
     # the default (known costs) rule on E[ΔC] is the old expected-cost test: "big" opens
-    old = continuation_value(gain, {"useless": Experiment(next_gain=gain)},
+    old = continuation_value(CVUProblem(gain, {"useless": Experiment(next_gain=gain)},
                              ["useless", "big"], costs, budget, weights, MEAN,
-                             feasible=feasible)
+                             feasible=feasible))
     assert float(old["cvu"].sel(candidate="useless")) == pytest.approx(1.0 - lam * 8.0)
 
 
@@ -268,8 +273,9 @@ def test_voi_is_the_learning_part_of_cvu():
     changes nothing else has VOI = CVU = the closed-form EVSI."""
     gain = np.stack([np.zeros(100), np.ones(100)], -1)
     costs = np.array([[5.0], [10.0]])
-    res = continuation_value(gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
-                             costs, np.array([12.0]), no_weights, MEAN)
+    res = continuation_value(CVUProblem(
+        gain, {"probe": Experiment(next_gain=gain)}, ["probe", "best"],
+                             costs, np.array([12.0]), no_weights, MEAN))
     assert float(res["cvu_voi"].sel(candidate="probe")) == 0.0
     assert float(res["cvu"].sel(candidate="probe")) == pytest.approx(-1.0)
     mu0, sd0, sigma, n = 0.5, 1.0, 2.0, 4
@@ -310,10 +316,11 @@ def test_failed_refits_fall_back_to_regression():
     base = normal_experiment(delta, sigma, n)
     exp = Experiment(next_gain=gain, simulate=base.simulate, loglik=base.loglik,
                      refit=lambda y: np.full((10, 2), np.nan))
-    res = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+    res = continuation_value(CVUProblem(
+        gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
                              MEAN, settings=CVUSettings(n_outcomes=200, seed=2,
                                                         max_refits=200)
-                             ).sel(candidate="observe")
+                             )).sel(candidate="observe")
     assert float(res["pareto_k_bad"]) > 0.3
     assert res["cvu_method"].item() == "regression"
     assert "keep untrusted weights after 0 exact refits" in res["cvu_reason"].item()
@@ -326,7 +333,7 @@ def test_nan_khat_counts_as_untrusted():
     exact refit, max_refits = 200, 200 outcomes.  Every k̂ is NaN (one draw carries each
     posterior); before, NaN > 0.7 was False, so nothing was refit, pareto_k_bad read 0 and the
     method 'psis'."""
-    from belief.decision.importance import psis
+    from belief.decision.cvu.importance import psis
 
     delta = normal_draws(0.3, 1.0, 2000)
     sigma, n = 1e-3, 1  # se = 1e-3
@@ -362,9 +369,9 @@ def test_nan_log_weights_are_never_silent():
     exact = evsi(mu0, sd0, sigma, n)
 
     def run(exp, **kw):
-        return continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1),
+        return continuation_value(CVUProblem(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1),
                                   no_weights, MEAN, settings=CVUSettings(seed=1, **kw)
-                                  ).sel(candidate="observe")
+                                  )).sel(candidate="observe")
 
     nan_exp = Experiment(next_gain=gain, simulate=base.simulate, loglik=loglik)
     auto = run(nan_exp)
@@ -390,8 +397,9 @@ def test_non_finite_draws_fail_with_a_reason():
     bad[3, 0] = np.nan
     exp = Experiment(next_gain=bad, simulate=lambda rng, idx: delta[idx],
                      loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], 1.0))
-    res = continuation_value(gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
-                             MEAN).sel(candidate="observe")
+    res = continuation_value(CVUProblem(
+        gain, {"observe": exp}, IDS, ZERO_COST, np.ones(1), no_weights,
+                             MEAN)).sel(candidate="observe")
     assert res["cvu_method"].item() == "failed" and np.isnan(float(res["cvu"]))
     assert "not finite" in res["cvu_reason"].item()
 
@@ -479,7 +487,7 @@ def test_cvu_for_state_on_the_fitted_belief(fitted, world_candidates):
 def test_vectorised_psis_equals_arviz():
     from arviz_stats.base import array_stats
 
-    from belief.decision.importance import psis, psis_weights
+    from belief.decision.cvu.importance import psis, psis_weights
 
     rng = np.random.default_rng(5)
     for scale, n_s in [(0.3, 2000), (3.0, 2000), (30.0, 500), (3.0, 150)]:
@@ -569,7 +577,7 @@ def test_mcse_of_a_difference_pairs_terms_on_common_outcomes():
     error formula on the per-outcome differences (PSIS: sd/√J; regression: √(Σ_i var_r /
     (R S²))), far below the unpaired √(se_a² + se_b²) when they are correlated; without
     paired terms (or with other shapes) it is the unpaired value."""
-    from belief.decision.cvu_estimate import Estimate
+    from belief.decision.cvu.estimate import Estimate
 
     rng = np.random.default_rng(0)
     a = rng.normal(size=400)
@@ -596,16 +604,16 @@ def _threads_of_estimates(monkeypatch) -> set:
     """The names of the threads that run CVU's per-candidate estimates from now on."""
     import threading
 
-    import belief.decision.cvu as cvu_module
+    from belief.decision.cvu.estimators import OneStep
 
     seen: set = set()
-    estimate = cvu_module._estimate
+    estimate = OneStep.estimate
 
     def recording(*args, **kwargs):
         seen.add(threading.current_thread().name)
         return estimate(*args, **kwargs)
 
-    monkeypatch.setattr(cvu_module, "_estimate", recording)
+    monkeypatch.setattr(OneStep, "estimate", recording)
     return seen
 
 
@@ -640,9 +648,9 @@ def test_exact_refits_keep_cvu_on_one_thread(monkeypatch):
     for refit in (False, True):
         seen.clear()
         exps = {c: normal_experiment(delta, 1.0, 5, refit) for c in ("a", "b")}
-        out = continuation_value(gain, exps, ["a", "b"], np.zeros((2, 1)), np.ones(1),
+        out = continuation_value(CVUProblem(gain, exps, ["a", "b"], np.zeros((2, 1)), np.ones(1),
                                  no_weights, MEAN,
-                                 settings=CVUSettings(n_outcomes=64, max_refits=2, workers=2))
+                                 settings=CVUSettings(n_outcomes=64, max_refits=2, workers=2)))
         assert np.isfinite(out["cvu"]).all()
         if refit:
             assert seen == {threading.current_thread().name}, seen
@@ -655,9 +663,9 @@ def test_regression_on_an_outcome_that_teaches_nothing_keeps_the_decision_functi
     """A constant simulated outcome leaves q_t as it is: E_Y[G0(s^{m,Y})] = G0 under the
     decision's own φ of the unchanged draws (it took the mean for every φ: an LCB decision
     credited such a study with mean − LCB of the best candidate)."""
-    from belief.decision.cvu_regression import regression_estimate
+    from belief.decision.cvu.preposterior import NextState
+    from belief.decision.cvu.regression import regression_estimate
     from belief.decision.functional_registry import parse_functional
-    from belief.decision.preposterior import NextState
 
     gain = np.random.default_rng(3).normal(1.5, 1.0, size=(1000, 2))
     nxt = NextState(gain, np.full(2, 0.1), np.ones(2, bool))

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.decision.cvu import continuation_value
-from belief.decision.cvu_decisive import contenders, decisive_cvu, settled
-from belief.decision.cvu_psis import refit_bounds
+from belief.decision.cvu import CVUProblem, continuation_value
+from belief.decision.cvu.decisive import contenders, decisive_cvu, settled
+from belief.decision.cvu.preposterior import control_variate_terms
+from belief.decision.cvu.psis import refit_bounds
 from belief.decision.functionals import Cvar, Lcb, Mean
-from belief.decision.preposterior import control_variate_terms
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
 
@@ -104,8 +104,9 @@ def _both(means, functional, failing=(), **settings):
 
     def compute(defer, only):
         chosen = exps if only is None else {k: exps[k] for k in only}
-        return continuation_value(gain, chosen, ids, costs, np.ones(1), lambda b: np.ones(1),
-                                  functional, settings=cvu_settings, defer_refits=defer)
+        return continuation_value(CVUProblem(
+            gain, chosen, ids, costs, np.ones(1), lambda b: np.ones(1),
+                                  functional, settings=cvu_settings, defer_refits=defer))
 
     u0 = functional(gain.T) - 0.1
     full = compute(False, None)
@@ -180,9 +181,9 @@ def test_refit_seeds_follow_the_outcome_not_the_call_order():
 def test_deferring_needs_the_one_step_continuation():
     gain, exps, _ = _problem([0.1, 0.0], [0.1, 0.1], n_obs=10)
     with pytest.raises(ValueError, match="one-step"):
-        continuation_value(gain, exps, list(exps), np.zeros((2, 1)), np.ones(1),
+        continuation_value(CVUProblem(gain, exps, list(exps), np.zeros((2, 1)), np.ones(1),
                            lambda b: np.ones(1), MEAN,
-                           settings=CVUSettings(continuation="lookahead2"), defer_refits=True)
+                           settings=CVUSettings(continuation="lookahead2"), defer_refits=True))
 
 
 def test_campaigns_bound_refits_for_q_only_and_old_logs_refit_all():
@@ -216,10 +217,10 @@ def test_deferred_estimates_on_two_threads_are_the_sequential_ones():
     ids = list(exps)
 
     def run(workers):
-        return continuation_value(gain, exps, ids, np.full((4, 1), 0.1), np.ones(1),
+        return continuation_value(CVUProblem(gain, exps, ids, np.full((4, 1), 0.1), np.ones(1),
                                   lambda b: np.ones(1), MEAN, defer_refits=True,
                                   settings=CVUSettings(n_outcomes=128, seed=4, max_refits=6,
-                                                       workers=workers))
+                                                       workers=workers)))
 
     one, two = run(1), run(2)
     assert calls["n"] == 0 and int(one["n_deferred"].sum()) > 0
@@ -237,10 +238,10 @@ def test_a_deferred_estimate_lies_within_its_bounds(functional):
     ids = list(exps)
     for seed in range(3):
         for max_refits in (1, 16):
-            out = continuation_value(
+            out = continuation_value(CVUProblem(
                 gain, exps, ids, np.full((4, 1), 0.1), np.ones(1), lambda b: np.ones(1),
                 functional, defer_refits=True,
-                settings=CVUSettings(n_outcomes=128, seed=seed, max_refits=max_refits))
+                settings=CVUSettings(n_outcomes=128, seed=seed, max_refits=max_refits)))
             assert (out["n_deferred"].values > 0).any()
             cvu, low, high = (out[k].values for k in ("cvu", "cvu_low", "cvu_high"))
             assert np.all(low <= cvu) and np.all(cvu <= high), (seed, max_refits)

@@ -1,4 +1,4 @@
-"""The noise bias of G0 under importance weights (belief.decision.cvu_noise): its covariance
+"""The noise bias of G0 under importance weights (belief.decision.cvu.noise): its covariance
 against direct formulas, the bias of a maximum of tied noisy values against numerical
 integration, and the corrected PSIS estimator against the closed-form EVSI over draw sets."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from belief.decision.cvu import continuation_value
-from belief.decision.cvu_noise import noise_bias, noise_covariance, noise_draws
+from belief.decision.cvu import CVUProblem, continuation_value
+from belief.decision.cvu.noise import noise_bias, noise_covariance, noise_draws
+from belief.decision.cvu.preposterior import influence
 from belief.decision.functionals import Cvar, Lcb, Mean, weighted_columns
-from belief.decision.preposterior import influence
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
 
@@ -164,9 +164,10 @@ def _observe_with_competitors(draw_set, n, competitors, informative=True, iid=Fa
                      simulate=lambda rng, idx: delta[idx] + se * rng.standard_normal(len(idx)),
                      loglik=(lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
                      if informative else (lambda y: np.zeros((len(y), s))))
-    out = continuation_value(gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
+    out = continuation_value(CVUProblem(
+        gain, {"observe": exp}, ids, np.zeros((len(ids), 1)), np.ones(1),
                              lambda b: np.zeros(1), Mean(),
-                             settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings))
+                             settings=CVUSettings(n_outcomes=256, seed=draw_set, **settings)))
     return out.sel(candidate="observe")
 
 
@@ -266,7 +267,7 @@ def test_fitted_covariance_is_the_spread_of_fitted_values_over_repeated_fits():
     independent repetitions of the whole simulation.  Tolerance: 4 standard errors of a
     sample variance from 800 repetitions (√(2/800) relative) plus 3 % for the sandwich's
     own small-sample bias (p/S = 1 %)."""
-    from belief.decision.cvu_noise import fitted_covariance
+    from belief.decision.cvu.noise import fitted_covariance
 
     rng = np.random.default_rng(11)
     n_s, reps, n_rep = 200, 4, 800
@@ -297,8 +298,8 @@ def test_fitted_covariance_of_a_spline_design_depends_only_on_its_column_space()
     magnitude, condition number ~10⁷): the least-squares fit and the cluster-robust V_n at
     50 rows equal those of an orthonormal basis of the same space to 1e-6 (a cut-off on the
     raw XᵀX drops directions the fit keeps and under-states V_n by ~20 %)."""
-    from belief.decision.cvu_noise import fitted_covariance
-    from belief.decision.cvu_regression import least_squares, spline_design
+    from belief.decision.cvu.noise import fitted_covariance
+    from belief.decision.cvu.regression import least_squares, spline_design
 
     rng = np.random.default_rng(3)
     n_s, reps = 500, 4
@@ -327,8 +328,8 @@ def test_the_subsampled_regression_noise_bias_and_its_error_are_calibrated():
     skewed b_n are not normal, so only the scale is tested, not each z)."""
     from scipy import stats
 
-    from belief.decision.cvu_noise import fitted_noise_bias
-    from belief.decision.cvu_regression import least_squares, spline_design
+    from belief.decision.cvu.noise import fitted_noise_bias
+    from belief.decision.cvu.regression import least_squares, spline_design
 
     d, se = [], []
     for r in range(40):
@@ -381,9 +382,9 @@ def _unrelated(r: int, **flags) -> tuple[float, float, float]:
     ids = ["act", *[f"o{k}" for k in range(5)], "observe"]
     exp = Experiment(next_gain=gain, loglik=None,
                      simulate=lambda rng, idx: rng.standard_normal(len(idx)))
-    out = continuation_value(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
+    out = continuation_value(CVUProblem(gain, {"observe": exp}, ids, np.zeros((7, 1)), np.ones(1),
                              lambda b: np.zeros(1), Mean(),
-                             settings=CVUSettings(n_outcomes=256, seed=r, **flags))
+                             settings=CVUSettings(n_outcomes=256, seed=r, **flags)))
     res = out.sel(candidate="observe")
     assert res["cvu_method"].item() == "regression"
     return float(res["cvu"]), float(res["cvu_mcse"]), float(res["cvu_noise_bias"])

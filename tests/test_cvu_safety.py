@@ -1,4 +1,4 @@
-"""CVU's execution-risk channel (belief.decision.cvu_safety) on hand-built beliefs, no model
+"""CVU's execution-risk channel (belief.decision.cvu.safety) on hand-built beliefs, no model
 compile: a bench safety test that can open a gated candidate, against the exact
 beta-binomial value, and a belief where no gate can change, against the fixed-gate CVU."""
 
@@ -12,8 +12,8 @@ import xarray as xr
 from scipy import stats
 from scipy.special import betaincinv
 
-from belief.decision.cvu import continuation_value, cvu_for_state
-from belief.decision.cvu_safety import next_gate
+from belief.decision.cvu import CVUProblem, continuation_value, cvu_for_state
+from belief.decision.cvu.safety import next_gate
 from belief.decision.feasibility import feasibility
 from belief.decision.safety import SafetyGate
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -118,12 +118,12 @@ def test_no_gate_can_change_gives_the_old_cvu():
     feas = feasibility(state, cands, settings.gate, cands.costs().values,
                        state.budget.values.astype(float))
     assert feas.safe[0]
-    old = continuation_value(
+    old = continuation_value(CVUProblem(
         state.belief["gain"].values, _experiments(state), cands.ids, cands.costs().values,
         state.budget.values.astype(float), settings.weights.bind(cands.resources, state),
         settings.functional, available=feas.available, safe=feas.safe,
         feasible=feas.feasible, repeatable=np.array([c.repeatable for c in cands]),
-        settings=settings.cvu)
+        settings=settings.cvu))
     assert (new["cvu_safety"].values == "").all()
     xr.testing.assert_identical(new, old)
 
@@ -154,7 +154,7 @@ def test_bench_world_reports_the_target_cell():
     assert "ft_bench" not in SyntheticWorld(seed=1).candidates.ids
 
 
-# -- CVU split by channel (belief.decision.cvu_channels) ---------------------------------------
+# -- CVU split by channel (belief.decision.cvu.channels) ---------------------------------------
 
 def _open_exact(method: str) -> np.ndarray:
     """Whether ft's gate opens after y = 0..RUNS unsafe of RUNS bench trials (N0, K0)."""
@@ -287,7 +287,7 @@ def test_decision_table_and_terminal_table_show_the_split():
 
 
 def test_refits_are_reused_by_the_split():
-    from belief.decision.cvu import _memoised
+    from belief.decision.cvu.problem import _memoised
 
     calls = []
 
@@ -328,11 +328,11 @@ def _learning_experiments(state: State, calls: list[int]
 
 @pytest.mark.parametrize("functional", ["mean", "lcb:0.2"])
 def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
-    """The split's estimates share the CVU's PSIS weights (cvu_psis.OutcomeWeights): the
+    """The split's estimates share the CVU's PSIS weights (cvu.psis.OutcomeWeights): the
     outcomes' log-likelihood is evaluated once per outcome with or without the split, and
     the split is bit for bit the one computed with fresh weights for every estimate (the
     weighted quantiles the LCB shares are remembered too)."""
-    import belief.decision.cvu_psis as cvu_psis
+    import belief.decision.cvu.psis as cvu_psis
 
     cands = _candidates()
     state = _state(cands, 2000, 0)  # ft safe: every gate fixed
@@ -366,7 +366,8 @@ def test_split_reuses_the_weights_of_the_cvu_outcomes(monkeypatch, functional):
             self._quantiles.clear()
             return super().quantiles(gain, smooth, y, levels)
 
-    monkeypatch.setattr("belief.decision.cvu.OutcomeWeights", Fresh)
+    monkeypatch.setattr("belief.decision.cvu.problem.OutcomeWeights", Fresh)
+    monkeypatch.setattr("belief.decision.cvu.value.OutcomeWeights", Fresh)
     calls = []
     exps, _ = _learning_experiments(state, calls)
     fresh = cvu_for_state(state, cands, s, experiments=exps)

@@ -19,7 +19,7 @@ from scipy import stats
 
 from belief.decision import schema
 from belief.decision.cvu import cvu_for_state
-from belief.decision.cvu_channels import CHANNEL_COLUMNS
+from belief.decision.cvu.channels import CHANNEL_COLUMNS
 from belief.decision.engine import decide, decision_table
 from belief.decision.schema import (
     ATTRIBUTES,

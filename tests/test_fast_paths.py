@@ -178,10 +178,10 @@ def test_reweighted_columns_block_path_equals_weighted_columns_bit_for_bit(q):
 def test_draws_bootstrap_equals_the_reweighted_reference():
     """``draws_bootstrap`` (block path, pre-sorted G0(s^∅; v)) against its definition computed
     with ``weighted_columns`` and ``apply_functional`` replicate by replicate."""
-    from belief.decision.cvu_psis import draws_bootstrap
+    from belief.decision.cvu.importance import psis_weights
+    from belief.decision.cvu.preposterior import NextState
+    from belief.decision.cvu.psis import WeighedOutcomes, draws_bootstrap
     from belief.decision.functionals import SortedColumns
-    from belief.decision.importance import psis_weights
-    from belief.decision.preposterior import NextState
     from belief.decision.scores import g0
 
     rng = np.random.default_rng(2)
@@ -205,8 +205,8 @@ def test_draws_bootstrap_equals_the_reweighted_reference():
     def g0_null(v):
         return float(g0(null(v) - c_lam, feas))
 
-    got = draws_bootstrap(functional, nxt, feas, smooth, omega, g0_j, exact, g0_null,
-                          np.random.default_rng(9), replicates=20, blocks=16)
+    got = draws_bootstrap(functional, nxt, WeighedOutcomes(feas, smooth, omega, g0_j, exact),
+                          g0_null, np.random.default_rng(9), replicates=20, blocks=16)
     # the definition, replicate by replicate, the slow way
     r_ng = np.random.default_rng(9)
     block = np.minimum(np.arange(n_s) * 16 // n_s, 15)
@@ -439,7 +439,7 @@ def test_column_quantiles_at_several_levels_and_on_subsets_equal_one_level_at_a_
 @pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3)],
                          ids=str)
 def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
-    from belief.decision.cvu_noise import noise_bias, noise_draws
+    from belief.decision.cvu.noise import noise_bias, noise_draws
     from belief.decision.functionals import weighted_column_quantiles
 
     rng = np.random.default_rng(10)
@@ -463,9 +463,9 @@ def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():
     """The channel split's regression estimates reuse the CVU's simulated outcomes (by the
     state of the outcome stream) and fits (by summaries and responses) through
     ``cvu_regression.RegressionMemo``: the same estimate as without it, bit for bit."""
-    from belief.decision.cvu_noise import noise_draws
-    from belief.decision.cvu_regression import RegressionMemo, regression_estimate
-    from belief.decision.preposterior import NextState
+    from belief.decision.cvu.noise import noise_draws
+    from belief.decision.cvu.preposterior import NextState
+    from belief.decision.cvu.regression import RegressionMemo, regression_estimate
 
     rng = np.random.default_rng(11)
     gain = rng.normal(size=(500, 3))
@@ -536,8 +536,8 @@ def test_uniform_lcb_by_selection_equals_the_sorted_one_bit_for_bit():
 def test_quantile_influence_selected_per_row_equals_the_formula_bit_for_bit():
     """The q-quantile's ψ is computed as two values per row, selected by x ≤ VaR: the same
     bits as (q − 1[x ≤ VaR]) / f, including rows with no finite density (ψ = 0)."""
+    from belief.decision.cvu.preposterior import influence, influence_levels
     from belief.decision.functionals import lcbs
-    from belief.decision.preposterior import influence, influence_levels
 
     rng = np.random.default_rng(13)
     for n_s in (3, 50, 400):
@@ -563,7 +563,7 @@ def test_hardening_of_the_fast_paths_found_in_review():
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from belief.decision.cvu_regression import RegressionMemo
+    from belief.decision.cvu.regression import RegressionMemo
     from belief.decision.functionals import _lcb_sorted, _normalised, _sorted, lcb
     from belief.report.document import _tight
 
@@ -595,9 +595,9 @@ def test_outcome_weights_remember_quantiles_per_block_of_outcomes():
     their own quantiles — those ``columns`` stored for the LCB's influence levels and a level
     asked later — equal to a fresh computation under that block's weights.  A memo keyed
     without the outcomes would hand the second block the first block's values."""
-    from belief.decision.cvu_psis import OutcomeWeights
+    from belief.decision.cvu.preposterior import influence_levels
+    from belief.decision.cvu.psis import OutcomeWeights
     from belief.decision.functionals import weighted_column_quantiles
-    from belief.decision.preposterior import influence_levels
 
     rng = np.random.default_rng(12)
     gain = rng.normal(size=(600, 3))
@@ -622,9 +622,9 @@ def test_outcome_weights_reuse_the_quantiles_of_shared_columns_bit_for_bit():
     """OutcomeWeights computes a second gain array's weighted quantiles only for the columns
     that differ from the first's (the channel split's next gains without m's order
     effects): every level equals the direct computation bit for bit."""
-    from belief.decision.cvu_psis import OutcomeWeights
+    from belief.decision.cvu.preposterior import influence_levels
+    from belief.decision.cvu.psis import OutcomeWeights
     from belief.decision.functionals import weighted_column_quantiles
-    from belief.decision.preposterior import influence_levels
 
     rng = np.random.default_rng(8)
     gain = rng.normal(size=(800, 5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from belief.decision.importance import khat_threshold, psis
+from belief.decision.cvu.importance import khat_threshold, psis
 
 
 @pytest.mark.parametrize(("n", "expected"), [(2000, 1 - 1 / np.log10(2000)),
@@ -38,7 +38,7 @@ def test_one_step_cvu_applies_the_threshold_of_its_draws():
     names the threshold used)."""
     from scipy import stats
 
-    from belief.decision.cvu import continuation_value
+    from belief.decision.cvu import CVUProblem, continuation_value
     from belief.decision.functional_registry import parse_functional
     from belief.decision.settings import CVUSettings
     from belief.posterior.experiments import Experiment
@@ -51,9 +51,10 @@ def test_one_step_cvu_applies_the_threshold_of_its_draws():
                      simulate=lambda r, idx: delta[idx] + se * r.standard_normal(len(idx)),
                      loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
     ones = np.ones(2, bool)
-    res = continuation_value(gain, {"observe": exp}, ["act", "observe"], np.zeros((2, 1)),
+    res = continuation_value(CVUProblem(
+        gain, {"observe": exp}, ["act", "observe"], np.zeros((2, 1)),
                              np.ones(1), lambda b: np.zeros(1), parse_functional("mean"),
                              settings=CVUSettings(n_outcomes=64, seed=3), available=ones,
-                             repeatable=ones, safe=ones, feasible=ones)
+                             repeatable=ones, safe=ones, feasible=ones))
     reason = str(res["cvu_reason"].sel(candidate="observe").item())
     assert "k̂ > 0.5" in reason, reason

@@ -9,7 +9,7 @@ import xarray as xr
 from scipy import stats
 
 from belief.cli.main import main
-from belief.decision.cvu import Experiment, continuation_value
+from belief.decision.cvu import CVUProblem, Experiment, continuation_value
 from belief.decision.engine import decide
 from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings, DecisionSettings
@@ -108,11 +108,11 @@ def test_one_step_is_unchanged_and_depth_one_is_one_step():
         size=i.size), loglik=lambda y: stats.norm.logpdf(y[:, None], g[None, :, 0], 0.05))}
     args = (g, exps, ["a", "b"], np.array([[0.01], [0.02]]), np.array([1.0]),
             lambda b: np.array([1.0]), parse_functional("mean"))
-    d0 = continuation_value(*args)
-    d1 = continuation_value(*args, settings=CVUSettings(continuation="one_step"))
+    d0 = continuation_value(CVUProblem(*args))
+    d1 = continuation_value(CVUProblem(*args, settings=CVUSettings(continuation="one_step")))
     xr.testing.assert_identical(d0, d1)
-    d2 = continuation_value(*args, settings=CVUSettings(continuation="lookahead2"),
-                            steps_after=1)
+    d2 = continuation_value(CVUProblem(*args, settings=CVUSettings(continuation="lookahead2"),
+                            steps_after=1))
     np.testing.assert_array_equal(d2["cvu"].values, d0["cvu"].values)
     assert d2.attrs["continuation_depth"] == 1 and "cvu_continuation" in d2
 
@@ -425,7 +425,7 @@ def test_nested_regression_continuation_matches_backward_induction(name, cont):
 
 
 def test_continuation_choice_rule():
-    from belief.decision.cvu_lookahead import continuation_choice
+    from belief.decision.cvu.lookahead import continuation_choice
 
     ok = {"a": "no outcome", "p": "psis+cv", "q": "psis+cv+refit", "f": "failed"}
     assert continuation_choice(2, "lookahead2", ok) == (
@@ -451,8 +451,8 @@ def test_nested_regression_lookahead_against_quadrature_on_a_normal_problem(se):
     E[G0'' | T] gave +26 % here), and the reported outcome error does not understate the
     seeds' spread (sd ≤ 2 × mean mcse: 10 seeds give the sd to about ±25 %).  se = 0.03 is
     the informative case, where one-step CVU itself would use regression."""
-    from belief.decision.cvu_lookahead import Context
-    from belief.decision.cvu_lookahead_regression import regression_continuation
+    from belief.decision.cvu.lookahead import Context, Node
+    from belief.decision.cvu.lookahead_regression import regression_continuation
 
     n, c_a, c_p = 4000, 0.02, 0.005
     g = 0.1 * stats.norm.ppf((np.arange(n) + 0.5) / n)
@@ -471,8 +471,9 @@ def test_nested_regression_lookahead_against_quadrature_on_a_normal_problem(se):
     call = (mu1 - c_a) * stats.norm.cdf(d) + s2 * stats.norm.pdf(d)
     exact = float(w / w.sum() @ np.maximum.reduce([np.zeros_like(mu1), mu1 - c_a,
                                                     -c_p + call]))
-    est = [regression_continuation(ctx, probe, gain, np.array([1.0 - c_p]), np.ones(2, bool),
-                                   "lookahead2", seed=k, column=1) for k in range(10)]
+    after = Node(gain, np.array([1.0 - c_p]), np.ones(2, bool))
+    est = [regression_continuation(ctx, probe, after, "lookahead2", seed=k, column=1)
+           for k in range(10)]
     vals = np.array([e.value for e in est])
     se_mean = vals.std(ddof=1) / np.sqrt(vals.size)
     assert abs(vals.mean() - exact) <= 4 * se_mean, (vals.mean(), exact, se_mean)

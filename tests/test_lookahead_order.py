@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.decision.cvu import continuation_value
+from belief.decision.cvu import CVUProblem, continuation_value
 from belief.decision.functional_registry import parse_functional
 from belief.decision.settings import CVUSettings
 from belief.inputs.candidates import candidates_from_dict
@@ -216,9 +216,9 @@ def _engine(draws, cs, kind, strip_then=False, seed=3, outcomes=512, inner=32, d
     gain = gains.gain_from_draws(draws).sel(candidate=cs.ids).values
     st = CVUSettings(n_outcomes=outcomes, seed=seed, continuation=kind, inner_outcomes=inner,
                      rollout_depth=depth, channel_split=False, estimator=estimator)
-    return continuation_value(gain, exps, cs.ids, np.full((len(cs.ids), 1), COST),
+    return continuation_value(CVUProblem(gain, exps, cs.ids, np.full((len(cs.ids), 1), COST),
                               np.array([1.0]), lambda b: np.array([1.0]),
-                              parse_functional("mean"), settings=st)
+                              parse_functional("mean"), settings=st))
 
 
 @pytest.mark.parametrize("kind", ["lookahead2", "rollout"])

@@ -145,7 +145,7 @@ def test_adaptation_creates_order_effect_on_the_next_policy():
 
 def test_next_gain_without_order_effects_leaves_the_actor_out_of_the_history():
     """order=False: the same policy change and repeat count, without γ_{m→·} (the split of
-    CVU by channel, belief.decision.cvu_channels)."""
+    CVU by channel, belief.decision.cvu.channels)."""
     d = _draws(history_done=0.0)
     np.testing.assert_array_equal(next_gain(d, "u", adapts=False, order=False).values,
                                   gains_module.gain_from_draws(d).values)

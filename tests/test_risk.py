@@ -110,7 +110,7 @@ def test_posterior_gate_now_and_after_a_study_use_one_quantile():
     """The gate of s_t and CVU's gate of s_{t+1} take the same (1 − δ)-quantile: with
     uniform weights (a study that teaches nothing of the cell) next_gate gives the bound of
     now exactly, even on few draws where the linear and inverted-CDF quantiles differ."""
-    from belief.decision.cvu_safety import next_gate
+    from belief.decision.cvu.safety import next_gate
 
     p = np.random.default_rng(7).beta(1, 30, size=50)
     now = float(posterior_upper(xr.DataArray(p, dims="sample"), 0.05))

@@ -148,7 +148,7 @@ def replay(source: str | Path | LoggedCampaign, settings: CampaignSettings | Non
                                     "log cannot hold)")
     ds = s.decision()
     # every candidate refit: the regret of the logged choice reads the values of candidates
-    # that a decisive decision would leave bounded (belief.decision.cvu_decisive)
+    # that a decisive decision would leave bounded (belief.decision.cvu.decisive)
     ds = replace(ds, cvu=replace(ds.cvu, refit_scope="all"))
     cands = camp.candidates
     fitter = campaign_fitter(fitter, cands, s)  # with fit.costs: the cost model too

@@ -48,9 +48,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from belief.decision.cvu import cvu_for_state
-from belief.decision.cvu_decisive import decisive_cvu
-from belief.decision.cvu_psis import OutcomeWeights
+from belief.decision.cvu import Scoring, cvu_for_state
+from belief.decision.cvu.decisive import decisive_cvu
+from belief.decision.cvu.psis import OutcomeWeights
 from belief.decision.feasibility import ChanceConstraint, Feasibility, feasibility
 from belief.decision.functionals import Functional, resampled
 from belief.decision.safety import SafetyGate
@@ -225,7 +225,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     refit : callable (m, Y) → next-gain draws, optional
         Exact refits for CVU where PSIS k̂ is too high: with ``settings.cvu.refit_scope``
         ``decisive`` (and the one-step continuation) only for the candidates that could
-        still be chosen (:mod:`belief.decision.cvu_decisive`; ``n_deferred`` counts the
+        still be chosen (:mod:`belief.decision.cvu.decisive`; ``n_deferred`` counts the
         outcomes left bounded, ``cvu_low`` and ``cvu_high`` bound their CVU).
     on_feasibility : callable Dataset → None, optional
         Called once the feasible set is known, before CVU, with :func:`gate_view` of it (the
@@ -239,7 +239,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     the feasibility tests and ``excluded_reason``; with CVU also ``cvu_se`` (its standard
     error: the outcomes' Monte Carlo error and the error of the posterior draws), ``cvu_mcse``,
     ``cvu_draws_se``, ``cvu_method`` (the estimator), ``cvu_noise_bias`` (the mean noise bias
-    of G0 that the PSIS or regression estimator removed, :mod:`belief.decision.cvu_noise`;
+    of G0 that the PSIS or regression estimator removed, :mod:`belief.decision.cvu.noise`;
     NaN for other estimators) and ``cvu_reason`` when known (with a
     non-myopic ``settings.cvu.continuation`` also ``cvu_continuation``, ``cvu_bias_bound``
     and ``cvu_inner_bad_share``, and the attributes ``continuation``,
@@ -293,11 +293,10 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         memos: dict[str, OutcomeWeights] = {}
 
         def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
-            out = cvu_for_state(state, candidates, settings, seed=seed, feas=feas,
-                                experiments=experiments, refit=refit,
-                                costs=None if cost_draws is None else costs,
-                                cost_draws=cost_draws, defer_refits=defer, only=only,
-                                memos=memos)
+            out = cvu_for_state(state, candidates, settings, experiments=experiments,
+                                refit=refit, costs=None if cost_draws is None else costs,
+                                cost_draws=cost_draws,
+                                scoring=Scoring(seed, feas, only, defer, memos))
             # keep the weights (2·J·S floats per candidate) only where a refit may follow
             for cid, n in zip(ids, out["n_deferred"].values, strict=True):
                 if n == 0 or not defer:
@@ -442,7 +441,7 @@ def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset
 
 def decision_table(decision: xr.Dataset) -> pd.DataFrame:
     """A compact table: candidate, φ(ΔJ), C_λ, U0, MV, CVU, its split by channel (own, order,
-    safety: :mod:`belief.decision.cvu_channels`, when computed), Q, value against stopping, the
+    safety: :mod:`belief.decision.cvu.channels`, when computed), Q, value against stopping, the
     overrun probability per resource (with cost draws), feasible, chosen, reason."""
     cols = table_columns(decision)  # belief.decision.schema.TABLE_COLUMNS
     return decision[cols].to_dataframe()[cols]

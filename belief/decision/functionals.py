@@ -145,7 +145,7 @@ class Functional:
     def influence(self, x: np.ndarray, phi: np.ndarray, quantiles: Quantiles) -> np.ndarray:
         """ψ(x; P_w), the influence function of φ at the values ``x`` (J, S[, C]), with
         ``phi`` (J, 1[, C]) the rows' φ and ``quantiles`` their weighted quantiles
-        (:func:`belief.decision.preposterior.influence` prepares the arguments)."""
+        (:func:`belief.decision.cvu.preposterior.influence` prepares the arguments)."""
         raise NotImplementedError
 
     def noise_ratio(self, draws: np.ndarray) -> float:
@@ -557,7 +557,7 @@ def resampled(functional: Functional, draws: np.ndarray, idx: np.ndarray) -> np.
 class ReweightedColumns:
     """φ of every column of ``draws`` (S, C) under many reweightings of the rows of ``base``
     (J, S): w_j ∝ base_j · v for draw weights v (S,) — the block bootstrap of the draws in
-    :func:`belief.decision.cvu_psis.draws_bootstrap`.
+    :func:`belief.decision.cvu.psis.draws_bootstrap`.
 
     The same values, bit for bit, as ``weighted_columns(functional, draws, base * v)``; for
     ``lcb`` the columns are sorted and ``base`` is gathered into each column's order once (not

@@ -317,7 +317,7 @@ def posterior_upper(p_unsafe: xr.DataArray, delta: float = 0.05,
     """(1 − δ)-quantile of posterior draws of p_unsafe over ``dim``: the smallest draw whose
     empirical CDF reaches 1 − δ (``method="inverted_cdf"``), the quantile definition of
     :func:`belief.decision.functionals.lcb` — the one CVU's gate of s_{t+1}
-    (:func:`belief.decision.cvu_safety.next_gate`) applies to reweighted draws, so a gate
+    (:func:`belief.decision.cvu.safety.next_gate`) applies to reweighted draws, so a gate
     cannot change between s_t and s_{t+1} by the definition alone."""
     _check_level(delta, "delta")
     return p_unsafe.quantile(1.0 - delta, dim=dim, method="inverted_cdf").drop_vars("quantile")

@@ -78,7 +78,7 @@ class CVUSettings:
     k_threshold : float
         The cap of the Pareto k̂ above which an outcome's weights are not trusted: the
         threshold used is min(1 − 1/log10 S, k_threshold) for S reweighted draws
-        (:func:`belief.decision.importance.khat_threshold`; 0.697 at S = 2000); NaN is never
+        (:func:`belief.decision.cvu.importance.khat_threshold`; 0.697 at S = 2000); NaN is never
         trusted.
     max_refits : int
         At most this many exact refits per candidate (outcomes with the largest k̂ first).
@@ -92,9 +92,9 @@ class CVUSettings:
         Which candidates' untrusted outcomes are refit exactly (when the decision has a refit
         hook): ``decisive`` (default) only as many as settle the choice — CVU is first
         estimated with every refit deferred and bounded
-        (:func:`belief.decision.cvu_psis.refit_bounds`), then the candidates that could still
+        (:func:`belief.decision.cvu.psis.refit_bounds`), then the candidates that could still
         be chosen are refit one at a time until the choice is the same at every end of the
-        ranges (:mod:`belief.decision.cvu_decisive`); it is the one ``all`` makes wherever
+        ranges (:mod:`belief.decision.cvu.decisive`); it is the one ``all`` makes wherever
         the ranges hold and the skipped refits would have succeeded (a failed refit can send
         a candidate to the regression estimator), and the other candidates' CVU stays
         importance-weighted (``cvu_method`` ends in ``+bounded``, ``n_deferred`` counts the
@@ -114,12 +114,12 @@ class CVUSettings:
         Remove from the PSIS estimator (and from the regression estimator, with
         ``regression_noise_correction``) the excess upward bias that the noise of the
         weighted functionals, or of the fitted values, gives the maximum in G0
-        (:mod:`belief.decision.cvu_noise`; the one-step
+        (:mod:`belief.decision.cvu.noise`; the one-step
         estimates only, not the look-ahead or rollout continuations; False: the plug-in G0,
         biased upward for informative studies facing near-tied candidates).
     regression_noise_correction : bool
         With ``noise_correction``, correct the regression estimator too (the cluster-robust
-        covariance of its fitted values, :func:`belief.decision.cvu_noise.fitted_noise_bias`);
+        covariance of its fitted values, :func:`belief.decision.cvu.noise.fitted_noise_bias`);
         False corrects the PSIS estimator only.  Without ``noise_correction`` neither is
         corrected.  (The regression's correction was added after the PSIS one: a campaign log
         with ``noise_correction`` on but without this
@@ -148,7 +148,7 @@ class CVUSettings:
         decide`` uses 2, or 1 on a one-core machine (``--cvu-workers``).
     continuation : {"one_step", "lookahead2", "rollout"}
         What CVU takes as the value of the state after m
-        (:mod:`belief.decision.cvu_lookahead`): ``one_step`` ``G0(s') = max(0, max U0(·|s'))``
+        (:mod:`belief.decision.cvu.lookahead`): ``one_step`` ``G0(s') = max(0, max U0(·|s'))``
         (the framework's CVU, the default); ``lookahead2`` the two-step look-ahead value
         ``V_2(s') = max(0, max_{m'} U0(m'|s') + E_{Y'}[G0(s'^{m',Y'})])``; ``rollout`` the value
         R_d(s') of ``rollout_depth`` steps of the U0-greedy policy (with its stop) on the
@@ -161,7 +161,7 @@ class CVUSettings:
         ``lookahead2`` and greedy paths per first outcome of ``rollout``.
     channel_split : bool
         Split the one-step CVU by channel (own/siblings learning, order effects, execution
-        safety; :mod:`belief.decision.cvu_channels`).  It costs up to two more estimates per
+        safety; :mod:`belief.decision.cvu.channels`).  It costs up to two more estimates per
         candidate, only where m creates order effects or can move a gate, on the CVU's own
         outcomes, weights and refits (no refit is computed again, nor the error of the draws;
         the log-likelihood of the outcomes is evaluated again only when a non-myopic

@@ -124,7 +124,7 @@ class Candidate:
         none).  For a hardware candidate they are its own runs (its cell); for a bench safety
         test they count toward the cell of ``safety_test_of``.  CVU uses it for the
         execution-risk channel: the simulated unsafe count y ~ Binomial(safety_runs, p_unsafe)
-        updates the gate in s_{t+1} (:mod:`belief.decision.cvu_safety`).
+        updates the gate in s_{t+1} (:mod:`belief.decision.cvu.safety`).
     safety_test_of : str or None
         For a bench safety-test diagnosis: the hardware candidate whose controller it runs
         ``safety_runs`` times on the bench.  Observation model: the bench trials are

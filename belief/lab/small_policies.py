@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 from scipy import integrate, special
 
-from belief.decision.cvu import CVUSettings, Experiment, continuation_value
+from belief.decision.cvu import CVUProblem, CVUSettings, Experiment, continuation_value
 from belief.decision.functional_registry import parse_functional
 from belief.decision.scores import g0
 from belief.lab.small_problems import BeliefState, SmallProblem
@@ -326,7 +326,7 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
             loglik=lambda y, th=th, n=arm.trials: _binom_loglik(y, n, th))
     lam = np.array(problem.weights, float)
     fn = parse_functional("mean")
-    ds = continuation_value(
+    ds = continuation_value(CVUProblem(
         gain_now, exps, problem.ids, problem.costs, problem.budget_left(s), lambda _b: lam,
         fn, available=problem.available(s),
         repeatable=np.array([arm.repeatable for arm in problem.arms]),
@@ -334,7 +334,7 @@ def engine_cvu(problem: SmallProblem, s: BeliefState, *, draws: int = 1000,
                              seed=int(rng.integers(2**31)), continuation=continuation,
                              rollout_depth=rollout_depth, inner_outcomes=inner_outcomes,
                              estimator=estimator, noise_correction=noise_correction),
-        steps_after=problem.steps_left(s) - 1)
+        steps_after=problem.steps_left(s) - 1))
     out = {"u0": fn(gain_now.T) - problem.c_lambda, "cvu": ds["cvu"].values.astype(float),
            "cvu_mcse": ds["cvu_mcse"].values.astype(float), "g0_null": ds.attrs["g0_null"]}
     if "cvu_bias_bound" in ds:

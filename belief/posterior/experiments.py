@@ -43,20 +43,20 @@ class Experiment:
         s_t is added, ``gains + next_gain − gains at s_t``.
     safe_next : callable Y → bool ndarray (J, C), optional
         The safety gate M^safe(s_{t+1}) after each outcome (the execution-risk channel of
-        CVU, :mod:`belief.decision.cvu_safety`); None: the gate of s_t is held fixed.
+        CVU, :mod:`belief.decision.cvu.safety`); None: the gate of s_t is held fixed.
     safety_note : str
         What the execution-risk channel does for this experiment (empty without one).
     next_gain_no_order : ndarray (S, C), optional
         ``next_gain`` without the order effects γ_{m→·} that m creates on later candidates
         (m left out of the history); None when m creates none (then identical to
         ``next_gain``).  Used only to split CVU by channel
-        (:mod:`belief.decision.cvu_channels`).
+        (:mod:`belief.decision.cvu.channels`).
     then : callable () → mapping candidate id → Experiment, optional
         Every candidate's experiment in the state after m (on the same samples, so importance
         weights carry over; its ``next_gain`` columns are the gains after m then c), built
         lazily and cached; those experiments have their own ``then``.  The non-myopic
         continuations of CVU use it for the second and later steps
-        (:mod:`belief.decision.cvu_lookahead`); None: c's experiment at s_t and ``after``.
+        (:mod:`belief.decision.cvu.lookahead`); None: c's experiment at s_t and ``after``.
     """
 
     next_gain: np.ndarray

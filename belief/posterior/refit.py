@@ -63,7 +63,7 @@ def exact_refit(fitter: BeliefFitter, evidence: Evidence, state: AtStep, trials:
     ``draws`` (default: the fitter's) sets draws and tuning steps per chain of each refit.
     A refit's seeds are a function of ``seed``, m and Y (:func:`refit_seed`), not of the
     order of the calls: the refit of an outcome is the same whichever other outcomes or
-    candidates are refit (:mod:`belief.decision.cvu_decisive` refits only some).
+    candidates are refit (:mod:`belief.decision.cvu.decisive` refits only some).
     """
     candidates = fitter.candidates
     s = fitter.settings

@@ -378,7 +378,7 @@ def _decision_tables(doc: _Doc, decision: xr.Dataset) -> None:
               "policy and candidate set changed); order = what m's order effects γ_{m→·} on "
               "later candidates add; safety = what the gate of s_{t+1} moved by m's simulated "
               "unsafe count adds; each ± its Monte Carlo error on common random numbers "
-              "(belief.decision.cvu_channels).")
+              "(belief.decision.cvu.channels).")
     doc.end_details()
 
 

@@ -19,7 +19,7 @@ def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> pl
     When their signs differ, stacking would hide one bar under the other, so the two are drawn
     side by side from 0 (U0 above, β·CVU below, each half as thick) and the dot marks Q.
     Infeasible candidates are drawn hatched and grey.  Where a candidate's CVU has an
-    order-effect or safety part (:mod:`belief.decision.cvu_channels`), β times each is written
+    order-effect or safety part (:mod:`belief.decision.cvu.channels`), β times each is written
     beside its bar.
     """
     from matplotlib.lines import Line2D

@@ -45,7 +45,7 @@ _CANDIDATE_WIDTH = 24
 _MIN_REASON_WIDTH = 12
 
 CHANNELS = ((V.cvu_own, "own"), (V.cvu_order, "order"), (V.cvu_safety_value, "safety"))
-"""CVU's channels (:mod:`belief.decision.cvu_channels`) and their column names."""
+"""CVU's channels (:mod:`belief.decision.cvu.channels`) and their column names."""
 
 
 def console(file: Any = None) -> Any:
@@ -111,7 +111,7 @@ def column_decimals(values: Iterable[Any], errors: Iterable[Any] | None = None,
 
 def shows_channel_split(decision: Any) -> bool:
     """Whether a decision's CVU has a channel besides own learning: some candidate with a
-    non-zero order-effect or safety part (:mod:`belief.decision.cvu_channels`)."""
+    non-zero order-effect or safety part (:mod:`belief.decision.cvu.channels`)."""
     import numpy as np
 
     return any(v in decision and bool((np.nan_to_num(decision[v].values.astype(float)) != 0)
@@ -372,7 +372,7 @@ def decision_rich_table(decision: Any, title: str, *, wide: bool = False,
 
 
 def channel_rich_table(decision: Any, *, ascii_only: bool | None = None) -> Any:
-    """CVU split by channel (:mod:`belief.decision.cvu_channels`), one row per candidate: own
+    """CVU split by channel (:mod:`belief.decision.cvu.channels`), one row per candidate: own
     learning and each other channel (order effects, safety) that is non-zero for some
     candidate, each ± its Monte Carlo error on common random numbers; the channels sum to CVU.
     None when no channel besides own learning is non-zero (:func:`shows_channel_split`)."""

@@ -352,7 +352,7 @@ class FittedBelief:
             informative studies), or one forced for every candidate
             (:class:`belief.decision.settings.CVUSettings` ``estimator``).  With a look-ahead or
             rollout, ``regression`` gives the nested-regression continuation
-            (:mod:`belief.decision.cvu_lookahead_regression`), several times faster than the
+            (:mod:`belief.decision.cvu.lookahead_regression`), several times faster than the
             weighted one.
 
         Returns

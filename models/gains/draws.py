@@ -176,7 +176,7 @@ def next_gain(draws: xr.Dataset, m: str | None, adapts: bool | None = None,
 
     ``order=False`` leaves m out of the history of the later executions (offset Σ_{a ∈ h}
     γ_{a→·} instead of Σ_{a ∈ h ∪ {m}}): the next gains without m's order effects, used to
-    split CVU by channel (:mod:`belief.decision.cvu_channels`).  Without order effects in
+    split CVU by channel (:mod:`belief.decision.cvu.channels`).  Without order effects in
     the draws it changes nothing.  Equal to :func:`gain_from_draws` of :func:`state_after`
     (the state after m, whose next executions these are), computed from the arrays that
     state_after changes without building its Dataset.

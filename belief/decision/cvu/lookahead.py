@@ -46,7 +46,7 @@ after m:
   any m that leaves the draws unchanged) gives the same numbers bit for bit either way, for
   experiments as ``experiments_from_belief`` builds them.  The inner steps use the
   experiments of ``then()`` as built: experiments the decision replaced at s_t (the
-  execution-risk wrappers of :mod:`belief.decision.cvu_safety`, or experiments passed to
+  execution-risk wrappers of :mod:`belief.decision.cvu.safety`, or experiments passed to
   ``decide``) are used for m's own outcome only; after it, the outcome model is the gains
   model's (the gate is held at s_t there anyway, so a safety outcome would only reweight).
 
@@ -64,7 +64,7 @@ one-step CVU: common random numbers), w_j = PSIS-smoothed weights of log p(Y_j |
    whole variation (an inner EVSI-style control with coefficient 1);
 3. V̂_2(s^{m,Y_j}) = max(0, max_c φ_jc − C_λ'(c) + Ĝ_jc) (φ_jc under w_j, exact given w_j);
 4. E_Y[V_2(s^{m,Y})] ≈ the cross-fitted control-variate mean of V̂_2 over j with the
-   martingale controls of one-step CVU (:func:`belief.decision.preposterior.control_functions`).
+   martingale controls of one-step CVU (:func:`belief.decision.cvu.preposterior.control_functions`).
 
 The rollout follows K greedy paths per first outcome: at each state the greedy pick under the
 path's weights (exact U0), an outcome of the picked candidate drawn from the path's posterior
@@ -87,17 +87,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
+from belief.decision.cvu.importance import khat_threshold, psis_weights
+from belief.decision.cvu.preposterior import control_functions, control_variate_mean, winners
 from belief.decision.feasibility import BudgetRule
 from belief.decision.functionals import Functional, weighted_columns
-from belief.decision.importance import khat_threshold, psis_weights
-from belief.decision.preposterior import control_functions, control_variate_mean, winners
 from belief.decision.scores import g0
 from belief.posterior.experiments import Experiment
 
-__all__ = ["Context", "ContinuationEstimate", "continuation_choice", "continuation_rows",
+__all__ = ["Context", "ContinuationEstimate", "Node", "continuation_choice", "continuation_rows",
            "expected_continuation", "needs_weights"]
 
 
@@ -186,6 +187,15 @@ class Context:
         return out
 
 
+class Node(NamedTuple):
+    """A state the continuation looks from, besides its belief: the gains (S, C), the budget
+    b (R,) and the candidate set (C,) of s_t, of the state after m, or of a later one."""
+
+    gains: np.ndarray
+    budget: np.ndarray
+    available: np.ndarray
+
+
 def _normalise(logw: np.ndarray) -> np.ndarray:
     w = np.exp(logw - logw.max(axis=1, keepdims=True))
     return w / w.sum(axis=1, keepdims=True)
@@ -211,12 +221,12 @@ def _inverse_cdf(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.minimum((cdf < u[:, None]).sum(axis=1), w.shape[1] - 1)
 
 
-def _after_step(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
-                available: np.ndarray, c: int, k: int, rng: np.random.Generator,
-                u: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+def _after_step(ctx: Context, w: np.ndarray, node: Node, c: int, k: int,
+                rng: np.random.Generator, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """E_{Y'}[G0(s'^{c,Y'})] for every row of w (J, S) and its inner variance (J,), with the
     number of untrusted inner weight rows (step 1–2 of the module docstring)."""
     fn = ctx.functional
+    gains, budget, available = node
     b2 = budget - ctx.costs[c]
     f2 = ctx.feasible(b2, ctx.leave(available, c))
     n_j = w.shape[0]
@@ -244,10 +254,10 @@ def _after_step(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarr
     return adj.mean(axis=1), adj.var(axis=1, ddof=1) / k, bad
 
 
-def _lookahead_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
-                    available: np.ndarray, k: int, rng: np.random.Generator
+def _lookahead_rows(ctx: Context, w: np.ndarray, node: Node, k: int, rng: np.random.Generator
                     ) -> tuple[np.ndarray, np.ndarray, float]:
     """V̂_2 of every row of w (J, S): values (J,), bias bounds (J,), untrusted share."""
+    gains, budget, available = node
     n_j = w.shape[0]
     feas = ctx.feasible(budget, available)
     u0 = weighted_columns(ctx.functional, gains, w) - ctx.c_lambda(budget)[None, :]
@@ -257,7 +267,7 @@ def _lookahead_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.n
     offsets = rng.uniform(size=n_j)  # common to every next candidate
     for c in np.flatnonzero(feas):
         stream = np.random.default_rng([int(rng.integers(2**31)), int(c)])
-        tail, v, b = _after_step(ctx, w, gains, budget, available, int(c), k, stream, offsets)
+        tail, v, b = _after_step(ctx, w, node, int(c), k, stream, offsets)
         best = np.maximum(best, u0[:, c] + tail)
         var += v
         bad += b
@@ -265,11 +275,11 @@ def _lookahead_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.n
     return best, np.sqrt(var), share
 
 
-def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
-                  available: np.ndarray, depth: int, k: int, rng: np.random.Generator
-                  ) -> tuple[np.ndarray, np.ndarray, float]:
+def _rollout_rows(ctx: Context, w: np.ndarray, node: Node, depth: int, k: int,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
     """R̂_d of every row of w (J, S) from K greedy paths each: values (J,), their inner
     standard errors (J,), untrusted share of the path weights."""
+    gains, budget, available = node
     fn = ctx.functional
     n_j = w.shape[0]
     logw = np.repeat(_log(w), k, axis=0)  # (P, S), P = J·K paths
@@ -321,19 +331,20 @@ def _rollout_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.nda
     return per.mean(axis=1), per.std(axis=1, ddof=1) / np.sqrt(k), n_bad / max(1, n_checked)
 
 
-def continuation_rows(ctx: Context, w: np.ndarray, gains: np.ndarray, budget: np.ndarray,
-                      available: np.ndarray, kind: str, depth: int, k: int,
+def continuation_rows(ctx: Context, w: np.ndarray, node: Node, kind: str, depth: int, k: int,
                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
     """V̂(s) for the states whose beliefs are the rows of w (J, S) and which share the gains,
-    budget and candidate set: (values, error per row, untrusted share of the inner weights).
+    budget and candidate set of ``node``: (values, error per row, untrusted share of the inner
+    weights).
     The error is the look-ahead's bias bound per row (``kind = "lookahead2"``) or the rollout's
     inner standard error (``"rollout"``).  Depth 1 is G0 exactly."""
     if depth <= 1:
+        gains, budget, available = node
         u = weighted_columns(ctx.functional, gains, w) - ctx.c_lambda(budget)[None, :]
         return g0(u, ctx.feasible(budget, available)), np.zeros(w.shape[0]), 0.0
     if kind == "lookahead2":
-        return _lookahead_rows(ctx, w, gains, budget, available, k, rng)
-    return _rollout_rows(ctx, w, gains, budget, available, depth, k, rng)
+        return _lookahead_rows(ctx, w, node, k, rng)
+    return _rollout_rows(ctx, w, node, depth, k, rng)
 
 
 def needs_weights(method: str) -> bool:
@@ -355,7 +366,7 @@ def continuation_choice(depth: int, kind: str, methods: Mapping[str, str],
     informative for the weights, or it has no likelihood) the inner steps could not learn from
     that candidate either.  So when any scored candidate needs regression, the two-step
     continuations (``lookahead2``, ``rollout`` of depth 2) are estimated by nested regression
-    for *every* candidate (:mod:`belief.decision.cvu_lookahead_regression`); a deeper rollout
+    for *every* candidate (:mod:`belief.decision.cvu.lookahead_regression`); a deeper rollout
     has no such estimator, and then no candidate gets the continuation and every one keeps the
     one-step E_Y[G0] (``failed`` candidates are not ranked and do not count).
 
@@ -405,28 +416,30 @@ class ContinuationEstimate:
     outer_bad_share: float
 
 
-def expected_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
-                          budget: np.ndarray, available: np.ndarray, kind: str, depth: int,
-                          k: int, idx: np.ndarray, outcome_rng: np.random.Generator,
-                          rng: np.random.Generator) -> ContinuationEstimate:
-    """E_Y[V(s^{m,Y})] for candidate m with experiment ``exp``, from the state after m (its
-    gains, budget and candidate set): outcomes Y_j = exp.simulate(outcome_rng, idx) (the
-    one-step estimator's, for common random numbers), then steps 1–4 of the module docstring
-    (or the rollout).  An experiment without an outcome model gives one uniform row."""
+def expected_continuation(ctx: Context, exp: Experiment, node: Node, kind: str, depth: int,
+                          k: int, idx: np.ndarray,
+                          rngs: tuple[np.random.Generator, np.random.Generator]
+                          ) -> ContinuationEstimate:
+    """E_Y[V(s^{m,Y})] for candidate m with experiment ``exp``, from the state after m
+    ``node`` (its gains, budget and candidate set): outcomes Y_j = exp.simulate(outcome_rng,
+    idx) (the one-step estimator's, for common random numbers), then steps 1–4 of the module
+    docstring (or the rollout) on the inner stream; ``rngs`` = (outcome_rng, inner rng).  An
+    experiment without an outcome model gives one uniform row."""
+    gains, budget, available = node
+    outcome_rng, rng = rngs
     n_s = gains.shape[0]
     inner = ctx.moved(exp)  # the experiments of the state after m, when exp knows them
     if exp.simulate is None or exp.loglik is None:
         w = np.full((1, n_s), 1.0 / n_s)
-        vals, err, share = continuation_rows(inner, w, gains, budget, available, kind, depth,
-                                             max(k, idx.size), rng)
+        vals, err, share = continuation_rows(inner, w, node, kind, depth, max(k, idx.size),
+                                             rng)
         bias = float(err[0]) if kind == "lookahead2" else 0.0
         return ContinuationEstimate(float(vals[0]), float(err[0]), bias, share, 0.0)
     y = np.asarray(exp.simulate(outcome_rng, idx))
     smooth, raw, khat, ok = psis_weights(np.asarray(exp.loglik(y), float))
     outer_bad = float((~ok | ~(khat <= khat_threshold(ctx.k_threshold,
                                                       smooth.shape[-1]))).mean())
-    vals, err, share = continuation_rows(inner, smooth, gains, budget, available, kind, depth,
-                                         k, rng)
+    vals, err, share = continuation_rows(inner, smooth, node, kind, depth, k, rng)
     # outer martingale controls, as in one-step CVU (any f of the draws has mean-zero Z)
     feas = ctx.feasible(budget, available)
     cl = ctx.c_lambda(budget)

@@ -6,7 +6,7 @@ an effective sample size ESS_j ≪ S, so φ̂_j = φ_j + ε_j with ε_j ≈ N(0,
     V_j[c, d] = Σ_i w̃_ij² ψ_jc(g_ic) ψ_jd(g_id)
 
 (w̃_ij the normalised smoothed weights, ψ_jc the influence function of φ at column c under
-them: g − φ̂ for the mean, :func:`belief.decision.preposterior.influence` otherwise; the
+them: g − φ̂ for the mean, :func:`belief.decision.cvu.preposterior.influence` otherwise; the
 delta-method variance of a self-normalised importance estimate, the draws taken as
 independent).  G0 is a maximum, so by Jensen E[G0(φ̂_j)] ≥ G0(φ_j): the noise of the weighted
 functionals of candidates that the study barely informs is read as information, and the more
@@ -23,7 +23,7 @@ at φ̂_j):
 with K antithetic normal vectors z common to every outcome and every candidate of a decision
 (:func:`noise_draws`), so that a study that teaches nothing (equal weights) keeps CVU = 0
 exactly.  The PSIS estimator averages G0(φ̂_j) − b_j
-(:func:`belief.decision.cvu_psis.importance_estimate`), an exact refit's outcome likewise with
+(:func:`belief.decision.cvu.psis.importance_estimate`), an exact refit's outcome likewise with
 its own equally weighted draws, and the MCSE includes the error of b over the antithetic
 pairs.  The look-ahead and rollout continuations are not corrected: their G0s, and V(s^∅)
 built from the one-step estimates, stay plug-in (a decision whose continuation falls back to
@@ -41,7 +41,7 @@ bootstrap level (2b − E*[b*]) removed more at up to 30 % more variance; a SIME
 in the noise scale over-corrected by up to 2 s.e. and inflated the spread by 50–90 % —
 neither is used.
 
-The regression estimator (:mod:`belief.decision.cvu_regression`) has the same bias from the
+The regression estimator (:mod:`belief.decision.cvu.regression`) has the same bias from the
 fitting noise of its fitted values μ̂_c(T_n) = x_nᵀβ̂_c: its V_n is the cluster-robust
 covariance of the fitted values (:func:`fitted_covariance`; the R replicates of a draw share
 its gains, so the draws are the clusters), its V_0 the noise of the draws' means (the
@@ -59,8 +59,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from belief.decision.cvu.preposterior import influence, influence_levels
 from belief.decision.functionals import Functional, weighted_column_quantiles
-from belief.decision.preposterior import influence, influence_levels
 
 Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
@@ -146,7 +146,7 @@ def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarr
 
     The influence function takes two values per row and column,
     ψ_jc(g) = δ_jc (q − 1[g ≤ φ_jc]) with δ = 1/f (0 where the density f is not finite;
-    :func:`belief.decision.preposterior.influence`), so with I_ijc = 1[g_ic ≤ φ_jc],
+    :func:`belief.decision.cvu.preposterior.influence`), so with I_ijc = 1[g_ic ≤ φ_jc],
     s_j = Σ_i w̃_ij², P_j[c, d] = Σ_i w̃_ij² I_ijc I_ijd and M_jc = P_j[c, c]:
 
         V_j[c, d] = δ_jc δ_jd (q² s_j − q M_jc − q M_jd + P_j[c, d])
@@ -326,7 +326,7 @@ def gram_pinv(x: np.ndarray) -> tuple[np.ndarray, int]:
 
     With D = diag(√(mean x_j²)) and X_s = X D⁻¹, the eigen-directions of X_sᵀX_s below 1e-10 of
     the largest eigenvalue are dropped: M⁺ = N D⁻¹ (X_sᵀX_s)⁺ D⁻¹.  Least squares
-    (β̂ = M⁺ Xᵀy / N, :func:`belief.decision.cvu_regression.least_squares`) and the covariance
+    (β̂ = M⁺ Xᵀy / N, :func:`belief.decision.cvu.regression.least_squares`) and the covariance
     of its fitted values (:func:`fitted_covariance`) use this one inverse, so they keep the
     same directions (raw spline columns differ in scale by orders of magnitude: a cut-off on
     the raw M drops directions the fit keeps)."""
@@ -371,7 +371,7 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
                       feasible: np.ndarray, z: np.ndarray, replicates: int,
                       cap: int = 256, m_inv: np.ndarray | None = None) -> FittedNoiseBias:
     """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
-    fitting noise of its fitted values (:mod:`belief.decision.cvu_regression`):
+    fitting noise of its fitted values (:mod:`belief.decision.cvu.regression`):
     b_n = E_z[G0(u_n + L_n z)] − E_z[G0(u_n + L_0 z)], L_n L_nᵀ = V_n the cluster-robust
     covariance of the fitted values at x_n (:func:`fitted_covariance`), L_0 L_0ᵀ = V_0 =
     Σ_i (g_i − ḡ)(g_i − ḡ)ᵀ/S² the noise of the draws' means that every other G0 of the

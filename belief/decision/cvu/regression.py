@@ -19,7 +19,7 @@ outcome's summary:
    otherwise: the method is then named ``regression+ls``);
 4. E_Y[G0] ≈ (1/N) Σ_n max(0, max_{c ∈ M'} φ̂_c(T_n) − C_λ'(c)), less the excess upward
    bias that the fitting noise of μ̂ gives the maximum (with ``noise_z``:
-   :func:`belief.decision.cvu_noise.fitted_noise_bias`, the cluster-robust covariance of the
+   :func:`belief.decision.cvu.noise.fitted_noise_bias`, the cluster-robust covariance of the
    fitted values, the draws as clusters).
 
 Least squares with an intercept keeps (1/N) Σ_n μ̂_c(T_n) = ḡ_c exactly — the preposterior
@@ -30,7 +30,7 @@ Errors, from the influence of each pair (T_n, g_n) on the estimate,
 IF_n = G0_n − Ê + Σ_c a_cᵀ M⁻¹ x_n e_nc (a_c = mean of x over the pairs c wins, M = XᵀX/N,
 e the residuals; the error of σ̂ is neglected): the outcome Monte Carlo error from the spread
 of IF over the R replicates of each draw, Var = Σ_i Σ_r (IF_ir − IF̄_i)² / (R−1) / (R·S²);
-the draws' influence IF̄_i feeds :func:`belief.decision.preposterior.draws_variance`.  A
+the draws' influence IF̄_i feeds :func:`belief.decision.cvu.preposterior.draws_variance`.  A
 regression that misses the shape of E(g | T) biases the estimate; GCV over the basis size
 keeps that small when T is low-dimensional (the tests check it against closed forms).
 """
@@ -41,10 +41,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from belief.decision.cvu_estimate import Estimate
-from belief.decision.cvu_noise import fitted_noise_bias, gram_pinv
+from belief.decision.cvu.estimate import Estimate
+from belief.decision.cvu.noise import fitted_noise_bias, gram_pinv
+from belief.decision.cvu.preposterior import NextState, winners
 from belief.decision.functionals import Functional
-from belief.decision.preposterior import NextState, winners
 
 __all__ = ["KNOT_GRID", "RegressionMemo", "best_by_gcv", "conditional_functional",
            "least_squares", "natural_spline_basis", "regression_estimate", "spline_design"]
@@ -90,7 +90,7 @@ def spline_design(t: np.ndarray, n_knots: int) -> np.ndarray:
 def least_squares(x: np.ndarray, y: np.ndarray, pinv: tuple[np.ndarray, int] | None = None
                   ) -> tuple[np.ndarray, int]:
     """Least squares by the normal equations, β̂ = M⁺ Xᵀy / N with M⁺ the generalised inverse of
-    M = XᵀX/N on standardised columns (:func:`belief.decision.cvu_noise.gram_pinv`: the
+    M = XᵀX/N on standardised columns (:func:`belief.decision.cvu.noise.gram_pinv`: the
     designs here are tall and narrow, N ≫ p); returns the coefficients and the rank.
     ``pinv``: ``gram_pinv(x)`` when the caller has it."""
     m_inv, rank = gram_pinv(x) if pinv is None else pinv
@@ -165,7 +165,7 @@ def conditional_functional(x: np.ndarray, resp: np.ndarray, functional: Function
 class RegressionMemo:
     """What :func:`regression_estimate` computes from its outcomes and responses alone,
     remembered across estimates on the same outcomes (the CVU and its channel split,
-    :mod:`belief.decision.cvu_channels`, which estimate on fresh copies of the candidate's
+    :mod:`belief.decision.cvu.channels`, which estimate on fresh copies of the candidate's
     outcome stream): the simulated outcomes, by the state of the stream and the draw
     indices; and the chosen design, its inverse and the conditional functional, by the
     summaries, the responses (their bytes) and the functional.  Holds one experiment's
@@ -232,8 +232,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     reason : str
         Why the regression estimator is used (kept in the estimate).
     noise_z : ndarray (K/2, C), optional
-        :func:`belief.decision.cvu_noise.noise_draws`: subtract the excess noise bias of the
-        fitted values (:func:`belief.decision.cvu_noise.fitted_noise_bias`); its mean is
+        :func:`belief.decision.cvu.noise.noise_draws`: subtract the excess noise bias of the
+        fitted values (:func:`belief.decision.cvu.noise.fitted_noise_bias`); its mean is
         ``extra["noise_bias"]``, its Monte Carlo error ``extra["correction_mcse"]`` is added
         to the MCSE (the per-outcome ``terms`` stay uncorrected), and the plug-in
         value and MCSE are ``extra["plugin_g0"]``.

@@ -18,7 +18,7 @@ of c in s_{t+1}^{m,Y} is recomputed from the updated evidence:
   model, so only the unsafe count carries information about p_c.
 
 G0(s_{t+1}^{m,Y}) then maximises over the candidates feasible under that gate
-(:class:`~belief.decision.preposterior.NextState` ``outcome_feasible``), so a bench test can
+(:class:`~belief.decision.cvu.preposterior.NextState` ``outcome_feasible``), so a bench test can
 open a gated candidate and earn CVU > 0 from feasibility alone, and a hardware run can close
 its own gate.  The channel is added only where the gate of c can change for some y ∈ {0..r}
 (the bound is monotone in y, so y = 0 and y = r decide) and c can be feasible in s_{t+1}
@@ -35,9 +35,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from belief.decision.cvu.importance import psis_weights
 from belief.decision.feasibility import BudgetRule, Feasibility
 from belief.decision.functionals import lcb
-from belief.decision.importance import psis_weights
 from belief.decision.safety import SafetyGate
 from belief.inputs.candidates import CandidateSet
 from belief.posterior.experiments import Experiment, safety_outcome
@@ -70,7 +70,7 @@ def with_safety_channel(exp: Experiment, cell: int, runs: int, p_draws: np.ndarr
     The outcome becomes (J, K + 1) floats: the K flattened values of ``exp``'s own outcome and
     y.  Both come from one stream, y first, so the own outcome's draws are not those ``exp``
     alone would give for the same seed (they have the same distribution, and the channel-split
-    estimates share them: :mod:`belief.decision.cvu_channels`); the log-likelihood is the
+    estimates share them: :mod:`belief.decision.cvu.channels`); the log-likelihood is the
     sum of both; an exact refit gets the gains part; ``safe_next`` maps y to M^safe(s_{t+1})
     (``safe_now`` with the cell's entry ``safe_by_y[y]``)."""
     sim_y, ll_y = safety_outcome(p_draws, runs)

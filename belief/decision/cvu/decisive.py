@@ -4,7 +4,7 @@ An exact refit (an MCMC fit per simulated outcome) is CVU's costliest step, and 
 go to candidates that no value of the refit could make the choice.  So CVU is first estimated
 with every refit deferred: each PSIS estimate keeps its untrusted outcomes at their
 importance-weighted G0 and bounds what their refits could give
-(:func:`belief.decision.cvu_psis.refit_bounds`), which bounds the value against stopping
+(:func:`belief.decision.cvu.psis.refit_bounds`), which bounds the value against stopping
 
     v(m) = U0(m) + β·(CVU(m) + G0(s^∅)) ∈ [v_low(m), v_high(m)].
 

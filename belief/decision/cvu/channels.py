@@ -9,7 +9,7 @@ The outcome Y of m moves three channels of the state after m:
       candidate c's predictive gain (``Experiment.next_gain`` against
       ``Experiment.next_gain_no_order``);
 (iii) **safety** — the execution-risk channel: the gate M^safe(s_{t+1}) recomputed from the
-      simulated unsafe count (:mod:`belief.decision.cvu_safety`).
+      simulated unsafe count (:mod:`belief.decision.cvu.safety`).
 
 With V_A = E_Y[G0(s_{t+1}^{m,Y})] when only the channels A move (the others held at s_t: no
 γ_{m→·}, the gate of s_t), the split is the **sequential attribution in the order (i), (ii),
@@ -31,7 +31,7 @@ All three values are computed on the same simulated outcomes (common random numb
 draw indices and the same outcome streams) with the same estimator as the CVU itself (PSIS
 forced where the CVU used PSIS, regression where it used regression), so the weights of every
 outcome are shared and each difference has a Monte Carlo error of its own, from the paired
-per-outcome terms (:meth:`belief.decision.cvu_estimate.Estimate.mcse_of_difference`);
+per-outcome terms (:meth:`belief.decision.cvu.estimate.Estimate.mcse_of_difference`);
 ``cvu_own_mcse`` is V_{i}'s outcome error.  These errors are the outcome errors only (no error
 of the draws).  Where the CVU refit outcomes exactly, V_{i,ii} uses the same refits (the gate
 does not change the gains) and V_{i} keeps the PSIS weights of those outcomes (a refit without
@@ -49,8 +49,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from belief.decision.cvu_estimate import Estimate
-from belief.decision.preposterior import NextState
+from belief.decision.cvu.estimate import Estimate
+from belief.decision.cvu.preposterior import NextState
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
 

@@ -21,7 +21,7 @@ class Estimate:
         Monte Carlo standard error from the simulated outcomes (given the draws).
     if_draws, if_noise : ndarray (S,), optional
         Influence of each draw on E_Y[G0] and the variance of its Monte Carlo noise
-        (:func:`belief.decision.preposterior.draws_variance`).
+        (:func:`belief.decision.cvu.preposterior.draws_variance`).
     method : str
         ``psis``, ``psis+cv``, ``psis+cv+refit``, ``regression``, ``regression+ls``,
         ``no outcome`` or ``failed``.

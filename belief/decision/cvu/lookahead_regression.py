@@ -1,9 +1,9 @@
 """CVU's two-step continuations by nested regression: no importance weights needed.
 
-The look-ahead and the rollout of :mod:`belief.decision.cvu_lookahead` reweight the draws by
+The look-ahead and the rollout of :mod:`belief.decision.cvu.lookahead` reweight the draws by
 the likelihood of simulated outcomes; for an informative study (100 trials per arm) the
 weights collapse and one-step CVU switches to the regression estimator of Strong et al.
-(2015) (:mod:`belief.decision.cvu_regression`).  This module gives the two-step values for
+(2015) (:mod:`belief.decision.cvu.regression`).  This module gives the two-step values for
 those candidates by regression at both stages, as least-squares Monte Carlo does for
 optimal stopping (Longstaff & Schwartz 2001, "Valuing American options by simulation",
 Rev. Financ. Stud. 14(1):113–147: regress the realised values of the later stage on the
@@ -12,7 +12,7 @@ earlier stage's state):
 1. for every joint draw i and replicate r (N = R·S pairs, idx the draws), one outcome of m,
    Y_n ~ p(Y | θ_{i_n}), summary T_n = Y_n flattened (constant columns dropped);
 2. first stage, the state s' after m: φ̂'_c(T) by regression of the gains after m, g'_{i_n c},
-   on a basis of T (:func:`belief.decision.cvu_regression.conditional_functional`), for every
+   on a basis of T (:func:`belief.decision.cvu.regression.conditional_functional`), for every
    c ∈ M' (feasible after m, the gate held at s_t as in the look-ahead), and
    Û'_c(T) = φ̂'_c(T) − C_λ'(c);
 3. second stage, the state s'' after m then c: one outcome of c on the *same* draw,
@@ -35,7 +35,7 @@ approximately (a basis too stiff for a conditional expectation biases the estima
 ``bias_bound`` does not cover that misspecification).
 
 **Basis.**  The summary of one stage: the natural-spline basis of the one-step estimator
-(:func:`belief.decision.cvu_regression.spline_design`); of two stages, (T, T'): each stage's
+(:func:`belief.decision.cvu.regression.spline_design`); of two stages, (T, T'): each stage's
 basis (its own tensor products) plus the products of their components (bilinear
 interactions) — :func:`block_design`.  When the summary takes few distinct values
 (discrete outcomes: at most min(N/8, 256) of them), the cell means (one indicator per
@@ -60,8 +60,8 @@ from itertools import combinations
 
 import numpy as np
 
-from belief.decision.cvu_lookahead import Context, ContinuationEstimate
-from belief.decision.cvu_regression import (
+from belief.decision.cvu.lookahead import Context, ContinuationEstimate, Node
+from belief.decision.cvu.regression import (
     KNOT_GRID,
     best_by_gcv,
     conditional_functional,
@@ -88,7 +88,7 @@ def block_design(t: np.ndarray, widths: tuple[int, ...], n_knots: int) -> np.nda
     """Design [1, each block's spline basis without its constant, the products of the
     components of every two blocks] of the summaries t (N, Σ widths), the blocks being the
     stages' summaries side by side (module docstring, "Basis").  One block is
-    :func:`belief.decision.cvu_regression.spline_design`."""
+    :func:`belief.decision.cvu.regression.spline_design`."""
     n = t.shape[0]
     cols, scaled, start = [np.ones((n, 1))], [], 0
     for w in widths:
@@ -120,7 +120,7 @@ def _cells(t: np.ndarray) -> np.ndarray | None:
 
 def _design(t: np.ndarray, widths: tuple[int, ...], resp: np.ndarray) -> np.ndarray:
     """The design with the smallest generalised cross-validation score
-    (:func:`belief.decision.cvu_regression.best_by_gcv`) among the block designs of the knot
+    (:func:`belief.decision.cvu.regression.best_by_gcv`) among the block designs of the knot
     grid and the cell means (module docstring, "Basis")."""
     n = t.shape[0]
     if t.shape[1] == 0:
@@ -152,8 +152,40 @@ def _fit_noise(resid: np.ndarray, lev: np.ndarray) -> np.ndarray:
     return np.sqrt(lev * (resid**2).mean(axis=0).sum())
 
 
-def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
-                            budget: np.ndarray, available: np.ndarray, kind: str, *,
+def _second_stage(inner: Context, node: Node, t1: np.ndarray, idx: np.ndarray, c: int,
+                  seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The second stage after next candidate c: E[G0(s''^c) | T] fitted on the first outcome
+    T (N,), the variance of that fit (N,) and the bias bound of the inner max (N,); None when
+    nothing is feasible after c.  Without a second outcome G0'' is already a function of T."""
+    gains, budget, available = node
+    n = idx.size
+    b2 = budget - inner.costs[c]
+    f2 = inner.feasible(b2, inner.leave(available, c))
+    if not f2.any():
+        return None
+    cols2 = np.flatnonzero(f2)
+    resp2 = inner.after(gains, c)[idx][:, cols2]
+    e = inner.experiments.get(c)
+    if e is None or e.simulate is None:
+        t2, widths = t1, (t1.shape[1],)
+    else:
+        y2 = _varying(e.simulate(np.random.default_rng([seed, 106, c]), idx), n)
+        t2, widths = np.concatenate([t1, y2], axis=1), (t1.shape[1], y2.shape[1])
+    x2 = _design(t2, widths, resp2)
+    phi2, resid2, _ = conditional_functional(x2, resp2, inner.functional)
+    inner_g0 = g0(phi2 - inner.c_lambda(b2)[cols2][None, :], np.ones(cols2.size, bool))
+    noise2 = _fit_noise(resid2, _leverage(x2))
+    if t2 is t1:  # no second outcome: G0'' is already a function of T
+        return inner_g0, np.zeros(n), noise2
+    # E[G0'' | T] has its own shape (convex, kinked where c's outcome starts to matter):
+    # its basis is chosen for it, not taken from the gains' regression
+    xt = _design(t1, (t1.shape[1],), inner_g0[:, None])
+    coef, _ = least_squares(xt, inner_g0)
+    fitted = xt @ coef
+    return fitted, _leverage(xt) * float(((inner_g0 - fitted) ** 2).mean()), noise2
+
+
+def regression_continuation(ctx: Context, exp: Experiment, node: Node, kind: str, *,
                             seed: int, column: int, replicates: int = 8
                             ) -> ContinuationEstimate:
     """E_Y[V(s^{m,Y})] of candidate m (experiment ``exp``, column ``column``) by nested
@@ -167,7 +199,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     exp : Experiment
         m's experiment at s_t (without ``simulate``: m shows nothing, the first stage is the
         prior mean).
-    gains, budget, available
+    node : Node
         The state after m: gains g' (S, C), budget b', candidate set M'.
     kind : str
     seed : int
@@ -178,6 +210,7 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     replicates : int
         R ≥ 2 outcomes per joint draw.
     """
+    gains, budget, available = node
     n_s = gains.shape[0]
     idx = np.tile(np.arange(n_s), replicates)
     n = idx.size
@@ -204,31 +237,10 @@ def regression_continuation(ctx: Context, exp: Experiment, gains: np.ndarray,
     for j, c in enumerate(cols1):
         if j not in needed:
             continue
-        b2 = budget - ctx.costs[c]
-        f2 = inner.feasible(b2, inner.leave(available, int(c)))
-        if not f2.any():
-            continue
-        cols2 = np.flatnonzero(f2)
-        resp2 = inner.after(gains, int(c))[idx][:, cols2]
-        e = inner.experiments.get(int(c))
-        if e is None or e.simulate is None:
-            t2, widths = t1, (t1.shape[1],)
-        else:
-            y2 = _varying(e.simulate(np.random.default_rng([seed, 106, int(c)]), idx), n)
-            t2, widths = np.concatenate([t1, y2], axis=1), (t1.shape[1], y2.shape[1])
-        x2 = _design(t2, widths, resp2)
-        phi2, resid2, _ = conditional_functional(x2, resp2, fn)
-        inner_g0 = g0(phi2 - inner.c_lambda(b2)[cols2][None, :], np.ones(cols2.size, bool))
-        noise2[:, j] = _fit_noise(resid2, _leverage(x2))
-        if t2 is t1:  # no second outcome: G0'' is already a function of T
-            tail[:, j] = inner_g0
-            continue
-        # E[G0'' | T] has its own shape (convex, kinked where c's outcome starts to matter):
-        # its basis is chosen for it, not taken from the gains' regression
-        xt = _design(t1, (t1.shape[1],), inner_g0[:, None])
-        coef, _ = least_squares(xt, inner_g0)
-        tail[:, j] = xt @ coef
-        tail_var += _leverage(xt) * float(((inner_g0 - tail[:, j]) ** 2).mean())
+        stage = _second_stage(inner, node, t1, idx, int(c), seed)
+        if stage is not None:
+            tail[:, j], var_j, noise2[:, j] = stage
+            tail_var += var_j
     total = u1 + tail
     if kind == "lookahead2":
         values = np.maximum(0.0, total.max(axis=1))
