@@ -35,7 +35,10 @@ Estimators, chosen per candidate (``CVUSettings.estimator = "auto"``):
 Errors: ``cvu_mcse`` is the Monte Carlo error of the simulated outcomes given the draws (the
 error that more outcomes remove); ``cvu_draws_se`` the error of the finite set of S posterior
 draws, from the influence of each draw on CVU (:mod:`belief.decision.preposterior`; batch
-means over contiguous blocks, so autocorrelated MCMC draws are handled); ``cvu_se`` both.
+means over contiguous blocks, so autocorrelated MCMC draws are handled) — or, for the PSIS
+estimator at a near tie of G0(s^∅) or where the influence values are too noisy to trust their
+error (:func:`belief.decision.cvu_psis.noisy_influence`), the larger of that and a block
+bootstrap of the draws; ``cvu_se`` both.
 The control variates act on E_Y[G0(s^{m,Y})], and G0(s^∅) is computed from the same draws
 without simulation, so they reduce the outcome error of CVU, of Q = U0 + β·CVU and of
 value_vs_stop = U0 + β·E_Y[G0] alike (G0(s^∅) cancels between CVU and value_vs_stop
@@ -154,7 +157,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
               bootstrap: Callable[[np.ndarray], float] | None = None,
               noise_z: np.ndarray | None = None, memo: OutcomeWeights | None = None,
               draws_influence: bool = True, fits: RegressionMemo | None = None,
-              defer_refits: bool = False) -> Estimate:
+              defer_refits: bool = False, if_null: np.ndarray | None = None) -> Estimate:
     """One candidate's E_Y[G0(s^{m,Y})] with the estimator the settings and the weights call
     for (module docstring); ``noise_z``: the PSIS estimate's noise-bias correction, and the
     regression estimate's with ``settings.regression_noise_correction``
@@ -191,7 +194,7 @@ def _estimate(exp: Experiment, nxt: NextState, functional: Functional, idx: np.n
         noise_z=noise_z,
         bootstrap=bootstrap, blocks=settings.draw_blocks, rng=rngs[2], memo=memo,
         draws_influence=draws_influence, defer_refits=defer_refits,
-        refit_draws=settings.refit_draws)
+        refit_draws=settings.refit_draws, if_null=if_null)
     if est is not None:
         return est
     est = regression_estimate(nxt, functional, exp.simulate, rngs[1], reason=reason,
@@ -514,9 +517,12 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
             est = Estimate.failed("the next-gain draws are not finite or not (S, C)")
         else:
             try:
+                # the block bootstrap of the draws at a near tie, or where the influence
+                # values are too noisy for their error (cvu_psis.noisy_influence)
                 est = _estimate(exp, nxt, functional, idx, rngs, settings,
-                                bootstrap=g0_null_weighted if tie else None, noise_z=noise_z,
-                                memo=memo, fits=fits, defer_refits=defer_refits)
+                                bootstrap=g0_null_weighted, noise_z=noise_z,
+                                memo=memo, fits=fits, defer_refits=defer_refits,
+                                if_null=None if tie else if_null)
             except _ESTIMATOR_ERRORS as err:
                 est = Estimate.failed(f"{type(err).__name__}: {err}")
         if split:
@@ -617,7 +623,7 @@ def _continuation_value(gain_now: np.ndarray, experiments: Mapping[str, Experime
                 var = draws_variance(est.if_draws - if_null, est.if_noise,
                                      settings.draw_blocks)
                 out["cvu_draws_se"][c] = np.sqrt(var)
-            if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
+            if "draws_sd_bootstrap" in est.extra:  # the larger of the two
                 out["cvu_draws_se"][c] = np.fmax(out["cvu_draws_se"][c],
                                                  est.extra["draws_sd_bootstrap"])
             out["cvu_se"][c] = (np.hypot(out["cvu_mcse"][c], out["cvu_draws_se"][c])

@@ -213,7 +213,7 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
                         rng: np.random.Generator | None = None,
                         memo: OutcomeWeights | None = None,
                         draws_influence: bool = True, defer_refits: bool = False,
-                        refit_draws: int = 250
+                        refit_draws: int = 250, if_null: np.ndarray | None = None
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -240,7 +240,8 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``replicates`` replicates over ``blocks`` blocks) and stored
         in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
-        influence-function error misses the kink of the max.
+        influence-function error misses the kink of the max.  With ``if_null`` only when
+        the influence-function error is unreliable (:func:`noisy_influence`).
     memo : OutcomeWeights, optional
         The weights (and weighted functionals) of these outcomes, shared with other
         estimates on them; by default computed here from ``loglik``.  It must have been built
@@ -258,6 +259,10 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
         still change the choice).
     refit_draws : int
         Draws an exact refit makes at least (the margin of :func:`refit_ranges`).
+    if_null : ndarray (S,), optional
+        The influence of each draw on G0(s^∅): with ``bootstrap``, the bootstrap is run only
+        when the influence-function error of CVU, of IF_i = if_draws_i − if_null_i, is
+        unreliable (:func:`noisy_influence`); None: whenever ``bootstrap`` is given.
 
     Returns
     -------
@@ -425,7 +430,9 @@ def importance_estimate(nxt: NextState, functional: Functional, y: np.ndarray,
     if n_deferred:
         est.extra["deferred"] = n_deferred
         est.extra["bounds"] = refit_bounds(g0_j - bias, z, deferred, ranges)
-    if bootstrap is not None and not nonfinite.any():
+    if bootstrap is not None and not nonfinite.any() and (
+            if_null is None or if_draws is None
+            or noisy_influence(if_draws - if_null, if_noise, blocks)):
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, feas, smooth, omega, g0_j, refit_done, bootstrap,
             rng or np.random.default_rng(0), replicates, blocks)
@@ -525,6 +532,33 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
         r = omega @ v / v.mean()
         vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)
     return float(vals.std(ddof=1))
+
+
+NOISY_SHARE = 0.2
+"""Share of the block means' variance of the influence values that their own Monte Carlo
+noise may take before the influence-function error of the draws is called unreliable."""
+
+
+def noisy_influence(if_values: np.ndarray, noise: np.ndarray | None, blocks: int) -> bool:
+    """Whether the influence-function error of the draws
+    (:func:`belief.decision.preposterior.draws_variance`) is unreliable: the Monte Carlo noise
+    of the IF_i, which it subtracts from the variance of their block means, is at least
+    :data:`NOISY_SHARE` of that variance (or the variance is 0).  Each IF_i is a weighted
+    average over the J outcomes (``_draw_influence``); a draw in a tail the outcomes rarely
+    reach gets a heavy-tailed one, and the subtraction then leaves an error of the draws that
+    is far too small, down to 0 — measured on the normal study at n = 1 and 10
+    (``benchmarks/bench_evsi_coverage.py``)."""
+    v = np.asarray(if_values, float)
+    s = v.size
+    b = blocks if s >= 4 * blocks else s
+    length = s // b
+    means = v[: b * length].reshape(b, length).mean(axis=1)
+    total = float(means.var(ddof=1)) if b > 1 else 0.0
+    if noise is None:
+        return not total > 0
+    nz = np.asarray(noise, float)[: b * length].reshape(b, length)
+    noise_mean = float((nz.sum(axis=1) / length**2).mean())
+    return not total > 0 or noise_mean >= NOISY_SHARE * total
 
 
 def _max_k(khat: np.ndarray) -> float:
