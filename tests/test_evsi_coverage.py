@@ -96,3 +96,47 @@ def test_reported_errors_cover_the_closed_form_evsi(n):
     assert_calibrated(z, runs)
     assert_calibrated(z_draws, runs)
     assert np.abs(z_out).max() < stats.norm.isf(0.01 / (2 * runs)), z_out
+
+
+def test_draws_bootstrap_of_the_mean_equals_its_definition():
+    """The mean's block path of ``draws_bootstrap`` (per-block sums) against the definition
+    replicate by replicate (``weighted_columns`` of the reweighted draws), to rounding."""
+    from belief.decision.cvu_psis import draws_bootstrap
+    from belief.decision.functionals import weighted_columns
+    from belief.decision.importance import psis_weights
+    from belief.decision.preposterior import NextState
+    from belief.decision.scores import g0
+
+    rng = np.random.default_rng(2)
+    n_s, n_c, n_j, blocks, reps = 800, 4, 48, 16, 20
+    gain = rng.normal(0.05, 0.1, size=(n_s, n_c))
+    c_lam = np.array([0.01, 0.02, 0.0, 0.03])
+    feas = np.array([True, True, False, True])
+    nxt = NextState(gain + 0.01, c_lam, feas)
+    smooth, omega, _, ok = psis_weights(rng.normal(0, 1.5, size=(n_j, n_s)))
+    assert ok.all()
+    fn = Mean()
+    g0_j = nxt.g0(weighted_columns(fn, nxt.gain, smooth), feas)
+    exact = np.zeros(n_j, bool)
+    exact[[3, 7]] = True
+
+    def g0_null(v):
+        return float(g0(fn(gain.T, v) - c_lam, feas))
+
+    got = draws_bootstrap(fn, nxt, feas, smooth, omega, g0_j, exact, g0_null,
+                          np.random.default_rng(9), replicates=reps, blocks=blocks)
+    r_ng = np.random.default_rng(9)
+    block = np.minimum(np.arange(n_s) * blocks // n_s, blocks - 1)
+    vals = []
+    for _ in range(reps):
+        v = r_ng.poisson(1.0, blocks)[block].astype(float)
+        if v.sum() == 0:
+            v[:] = 1.0
+        w = smooth * v[None, :]
+        phi_b = np.full((n_j, n_c), -np.inf)
+        cols = np.flatnonzero(feas)
+        phi_b[:, cols] = weighted_columns(fn, nxt.gain[:, cols], w)
+        g = np.where(exact, g0_j, nxt.g0(phi_b, feas))
+        r = omega @ v / v.mean()
+        vals.append(float((r * g).sum() / r.sum()) - g0_null(v))
+    np.testing.assert_allclose(got, float(np.std(vals, ddof=1)), rtol=1e-9)

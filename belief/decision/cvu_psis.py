@@ -517,19 +517,37 @@ def draws_bootstrap(functional: Functional, nxt: NextState, feas: np.ndarray,
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
     cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
-    # sorted once; v is constant on the blocks (ReweightedColumns' block path)
-    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
+    if functional.linear:
+        # the weighted mean from per-block sums (v is constant on the blocks): Σ_i w̃_ij v_i
+        # g_ic = Σ_b v_b Σ_{i∈b} w̃_ij g_ic, likewise the totals and r_j (to rounding)
+        onehot = np.zeros((n_s, b))
+        onehot[np.arange(n_s), block] = 1.0
+        w_b = smooth @ onehot  # (J, B)
+        a_b = np.stack([(smooth * nxt.gain[:, c]) @ onehot for c in cols], -1)  # (J, B, C')
+        o_b = omega @ onehot
+        size = onehot.sum(axis=0)
+        columns = None
+    else:  # sorted once; v is constant on the blocks (ReweightedColumns' block path)
+        columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
     vals = np.empty(replicates)
     for k in range(replicates):
-        v = rng.poisson(1.0, b)[block].astype(float)
-        if v.sum() == 0:
-            v[:] = 1.0
-        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
-        ok = columns.row_totals(v) > 0
+        v_b = rng.poisson(1.0, b).astype(float)
+        if v_b.sum() == 0:
+            v_b[:] = 1.0
+        v = v_b[block]
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
-        phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
+        if columns is None:
+            total = w_b @ v_b
+            ok = total > 0
+            phi[np.ix_(ok, cols)] = (np.einsum("jbc,b->jc", a_b[ok], v_b)
+                                     / total[ok, None])
+            r = o_b @ v_b / (size @ v_b / n_s)
+        else:
+            # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
+            ok = columns.row_totals(v) > 0
+            phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
+            r = omega @ v / v.mean()
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))
-        r = omega @ v / v.mean()
         vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)
     return float(vals.std(ddof=1))
 
