@@ -72,7 +72,9 @@ class OneStep:
     draws_influence : bool
         Estimate the error of the draws (False: the channel split's estimates).
     bootstrap : bool
-        Bootstrap the error of the draws where G0(s^∅) is a near tie.
+        Bootstrap the error of the draws where G0(s^∅) is a near tie, or where the
+        influence values are too noisy for their error (:func:`~belief.decision.cvu.psis.
+        noisy_influence`).
     """
 
     settings: CVUSettings | None = None
@@ -102,13 +104,16 @@ class OneStep:
         y = np.asarray(exp.simulate(rngs[0], problem.outcome_index))
         if y.dtype.kind in "fc" and not np.isfinite(y).all():
             return Estimate.failed("the simulated outcomes are not finite")
-        tie = self.bootstrap and problem.tie[0]
+        # the block bootstrap of the draws at a near tie of G0(s^∅), or where the influence
+        # values are too noisy for their error (psis.noisy_influence)
         est, reason, diag = importance_estimate(
             nxt, problem.functional, Outcomes(y, exp.loglik, exp.refit),
             PSISOptions.from_settings(settings, draws_influence=self.draws_influence,
                                       defer_refits=problem.defer_refits),
-            noise_z=problem.noise_z, bootstrap=problem.g0_null_weighted if tie else None,
-            rng=rngs[2], memo=branch.memo)
+            noise_z=problem.noise_z,
+            bootstrap=problem.g0_null_weighted if self.bootstrap else None,
+            rng=rngs[2], memo=branch.memo,
+            if_null=None if problem.tie[0] else problem.if_null)
         if est is not None:
             return est
         est = regression_estimate(nxt, problem.functional, exp.simulate, rngs[1],

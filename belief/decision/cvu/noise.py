@@ -15,21 +15,27 @@ facing several near-tied actions is over-valued.
 
 Every other G0 of a decision — G0(s^∅), a candidate whose outcome nobody predicts — carries
 the smaller bias of equally weighted draws (noise V_0 = Σ_i ψ_i ψ_iᵀ/S²), common to all
-candidates.  What is removed is the excess, estimated to first order (a parametric bootstrap
-at φ̂_j):
+candidates.  What is removed is the bias from the noise of φ̂_j beyond that of the equally
+weighted functionals, estimated to first order (a parametric bootstrap at φ̂_j):
 
-    b_j = E_z[G0(φ̂_j + L_j z)] − E_z[G0(φ̂_j + L_0 z)],   L_j L_jᵀ = V_j,  L_0 L_0ᵀ = V_0,
+    b_j = E_z[G0(φ̂_j + L_j z)] − G0(φ̂_j),   L_j L_jᵀ = (V_j − V_0)₊,
 
-with K antithetic normal vectors z common to every outcome and every candidate of a decision
-(:func:`noise_draws`), so that a study that teaches nothing (equal weights) keeps CVU = 0
-exactly.  The PSIS estimator averages G0(φ̂_j) − b_j
-(:func:`belief.decision.cvu.psis.importance_estimate`), an exact refit's outcome likewise with
-its own equally weighted draws, and the MCSE includes the error of b over the antithetic
-pairs.  The look-ahead and rollout continuations are not corrected: their G0s, and V(s^∅)
-built from the one-step estimates, stay plug-in (a decision whose continuation falls back to
-one step is corrected like a one-step decision).
+the positive part of V_j − V_0: the noise of φ̂_j given the equally weighted functionals (for
+the mean of independent draws, Var(Σ_i w̃_ij g_i | ḡ) = σ²(Σ_i w̃_ij² − 1/S) exactly), with K
+antithetic normal vectors z common to every outcome and every candidate of a decision
+(:func:`noise_draws`), so that a study that teaches nothing (equal weights, V_j = V_0) keeps
+CVU = 0 exactly.  (An earlier form, E_z[G0(φ̂_j + L_j z)] − E_z[G0(φ̂_j + L_0 z)], subtracted
+the equal-weight noise at φ̂_j: for a very informative study, whose fitted values have far
+less noise than the draws' means, it corrected upward by about 3 of the estimate's own
+outcome errors at n = 10⁶ — ``benchmarks/bench_evsi_coverage.py``.)  The PSIS estimator
+averages G0(φ̂_j) − b_j (:func:`belief.decision.cvu.psis.importance_estimate`), an exact
+refit's outcome likewise with its own equally weighted draws, and the MCSE includes the
+error of b over the antithetic pairs.  The look-ahead and rollout continuations are not
+corrected: their G0s, and V(s^∅) built from the one-step estimates, stay plug-in (a decision
+whose continuation falls back to one step is corrected like a one-step decision).
 
-How much it removes (``tests/test_cvu_noise.py``; a normal study of Δ ~ N(0, 1) with five
+How much the earlier form removed (``tests/test_cvu_noise.py``, which the present form passes
+too; a normal study of Δ ~ N(0, 1) with five
 uninformed competitors, 4000 draws, n observations of sd 1; mean error over draw sets
 against the closed form under the draws' own prior): stratified draws, 8 sets, n = 30
 (ESS ≈ 800) +0.023 → +0.014 on a value of 0.39, n = 3 +0.012 → +0.008; independent draws,
@@ -45,7 +51,7 @@ The regression estimator (:mod:`belief.decision.cvu.regression`) has the same bi
 fitting noise of its fitted values μ̂_c(T_n) = x_nᵀβ̂_c: its V_n is the cluster-robust
 covariance of the fitted values (:func:`fitted_covariance`; the R replicates of a draw share
 its gains, so the draws are the clusters), its V_0 the noise of the draws' means (the
-intercept-only fit's), and :func:`fitted_noise_bias` removes the same excess, averaged over at
+intercept-only fit's), and :func:`fitted_noise_bias` removes the same bias, averaged over at
 most 256 of the outcomes within reach (that subset's error joins the MCSE).  For an LCB or
 CVaR only the location's noise is counted.  Same closed form, 16 independent draw sets:
 n = 30 +0.015 → +0.008, n = 3 +0.007 → +0.003; an outcome unrelated to every gain,
@@ -188,8 +194,9 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
                quantiles: Quantiles | None = None) -> NoiseBias:
     """The excess bias of G0(φ̂_j) = max(0, max_{c feasible} φ̂_jc − C_λ'(c)) from the noise of
     the weighted functionals (module docstring), per outcome and antithetic pair:
-    b_j = E_z[G0(φ̂_j + L_j z)] − E_z[G0(φ̂_j + L_0 z)], L_0 L_0ᵀ = V_0 the noise of the
-    functionals of ``reference`` with equal weights.
+    b_j = E_z[G0(φ̂_j + L_j z)] − G0(φ̂_j), L_j L_jᵀ = (V_j − V_0)₊ with V_0 the noise of the
+    functionals of ``reference`` with equal weights (eigenvalues below 1e-9 of V_0's largest
+    entry are taken as 0).
 
     Parameters
     ----------
@@ -236,16 +243,24 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     mask = feas[np.ix_(rows, cols)]
     zc = z[:, cols]
     pairs = zero.pairs.copy()
-    pairs[rows] = (_pairs(u, mask, v, zc)
-                   - _pairs(u, mask, v_0[0], zc))
+    # the noise of φ̂_j given the equally weighted functionals: V_j − V_0 (for the mean of
+    # independent draws Var(Σ w_i g_i | ḡ) = σ²(Σ w_i² − 1/S) exactly), its positive part
+    pairs[rows] = _pairs(u, mask, v - v_0, zc, floor=_FLOOR * np.abs(v_0).max())
     return NoiseBias(pairs)
 
 
-def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """(G0(u_j + L_j z_k) + G0(u_j − L_j z_k))/2 − G0(u_j) (J, K/2), L_j L_jᵀ = v_j; a single
-    (C', C') ``v`` is one covariance for every outcome (factored once)."""
+_FLOOR = 1e-9
+"""Eigenvalues of V_j − V_0 below this share of V_0's largest entry are rounding: set to 0
+(an equally weighted outcome then gives b = 0 exactly)."""
+
+
+def _pairs(u: np.ndarray, mask: np.ndarray, v: np.ndarray, z: np.ndarray,
+           floor: float = 0.0) -> np.ndarray:
+    """(G0(u_j + L_j z_k) + G0(u_j − L_j z_k))/2 − G0(u_j) (J, K/2), L_j L_jᵀ = the positive
+    part of v_j (eigenvalues ≤ ``floor`` set to 0); a single (C', C') ``v`` is one covariance
+    for every outcome (factored once)."""
     lam, vec = np.linalg.eigh(v)
-    root = vec * np.sqrt(np.clip(lam, 0.0, None))[..., None, :]  # L_j, or one L
+    root = vec * np.sqrt(np.where(lam > floor, lam, 0.0))[..., None, :]  # L_j, or one L
     if v.ndim == 2:
         eps = (z @ root.T)[None, :, :]  # (1, K/2, C')
     else:
@@ -372,10 +387,12 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
                       cap: int = 256, m_inv: np.ndarray | None = None) -> FittedNoiseBias:
     """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
     fitting noise of its fitted values (:mod:`belief.decision.cvu.regression`):
-    b_n = E_z[G0(u_n + L_n z)] − E_z[G0(u_n + L_0 z)], L_n L_nᵀ = V_n the cluster-robust
-    covariance of the fitted values at x_n (:func:`fitted_covariance`), L_0 L_0ᵀ = V_0 =
+    b_n = E_z[G0(u_n + L_n z)] − G0(u_n), L_n L_nᵀ = (V_n − V_0)₊ with V_n the cluster-robust
+    covariance of the fitted values at x_n (:func:`fitted_covariance`) and V_0 =
     Σ_i (g_i − ḡ)(g_i − ḡ)ᵀ/S² the noise of the draws' means that every other G0 of the
-    decision carries (the intercept-only fit's V_n).  For the location–scale form of an LCB
+    decision carries (the intercept-only fit's V_n): the positive part, so a very
+    informative study, whose fitted values have less noise than the draws' means, is not
+    corrected.  For the location–scale form of an LCB
     or CVaR only the location's noise is counted.
 
     The mean (1/N) Σ_n b_n is estimated on a subsample: 4·``cap`` evenly spaced outcomes (all
@@ -434,8 +451,8 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
         v[lo:lo + step] = (xs[:, None, None, :] @ half)[:, :, 0, :]  # Σ_q (x_nᵀB)[c,q,d] x_nq
     uc, mask = up[np.ix_(sub, cols)], fp[np.ix_(sub, cols)]
     zc = z[:, cols]
-    per = (_pairs(uc, mask, v, zc)
-           - _pairs(uc, mask, v_0[np.ix_(cols, cols)], zc))
+    v_ref = v_0[np.ix_(cols, cols)]
+    per = _pairs(uc, mask, v - v_ref, zc, floor=_FLOOR * np.abs(v_ref).max())
     share = n_reach / pick.size
     b_rows = per.mean(axis=1)
     b = share * float(b_rows.mean())

@@ -537,7 +537,8 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
                         noise_z: np.ndarray | None = None,
                         bootstrap: Callable[[np.ndarray], float] | None = None,
                         rng: np.random.Generator | None = None,
-                        memo: OutcomeWeights | None = None
+                        memo: OutcomeWeights | None = None,
+                        if_null: np.ndarray | None = None
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -560,13 +561,18 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
         When given, the error of the draws is also estimated by a block bootstrap
         (:func:`draws_bootstrap`, ``options.replicates`` replicates over ``options.blocks``
         blocks) and stored in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near
-        tie, where the influence-function error misses the kink of the max.
+        tie, where the influence-function error misses the kink of the max.  With ``if_null``
+        only when the influence-function error is unreliable (:func:`noisy_influence`).
     rng : Generator, optional
         The bootstrap's stream.
     memo : OutcomeWeights, optional
         The weights (and weighted functionals) of these outcomes, shared with other
         estimates on them; by default computed here from ``outcomes.loglik``.  It must have
         been built from this ``loglik`` (ValueError otherwise).
+    if_null : ndarray (S,), optional
+        The influence of each draw on G0(s^∅): with ``bootstrap``, the bootstrap is run only
+        when the influence-function error of CVU, of IF_i = if_draws_i − if_null_i, is
+        unreliable (:func:`noisy_influence`); None: whenever ``bootstrap`` is given.
 
     Returns
     -------
@@ -594,7 +600,9 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
     if v.deferred.any():
         est.extra["deferred"] = int(v.deferred.sum())
         est.extra["bounds"] = refit_bounds(v.g0_j - bias, z, v.deferred, v.ranges)
-    if bootstrap is not None and not w.nonfinite.any():
+    if bootstrap is not None and not w.nonfinite.any() and (
+            if_null is None or est.if_draws is None
+            or noisy_influence(est.if_draws - if_null, est.if_noise, opt.blocks)):
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, WeighedOutcomes(v.feas, w.smooth, w.omega, v.g0_j, v.refit_done),
             bootstrap, rng or np.random.default_rng(0), opt.replicates, opt.blocks)
@@ -694,21 +702,66 @@ def draws_bootstrap(functional: Functional, nxt: NextState, outcomes: WeighedOut
     b = min(blocks, n_s)
     block = np.minimum(np.arange(n_s) * b // n_s, b - 1)
     cols = np.flatnonzero(np.asarray(feas, bool).reshape(-1, nxt.gain.shape[1]).any(axis=0))
-    # sorted once; v is constant on the blocks (ReweightedColumns' block path)
-    columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
+    if functional.linear:
+        # the weighted mean from per-block sums (v is constant on the blocks): Σ_i w̃_ij v_i
+        # g_ic = Σ_b v_b Σ_{i∈b} w̃_ij g_ic, likewise the totals and r_j (to rounding)
+        onehot = np.zeros((n_s, b))
+        onehot[np.arange(n_s), block] = 1.0
+        w_b = smooth @ onehot  # (J, B)
+        a_b = np.stack([(smooth * nxt.gain[:, c]) @ onehot for c in cols], -1)  # (J, B, C')
+        o_b = omega @ onehot
+        size = onehot.sum(axis=0)
+        columns = None
+    else:  # sorted once; v is constant on the blocks (ReweightedColumns' block path)
+        columns = ReweightedColumns(functional, nxt.gain[:, cols], smooth, block=block)
     vals = np.empty(replicates)
     for k in range(replicates):
-        v = rng.poisson(1.0, b)[block].astype(float)
-        if v.sum() == 0:
-            v[:] = 1.0
-        # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
-        ok = columns.row_totals(v) > 0
+        v_b = rng.poisson(1.0, b).astype(float)
+        if v_b.sum() == 0:
+            v_b[:] = 1.0
+        v = v_b[block]
         phi = np.full((n_j, nxt.gain.shape[1]), -np.inf)
-        phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
+        if columns is None:
+            total = w_b @ v_b
+            ok = total > 0
+            phi[np.ix_(ok, cols)] = (np.einsum("jbc,b->jc", a_b[ok], v_b)
+                                     / total[ok, None])
+            r = o_b @ v_b / (size @ v_b / n_s)
+        else:
+            # Σ_i w̃_ij v_i > 0 ⇔ some w̃_ij v_i > 0 (all terms ≥ 0): from per-block sums
+            ok = columns.row_totals(v) > 0
+            phi[np.ix_(ok, cols)] = columns(v, ok)  # = weighted_columns(φ, gain[:, cols], w[ok])
+            r = omega @ v / v.mean()
         g = np.where(exact | ~ok, g0_j, nxt.g0(phi, feas))
-        r = omega @ v / v.mean()
         vals[k] = float((r * g).sum() / r.sum()) - g0_null(v)
     return float(vals.std(ddof=1))
+
+
+NOISY_SHARE = 0.2
+"""Share of the block means' variance of the influence values that their own Monte Carlo
+noise may take before the influence-function error of the draws is called unreliable."""
+
+
+def noisy_influence(if_values: np.ndarray, noise: np.ndarray | None, blocks: int) -> bool:
+    """Whether the influence-function error of the draws
+    (:func:`belief.decision.preposterior.draws_variance`) is unreliable: the Monte Carlo noise
+    of the IF_i, which it subtracts from the variance of their block means, is at least
+    :data:`NOISY_SHARE` of that variance (or the variance is 0).  Each IF_i is a weighted
+    average over the J outcomes (``_draw_influence``); a draw in a tail the outcomes rarely
+    reach gets a heavy-tailed one, and the subtraction then leaves an error of the draws that
+    is far too small, down to 0 — measured on the normal study at n = 1 and 10
+    (``benchmarks/bench_evsi_coverage.py``)."""
+    v = np.asarray(if_values, float)
+    s = v.size
+    b = blocks if s >= 4 * blocks else s
+    length = s // b
+    means = v[: b * length].reshape(b, length).mean(axis=1)
+    total = float(means.var(ddof=1)) if b > 1 else 0.0
+    if noise is None:
+        return not total > 0
+    nz = np.asarray(noise, float)[: b * length].reshape(b, length)
+    noise_mean = float((nz.sum(axis=1) / length**2).mean())
+    return not total > 0 or noise_mean >= NOISY_SHARE * total
 
 
 def _max_k(khat: np.ndarray) -> float:

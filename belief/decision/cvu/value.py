@@ -35,7 +35,10 @@ Estimators, chosen per candidate (``CVUSettings.estimator = "auto"``):
 Errors: ``cvu_mcse`` is the Monte Carlo error of the simulated outcomes given the draws (the
 error that more outcomes remove); ``cvu_draws_se`` the error of the finite set of S posterior
 draws, from the influence of each draw on CVU (:mod:`belief.decision.cvu.preposterior`; batch
-means over contiguous blocks, so autocorrelated MCMC draws are handled); ``cvu_se`` both.
+means over contiguous blocks, so autocorrelated MCMC draws are handled) — or, for the PSIS
+estimator at a near tie of G0(s^∅) or where the influence values are too noisy to trust their
+error (:func:`belief.decision.cvu.psis.noisy_influence`), the larger of that and a block
+bootstrap of the draws; ``cvu_se`` both.
 The control variates act on E_Y[G0(s^{m,Y})], and G0(s^∅) is computed from the same draws
 without simulation, so they reduce the outcome error of CVU, of Q = U0 + β·CVU and of
 value_vs_stop = U0 + β·E_Y[G0] alike (G0(s^∅) cancels between CVU and value_vs_stop
@@ -254,7 +257,7 @@ def _errors(problem: CVUProblem, est: Estimate, depth: int) -> dict[str, float]:
     if est.if_draws is not None:
         draws_se = np.sqrt(draws_variance(est.if_draws - problem.if_null, est.if_noise,
                                           problem.settings.draw_blocks))
-    if "draws_sd_bootstrap" in est.extra:  # near tie: the larger of the two
+    if "draws_sd_bootstrap" in est.extra:  # the larger of the two
         draws_se = np.fmax(draws_se, est.extra["draws_sd_bootstrap"])
     se = (np.hypot(est.mcse, draws_se) if np.isfinite(draws_se) or depth <= 1
           else est.mcse)
