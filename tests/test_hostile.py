@@ -112,6 +112,18 @@ def _column_renamed(table: str, old: str, new: str) -> Callable[[Case], None]:
     return setup
 
 
+def _prior_model_misspelt(command: str) -> Callable[[Case], list[str]]:
+    """``[priors.gainz]`` in the candidate file of ``manual`` or of replay's CSV layout: the
+    commands that read a candidate file without fitting from it refuse it too."""
+    def setup(c: Case) -> list[str]:
+        c.append("[priors.gainz]\neffect_mu_sigma = 0.4")
+        if command == "manual":
+            return ["manual", "--candidates", str(c.cand), "--out", str(c.out / "camp")]
+        layout = c.csv_layout()
+        return ["replay", str(layout), "--out", str(c.out)]
+    return setup
+
+
 def _layout_column_renamed(c: Case) -> list[str]:
     layout = c.csv_layout()
     df = pd.read_csv(layout / "paired_evaluations.csv")
@@ -156,6 +168,10 @@ CASES: dict[str, tuple[Callable[[Case], list[str] | None], tuple[str, ...]]] = {
         lambda c: c.append('[[interaction]]\nfrom = "sim_refresh"\nto = "dr_1e6"\nmean = 0.1\n'
                            'sdd = 0.05'),
         ("[[interaction]]", "sdd", "did you mean", "sd")),
+    "unknown prior model, manual": (_prior_model_misspelt("manual"),
+                                    ("candidates.toml", "gainz", "did you mean", "gains")),
+    "unknown prior model, replay": (_prior_model_misspelt("replay"),
+                                    ("candidates.toml", "gainz", "did you mean", "gains")),
     "unknown prior model": (
         lambda c: c.append("[priors.gainz]\neffect_mu_sigma = 0.4"),
         ("candidates.toml", "gainz", "did you mean", "gains")),

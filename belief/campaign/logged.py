@@ -29,6 +29,7 @@ from belief.inputs.candidates import CandidateSet, candidates_from_dict
 from belief.inputs.evidence import Evidence, read_table
 from belief.inputs.evidence_dir import check_known_columns
 from belief.inputs.resources import make_budget
+from belief.posterior.registry import refuse_unknown_models
 
 __all__ = ["EVIDENCE_TABLES", "LoggedCampaign", "load_campaign"]
 
@@ -123,6 +124,7 @@ def _from_json_log(path: Path) -> LoggedCampaign:
 
 def _from_csv_layout(folder: Path) -> LoggedCampaign:
     cfile = load_candidate_file(folder / "candidates.toml")
+    refuse_unknown_models(cfile.priors, f"{folder / 'candidates.toml'} [priors]")
     cands = cfile.candidates
     # the file's [weights] are the campaign's λ (a replay needs no --weights then)
     settings = CampaignSettings(weights=cfile.weights) if cfile.weights else None

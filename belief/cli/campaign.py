@@ -220,6 +220,9 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
     v = {k: (getattr(args, k, None) if getattr(args, k, None) is not None else d)
          for k, d in MANUAL_DEFAULTS.items()}
     cfile = load_candidate_file(args.candidates)  # with its [weights], if any
+    from belief.posterior.registry import refuse_unknown_models
+
+    refuse_unknown_models(cfile.priors, f"{args.candidates} [priors]")
     costs = cost_settings(args, cfile.candidates.resources)
     from belief.cli.demo import campaign_cvu
 

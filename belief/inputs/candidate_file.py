@@ -60,9 +60,10 @@ otherwise be ignored and the decision made with other weights than the user wrot
 class CandidateFile:
     """A candidate set with the text it came from, its optional default weights and priors.
 
-    ``priors`` maps a model name (one of :data:`models.registry.MODELS`, checked when a fit is
-    set up) to the ``[priors.<model>]`` table as
-    parsed (name → number or ``{family, parameters}`` table), or is empty.
+    ``priors`` maps a model name (one of :data:`models.registry.MODELS`, checked by every
+    command that reads the file: ``fit``, ``decide --candidates``, ``manual``, ``replay``) to
+    the ``[priors.<model>]`` table as parsed (name → number or ``{family, parameters}``
+    table), or is empty.
     """
 
     candidates: CandidateSet

@@ -46,6 +46,7 @@ from belief.inputs.candidate_file import (
 )
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.evidence_dir import EvidenceTables, validate_tables
+from belief.posterior.registry import refuse_unknown_models
 from belief.workflow.derived import (
     Derived,
     compare_diagnostics,
@@ -175,6 +176,7 @@ def load(path: str | Path, candidates: str | Path | CandidateSet | CandidateFile
         given = candidates if isinstance(candidates, CandidateFile) else (
             CandidateFile(candidates, candidates_toml(candidates), None, candidates.source)
             if isinstance(candidates, CandidateSet) else load_candidate_file(candidates))
+        refuse_unknown_models(given.priors or {}, f"{given.source} [priors]")
     text = attrs.get("candidates_toml")
     if text is None:  # a bare save_belief file: candidates must be given
         if given is None:
