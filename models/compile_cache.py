@@ -65,7 +65,8 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ __all__ = ["CompileCacheWarning", "cache_dir", "cache_root", "compile_model",
            "last_compile_seconds", "library_versions", "model_key", "private_api_problems",
            "progress_line", "stats"]
 
-FORMAT = 2
+FORMAT = 3
 MAGIC = b"belief-compiled-model\n"
 SUFFIX = ".nutpie"
 
@@ -397,6 +398,7 @@ PRIVATE_API: dict[str, tuple[str, ...]] = {
     "numba.core.compiler.CompileResult._reduce": ("self",),
     "numba.core.ccallback.CFunc.__init__": ("self", "pyfunc", "sig", "locals", "options"),
     "numba.core.ccallback.CFunc._compile_uncached": ("self",),
+    "numba.core.codegen.CPUCodeLibrary._optimize_final_module": ("self",),
 }
 
 
@@ -778,10 +780,57 @@ def expand_callback(dim, expanded, x_, out_, user_data_):
            "jit_fn": jit_fn}
     exec(compile(src, f"<belief compiled {kind} callback>", "exec"), env)
     sig = _signatures()[kind]
-    cres = CFunc(env[f"{kind}_callback"], (sig.args, sig.return_type), {}, {})._compile_uncached()
+    with _self_contained(f"{kind}_callback") as seen:
+        cres = CFunc(env[f"{kind}_callback"], (sig.args, sig.return_type), {},
+                     {})._compile_uncached()
+        cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)  # finalised
+    if not seen:
+        raise _Uncacheable("numba's code library was not optimised where expected (its "
+                           "internals moved)")
     if cres.library.has_dynamic_globals:
         raise _Uncacheable("the compiled model refers to dynamic globals (large constants?)")
     return cres
+
+
+@contextmanager
+def _self_contained(name: str) -> Iterator[list[int]]:
+    """Compile the library named ``name`` so that its machine code calls only its own copies.
+
+    numba links every function a callback calls into the callback's module as a
+    ``linkonce_odr`` copy, optimises the module, and emits the copies it did not inline as
+    weak symbols.  The dynamic linker binds a weak symbol to a definition already loaded in
+    the process: in the compiling process, the function's own separately compiled code (the
+    PyTensor function the callback wraps was compiled first); in a process that loads the
+    entry, the copy in the entry.  The two are the same function optimised in different
+    modules, and under PyTensor's fastmath flags (reassociation, contraction) they may round
+    differently — so the draws of a seed depended on whether the callback was compiled or
+    loaded.  Here the copies are made internal to the callback's module after linking and
+    before optimising (LLVM's internalisation), so no symbol is left to bind elsewhere and
+    every process runs the same machine code.  Only the library named ``name`` is changed,
+    and only while this context is open (the caller holds numba's compiler lock).  Yields a
+    list that receives the number of copies internalised each time that library is optimised
+    (empty: numba's internals moved and nothing was changed).
+    """
+    from numba.core.codegen import CPUCodeLibrary
+
+    optimise = CPUCodeLibrary._optimize_final_module
+
+    seen: list[int] = []
+
+    def internalised(library: Any) -> None:
+        if library.name == name:
+            copies = [fn for fn in library._final_module.functions
+                      if not fn.is_declaration and fn.linkage.name == "linkonce_odr"]
+            for fn in copies:
+                fn.linkage = "internal"
+            seen.append(len(copies))
+        optimise(library)
+
+    CPUCodeLibrary._optimize_final_module = internalised  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        CPUCodeLibrary._optimize_final_module = optimise  # type: ignore[method-assign]
 
 
 @cache
