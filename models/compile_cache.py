@@ -7,9 +7,12 @@ numba cache only keeps the functions they call.  :func:`compile_model` builds th
 callbacks from PyTensor's compiled functions with the data read through nutpie's ``user_data``
 pointer record instead (no dynamic globals), serialises their machine code with numba's own
 ``CompileResult`` reduction, and on a later call with the same model rebuilds them in well under
-a second.  The sampler sees exactly what nutpie would have built: same log density, same
-initial points, same data layout, so a fit gives the same draws with or without the cache
-(see Storage for what "without" compiles).
+a second.  The sampler sees what nutpie would have built: the same log density (to
+rounding), the same initial points, the same data layout.  The callbacks are self-contained:
+every function they call is linked into them as an internal copy (:func:`_self_contained`), so
+the machine code a process runs does not depend on what else that process compiled or loaded,
+and a fit gives the same draws for the same seed whether the entry was just compiled, loaded,
+or compiled with the cache off (see Storage).
 
 Key.  An entry is found by the SHA-256 of
 
@@ -40,11 +43,13 @@ processes filling the same entry at once both leave a valid file (the last renam
 entry whose checksum, key or layout does not match is ignored with a
 :class:`CompileCacheWarning` and rebuilt, never used.  ``BELIEF_COMPILE_CACHE=0`` turns the
 cache off: the same callbacks are compiled in the process and nothing is read or written, so
-a fit gives the same draws for the same seed whether the cache is on, off, cold or warm.
-(nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
-its callbacks read the data through another path, and LLVM, allowed to reassociate by
-PyTensor's fastmath flag, may sum in another order —, so its draws can differ in the last
-bits, and then a chain's path, though its posterior is the same.)  The body is a pickle: the
+a fit gives the same draws for the same seed whether the cache is on, off, cold or warm, at
+a given numba optimisation level (``NUMBA_OPT``; each level has its own entry and its own
+code).  (nutpie's own ``compile_pymc_model`` builds other machine code for the same log
+density — its callbacks read the data through another path and call the separately compiled
+PyTensor function, and LLVM, allowed to reassociate by PyTensor's fastmath flag, may sum in
+another order —, so its draws can differ in the last bits, and then a chain's path, though
+its posterior is the same.)  The body is a pickle: the
 cache folder must be as trusted as the code (it is the user's own, like PyTensor's and
 numba's caches).
 
