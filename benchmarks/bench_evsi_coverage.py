@@ -11,7 +11,8 @@ the estimate is :func:`belief.decision.cvu.continuation_value` at the default
   ±3 reported standard errors (a calibrated error has sd(z) ≈ 1, ~95 % and ~99.7 %);
 - the same split into the two layers the engine reports: the outcome error given the draws,
   ``z_out = (cvu − EVSI_S)/cvu_mcse`` with EVSI_S the exact value under the draws' own
-  (discrete) prior, by numerical integration over the outcome (:func:`own_prior_evsi`), and
+  (discrete) prior, by numerical integration over the outcome
+  (:func:`belief.lab.normal_study.own_prior_evsi`), and
   the error of the draws ``z_draws = (EVSI_S − EVSI)/cvu_draws_se``;
 - ``se/EVSI``: the median reported ``cvu_se`` (and ``cvu_mcse``) relative to the value.
 
@@ -29,55 +30,12 @@ import argparse
 import time
 
 import numpy as np
-from scipy import stats
 
-from belief.decision.cvu import CVUProblem, continuation_value
-from belief.decision.functionals import Mean
-from belief.decision.settings import CVUSettings
-from belief.posterior.experiments import Experiment
-
-
-def evsi(mu0: float, n: float, sd0: float = 1.0, sigma: float = 1.0) -> float:
-    """Closed-form EVSI of the normal study: E[max(0, μ'(Y))] − max(0, μ0)."""
-    s = np.sqrt(sd0**4 / (sd0**2 + sigma**2 / n))
-    u = abs(mu0) / s
-    return float(s * (stats.norm.pdf(u) - u * stats.norm.sf(u)))
-
-
-def own_prior_evsi(delta: np.ndarray, se: float) -> float:
-    """EVSI under the discrete prior of the draws ``delta``: ∫ max(0, Σ_i δ_i N(y; δ_i, se))
-    dy / S − max(0, mean δ), by the rectangle rule on a grid of step ≤ se/8 (exact to
-    rounding for a sum of Gaussians); each stretch of the grid sums over the draws within
-    10·se of it (the others weigh < e^-50)."""
-    d_sorted = np.sort(delta)
-    lo, hi = d_sorted[0] - 9 * se, d_sorted[-1] + 9 * se
-    ys = np.linspace(lo, hi, int(max(4001, (hi - lo) / se * 8)))
-    total = 0.0
-    for chunk in np.array_split(ys, max(1, ys.size // 400)):
-        a, b = np.searchsorted(d_sorted, [chunk[0] - 10 * se, chunk[-1] + 10 * se])
-        near = d_sorted[a:b]
-        if near.size == 0:
-            continue
-        d = (chunk[:, None] - near[None, :]) / se
-        total += np.maximum((np.exp(-0.5 * d * d) * near).sum(axis=1), 0.0).sum()
-    total *= (ys[1] - ys[0]) / (delta.size * se * np.sqrt(2 * np.pi))
-    return float(total - max(0.0, delta.mean()))
+from belief.lab.normal_study import evsi, normal_study_cvu
 
 
 def one_run(mu0: float, n: float, seed: int, n_draws: int, settings: dict) -> dict:
-    delta = mu0 + np.random.default_rng([7, seed]).standard_normal(n_draws)
-    se = 1.0 / np.sqrt(n)
-    gain = np.stack([delta, np.zeros_like(delta)], -1)
-    exp = Experiment(next_gain=gain,
-                     simulate=lambda r, idx: delta[idx] + se * r.standard_normal(len(idx)),
-                     loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
-    problem = CVUProblem(gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
-                         lambda b: np.zeros(1), Mean(),
-                         settings=CVUSettings(seed=seed, **settings))
-    res = continuation_value(problem).sel(candidate="o")
-    return {"cvu": float(res["cvu"]), "mcse": float(res["cvu_mcse"]),
-            "draws_se": float(res["cvu_draws_se"]), "se": float(res["cvu_se"]),
-            "own": own_prior_evsi(delta, se), "method": res["cvu_method"].item()}
+    return normal_study_cvu(mu0, n, seed, n_draws, **settings)
 
 
 def summary(rows: list[dict], exact: float) -> str:

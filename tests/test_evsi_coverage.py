@@ -17,47 +17,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from belief.decision.cvu import CVUProblem, continuation_value
 from belief.decision.functionals import Mean
-from belief.decision.settings import CVUSettings
-from belief.posterior.experiments import Experiment
-
-
-def evsi(mu0: float, n: float) -> float:
-    s = np.sqrt(1.0 / (1.0 + 1.0 / n))
-    u = abs(mu0) / s
-    return float(s * (stats.norm.pdf(u) - u * stats.norm.sf(u)))
-
-
-def own_prior_evsi(delta: np.ndarray, se: float) -> float:
-    """∫ max(0, Σ_i δ_i N(y; δ_i, se)) dy / S − max(0, mean δ): EVSI under the draws' own
-    prior (rectangle rule, step ≤ se/8, draws within 10 se of each stretch of the grid)."""
-    d = np.sort(delta)
-    ys = np.linspace(d[0] - 9 * se, d[-1] + 9 * se,
-                     int(max(4001, (d[-1] - d[0] + 18 * se) / se * 8)))
-    total = 0.0
-    for chunk in np.array_split(ys, max(1, ys.size // 400)):
-        a, b = np.searchsorted(d, [chunk[0] - 10 * se, chunk[-1] + 10 * se])
-        x = (chunk[:, None] - d[None, a:b]) / se
-        total += np.maximum((np.exp(-0.5 * x * x) * d[a:b]).sum(axis=1), 0.0).sum()
-    return float(total * (ys[1] - ys[0]) / (d.size * se * np.sqrt(2 * np.pi))
-                 - max(0.0, delta.mean()))
+from belief.lab.normal_study import evsi, normal_study_cvu
 
 
 def run(n: float, seed: int, n_draws: int = 4000) -> dict:
-    delta = 1.0 + np.random.default_rng([7, seed]).standard_normal(n_draws)
-    se = 1.0 / np.sqrt(n)
-    gain = np.stack([delta, np.zeros_like(delta)], -1)
-    exp = Experiment(next_gain=gain,
-                     simulate=lambda r, idx: delta[idx] + se * r.standard_normal(len(idx)),
-                     loglik=lambda y: stats.norm.logpdf(y[:, None], delta[None, :], se))
-    problem = CVUProblem(gain, {"o": exp}, ["a", "o"], np.zeros((2, 1)), np.ones(1),
-                         lambda b: np.zeros(1), Mean(),
-                         settings=CVUSettings(seed=seed, channel_split=False))
-    res = continuation_value(problem).sel(candidate="o")
-    return {"cvu": float(res["cvu"]), "mcse": float(res["cvu_mcse"]),
-            "draws_se": float(res["cvu_draws_se"]), "se": float(res["cvu_se"]),
-            "method": res["cvu_method"].item(), "own": own_prior_evsi(delta, se)}
+    return normal_study_cvu(1.0, n, seed, n_draws, channel_split=False)
 
 
 def assert_calibrated(z: np.ndarray, runs: int) -> None:

@@ -47,8 +47,26 @@ _KINDS = {"float": "f", "int": "iu", "bool": "b", "str": "OUS"}
 """A declared type → the numpy dtype kinds that hold it (text: object or fixed-width)."""
 
 
+class _Declared:
+    """What a variable and an attribute declaration share: a family (one member per resource,
+    its name holding ``{resource}``) and optional presence (a non-empty ``when``)."""
+
+    name: str
+    when: str
+
+    @property
+    def family(self) -> bool:
+        """One member per resource."""
+        return RESOURCE in self.name
+
+    @property
+    def optional(self) -> bool:
+        """Present only ``when`` (not always)."""
+        return bool(self.when)
+
+
 @dataclass(frozen=True)
-class Variable:
+class Variable(_Declared):
     """One data variable of the decision.
 
     Attributes
@@ -76,18 +94,9 @@ class Variable:
     dims: tuple[str, ...] = ("candidate",)
     from_cvu: bool = False
 
-    @property
-    def family(self) -> bool:
-        """One member per resource."""
-        return RESOURCE in self.name
-
-    @property
-    def optional(self) -> bool:
-        return bool(self.when)
-
 
 @dataclass(frozen=True)
-class Attribute:
+class Attribute(_Declared):
     """One attribute of the decision.
 
     Attributes
@@ -106,14 +115,6 @@ class Attribute:
     dtype: str
     when: str = ""
     set_by: str = "decide"
-
-    @property
-    def family(self) -> bool:
-        return RESOURCE in self.name
-
-    @property
-    def optional(self) -> bool:
-        return bool(self.when)
 
 
 _variables: list[Variable] = []
