@@ -43,6 +43,7 @@ are not followed).  Without cost draws, or with draws all equal to the known cos
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -250,24 +251,65 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
     when q_t holds transfer draws, the current policy's δ_J and G_J summaries (reported only:
     δ_J is not a value input).
     """
-    if not isinstance(settings, DecisionSettings):
-        raise InputError("settings", f"expected DecisionSettings, got {type(settings).__name__}")
-    if settings.weights is None:
-        raise InputError("weights", "resource weights λ are required (a mapping resource→λ, a "
-                                    "WeightRule or a callable)")
+    _check_settings(settings)
     seed = integer(seed, "seed", minimum=0)
-    belief = state.belief
     ids = candidates.ids
+    sc = _scores(state, candidates, settings)
+    feas = feasibility(state, candidates, settings.gate, sc.costs, sc.budget,
+                       cost_draws=sc.cost_draws, chance=ChanceConstraint(settings.eps_budget))
+    gate = gate_view(ids, feas, settings.gate)  # the decision's own gate variables
+    if on_feasibility is not None:
+        on_feasibility(gate)
+    cvu, status = _cvu_dataset(state, settings, cvu, lambda: _estimate_cvu(
+        state, candidates, settings, sc, feas, seed, experiments, refit))
+    cv = _cvu_values(cvu, status, ids, sc.u0, feas.feasible)
+    q = q_score(sc.u0, cv.values, settings.beta)  # NaN where CVU is NaN: never ranked (cv.ok)
+    value = value_vs_stop(q, cv.g0_null if np.isfinite(cv.g0_null) else 0.0, settings.beta)
+    pick = int(argmax_or_stop(value, feas.feasible & cv.ok))
+    chosen = ids[pick] if pick >= 0 else STOP
+    stop_reason = _stop_reason(pick, feas, cv.ok, cvu is not None)
+    flip = _flip_probability(sc, cv, cvu is not None, feas.feasible, pick, settings, seed)
+    reasons = _excluded_reasons(ids, pick, feas, value, q, cv.ok, chosen, cv.why)
+    ranked = {Vars.cvu: cv.values, Vars.q: q, Vars.value_vs_stop: value}
+    ds = _decision_dataset(ids, state.belief, sc, feas, gate, ranked, pick, reasons)
+    _add_cvu_variables(ds, cvu, ids, cv)
+    ds.attrs.update(_decision_attrs(state, settings, sc, cv, gate, flip, chosen, stop_reason))
+    ds.attrs.update(_continuation_attrs(cvu))
+    ds.attrs.update(transfer_attrs(state.belief, state.policy))
+    return check_decision(ds, sc.resources, dtypes=False)
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """The per-candidate scores at s_t that need no CVU: the resources, the (expected) costs
+    ΔC (C, R), the budget b_t, the λ rule and λ_t, the gain draws (S, C), φ(ΔJ), the cost
+    draws (or None), C_λ, U0 and MV with its reason."""
+
+    resources: list[str]
+    costs: np.ndarray
+    budget: np.ndarray
+    lam_rule: Callable[[np.ndarray], np.ndarray]
+    lam: np.ndarray
+    gain: np.ndarray
+    phi: np.ndarray
+    cost_draws: np.ndarray | None
+    c_lambda: np.ndarray
+    u0: np.ndarray
+    mv: np.ndarray
+    mv_reason: np.ndarray
+
+
+def _scores(state: State, candidates: CandidateSet, settings: DecisionSettings) -> _Scores:
+    """φ(ΔJ), C_λ = λ_tᵀ E[ΔC], U0 = φ − C_λ and MV at s_t (module docstring)."""
+    belief = state.belief
     check_belief_candidates(belief, candidates)
     resources = list(candidates.resources)
     costs = candidates.costs().values  # (C, R)
     budget = state.budget.sel(resource=resources).values.astype(float)
     lam_rule = settings.weights.bind(resources, state)  # λ checked against the resources once
     lam = lam_rule(budget)
-    fn, beta = settings.functional, settings.beta
-
     gain = belief["gain"].transpose("sample", "candidate").values
-    phi = fn(gain.T)
+    phi = settings.functional(gain.T)
     cost_draws = belief_cost_draws(belief, resources)
     if cost_draws is None:
         c_lambda = weighted_cost(costs, lam)
@@ -276,90 +318,138 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
         c_lambda = weighted_cost(costs, lam)
     u0 = net_utility(phi, c_lambda)
     mv, mv_reason = marginal_value(phi, c_lambda, belief["changes_policy"].values)
+    return _Scores(resources, costs, budget, lam_rule, lam, gain, phi, cost_draws, c_lambda,
+                   u0, mv, mv_reason)
 
-    feas = feasibility(state, candidates, settings.gate, costs, budget, cost_draws=cost_draws,
-                       chance=ChanceConstraint(settings.eps_budget))
-    feasible = feas.feasible
-    gate = gate_view(ids, feas, settings.gate)  # the decision's own gate variables
-    if on_feasibility is not None:
-        on_feasibility(gate)
-    terminal = settings.is_terminal(state.step)
-    if terminal:
-        cvu = None
-        cvu_status = "terminal step: CVU := 0, Q = U0"
-    elif cvu is None and beta > 0:
-        if experiments is None:  # built once: the second call re-uses the first's weights
-            experiments = experiments_from_belief(belief, candidates, settings.cvu.trials, refit)
-        memos: dict[str, OutcomeWeights] = {}
 
-        def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
-            out = cvu_for_state(state, candidates, settings, experiments=experiments,
-                                refit=refit, costs=None if cost_draws is None else costs,
-                                cost_draws=cost_draws,
-                                scoring=Scoring(seed, feas, only, defer, memos))
-            # keep the weights (2·J·S floats per candidate) only where a refit may follow
-            for cid, n in zip(ids, out["n_deferred"].values, strict=True):
-                if n == 0 or not defer:
-                    memos.pop(cid, None)
-            return out
+def _check_settings(settings: DecisionSettings) -> None:
+    """Raise InputError unless ``settings`` is a DecisionSettings with resource weights."""
+    if not isinstance(settings, DecisionSettings):
+        raise InputError("settings", f"expected DecisionSettings, got {type(settings).__name__}")
+    if settings.weights is None:
+        raise InputError("weights", "resource weights λ are required (a mapping resource→λ, a "
+                                    "WeightRule or a callable)")
 
-        cvu = (decisive_cvu(compute, u0, beta, feasible) if settings.cvu.decisive_refits
-               else compute(False, None))
-        cvu_status = "estimated"
-    elif cvu is None:
-        cvu_status = "not computed (β = 0): CVU = 0, Q = U0"
-    else:
-        cvu_status = "given"
+
+def _cvu_dataset(state: State, settings: DecisionSettings, cvu: xr.Dataset | None,
+                 estimate: Callable[[], xr.Dataset]) -> tuple[xr.Dataset | None, str]:
+    """The CVU the decision uses (None for CVU := 0) and its status: none at the terminal step
+    or with β = 0, the given one, else ``estimate()`` for the feasible candidates."""
+    if settings.is_terminal(state.step):
+        return None, "terminal step: CVU := 0, Q = U0"
+    if cvu is not None:
+        return cvu, "given"
+    if settings.beta <= 0:
+        return None, "not computed (β = 0): CVU = 0, Q = U0"
+    return estimate(), "estimated"
+
+
+def _estimate_cvu(state: State, candidates: CandidateSet, settings: DecisionSettings,
+                  sc: _Scores, feas: Feasibility, seed: int,
+                  experiments: Mapping[str, Experiment] | None,
+                  refit: Callable[[str, np.ndarray], np.ndarray] | None) -> xr.Dataset:
+    """CVU at s_t for the feasible candidates (:func:`~belief.decision.cvu.cvu_for_state`),
+    with decisive refits when the settings ask for them."""
+    if experiments is None:  # built once: the second call re-uses the first's weights
+        experiments = experiments_from_belief(state.belief, candidates, settings.cvu.trials,
+                                              refit)
+    memos: dict[str, OutcomeWeights] = {}
+
+    def compute(defer: bool, only: Collection[str] | None) -> xr.Dataset:
+        out = cvu_for_state(state, candidates, settings, experiments=experiments,
+                            refit=refit, costs=None if sc.cost_draws is None else sc.costs,
+                            cost_draws=sc.cost_draws,
+                            scoring=Scoring(seed, feas, only, defer, memos))
+        # keep the weights (2·J·S floats per candidate) only where a refit may follow
+        for cid, n in zip(candidates.ids, out["n_deferred"].values, strict=True):
+            if n == 0 or not defer:
+                memos.pop(cid, None)
+        return out
+
+    if settings.cvu.decisive_refits:
+        return decisive_cvu(compute, sc.u0, settings.beta, feas.feasible)
+    return compute(False, None)
+
+
+@dataclass(frozen=True)
+class _CvuValues:
+    """CVU per candidate as the decision uses it (0 where CVU is not computed or the
+    candidate was not scored), G0(s^∅), CVU's standard error, why a CVU is NaN, whether it is
+    finite, and the CVU status."""
+
+    values: np.ndarray
+    g0_null: float
+    se: np.ndarray
+    why: np.ndarray
+    ok: np.ndarray
+    status: str
+
+
+def _cvu_values(cvu: xr.Dataset | None, status: str, ids: list[str], u0: np.ndarray,
+                feasible: np.ndarray) -> _CvuValues:
+    """CVU, G0(s^∅), its error and status per candidate from a CVU dataset (or zeros)."""
     if cvu is None:
-        cvu_vals, g0_null = np.zeros(len(ids)), 0.0
-        cvu_se, cvu_why = np.zeros(len(ids)), np.full(len(ids), "", dtype=object)
-    else:
-        cvu_vals = cvu["cvu"].reindex(candidate=ids).values.astype(float)
-        # G0(s^∅) = max(0, max_{m ∈ M^feasible} U0(m)) is exact from the decision's own U0 when a
-        # given CVU does not carry it (a default of 0 would bring back the "Q > 0" stop)
-        g0_null = float(cvu.attrs["g0_null"]) if "g0_null" in cvu.attrs else float(
-            g0(u0, feasible))
-        cvu_se, cvu_why = _cvu_errors(cvu, ids)
-        if not np.isfinite(g0_null):  # G0(s^∅) itself failed: no CVU can be used
-            cvu_vals = np.full(len(ids), np.nan)
-            cvu_why = np.full(len(ids), "G0(s^∅) is not finite", dtype=object)
-        # candidates CVU did not score (infeasible ones) carry no continuation
-        cvu_vals = np.where(feasible | np.isfinite(cvu_vals), cvu_vals, 0.0)
-        cvu_status = _cvu_status(cvu_status, ids, feasible, np.isfinite(cvu_vals), cvu_why)
-    cvu_ok = np.isfinite(cvu_vals)
-    q = q_score(u0, cvu_vals, beta)  # NaN where CVU is NaN: never ranked (cvu_ok)
-    value = value_vs_stop(q, g0_null if np.isfinite(g0_null) else 0.0, beta)
+        vals = np.zeros(len(ids))
+        return _CvuValues(vals, 0.0, np.zeros(len(ids)), np.full(len(ids), "", dtype=object),
+                          np.isfinite(vals), status)
+    vals = cvu["cvu"].reindex(candidate=ids).values.astype(float)
+    # G0(s^∅) = max(0, max_{m ∈ M^feasible} U0(m)) is exact from the decision's own U0 when a
+    # given CVU does not carry it (a default of 0 would bring back the "Q > 0" stop)
+    g0_null = float(cvu.attrs["g0_null"]) if "g0_null" in cvu.attrs else float(
+        g0(u0, feasible))
+    se, why = _cvu_errors(cvu, ids)
+    if not np.isfinite(g0_null):  # G0(s^∅) itself failed: no CVU can be used
+        vals = np.full(len(ids), np.nan)
+        why = np.full(len(ids), "G0(s^∅) is not finite", dtype=object)
+    # candidates CVU did not score (infeasible ones) carry no continuation
+    vals = np.where(feasible | np.isfinite(vals), vals, 0.0)
+    status = _cvu_status(status, ids, feasible, np.isfinite(vals), why)
+    return _CvuValues(vals, g0_null, se, why, np.isfinite(vals), status)
 
-    pick = int(argmax_or_stop(value, feasible & cvu_ok))
-    chosen = ids[pick] if pick >= 0 else STOP
+
+def _stop_reason(pick: int, feas: Feasibility, cvu_ok: np.ndarray, with_cvu: bool) -> str:
+    """Why the decision stops ("" when it picked a candidate: it stops iff ``pick`` < 0)."""
     if pick >= 0:
-        stop, stop_reason = False, ""
-    elif not (feas.available & feas.affordable).any():
-        stop, stop_reason = True, "budget exhausted: no available candidate fits the budget"
-    elif not feasible.any():
-        stop, stop_reason = True, "no feasible candidate (unsafe or over budget)"
-    elif not (feasible & cvu_ok).any():
-        stop, stop_reason = True, "no feasible candidate has an estimable CVU"
-    else:
-        label = "U0 + β·E[G0(s')]" if cvu is not None else "U0"
-        stop, stop_reason = True, (f"economic stop: no feasible candidate is worth more than "
-                                   f"stopping ({label} <= 0 for every one)")
+        return ""
+    if not (feas.available & feas.affordable).any():
+        return "budget exhausted: no available candidate fits the budget"
+    if not feas.feasible.any():
+        return "no feasible candidate (unsafe or over budget)"
+    if not (feas.feasible & cvu_ok).any():
+        return "no feasible candidate has an estimable CVU"
+    label = "U0 + β·E[G0(s')]" if with_cvu else "U0"
+    return (f"economic stop: no feasible candidate is worth more than "
+            f"stopping ({label} <= 0 for every one)")
 
-    flip = float("nan")
-    if settings.stability_resamples > 0:
-        cont = (beta * (cvu_vals + g0_null)) if cvu is not None else np.zeros(len(ids))
-        flip = decision_stability(gain, fn, c_lambda, np.nan_to_num(cont, nan=-np.inf),
-                                  feasible & cvu_ok, pick, settings.stability_resamples, seed,
-                                  continuation_se=beta * cvu_se if cvu is not None else None)
 
-    lam_next = next_weights(lam_rule, budget, costs)  # (C, R)
+def _flip_probability(sc: _Scores, cv: _CvuValues, with_cvu: bool, feasible: np.ndarray,
+                      pick: int, settings: DecisionSettings, seed: int) -> float:
+    """:func:`decision_stability` of the decision, with CVU's error β·se when CVU is used
+    (NaN when the settings ask for no resamples)."""
+    if settings.stability_resamples <= 0:
+        return float("nan")
+    beta = settings.beta
+    cont = (beta * (cv.values + cv.g0_null)) if with_cvu else np.zeros(len(cv.values))
+    return decision_stability(sc.gain, settings.functional, sc.c_lambda,
+                              np.nan_to_num(cont, nan=-np.inf), feasible & cv.ok, pick,
+                              settings.stability_resamples, seed,
+                              continuation_se=beta * cv.se if with_cvu else None)
+
+
+def _decision_dataset(ids: list[str], belief: xr.Dataset, sc: _Scores, feas: Feasibility,
+                      gate: xr.Dataset, ranked: dict[str, np.ndarray], pick: int,
+                      reasons: list[str]) -> xr.Dataset:
+    """The decision's variables over ``candidate`` (without CVU's own) and its coordinates;
+    ``ranked`` holds ``cvu``, ``q`` and ``value_vs_stop`` in that order."""
+    resources, costs = sc.resources, sc.costs
+    lam_next = next_weights(sc.lam_rule, sc.budget, costs)  # (C, R)
     cand = ("candidate",)
-    V, A = Vars, Attrs  # the names, declared with their meaning in belief.decision.schema
+    V = Vars  # the names, declared with their meaning in belief.decision.schema
     ds = xr.Dataset(
         {
-            V.phi_gain: (cand, phi), V.c_lambda: (cand, c_lambda), V.u0: (cand, u0),
-            V.mv: (cand, mv), V.mv_reason: (cand, mv_reason),
-            V.cvu: (cand, cvu_vals), V.q: (cand, q), V.value_vs_stop: (cand, value),
+            V.phi_gain: (cand, sc.phi), V.c_lambda: (cand, sc.c_lambda), V.u0: (cand, sc.u0),
+            V.mv: (cand, sc.mv), V.mv_reason: (cand, sc.mv_reason),
+            **{name: (cand, v) for name, v in ranked.items()},
             **{per_resource(V.cost, r): (cand, costs[:, k]) for k, r in enumerate(resources)},
             V.available: gate[V.available], V.budget_ok: (cand, feas.affordable),
             V.budget_reason: (cand, np.array(feas.budget_reason, dtype=object)),
@@ -369,9 +459,7 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             V.ucb_clopper_pearson: gate[V.ucb_clopper_pearson],
             V.ucb_posterior: gate[V.ucb_posterior], V.feasible: gate[V.feasible],
             V.chosen: (cand, np.arange(len(ids)) == pick),
-            V.excluded_reason: (cand, np.array(
-                _excluded_reasons(ids, pick, feas, value, q, cvu_ok, chosen, cvu_why),
-                dtype=object)),
+            V.excluded_reason: (cand, np.array(reasons, dtype=object)),
             **{per_resource(V.lambda_next, r): (cand, lam_next[:, k])
                for k, r in enumerate(resources)},
         },
@@ -386,38 +474,63 @@ def decide(state: State, candidates: CandidateSet, settings: DecisionSettings, *
             ds[per_resource(V.overrun, r)].attrs["long_name"] = f"Pr(ΔC_{r}(m) > b_t,{r})"
             ds[per_resource(V.cost, r)].attrs["long_name"] = (f"E[ΔC_{r}(m)] under the cost "
                                                               "posterior")
-    if cvu is not None:
-        ds[V.cvu_se] = (cand, np.where(cvu_ok, cvu_se, np.nan))
-        ds[V.cvu_se].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error and "
-                                           "the error of the finite posterior draws")
-        for extra in FROM_CVU:
-            if extra in cvu:
-                ds[extra] = cvu[extra].reindex(candidate=ids)
-    ds.attrs.update({
-        A.step: int(state.step), A.policy: state.policy, A.chosen: chosen, A.stop: int(stop),
-        A.stop_reason: stop_reason, A.functional: str(fn), A.beta: beta,
-        A.g0_null: g0_null, A.cvu_status: cvu_status,
+    return ds
+
+
+def _add_cvu_variables(ds: xr.Dataset, cvu: xr.Dataset | None, ids: list[str],
+                       cv: _CvuValues) -> None:
+    """Add CVU's standard error and the CVU variables the decision carries over (FROM_CVU),
+    when there is a CVU."""
+    if cvu is None:
+        return
+    ds[Vars.cvu_se] = (("candidate",), np.where(cv.ok, cv.se, np.nan))
+    ds[Vars.cvu_se].attrs["long_name"] = ("CVU's standard error: outcome Monte Carlo error "
+                                          "and the error of the finite posterior draws")
+    for extra in FROM_CVU:
+        if extra in cvu:
+            ds[extra] = cvu[extra].reindex(candidate=ids)
+
+
+def _decision_attrs(state: State, settings: DecisionSettings, sc: _Scores, cv: _CvuValues,
+                    gate: xr.Dataset, flip: float, chosen: str,
+                    stop_reason: str) -> dict[str, object]:
+    """The decision's attributes: the step, π_t, the choice, whether to stop and why, φ, β,
+    G0(s^∅), the CVU status, the λ rule, Pr(flip), the gate's, ε_budget, the cost kind, the
+    horizon, the belief's reliability, λ_t and b_t per resource."""
+    A, belief = Attrs, state.belief
+    return {
+        A.step: int(state.step), A.policy: state.policy, A.chosen: chosen,
+        A.stop: int(bool(stop_reason)), A.stop_reason: stop_reason,
+        A.functional: str(settings.functional), A.beta: settings.beta,
+        A.g0_null: cv.g0_null, A.cvu_status: cv.status,
         A.weights_rule: settings.weights.describe(), A.flip_probability: flip,
         **gate.attrs,  # alpha_exec, delta, safety_method, safety_bound, safety_guarantee
         A.eps_budget: settings.eps_budget,
-        A.costs: "uncertain (cost posterior draws)" if cost_draws is not None else "known",
+        A.costs: "uncertain (cost posterior draws)" if sc.cost_draws is not None else "known",
         A.horizon: -1 if settings.horizon is None else settings.horizon,
         A.reliable: int(belief.attrs.get("reliable", 1)),
         A.reliability_reason: str(belief.attrs.get("reliability_reason", "")),
-        **{per_resource(A.lambda_, r): float(v) for r, v in zip(resources, lam, strict=True)},
-        **{per_resource(A.budget, r): float(v) for r, v in zip(resources, budget, strict=True)},
-    })
-    if cvu is not None and A.continuation in cvu.attrs:  # a non-myopic continuation
-        ds.attrs[A.continuation] = str(cvu.attrs[A.continuation])
-        ds.attrs[A.continuation_depth] = int(cvu.attrs[A.continuation_depth])
-        if A.continuation_inner_outcomes in cvu.attrs:
-            ds.attrs[A.continuation_inner_outcomes] = int(
-                cvu.attrs[A.continuation_inner_outcomes])
-        for key in (A.continuation_used, A.continuation_reason):
-            if key in cvu.attrs:
-                ds.attrs[key] = str(cvu.attrs[key])
-    ds.attrs.update(transfer_attrs(belief, state.policy))
-    return check_decision(ds, resources, dtypes=False)
+        **{per_resource(A.lambda_, r): float(v)
+           for r, v in zip(sc.resources, sc.lam, strict=True)},
+        **{per_resource(A.budget, r): float(v)
+           for r, v in zip(sc.resources, sc.budget, strict=True)},
+    }
+
+
+def _continuation_attrs(cvu: xr.Dataset | None) -> dict[str, object]:
+    """A non-myopic continuation's attributes carried over from CVU (none for one step or
+    without CVU)."""
+    A, out = Attrs, {}
+    if cvu is None or A.continuation not in cvu.attrs:
+        return out
+    out[A.continuation] = str(cvu.attrs[A.continuation])
+    out[A.continuation_depth] = int(cvu.attrs[A.continuation_depth])
+    if A.continuation_inner_outcomes in cvu.attrs:
+        out[A.continuation_inner_outcomes] = int(cvu.attrs[A.continuation_inner_outcomes])
+    for key in (A.continuation_used, A.continuation_reason):
+        if key in cvu.attrs:
+            out[key] = str(cvu.attrs[key])
+    return out
 
 
 def gate_view(ids: list[str], feas: Feasibility, gate: SafetyGate) -> xr.Dataset:
