@@ -5,7 +5,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from belief.decision.engine import decide, decision_stability
+from belief.decision.engine import Bootstrap, decide, decision_stability
 from belief.decision.functional_registry import parse_functional
 from belief.decision.safety import SafetyGate
 from belief.decision.scores import g0
@@ -186,12 +186,12 @@ def test_decision_stability_with_an_unknown_cvu_error_is_nan_not_zero():
     fn = parse_functional("mean")
     cost, cont = np.zeros(3), np.zeros(3)
     feas = np.array([True, True, False])
-    known = decision_stability(gain, fn, cost, cont, feas, 0, 200, 1,
+    known = decision_stability(gain, fn, cost, cont, feas, 0, Bootstrap(200, 1),
                                continuation_se=np.array([0.5, 0.5, np.nan]))
     # the NaN error of an unranked (infeasible) candidate does not matter; a near tie flips
     assert 0.0 < known < 1.0
     # the same near tie with one ranked candidate's error unknown: NaN, not "as if 0"
-    unknown = decision_stability(gain, fn, cost, cont, feas, 0, 200, 1,
+    unknown = decision_stability(gain, fn, cost, cont, feas, 0, Bootstrap(200, 1),
                                  continuation_se=np.array([0.5, np.nan, 0.0]))
     assert np.isnan(unknown)
 

@@ -82,8 +82,8 @@ from belief.posterior.experiments import Experiment, experiments_from_belief
 from belief.posterior.transfer import transfer_attrs
 from belief.validate import integer
 
-__all__ = ["STOP", "argmax_or_stop", "belief_cost_draws", "decide", "decision_stability",
-           "decision_table", "gate_view"]
+__all__ = ["STOP", "Bootstrap", "argmax_or_stop", "belief_cost_draws", "decide",
+           "decision_stability", "decision_table", "gate_view"]
 
 STOP = "(stop)"
 
@@ -111,13 +111,22 @@ def belief_cost_draws(belief: xr.Dataset, resources: list[str]) -> np.ndarray | 
                                 .transpose("sample", "candidate", "resource").values, float)
 
 
+@dataclass(frozen=True)
+class Bootstrap:
+    """The stability bootstrap of :func:`decision_stability`: ``resamples`` replicates drawn
+    with the generator seeded by ``seed``."""
+
+    resamples: int = 200
+    seed: int = 0
+
+
 def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.ndarray,
                        continuation: np.ndarray, feasible: np.ndarray, chosen: int,
-                       resamples: int = 200, seed: int = 0,
+                       bootstrap: Bootstrap = Bootstrap(),
                        continuation_se: np.ndarray | None = None) -> float:
     """Pr(argmax flips) under a bootstrap of the joint posterior draws and CVU's error.
 
-    Scheme: draw ``resamples`` bootstrap replicates of the sample index (with replacement,
+    Scheme: draw ``bootstrap.resamples`` bootstrap replicates of the sample index (with replacement,
     the same index for every candidate so joint structure is kept), recompute φ(ΔJ) and the
     value against stopping U0 + ``continuation`` (continuation = β·E_Y[G0(s^{m,Y})] at its
     estimate, plus, when ``continuation_se`` is given, an independent N(0, se²) error per
@@ -133,9 +142,9 @@ def decision_stability(gain: np.ndarray, functional: Functional, c_lambda: np.nd
         se_all = np.asarray(continuation_se, float)
         if np.isnan(se_all[np.asarray(feasible, bool)]).any():
             return float("nan")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(bootstrap.seed)
     n = gain.shape[0]
-    idx = rng.integers(0, n, size=(resamples, n))
+    idx = rng.integers(0, n, size=(bootstrap.resamples, n))
     phi = resampled(functional, gain, idx)  # (B, C): functional(gain[idx]) per resample
     value = phi - c_lambda[None, :] + continuation[None, :]
     if continuation_se is not None:
@@ -432,7 +441,7 @@ def _flip_probability(sc: _Scores, cv: _CvuValues, with_cvu: bool, feasible: np.
     cont = (beta * (cv.values + cv.g0_null)) if with_cvu else np.zeros(len(cv.values))
     return decision_stability(sc.gain, settings.functional, sc.c_lambda,
                               np.nan_to_num(cont, nan=-np.inf), feasible & cv.ok, pick,
-                              settings.stability_resamples, seed,
+                              Bootstrap(settings.stability_resamples, seed),
                               continuation_se=beta * cv.se if with_cvu else None)
 
 
