@@ -10,7 +10,12 @@ import pytest
 import xarray as xr
 from scipy.special import expit
 
-from belief.decision.planner import expected_success, first_step_values, plan_on_belief
+from belief.decision.planner import (
+    PlanInputs,
+    expected_success,
+    first_step_values,
+    plan_on_belief,
+)
 from belief.errors import InputError
 
 IDS = ["refresh", "si", "dr", "ft", "probe"]  # model update, 3 adaptations, diagnosis
@@ -105,8 +110,9 @@ def plan(b, steps, budget=None, feasible=None, repeatable=None):
     feasible = np.ones(len(IDS), bool) if feasible is None else feasible
     repeatable = np.array([False, False, True, False, False]) if repeatable is None \
         else repeatable
-    return plan_on_belief(b, IDS, costs=COSTS, budget=budget, weights=LAM, feasible=feasible,
-                          adapts=ADAPT, repeatable=repeatable, steps=steps)
+    return plan_on_belief(b, IDS, PlanInputs(costs=COSTS, budget=budget, weights=LAM,
+                                             feasible=feasible, adapts=ADAPT,
+                                             repeatable=repeatable, steps=steps))
 
 
 @pytest.mark.parametrize("case", range(4))
@@ -148,9 +154,9 @@ def test_the_value_of_each_first_step_is_the_brute_force_optimum_of_plans_starti
     feasible = np.array([True, case != 1, True, True, True])
     repeatable = np.array([False, True, True, False, case == 3])
     for steps in (0, 1, 2, 3, 4):
-        got = first_step_values(b, IDS, costs=COSTS, budget=budget, weights=LAM,
+        got = first_step_values(b, IDS, PlanInputs(costs=COSTS, budget=budget, weights=LAM,
                                 feasible=feasible, adapts=ADAPT, repeatable=repeatable,
-                                steps=steps)
+                                steps=steps))
         for i, m in enumerate(IDS):
             seq, value = brute_force(b, steps, budget, feasible, repeatable, first=m)
             if not seq:
@@ -196,9 +202,9 @@ def test_planner_refuses_bad_input():
     with pytest.raises(InputError, match="steps left must be an integer >= 0"):
         plan(b, -1)
     with pytest.raises(InputError, match="costs >= 0"):
-        plan_on_belief(b, IDS, costs=-COSTS, budget=np.ones(2), weights=LAM,
+        plan_on_belief(b, IDS, PlanInputs(costs=-COSTS, budget=np.ones(2), weights=LAM,
                        feasible=np.ones(5, bool), adapts=ADAPT, repeatable=np.ones(5, bool),
-                       steps=2)
+                       steps=2))
 
 
 def test_the_plans_logit_gain_is_what_the_gains_models_state_after_gives():
@@ -241,10 +247,10 @@ def test_a_free_plan_without_adaptations_is_worth_exactly_nothing():
     nothing: exactly 0, a tie with stopping, which stops (no quadrature rounding decides)."""
     for seed in range(12):  # the rounding of a quadrature at sd 0 depends on the draws
         b = belief(theta=(0.0, 0.0, 0.0, 0.0, 0.0), eta=-2.0 + 0.4 * seed, seed=seed)
-        got = plan_on_belief(b, IDS, costs=COSTS, budget=np.array([10.0, 10.0]),
+        got = plan_on_belief(b, IDS, PlanInputs(costs=COSTS, budget=np.array([10.0, 10.0]),
                              weights=np.zeros(2), feasible=np.array([True, False, False, False,
                                                                      True]),
-                             adapts=ADAPT, repeatable=np.zeros(5, bool), steps=2)
+                             adapts=ADAPT, repeatable=np.zeros(5, bool), steps=2))
         assert got.sequence == () and got.value == 0.0, seed
 
 
@@ -284,10 +290,11 @@ def test_plan_voi_adds_the_value_of_information_to_the_plan_that_starts_with_eac
     b = belief(theta=(0.0, 0.3, 0.5, 0.4, 0.0))
     cands = _Candidates([False, False, True, False, False])
     steps = 3
-    v = first_step_values(b, IDS, costs=COSTS, budget=np.array([10.0, 10.0]), weights=LAM,
+    v = first_step_values(b, IDS, PlanInputs(costs=COSTS, budget=np.array([10.0, 10.0]),
+                                             weights=LAM,
                           feasible=np.ones(5, bool), adapts=ADAPT,
                           repeatable=np.array([False, False, True, False, False]),
-                          steps=steps)
+                          steps=steps))
     best = plan(b, steps, repeatable=np.array([False, False, True, False, False]))
     top = choose("plan_voi", decision(np.zeros(5)), belief=b, candidates=cands).candidate
     # without order effects every ordering of the best counts ties: the first of them wins

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -62,6 +62,9 @@ from belief.decision.peers import (
     pbgi_scores,
 )
 from belief.errors import InputError
+
+if TYPE_CHECKING:
+    from belief.decision.planner import PlanInputs
 
 __all__ = ["POLICIES", "USES_CVU", "Choice", "choose"]
 
@@ -169,8 +172,10 @@ def choose(name: str, decision: xr.Dataset, *, belief: xr.Dataset | None = None,
 
 
 def _plan_inputs(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
-                 ids: list[str], feasible: np.ndarray, name: str) -> dict[str, Any]:
-    """The planner's keyword arguments from the decision and the candidate set."""
+                 ids: list[str], feasible: np.ndarray, name: str) -> PlanInputs:
+    """The planner's inputs from the decision and the candidate set."""
+    from belief.decision.planner import PlanInputs
+
     if belief is None or candidates is None:
         raise InputError("allocation", f"{name} needs the belief and the candidate set")
     a = decision.attrs
@@ -178,7 +183,7 @@ def _plan_inputs(decision: xr.Dataset, belief: xr.Dataset | None, candidates: An
     if horizon < 0:
         raise InputError("allocation", f"{name} needs a horizon (the steps left to plan over)")
     res = list(candidates.resources)
-    return dict(
+    return PlanInputs(
         costs=np.stack([decision[f"cost_{r}"].values for r in res], -1),
         budget=np.array([a[f"budget_{r}"] for r in res], float),
         weights=np.array([a[f"lambda_{r}"] for r in res], float), feasible=feasible,
@@ -191,8 +196,8 @@ def _plan(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any, ids:
           feasible: np.ndarray) -> Choice:
     from belief.decision.planner import plan_on_belief
 
-    plan = plan_on_belief(belief, ids, **_plan_inputs(decision, belief, candidates, ids,
-                                                      feasible, "plan"))
+    plan = plan_on_belief(belief, ids, _plan_inputs(decision, belief, candidates, ids,
+                                                    feasible, "plan"))
     if plan.first is None:
         return Choice(STOP, f"stop: the best plan on the belief is to stop (V {plan.value:.4g})")
     return Choice(plan.first, f"first of the best plan {' → '.join(plan.sequence)} "
@@ -209,8 +214,8 @@ def _plan_voi(decision: xr.Dataset, belief: xr.Dataset | None, candidates: Any,
         raise InputError("allocation", "plan_voi needs the one-step CVU's value of "
                                        "information (cvu_voi): decide with the one_step "
                                        "continuation")
-    v_plan = first_step_values(belief, ids, **_plan_inputs(decision, belief, candidates, ids,
-                                                           feasible, "plan_voi"))
+    v_plan = first_step_values(belief, ids, _plan_inputs(decision, belief, candidates, ids,
+                                                         feasible, "plan_voi"))
     voi = (np.nan_to_num(decision["cvu_voi"].values.astype(float), nan=0.0)
            if "cvu_voi" in decision else np.zeros(len(ids)))  # no CVU (last step, β = 0)
     score = v_plan + beta * voi

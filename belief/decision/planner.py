@@ -70,7 +70,7 @@ from scipy.special import expit
 
 from belief.errors import InputError
 
-__all__ = ["BeliefPlan", "expected_success", "first_step_values", "hermite_nodes",
+__all__ = ["BeliefPlan", "PlanInputs", "expected_success", "first_step_values", "hermite_nodes",
            "plan_on_belief"]
 
 _NODES = 16  # Gauss–Hermite nodes of E[logistic(x + sd Z)]: error < 1e-6 for sd ≤ 2
@@ -158,20 +158,12 @@ def _increments(belief: xr.Dataset, ids: list[str], adapt: np.ndarray, cap: np.n
     return base, gamma
 
 
-def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
-                   budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
-                   adapts: np.ndarray, repeatable: np.ndarray, steps: int,
-                   max_states: int = 200_000) -> BeliefPlan:
-    """The best open-loop plan at q_t (module docstring).
+@dataclass(frozen=True)
+class PlanInputs:
+    """What the planner plans with besides q_t, by candidate in the order of ``ids``.
 
-    Parameters
+    Attributes
     ----------
-    belief : Dataset
-        q_t with the gains model's decision draws (``gains_eta``, ``gains_theta``,
-        ``gains_tau``, ``gains_rho``, ``gains_repeats``; with order effects ``gains_gamma``,
-        ``gains_history``, ``gains_offset``).
-    ids : sequence of str
-        The candidates, in the order of the arrays below.
     costs : ndarray (C, R)
         Nominal ΔC per candidate and resource (≥ 0).
     budget, weights : ndarray (R,)
@@ -182,6 +174,31 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
         Whether a candidate changes the policy, and whether it may run more than once.
     steps : int
         Executions left (the horizon minus the step), ≥ 0.
+    """
+
+    costs: np.ndarray
+    budget: np.ndarray
+    weights: np.ndarray
+    feasible: np.ndarray
+    adapts: np.ndarray
+    repeatable: np.ndarray
+    steps: int
+
+
+def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], inputs: PlanInputs, *,
+                   max_states: int = 200_000) -> BeliefPlan:
+    """The best open-loop plan at q_t (module docstring).
+
+    Parameters
+    ----------
+    belief : Dataset
+        q_t with the gains model's decision draws (``gains_eta``, ``gains_theta``,
+        ``gains_tau``, ``gains_rho``, ``gains_repeats``; with order effects ``gains_gamma``,
+        ``gains_history``, ``gains_offset``).
+    ids : sequence of str
+        The candidates, in the order of the arrays of ``inputs``.
+    inputs : PlanInputs
+        Costs, b_t, λ, the feasible set, which candidates adapt and repeat, the steps left.
     max_states : int
         Refuse a problem with more count vectors than this (the programme is exhaustive).
 
@@ -189,7 +206,7 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     -------
     BeliefPlan
     """
-    p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
+    p = _Problem.build(belief, ids, inputs)
     best, pairs, value = _first_step_programme(p, max_states)
     if not pairs or not (value > 0).any():  # the empty plan (V = 0 exactly) wins ties
         return BeliefPlan((), 0.0, 0.0, len(best))
@@ -204,9 +221,7 @@ def plan_on_belief(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
     return BeliefPlan(tuple(seq[::-1]), float(value[i]), s_mean, len(best))
 
 
-def first_step_values(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarray,
-                      budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
-                      adapts: np.ndarray, repeatable: np.ndarray, steps: int,
+def first_step_values(belief: xr.Dataset, ids: Sequence[str], inputs: PlanInputs, *,
                       max_states: int = 200_000) -> np.ndarray:
     """V_plan(m): the value of the best open-loop plan that *starts* with m, for every
     candidate m (module docstring; same parameters as :func:`plan_on_belief`).
@@ -228,7 +243,7 @@ def first_step_values(belief: xr.Dataset, ids: Sequence[str], *, costs: np.ndarr
         V_plan(m); NaN for a candidate that cannot run first (not feasible, over the budget
         alone, or no steps left).
     """
-    p = _Problem.build(belief, ids, costs, budget, weights, feasible, adapts, repeatable, steps)
+    p = _Problem.build(belief, ids, inputs)
     _, pairs, value = _first_step_programme(p, max_states)
     out = np.full(p.n_c, np.nan)
     if pairs:
@@ -310,10 +325,11 @@ class _Problem:
     tau: np.ndarray
 
     @classmethod
-    def build(cls, belief: xr.Dataset, ids: Sequence[str], costs: np.ndarray,
-              budget: np.ndarray, weights: np.ndarray, feasible: np.ndarray,
-              adapts: np.ndarray, repeatable: np.ndarray, steps: int) -> _Problem:
+    def build(cls, belief: xr.Dataset, ids: Sequence[str], inputs: PlanInputs) -> _Problem:
         ids = [str(m) for m in ids]
+        costs, budget, weights, steps = (inputs.costs, inputs.budget, inputs.weights,
+                                         inputs.steps)
+        feasible, adapts, repeatable = inputs.feasible, inputs.adapts, inputs.repeatable
         n_c = len(ids)
         costs = np.asarray(costs, float).reshape(n_c, -1)
         if (costs < 0).any():
