@@ -270,27 +270,33 @@ def anytime_upper(k: np.ndarray | int, n: np.ndarray | int, delta: float = 0.05,
         raise InputError("mixture", f"must be two numbers a, b > 0, got {mixture!r}")
     kk, nn = _counts(k, n, table, rows)
     out = np.ones(kk.shape)
+    live = (nn > 0) & (kk < nn)
+    if live.any():
+        out[live] = _anytime_root(kk[live], nn[live], delta, (a, b), one_sided)
+    return out
+
+
+def _anytime_root(k1: np.ndarray, n1: np.ndarray, delta: float, mixture: tuple[float, float],
+                  one_sided: bool) -> np.ndarray:
+    """:func:`anytime_upper` for 0 ≤ k < n: the root of log M_n(p0) = log(1/δ) on [k/n, 1),
+    1 where M_n stays below 1/δ up to p0 = 1."""
     threshold = np.log(1.0 / delta)
     top = np.nextafter(1.0, 0.0)
 
     def excess(p0, kk, nn):  # log M(p0) − log(1/δ), finite for the root finder
-        v = mixture_log_martingale(p0, kk, nn, (a, b), one_sided=one_sided) - threshold
+        v = mixture_log_martingale(p0, kk, nn, mixture, one_sided=one_sided) - threshold
         return np.clip(np.nan_to_num(v, nan=-1e300), -1e300, 1e300)
 
-    live = (nn > 0) & (kk < nn)
-    if live.any():
-        k1, n1 = kk[live], nn[live]
-        high = np.full(k1.shape, top)
-        closed = excess(high, k1, n1) > 0  # M reaches 1/δ below p0 = 1: a root below 1
-        if closed.any():
-            low = np.maximum(k1[closed] / n1[closed], np.finfo(float).tiny)
-            res = elementwise.find_root(excess, (low, high[closed]),
-                                        args=(k1[closed], n1[closed]),
-                                        tolerances={"xatol": 1e-12, "xrtol": 1e-12})
-            ucb = np.ones(k1.shape)
-            ucb[closed] = np.where(res.success, res.x, np.maximum(res.bracket[1], res.x))
-            out[live] = ucb
-    return out
+    high = np.full(k1.shape, top)
+    closed = excess(high, k1, n1) > 0  # M reaches 1/δ below p0 = 1: a root below 1
+    ucb = np.ones(k1.shape)
+    if closed.any():
+        low = np.maximum(k1[closed] / n1[closed], np.finfo(float).tiny)
+        res = elementwise.find_root(excess, (low, high[closed]),
+                                    args=(k1[closed], n1[closed]),
+                                    tolerances={"xatol": 1e-12, "xrtol": 1e-12})
+        ucb[closed] = np.where(res.success, res.x, np.maximum(res.bracket[1], res.x))
+    return ucb
 
 
 def clopper_pearson_spending_upper(k: np.ndarray | int, n: np.ndarray | int,
