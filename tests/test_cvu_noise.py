@@ -328,7 +328,7 @@ def test_the_subsampled_regression_noise_bias_and_its_error_are_calibrated():
     skewed b_n are not normal, so only the scale is tested, not each z)."""
     from scipy import stats
 
-    from belief.decision.cvu.noise import fitted_noise_bias
+    from belief.decision.cvu.noise import LocationFit, fitted_noise_bias
     from belief.decision.cvu.regression import least_squares, spline_design
 
     d, se = [], []
@@ -340,7 +340,7 @@ def test_the_subsampled_regression_noise_bias_and_its_error_are_calibrated():
         x = spline_design(g[:, :2] + 0.1 * rng.normal(size=(g.shape[0], 2)), 4)
         fitted = x @ least_squares(x, g)[0]
         z = noise_draws(r, n_c)
-        args = (x, g - fitted, gain, fitted, np.ones(n_c, bool), z, reps)
+        args = (LocationFit(x, g - fitted, reps), gain, fitted, np.ones(n_c, bool), z)
         full = fitted_noise_bias(*args, cap=10**6)
         sub = fitted_noise_bias(*args, cap=64)
         assert full.se_rows == 0 and sub.se_rows > 0 and full.b > 0

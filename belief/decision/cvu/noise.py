@@ -71,8 +71,9 @@ from belief.decision.functionals import Functional, weighted_column_quantiles
 Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
 
-__all__ = ["FittedNoiseBias", "NoiseBias", "Quantiles", "fitted_covariance", "fitted_noise_bias",
-           "gram_pinv", "noise_bias", "noise_covariance", "noise_draws", "noise_ratio"]
+__all__ = ["FittedNoiseBias", "LocationFit", "NoiseBias", "Quantiles", "fitted_covariance",
+           "fitted_noise_bias", "gram_pinv", "noise_bias", "noise_covariance", "noise_draws",
+           "noise_ratio"]
 
 
 @dataclass(frozen=True)
@@ -382,9 +383,30 @@ def fitted_covariance(x: np.ndarray, resid: np.ndarray, replicates: int) -> np.n
     return (flat.T @ flat).reshape(p, n_c, p, n_c)
 
 
-def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.ndarray,
-                      feasible: np.ndarray, z: np.ndarray, replicates: int,
-                      cap: int = 256, m_inv: np.ndarray | None = None) -> FittedNoiseBias:
+@dataclass(frozen=True)
+class LocationFit:
+    """The regression estimator's location fit (:mod:`belief.decision.cvu.regression`).
+
+    Attributes
+    ----------
+    x : ndarray (N, p)
+        The design, N = R·S rows ordered replicate-major.
+    resid : ndarray (N, C')
+        Residuals of the location fit.
+    replicates : int
+        R.
+    m_inv : ndarray (p, p), optional
+        ``gram_pinv(x)[0]``, the fit's inverse, when the caller has it.
+    """
+
+    x: np.ndarray
+    resid: np.ndarray
+    replicates: int
+    m_inv: np.ndarray | None = None
+
+
+def fitted_noise_bias(fit: LocationFit, gain: np.ndarray, u: np.ndarray,
+                      feasible: np.ndarray, z: np.ndarray, cap: int = 256) -> FittedNoiseBias:
     """The excess bias of the regression estimator's G0_n = max(0, max_c u_nc) from the
     fitting noise of its fitted values (:mod:`belief.decision.cvu.regression`):
     b_n = E_z[G0(u_n + L_n z)] − G0(u_n), L_n L_nᵀ = (V_n − V_0)₊ with V_n the cluster-robust
@@ -402,10 +424,8 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
 
     Parameters
     ----------
-    x : ndarray (N, p)
-        The design, N = R·S rows ordered replicate-major.
-    resid : ndarray (N, C')
-        Residuals of the location fit.
+    fit : LocationFit
+        The design x (N, p), the location fit's residuals (N, C'), R and optionally M⁺.
     gain : ndarray (S, C')
         The draws of the same columns.
     u : ndarray (N, C')
@@ -413,13 +433,10 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     feasible : bool ndarray (C',) or (N, C')
     z : ndarray (K/2, C')
         :func:`noise_draws`, the columns of these candidates.
-    replicates : int
-        R.
     cap : int
         Outcomes bootstrapped at most.
-    m_inv : ndarray (p, p), optional
-        ``gram_pinv(x)[0]``, the fit's inverse, when the caller has it.
     """
+    x = fit.x
     n = x.shape[0]
     feas = np.broadcast_to(np.asarray(feasible, bool), u.shape)
     zero = FittedNoiseBias(0.0, np.zeros(z.shape[0]), 0.0)
@@ -427,7 +444,7 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
     n_s = gain.shape[0]
     dev = gain - gain.mean(axis=0)
     v_0 = dev.T @ dev / float(n_s) ** 2
-    w = _cluster_scores(x, resid, replicates, m_inv)  # (S, p, C')
+    w = _cluster_scores(x, fit.resid, fit.replicates, fit.m_inv)  # (S, p, C')
     pick = np.arange(n) if n <= 4 * cap else np.linspace(0, n - 1, 4 * cap).astype(int)
     xp, up, fp = x[pick], u[pick], feas[pick]
     diag = np.stack([((xp @ (w[:, :, c].T @ w[:, :, c])) * xp).sum(axis=1)
@@ -439,27 +456,43 @@ def fitted_noise_bias(x: np.ndarray, resid: np.ndarray, gain: np.ndarray, u: np.
         return zero
     n_reach = rows.size
     sub = rows if n_reach <= cap else rows[np.linspace(0, n_reach - 1, cap).astype(int)]
-    p, k = x.shape[1], cols.size
-    wc = w[:, :, cols].reshape(n_s, -1)
-    bc = (wc.T @ wc).reshape(p, k, p, k)  # B of the columns within reach
-    v = np.empty((sub.size, k, k))
-    bflat = bc.reshape(p, -1)
-    step = max(1, int(2**22 // max(k * p * k, 1)))  # rows at a time: ≤ 32 MB of x_nᵀB
-    for lo in range(0, sub.size, step):
-        xs = xp[sub[lo:lo + step]]
-        half = (xs @ bflat).reshape(xs.shape[0], k, p, k)  # (x_nᵀ B)[c, q, d]
-        v[lo:lo + step] = (xs[:, None, None, :] @ half)[:, :, 0, :]  # Σ_q (x_nᵀB)[c,q,d] x_nq
+    v = _fitted_covariances(xp[sub], w[:, :, cols])
     uc, mask = up[np.ix_(sub, cols)], fp[np.ix_(sub, cols)]
     zc = z[:, cols]
     v_ref = v_0[np.ix_(cols, cols)]
     per = _pairs(uc, mask, v - v_ref, zc, floor=_FLOOR * np.abs(v_ref).max())
-    share = n_reach / pick.size
+    return _two_stage_mean(per, n, pick.size, n_reach, sub.size)
+
+
+def _fitted_covariances(xs_all: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """V_n = x_nᵀ B x_n (K, C', C') for the rows ``xs_all`` (K, p), B = Σ_i w_iᵀ w_i of the
+    cluster scores ``w`` (S, p, C') of these columns, in chunks of ≤ 32 MB."""
+    n_s, p, k = w.shape
+    wc = w.reshape(n_s, -1)
+    bc = (wc.T @ wc).reshape(p, k, p, k)  # B of the columns within reach
+    v = np.empty((xs_all.shape[0], k, k))
+    bflat = bc.reshape(p, -1)
+    step = max(1, int(2**22 // max(k * p * k, 1)))  # rows at a time: ≤ 32 MB of x_nᵀB
+    for lo in range(0, xs_all.shape[0], step):
+        xs = xs_all[lo:lo + step]
+        half = (xs @ bflat).reshape(xs.shape[0], k, p, k)  # (x_nᵀ B)[c, q, d]
+        v[lo:lo + step] = (xs[:, None, None, :] @ half)[:, :, 0, :]  # Σ_q (x_nᵀB)[c,q,d] x_nq
+    return v
+
+
+def _two_stage_mean(per: np.ndarray, n: int, n_screened: int, n_reach: int,
+                    n_sub: int) -> FittedNoiseBias:
+    """(1/N) Σ_n b_n from the pairs ``per`` (n_sub, K/2) of the bootstrapped outcomes:
+    ``n_screened`` of the N screened, ``n_reach`` of those within reach (b_n = 0 for the
+    others), ``n_sub`` of those bootstrapped; its error with finite-population corrections at
+    both stages."""
+    share = n_reach / n_screened
     b_rows = per.mean(axis=1)
     b = share * float(b_rows.mean())
     var = 0.0
-    if pick.size < n:  # the screened outcomes are a sample of the N
+    if n_screened < n:  # the screened outcomes are a sample of the N
         spread = max(share * float((b_rows**2).mean()) - b * b, 0.0)
-        var += spread / pick.size * (1 - pick.size / n)
-    if sub.size < n_reach and sub.size > 1:  # the bootstrapped ones, of those within reach
-        var += share**2 * float(b_rows.var(ddof=1)) / sub.size * (1 - sub.size / n_reach)
+        var += spread / n_screened * (1 - n_screened / n)
+    if n_sub < n_reach and n_sub > 1:  # the bootstrapped ones, of those within reach
+        var += share**2 * float(b_rows.var(ddof=1)) / n_sub * (1 - n_sub / n_reach)
     return FittedNoiseBias(b, share * per.mean(axis=0), float(np.sqrt(var)))

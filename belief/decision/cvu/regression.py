@@ -42,7 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from belief.decision.cvu.estimate import Estimate
-from belief.decision.cvu.noise import fitted_noise_bias, gram_pinv
+from belief.decision.cvu.noise import LocationFit, fitted_noise_bias, gram_pinv
 from belief.decision.cvu.preposterior import NextState, winners
 from belief.decision.functionals import Functional
 
@@ -278,9 +278,8 @@ def regression_estimate(nxt: NextState, functional: Functional,
     extra = {"knots": knots, "basis": x.shape[1]}
     if noise_z is not None:
         u = phi_c - nxt.c_lambda[cols]
-        fb = fitted_noise_bias(x, resid, gain[:, cols], u,
-                               feas[..., cols], noise_z[:, cols], replicates,
-                               m_inv=pinv[0])
+        fb = fitted_noise_bias(LocationFit(x, resid, replicates, m_inv=pinv[0]),
+                               gain[:, cols], u, feas[..., cols], noise_z[:, cols])
         extra.update(plugin_g0=(value, mcse), noise_bias=fb.b, correction_mcse=fb.mcse)
         value, mcse = value - fb.b, float(np.hypot(mcse, fb.mcse))
     return Estimate(value, mcse, method, reason, if_draws=per.mean(axis=0),
