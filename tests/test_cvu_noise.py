@@ -9,7 +9,12 @@ import pytest
 from scipy import integrate, stats
 
 from belief.decision.cvu import CVUProblem, continuation_value
-from belief.decision.cvu.noise import noise_bias, noise_covariance, noise_draws
+from belief.decision.cvu.noise import (
+    WeightedFunctionals,
+    noise_bias,
+    noise_covariance,
+    noise_draws,
+)
 from belief.decision.cvu.preposterior import influence
 from belief.decision.functionals import Cvar, Lcb, Mean, weighted_columns
 from belief.decision.settings import CVUSettings
@@ -110,8 +115,8 @@ def test_bias_of_tied_noisy_maxima_matches_integration(k, sigma):
     gain = (gain - gain.mean(0)) / gain.std(0) * sigma * np.sqrt(n_s)  # V = σ² I
     w = np.full((1, n_s), 1.0 / n_s)
     draws = 4096
-    b = noise_bias(Mean(), gain, np.zeros((1, k)), np.zeros(k), np.ones(k, bool),
-                   w, noise_draws(4, k, draws), reference=np.zeros((10, k))).b
+    b = noise_bias(Mean(), gain, WeightedFunctionals(np.zeros((1, k)), w), np.zeros(k),
+                   np.ones(k, bool), noise_draws(4, k, draws), reference=np.zeros((10, k))).b
     exact = integrate.quad(lambda t: 1 - stats.norm.cdf(t / sigma) ** k, 0, 20 * sigma)[0]
     z = np.random.default_rng(5).standard_normal((100_000, k))
     sd = np.maximum(sigma * z.max(axis=1), 0).std()
@@ -127,16 +132,18 @@ def test_bias_is_the_excess_over_equal_weights():
     phi = w @ gain
     fn = Mean()
     z = noise_draws(7, 3)
-    none = noise_bias(fn, gain, phi, np.zeros(3), np.zeros(3, bool), w, z).b
+    none = noise_bias(fn, gain, WeightedFunctionals(phi, w), np.zeros(3), np.zeros(3, bool),
+                      z).b
     assert np.array_equal(none, np.zeros(4))
     far = phi + np.array([5.0, 0.0, 0.0])  # column 0 wins by ~100 noise sd's
-    assert np.abs(noise_bias(fn, gain, far, np.zeros(3), np.ones(3, bool), w, z).b).max() \
-        < 1e-12
+    assert np.abs(noise_bias(fn, gain, WeightedFunctionals(far, w), np.zeros(3),
+                             np.ones(3, bool), z).b).max() < 1e-12
     flat = np.full((4, 2000), 1 / 2000)
-    assert np.abs(noise_bias(fn, gain, flat @ gain, np.zeros(3), np.ones(3, bool), flat,
-                             z).b).max() < 1e-12
+    assert np.abs(noise_bias(fn, gain, WeightedFunctionals(flat @ gain, flat), np.zeros(3),
+                             np.ones(3, bool), z).b).max() < 1e-12
     tied = np.zeros((4, 3))
-    assert (noise_bias(fn, gain, tied, np.zeros(3), np.ones(3, bool), w, z).b > 0).all()
+    assert (noise_bias(fn, gain, WeightedFunctionals(tied, w), np.zeros(3), np.ones(3, bool),
+                       z).b > 0).all()
 
 
 def _normal_draws(mu0, sd0, n, seed):

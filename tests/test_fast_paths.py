@@ -439,7 +439,7 @@ def test_column_quantiles_at_several_levels_and_on_subsets_equal_one_level_at_a_
 @pytest.mark.parametrize("functional", [Lcb(0.2), Cvar(0.3)],
                          ids=str)
 def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
-    from belief.decision.cvu.noise import noise_bias, noise_draws
+    from belief.decision.cvu.noise import WeightedFunctionals, noise_bias, noise_draws
     from belief.decision.functionals import weighted_column_quantiles
 
     rng = np.random.default_rng(10)
@@ -448,15 +448,19 @@ def test_noise_bias_with_given_quantiles_equals_the_computed_ones(functional):
     w /= w.sum(axis=1, keepdims=True)
     phi = weighted_columns(functional, gain, w)
     z = noise_draws(0, 4)
-    args = (functional, gain, phi, np.zeros(4), np.ones(4, bool), w, z)
+    args = (functional, gain, np.zeros(4), np.ones(4, bool), z)
     asked = []
 
     def given(levels):
         asked.append(levels)
         return weighted_column_quantiles(gain, w, levels)
 
-    got = noise_bias(*args, quantiles=given).pairs
-    assert asked and np.array_equal(got, noise_bias(*args).pairs)
+    def run(quantiles):
+        f, g, c, feas, zz = args
+        return noise_bias(f, g, WeightedFunctionals(phi, w, quantiles), c, feas, zz).pairs
+
+    got = run(given)
+    assert asked and np.array_equal(got, run(None))
 
 
 def test_regression_memo_shares_outcomes_and_fits_with_the_same_values():

@@ -71,9 +71,9 @@ from belief.decision.functionals import Functional, weighted_column_quantiles
 Quantiles = Callable[[tuple[float, ...]], list[np.ndarray]]
 """levels → one array of weighted column quantiles per level."""
 
-__all__ = ["FittedNoiseBias", "LocationFit", "NoiseBias", "Quantiles", "fitted_covariance",
-           "fitted_noise_bias", "gram_pinv", "noise_bias", "noise_covariance", "noise_draws",
-           "noise_ratio"]
+__all__ = ["FittedNoiseBias", "LocationFit", "NoiseBias", "Quantiles", "WeightedFunctionals",
+           "fitted_covariance", "fitted_noise_bias", "gram_pinv", "noise_bias",
+           "noise_covariance", "noise_draws", "noise_ratio"]
 
 
 @dataclass(frozen=True)
@@ -189,10 +189,30 @@ def _quantile_covariance(functional: Functional, gain: np.ndarray, phi: np.ndarr
     return delta[:, :, None] * delta[:, None, :] * k
 
 
-def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
-               c_lambda: np.ndarray, feasible: np.ndarray, smooth: np.ndarray,
-               z: np.ndarray, reference: np.ndarray | None = None,
-               quantiles: Quantiles | None = None) -> NoiseBias:
+@dataclass(frozen=True)
+class WeightedFunctionals:
+    """The functionals of the next-gain draws under each outcome's weights.
+
+    Attributes
+    ----------
+    phi : ndarray (J, C)
+        φ̂_jc under the weights of outcome j.
+    smooth : ndarray (J, S)
+        Normalised (smoothed) weights.
+    quantiles : callable levels → list of ndarray (J, C), optional
+        The weighted quantiles of the columns of the draws under ``smooth`` at those levels
+        (:func:`belief.decision.functionals.weighted_column_quantiles`), when the caller has
+        them (the same values; computed where needed otherwise).
+    """
+
+    phi: np.ndarray
+    smooth: np.ndarray
+    quantiles: Quantiles | None = None
+
+
+def noise_bias(functional: Functional, gain: np.ndarray, weighted: WeightedFunctionals,
+               c_lambda: np.ndarray, feasible: np.ndarray, z: np.ndarray,
+               reference: np.ndarray | None = None) -> NoiseBias:
     """The excess bias of G0(φ̂_j) = max(0, max_{c feasible} φ̂_jc − C_λ'(c)) from the noise of
     the weighted functionals (module docstring), per outcome and antithetic pair:
     b_j = E_z[G0(φ̂_j + L_j z)] − G0(φ̂_j), L_j L_jᵀ = (V_j − V_0)₊ with V_0 the noise of the
@@ -203,23 +223,19 @@ def noise_bias(functional: Functional, gain: np.ndarray, phi: np.ndarray,
     ----------
     gain : ndarray (S, C)
         Next-gain draws.
-    phi : ndarray (J, C)
-        φ̂_jc under the weights of outcome j.
+    weighted : WeightedFunctionals
+        φ̂ (J, C) under the weights (J, S) of each outcome, and their weighted quantiles when
+        the caller has them.
     c_lambda : ndarray (C,)
     feasible : bool ndarray (C,) or (J, C)
         M' per outcome.
-    smooth : ndarray (J, S)
-        Normalised (smoothed) weights.
     z : ndarray (K/2, C)
         :func:`noise_draws`; column c is used for candidate column c.
     reference : ndarray (S0, C), optional
         The draws whose equally weighted noise every other G0 of the decision carries
         (default ``gain``).
-    quantiles : callable levels → list of ndarray (J, C), optional
-        The weighted quantiles of the columns of ``gain`` under ``smooth`` at those levels
-        (:func:`belief.decision.functionals.weighted_column_quantiles`), when the caller has
-        them (the same values; computed here otherwise).
     """
+    phi, smooth, quantiles = weighted.phi, weighted.smooth, weighted.quantiles
     n_j = phi.shape[0]
     gain = np.asarray(gain, float)
     ref = gain if reference is None else np.asarray(reference, float)

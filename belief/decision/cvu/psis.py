@@ -35,7 +35,7 @@ import numpy as np
 
 from belief.decision.cvu.estimate import Estimate
 from belief.decision.cvu.importance import khat_threshold, psis_weights
-from belief.decision.cvu.noise import Quantiles, noise_bias
+from belief.decision.cvu.noise import Quantiles, WeightedFunctionals, noise_bias
 from belief.decision.cvu.preposterior import (
     NextState,
     control_functions,
@@ -401,8 +401,9 @@ def _outcome_values(nxt: NextState, functional: Functional, out: Outcomes, w: _W
     """G0_j under the weights, net of the noise bias, with the refits done or deferred."""
     n_j = w.khat.shape[0]
     feas = np.broadcast_to(nxt.mask_for(out.y), w.phi.shape)
-    pairs = (noise_bias(functional, nxt.gain, w.phi, nxt.c_lambda, feas, w.smooth, noise_z,
-                        quantiles=w.quantiles).pairs
+    pairs = (noise_bias(functional, nxt.gain,
+                        WeightedFunctionals(w.phi, w.smooth, w.quantiles), nxt.c_lambda, feas,
+                        noise_z).pairs
              if noise_z is not None else np.zeros((n_j, 1)))
     v = _Values(feas, nxt.g0(w.phi, feas), winners(w.phi, nxt.c_lambda, feas), pairs,
                 np.zeros(n_j, bool), np.zeros(n_j, bool))
@@ -441,9 +442,10 @@ def _refit_one(nxt: NextState, functional: Functional, out: Outcomes, v: _Values
     v.won[j] = winners(phi_j[None, :], nxt.c_lambda, feas[j][None, :])[0]
     v.refit_done[j] = True
     if noise_z is not None:  # the refit's own draws, equally weighted
-        v.pairs[j] = noise_bias(functional, exact, phi_j[None, :], nxt.c_lambda, feas[j],
-                                np.full((1, exact.shape[0]), 1.0 / exact.shape[0]),
-                                noise_z, reference=nxt.gain).pairs[0]
+        equal = WeightedFunctionals(phi_j[None, :],
+                                    np.full((1, exact.shape[0]), 1.0 / exact.shape[0]))
+        v.pairs[j] = noise_bias(functional, exact, equal, nxt.c_lambda, feas[j], noise_z,
+                                reference=nxt.gain).pairs[0]
 
 
 def _reason(t: _Triage, v: _Values, opt: PSISOptions, still: int,
