@@ -30,7 +30,7 @@ from belief.decision.cvu.lookahead import Node, expected_continuation
 from belief.decision.cvu.lookahead_regression import regression_continuation
 from belief.decision.cvu.preposterior import NextState
 from belief.decision.cvu.problem import Branch, CVUProblem, influence_of_winner
-from belief.decision.cvu.psis import Outcomes, PSISOptions, importance_estimate
+from belief.decision.cvu.psis import DrawsBootstrap, Outcomes, PSISOptions, importance_estimate
 from belief.decision.cvu.regression import regression_estimate
 from belief.decision.settings import CVUSettings
 from belief.posterior.experiments import Experiment
@@ -110,10 +110,10 @@ class OneStep:
             nxt, problem.functional, Outcomes(y, exp.loglik, exp.refit),
             PSISOptions.from_settings(settings, draws_influence=self.draws_influence,
                                       defer_refits=problem.defer_refits),
-            noise_z=problem.noise_z,
-            bootstrap=problem.g0_null_weighted if self.bootstrap else None,
-            rng=rngs[2], memo=branch.memo,
-            if_null=None if problem.tie[0] else problem.if_null)
+            noise_z=problem.noise_z, memo=branch.memo,
+            bootstrap=DrawsBootstrap(problem.g0_null_weighted, rngs[2],
+                                     None if problem.tie[0] else problem.if_null)
+            if self.bootstrap else None)
         if est is not None:
             return est
         est = regression_estimate(nxt, problem.functional, exp.simulate, rngs[1],

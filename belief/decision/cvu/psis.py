@@ -54,8 +54,8 @@ from belief.decision.functionals import (
 )
 from belief.decision.settings import CVUSettings
 
-__all__ = ["OutcomeWeights", "Outcomes", "PSISOptions", "WeighedOutcomes", "draws_bootstrap",
-           "importance_estimate", "refit_bounds", "refit_ranges"]
+__all__ = ["DrawsBootstrap", "OutcomeWeights", "Outcomes", "PSISOptions", "WeighedOutcomes",
+           "draws_bootstrap", "importance_estimate", "refit_bounds", "refit_ranges"]
 
 
 class OutcomeWeights:
@@ -534,13 +534,30 @@ def _noise_extra(est: Estimate, v: _Values, z: np.ndarray, bias: np.ndarray) -> 
     est.extra["plugin_g0"] = (plain[0], plain[1])  # for the continuations' V(s^∅)
 
 
+@dataclass(frozen=True)
+class DrawsBootstrap:
+    """The block bootstrap of the draws' error in :func:`importance_estimate`.
+
+    Attributes
+    ----------
+    g0_null : callable v (S,) → G0(s^∅) under draw weights v
+    rng : Generator, optional
+        The bootstrap's stream (default ``np.random.default_rng(0)``).
+    if_null : ndarray (S,), optional
+        The influence of each draw on G0(s^∅): the bootstrap is then run only when the
+        influence-function error of CVU is unreliable; None: always.
+    """
+
+    g0_null: Callable[[np.ndarray], float]
+    rng: np.random.Generator | None = None
+    if_null: np.ndarray | None = None
+
+
 def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcomes,
                         options: PSISOptions | None = None, *,
                         noise_z: np.ndarray | None = None,
-                        bootstrap: Callable[[np.ndarray], float] | None = None,
-                        rng: np.random.Generator | None = None,
+                        bootstrap: DrawsBootstrap | None = None,
                         memo: OutcomeWeights | None = None,
-                        if_null: np.ndarray | None = None
                         ) -> tuple[Estimate | None, str, dict]:
     """E_Y[G0(s^{m,Y})] by PSIS with control variates, or the reason it cannot be trusted.
 
@@ -559,22 +576,18 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
         (K/2,), whose standard error ``extra["correction_mcse"]`` is added to the MCSE in
         quadrature, the plug-in estimate and its MCSE ``extra["plugin_g0"]``.  None: the
         plug-in G0_j.
-    bootstrap : callable v (S,) → G0(s^∅) under draw weights v, optional
-        When given, the error of the draws is also estimated by a block bootstrap
-        (:func:`draws_bootstrap`, ``options.replicates`` replicates over ``options.blocks``
-        blocks) and stored in ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near
-        tie, where the influence-function error misses the kink of the max.  With ``if_null``
-        only when the influence-function error is unreliable (:func:`noisy_influence`).
-    rng : Generator, optional
-        The bootstrap's stream.
+    bootstrap : DrawsBootstrap, optional
+        When given, the error of the draws is also estimated by a block bootstrap of
+        ``bootstrap.g0_null`` (:func:`draws_bootstrap`, ``options.replicates`` replicates over
+        ``options.blocks`` blocks, on ``bootstrap.rng``) and stored in
+        ``extra["draws_sd_bootstrap"]`` — used where G0(s^∅) is a near tie, where the
+        influence-function error misses the kink of the max.  With ``bootstrap.if_null``
+        (the influence of each draw on G0(s^∅)) only when the influence-function error of
+        CVU, of IF_i = if_draws_i − if_null_i, is unreliable (:func:`noisy_influence`).
     memo : OutcomeWeights, optional
         The weights (and weighted functionals) of these outcomes, shared with other
         estimates on them; by default computed here from ``outcomes.loglik``.  It must have
         been built from this ``loglik`` (ValueError otherwise).
-    if_null : ndarray (S,), optional
-        The influence of each draw on G0(s^∅): with ``bootstrap``, the bootstrap is run only
-        when the influence-function error of CVU, of IF_i = if_draws_i − if_null_i, is
-        unreliable (:func:`noisy_influence`); None: whenever ``bootstrap`` is given.
 
     Returns
     -------
@@ -602,12 +615,13 @@ def importance_estimate(nxt: NextState, functional: Functional, outcomes: Outcom
     if v.deferred.any():
         est.extra["deferred"] = int(v.deferred.sum())
         est.extra["bounds"] = refit_bounds(v.g0_j - bias, z, v.deferred, v.ranges)
-    if bootstrap is not None and not w.nonfinite.any() and (
-            if_null is None or est.if_draws is None
-            or noisy_influence(est.if_draws - if_null, est.if_noise, opt.blocks)):
+    b = bootstrap
+    if b is not None and not w.nonfinite.any() and (
+            b.if_null is None or est.if_draws is None
+            or noisy_influence(est.if_draws - b.if_null, est.if_noise, opt.blocks)):
         est.extra["draws_sd_bootstrap"] = draws_bootstrap(
             functional, nxt, WeighedOutcomes(v.feas, w.smooth, w.omega, v.g0_j, v.refit_done),
-            bootstrap, rng or np.random.default_rng(0), opt.replicates, opt.blocks)
+            b.g0_null, b.rng or np.random.default_rng(0), opt.replicates, opt.blocks)
     return est, est.reason, t.diag
 
 
