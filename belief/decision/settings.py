@@ -20,7 +20,8 @@ from belief.decision.weights import WeightRule, as_weight_rule
 from belief.errors import InputError
 from belief.validate import choice, integer, real
 
-__all__ = ["EFFORTS", "CVUSettings", "DecisionSettings", "Effort", "settings_from_options"]
+__all__ = ["EFFORTS", "OPTIONS", "CVUSettings", "DecisionSettings", "Effort",
+           "settings_from_options"]
 
 
 ESTIMATORS = ("auto", "psis", "regression")
@@ -325,27 +326,44 @@ class DecisionSettings:
                 "cvu_rollout_depth": self.cvu.rollout_depth, "eps_budget": self.eps_budget}
 
 
+OPTIONS: dict[str, tuple[str, str, Any]] = {
+    "functional": ("decision", "functional", "mean"), "beta": ("decision", "beta", 0.0),
+    "alpha_exec": ("gate", "alpha_exec", 0.1), "delta": ("gate", "delta", 0.05),
+    "safety_method": ("gate", "method", "anytime"),
+    "cvu_outcomes": ("cvu", "n_outcomes", 256), "horizon": ("decision", "horizon", None),
+    "stability_resamples": ("decision", "stability_resamples", 200),
+    "continuation": ("cvu", "continuation", "one_step"),
+    "rollout_depth": ("cvu", "rollout_depth", 2),
+    "eps_budget": ("decision", "eps_budget", 0.0),
+    "cvu_estimator": ("cvu", "estimator", "auto"),
+    "refit_scope": ("cvu", "refit_scope", "decisive"),
+    "inner_outcomes": ("cvu", "inner_outcomes", 32), "max_refits": ("cvu", "max_refits", 16),
+}
+"""The flat options of :func:`settings_from_options`: name → (where it goes — a field of
+:class:`DecisionSettings`, of its :class:`SafetyGate` or of its :class:`CVUSettings` —, the
+field's name there, the option's default)."""
+
+
 def settings_from_options(*, weights: WeightRule | Mapping[str, float] | None = None,
-                          functional: str | Functional = "mean", beta: float = 0.0,
-                          alpha_exec: float = 0.1, delta: float = 0.05,
-                          safety_method: str = "anytime", cvu_outcomes: int = 256,
-                          horizon: int | None = None, stability_resamples: int = 200,
-                          cvu: CVUSettings | None = None, continuation: str = "one_step",
-                          rollout_depth: int = 2, eps_budget: float = 0.0,
-                          cvu_estimator: str = "auto",
-                          refit_scope: str = "decisive",
-                          inner_outcomes: int = 32, max_refits: int = 16) -> DecisionSettings:
-    """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API);
-    ``continuation``, ``rollout_depth``, ``inner_outcomes``, ``cvu_estimator`` (its
-    ``estimator``), ``refit_scope`` and ``max_refits`` are those of :class:`CVUSettings` (not
-    used when ``cvu`` is given)."""
+                          cvu: CVUSettings | None = None, **options: Any) -> DecisionSettings:
+    """:class:`DecisionSettings` from flat options (the CLI's flags and the notebook API).
+
+    ``options`` are the names of :data:`OPTIONS` (defaults there): ``functional``, ``beta``,
+    ``horizon``, ``stability_resamples`` and ``eps_budget`` of :class:`DecisionSettings`;
+    ``alpha_exec``, ``delta`` and ``safety_method`` (its ``method``) of the
+    :class:`SafetyGate`; ``cvu_outcomes`` (``n_outcomes``), ``continuation``,
+    ``rollout_depth``, ``inner_outcomes``, ``cvu_estimator`` (``estimator``),
+    ``refit_scope`` and ``max_refits`` of :class:`CVUSettings` (not used when ``cvu`` is
+    given).  Another name raises TypeError.
+    """
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"settings_from_options() got unexpected keyword argument(s) "
+                        f"{unknown}; it accepts weights, cvu and {', '.join(OPTIONS)}")
+    parts: dict[str, dict[str, Any]] = {"decision": {}, "gate": {}, "cvu": {}}
+    for name, (where, key, default) in OPTIONS.items():
+        parts[where][key] = options.get(name, default)
     if cvu is None:
-        cvu = CVUSettings(n_outcomes=cvu_outcomes, continuation=continuation,
-                          rollout_depth=rollout_depth, estimator=cvu_estimator,
-                          refit_scope=refit_scope, inner_outcomes=inner_outcomes,
-                          max_refits=max_refits)
-    return DecisionSettings(weights=weights, functional=functional, beta=beta,
-                            gate=SafetyGate(alpha_exec=alpha_exec, delta=delta,
-                                            method=safety_method),
-                            cvu=cvu, horizon=horizon, stability_resamples=stability_resamples,
-                            eps_budget=eps_budget)
+        cvu = CVUSettings(**parts["cvu"])
+    return DecisionSettings(weights=weights, gate=SafetyGate(**parts["gate"]), cvu=cvu,
+                            **parts["decision"])
