@@ -226,3 +226,27 @@ def test_header_only_paired_table_before_any_adaptation(tmp_path):
     (ev / "paired_evaluations.csv").write_text("")
     with pytest.raises(InputError, match=r"paired_evaluations\.csv: cannot read"):
         read_evidence_dir(ev, cands)
+
+
+def test_decide_takes_an_effort_level_under_the_explicit_changes(example_fit):
+    """``effort=`` sets the level's CVU preset (as ``--effort``); an explicit CVU change wins
+    over it; an unknown level and ``effort`` with ``settings=`` are refused naming them."""
+    from belief.decision.settings import EFFORTS, DecisionSettings, settings_from_options
+    from belief.workflow.fitted import DECIDE_CHANGES, _with_effort
+
+    base = settings_from_options(**DECIDE_CHANGES)
+    fast, refit = _with_effort(base, "fast", {})
+    assert (fast.cvu.n_outcomes, fast.cvu.channel_split, refit) == (64, False, False)
+    thorough, refit = _with_effort(base, "thorough", {})
+    assert refit and thorough.cvu.continuation == "lookahead2"
+    assert thorough.cvu.inner_outcomes == EFFORTS["thorough"].cvu["inner_outcomes"]
+    given = settings_from_options(**{**DECIDE_CHANGES, "cvu_outcomes": 96})
+    mixed, _ = _with_effort(given, "thorough", {"cvu_outcomes": 96})
+    assert (mixed.cvu.n_outcomes, mixed.cvu.continuation) == (96, "lookahead2")
+    assert _with_effort(base, "default", {})[0] == base  # the default level is the defaults
+    with pytest.raises(InputError, match=r"^effort: .*fast.*default.*thorough"):
+        example_fit.decide(effort="slow", beta=0.0)
+    with pytest.raises(InputError, match=r"^settings: .*\(effort=\), not both"):
+        example_fit.decide(DecisionSettings(beta=0.0), effort="fast")
+    d = example_fit.decide(effort="fast", stability_resamples=0)
+    assert int(d.attrs["cvu_outcomes"]) == 64

@@ -77,6 +77,28 @@ DECIDE_CHANGES: dict[str, Any] = {
 (the names of :func:`belief.decision.settings.settings_from_options`)."""
 
 
+_CVU_CHANGES = {"cvu_outcomes": "n_outcomes", "continuation": "continuation",
+                "rollout_depth": "rollout_depth", "cvu_estimator": "estimator",
+                "refit_scope": "refit_scope", "inner_outcomes": "inner_outcomes",
+                "max_refits": "max_refits"}
+"""The changes of :meth:`FittedBelief.decide` that are :class:`~belief.decision.settings.
+CVUSettings` fields (change name → field)."""
+
+
+def _with_effort(settings: Any, effort: str, changes: Mapping[str, Any]) -> tuple[Any, bool]:
+    """``settings`` with CVU at effort level ``effort``'s preset, under the CVU fields that
+    ``changes`` give explicitly; and whether the level makes exact refits."""
+    from dataclasses import replace
+
+    from belief.decision.settings import EFFORTS, CVUSettings
+
+    preset = CVUSettings.for_effort(effort, settings.cvu)
+    explicit = {_CVU_CHANGES[k]: getattr(settings.cvu, _CVU_CHANGES[k])
+                for k in changes if k in _CVU_CHANGES}
+    return (replace(settings, cvu=replace(preset, **explicit)),
+            bool(EFFORTS[effort].refit))
+
+
 @dataclass
 class FittedBelief:
     """A fitted belief q_t with its posteriors, evidence, candidates and settings.
@@ -289,9 +311,9 @@ class FittedBelief:
     def decide(self, settings: DecisionSettings | None = None, *,
                budget: str | Mapping[str, float] | xr.DataArray | None = None,
                weights: str | Mapping[str, float] | WeightRule | None = None,
-               refit: bool = False, seed: int = 0,
+               refit: bool | None = None, seed: int = 0,
                on_feasibility: Callable[[xr.Dataset], None] | None = None,
-               **changes: Any) -> xr.Dataset:
+               effort: str | None = None, **changes: Any) -> xr.Dataset:
         """The decision at the fitted state: :func:`belief.decision.engine.decide` with CVU.
 
         The decision's settings come one way or the other: ``settings`` (a
@@ -310,16 +332,23 @@ class FittedBelief:
             b_t (``"real_h=10,compute=200,eng_h=15"``); default ``[budget]`` − realised costs.
         weights : str, mapping or WeightRule, optional
             λ; default the candidate file's ``[weights]``.
-        refit : bool
+        refit : bool, optional
             Exact refits where PSIS k̂ is above the sample-size threshold
             min(1 − 1/log10 S, 0.7) (re-samples the gains model on the stored evidence;
             compiles it once per process).  Without it CVU is importance-weighted only and the
-            decision says so (``cvu_refits`` attribute).
+            decision says so (``cvu_refits`` attribute).  Default: the ``effort`` level's
+            (``thorough`` refits), otherwise no refits.
         seed : int
             Seeds CVU and the decision-stability bootstrap.
         on_feasibility : callable Dataset → None, optional
             Called with the feasible set and the gate before CVU is computed
             (:func:`belief.decision.engine.gate_view`).
+        effort : {"fast", "default", "thorough"}, optional
+            CVU's effort level, as ``--effort`` (:data:`belief.decision.settings.EFFORTS`,
+            :meth:`~belief.decision.settings.CVUSettings.for_effort`): its preset of outcomes,
+            continuation, inner outcomes, split by channel and refits, under the CVU changes
+            given explicitly (``cvu_outcomes``, ``continuation``, …, which win).  A change, so
+            refused together with ``settings``.
         **changes
             Without ``settings``: any of the following (defaults in :data:`DECIDE_CHANGES`).
         functional : str
@@ -370,13 +399,17 @@ class FittedBelief:
         if unknown:
             raise TypeError(f"decide() got unexpected keyword argument(s) {unknown}; the "
                             f"settings it accepts as changes: {', '.join(DECIDE_CHANGES)}")
-        if settings is not None and changes:
+        if settings is not None and (changes or effort is not None):
+            given = [*changes, *(["effort"] if effort is not None else [])]
             raise InputError("settings", "give the decision's settings either as settings= or "
-                                         "as changes (" + ", ".join(f"{k}=" for k in changes)
+                                         "as changes (" + ", ".join(f"{k}=" for k in given)
                              + "), not both: settings.replace(...) changes a settings object")
         if settings is None:
             rule, w_source = self.weights(weights)
             settings = settings_from_options(weights=rule, **{**DECIDE_CHANGES, **changes})
+            if effort is not None:
+                settings, effort_refit = _with_effort(settings, effort, changes)
+                refit = effort_refit if refit is None else refit
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
@@ -384,6 +417,7 @@ class FittedBelief:
             raise InputError("weights", "give λ either in the settings or as weights=, not both")
         else:
             w_source = "given"
+        refit = bool(refit)
 
         if settings.horizon is not None and settings.horizon <= self.step:
             raise InputError("--horizon", f"the horizon must be > the current step "
