@@ -12,10 +12,6 @@ import pytest
 
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# numba's LLVM optimisation level of the `belief` command (belief.cli.main.run), set before
-# anything imports numba: the tests' in-process fits and the CLI subprocesses they start then
-# share one compiled-model cache entry per model instead of compiling each model twice
-os.environ.setdefault("NUMBA_OPT", "1")
 # The compiled-model cache (models/compile_cache.py) of this session: a fresh temporary folder,
 # shared with the CLI subprocesses the tests start, never the user's own cache.  Under
 # pytest-xdist the controller makes it and removes it at exit; its workers inherit it through
