@@ -7,12 +7,9 @@ numba cache only keeps the functions they call.  :func:`compile_model` builds th
 callbacks from PyTensor's compiled functions with the data read through nutpie's ``user_data``
 pointer record instead (no dynamic globals), serialises their machine code with numba's own
 ``CompileResult`` reduction, and on a later call with the same model rebuilds them in well under
-a second.  The sampler sees what nutpie would have built: the same log density (to
-rounding), the same initial points, the same data layout.  The callbacks are self-contained:
-every function they call is linked into them as an internal copy (:func:`_self_contained`), so
-the machine code a process runs does not depend on what else that process compiled or loaded,
-and a fit gives the same draws for the same seed whether the entry was just compiled, loaded,
-or compiled with the cache off (see Storage).
+a second.  The sampler sees exactly what nutpie would have built: same log density, same
+initial points, same data layout, so a fit gives the same draws with or without the cache
+(see Storage for what "without" compiles).
 
 Key.  An entry is found by the SHA-256 of
 
@@ -43,13 +40,11 @@ processes filling the same entry at once both leave a valid file (the last renam
 entry whose checksum, key or layout does not match is ignored with a
 :class:`CompileCacheWarning` and rebuilt, never used.  ``BELIEF_COMPILE_CACHE=0`` turns the
 cache off: the same callbacks are compiled in the process and nothing is read or written, so
-a fit gives the same draws for the same seed whether the cache is on, off, cold or warm, at
-a given numba optimisation level (``NUMBA_OPT``; each level has its own entry and its own
-code).  (nutpie's own ``compile_pymc_model`` builds other machine code for the same log
-density — its callbacks read the data through another path and call the separately compiled
-PyTensor function, and LLVM, allowed to reassociate by PyTensor's fastmath flag, may sum in
-another order —, so its draws can differ in the last bits, and then a chain's path, though
-its posterior is the same.)  The body is a pickle: the
+a fit gives the same draws for the same seed whether the cache is on, off, cold or warm.
+(nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
+its callbacks read the data through another path, and LLVM, allowed to reassociate by
+PyTensor's fastmath flag, may sum in another order —, so its draws can differ in the last
+bits, and then a chain's path, though its posterior is the same.)  The body is a pickle: the
 cache folder must be as trusted as the code (it is the user's own, like PyTensor's and
 numba's caches).
 
@@ -70,8 +65,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,7 +76,7 @@ __all__ = ["CompileCacheWarning", "cache_dir", "cache_root", "compile_model",
            "last_compile_seconds", "library_versions", "model_key", "private_api_problems",
            "progress_line", "stats"]
 
-FORMAT = 3
+FORMAT = 2
 MAGIC = b"belief-compiled-model\n"
 SUFFIX = ".nutpie"
 
@@ -403,7 +397,6 @@ PRIVATE_API: dict[str, tuple[str, ...]] = {
     "numba.core.compiler.CompileResult._reduce": ("self",),
     "numba.core.ccallback.CFunc.__init__": ("self", "pyfunc", "sig", "locals", "options"),
     "numba.core.ccallback.CFunc._compile_uncached": ("self",),
-    "numba.core.codegen.CPUCodeLibrary._optimize_final_module": ("self",),
 }
 
 
@@ -785,57 +778,10 @@ def expand_callback(dim, expanded, x_, out_, user_data_):
            "jit_fn": jit_fn}
     exec(compile(src, f"<belief compiled {kind} callback>", "exec"), env)
     sig = _signatures()[kind]
-    with _self_contained(f"{kind}_callback") as seen:
-        cres = CFunc(env[f"{kind}_callback"], (sig.args, sig.return_type), {},
-                     {})._compile_uncached()
-        cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)  # finalised
-    if not seen:
-        raise _Uncacheable("numba's code library was not optimised where expected (its "
-                           "internals moved)")
+    cres = CFunc(env[f"{kind}_callback"], (sig.args, sig.return_type), {}, {})._compile_uncached()
     if cres.library.has_dynamic_globals:
         raise _Uncacheable("the compiled model refers to dynamic globals (large constants?)")
     return cres
-
-
-@contextmanager
-def _self_contained(name: str) -> Iterator[list[int]]:
-    """Compile the library named ``name`` so that its machine code calls only its own copies.
-
-    numba links every function a callback calls into the callback's module as a
-    ``linkonce_odr`` copy, optimises the module, and emits the copies it did not inline as
-    weak symbols.  The dynamic linker binds a weak symbol to a definition already loaded in
-    the process: in the compiling process, the function's own separately compiled code (the
-    PyTensor function the callback wraps was compiled first); in a process that loads the
-    entry, the copy in the entry.  The two are the same function optimised in different
-    modules, and under PyTensor's fastmath flags (reassociation, contraction) they may round
-    differently — so the draws of a seed depended on whether the callback was compiled or
-    loaded.  Here the copies are made internal to the callback's module after linking and
-    before optimising (LLVM's internalisation), so no symbol is left to bind elsewhere and
-    every process runs the same machine code.  Only the library named ``name`` is changed,
-    and only while this context is open (the caller holds numba's compiler lock).  Yields a
-    list that receives the number of copies internalised each time that library is optimised
-    (empty: numba's internals moved and nothing was changed).
-    """
-    from numba.core.codegen import CPUCodeLibrary
-
-    optimise = CPUCodeLibrary._optimize_final_module
-
-    seen: list[int] = []
-
-    def internalised(library: Any) -> None:
-        if library.name == name:
-            copies = [fn for fn in library._final_module.functions
-                      if not fn.is_declaration and fn.linkage.name == "linkonce_odr"]
-            for fn in copies:
-                fn.linkage = "internal"
-            seen.append(len(copies))
-        optimise(library)
-
-    CPUCodeLibrary._optimize_final_module = internalised  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        CPUCodeLibrary._optimize_final_module = optimise  # type: ignore[method-assign]
 
 
 @cache
