@@ -77,24 +77,17 @@ DECIDE_CHANGES: dict[str, Any] = {
 (the names of :func:`belief.decision.settings.settings_from_options`)."""
 
 
-_CVU_CHANGES = {"cvu_outcomes": "n_outcomes", "continuation": "continuation",
-                "rollout_depth": "rollout_depth", "cvu_estimator": "estimator",
-                "refit_scope": "refit_scope", "inner_outcomes": "inner_outcomes",
-                "max_refits": "max_refits"}
-"""The changes of :meth:`FittedBelief.decide` that are :class:`~belief.decision.settings.
-CVUSettings` fields (change name → field)."""
-
-
 def _with_effort(settings: Any, effort: str, changes: Mapping[str, Any]) -> tuple[Any, bool]:
     """``settings`` with CVU at effort level ``effort``'s preset, under the CVU fields that
-    ``changes`` give explicitly; and whether the level makes exact refits."""
+    ``changes`` give explicitly (:data:`belief.decision.settings.OPTIONS` says which option is
+    which field); and whether the level makes exact refits."""
     from dataclasses import replace
 
-    from belief.decision.settings import EFFORTS, CVUSettings
+    from belief.decision.settings import EFFORTS, OPTIONS, CVUSettings
 
     preset = CVUSettings.for_effort(effort, settings.cvu)
-    explicit = {_CVU_CHANGES[k]: getattr(settings.cvu, _CVU_CHANGES[k])
-                for k in changes if k in _CVU_CHANGES}
+    fields = [OPTIONS[k][1] for k in changes if k in OPTIONS and OPTIONS[k][0] == "cvu"]
+    explicit = {f: getattr(settings.cvu, f) for f in fields}
     return (replace(settings, cvu=replace(preset, **explicit)),
             bool(EFFORTS[effort].refit))
 
