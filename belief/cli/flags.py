@@ -241,8 +241,11 @@ def add_flags(p: argparse.ArgumentParser, command: str,
     the argument groups by name (to add a command's own flags to them)."""
     defaults = dict(flags) if isinstance(flags, Mapping) else dict.fromkeys(flags)
     shown, helps, required = dict(shown or {}), dict(helps or {}), set(required)
+    olds = [(name, old) for name in defaults for old, commands in TABLE[name].old.items()
+            if command in commands]
     groups = {name: p.add_argument_group(name, desc) for name, desc in GROUPS.items()
-              if name == "deprecated names" or any(TABLE[f].group == name for f in defaults)}
+              if (name == "deprecated names" and olds)
+              or any(TABLE[f].group == name for f in defaults)}
     for name, default in defaults.items():
         flag = TABLE[name]
         kwargs = dict(flag.kwargs)
@@ -252,20 +255,15 @@ def add_flags(p: argparse.ArgumentParser, command: str,
             kwargs["default"] = default  # a switch not given is False
         groups[flag.group].add_argument(name, help=_help(flag, shown.get(name),
                                                          helps.get(name)), **kwargs)
-    for name in defaults:
+    for name, old in olds:
         flag = TABLE[name]
-        for old, commands in flag.old.items():
-            if command not in commands:
-                continue
-            kwargs = dict(flag.kwargs)
-            kwargs["dest"] = flag.dest
-            action = kwargs.pop("action", None)
-            base = p._registry_get("action", action, action) or argparse._StoreAction
-            groups["deprecated names"].add_argument(
-                old, action=_deprecated_action(base, name), default=argparse.SUPPRESS,
-                help=f"deprecated: use {name}", **kwargs)
-    if not groups["deprecated names"]._group_actions:
-        p._action_groups.remove(groups.pop("deprecated names"))
+        kwargs = dict(flag.kwargs)
+        kwargs["dest"] = flag.dest
+        action = kwargs.pop("action", None)
+        base = p._registry_get("action", action, action) or argparse._StoreAction
+        groups["deprecated names"].add_argument(
+            old, action=_deprecated_action(base, name), default=argparse.SUPPRESS,
+            help=f"deprecated: use {name}", **kwargs)
     return groups
 
 
