@@ -57,7 +57,7 @@ def _no_outcome(problem: CVUProblem, nxt: NextState) -> Estimate:
     return Estimate(value, 0.0, "no outcome", "no model predicts this experiment's "
                     "outcome: budget, λ, candidate set and policy change only (a model "
                     "update's order effects enter through next_gain; no safety gate "
-                    "can change: belief.decision.cvu_safety)",
+                    "can change: belief.decision.cvu.safety)",
                     if_draws=infl, if_noise=np.zeros_like(infl))
 
 
