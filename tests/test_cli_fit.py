@@ -479,3 +479,17 @@ def test_decide_with_a_forced_estimator_from_the_cli_and_the_api(fitted_file, tm
         np.testing.assert_allclose(scored["cvu"].values,
                                    api["cvu"].sel(candidate=list(scored.index)).values,
                                    rtol=1e-9)
+
+
+def test_check_status_shows_the_convergence_note():
+    import pandas as pd
+
+    from belief.cli.statistician import _check_status
+
+    exact = pd.Series({"passed": True, "problem": "", "note": "all 400 exact draws (no data)"})
+    assert _check_status(exact) == "ok: all 400 exact draws (no data)"
+    assert _check_status(pd.Series({"passed": True, "problem": "", "note": ""})) == "ok"
+    failed = pd.Series({"passed": False, "problem": "R-hat 1.05 > 1.01",
+                        "note": "3 exact draws left out"})
+    assert _check_status(failed) == "R-hat 1.05 > 1.01 (3 exact draws left out)"
+    assert _check_status(pd.Series({"passed": True, "problem": ""})) == "ok"  # older tables

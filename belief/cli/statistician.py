@@ -351,7 +351,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for (model, var), row in table.iterrows():
         t.add_row(model, var, f"{row['rhat']:.3f}", f"{row['ess_bulk']:.0f}",
                   f"{row['ess_tail']:.0f}", str(int(row["divergences"])),
-                  "ok" if row["passed"] else escape(row["problem"]),
+                  _check_status(row),
                   style="" if row["passed"] else "red")
     console.print(t)
     if args.recompute or not table.attrs["diagnostics"].startswith("stored"):
@@ -368,6 +368,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     print(f"converged: {len(table)} variables of {len(models)} models pass")
     return 0
+
+
+def _check_status(row: Any) -> str:
+    """The status cell of a ``belief check`` row: "ok", or the problem; followed by the row's
+    ``note`` when it has one (e.g. exact prior draws that are not checked)."""
+    note = row.get("note", "")
+    note = note if isinstance(note, str) else ""
+    if not row["passed"]:
+        return escape(str(row["problem"]) + (f" ({note})" if note else ""))
+    return escape(f"ok: {note}") if note else "ok"
 
 
 # -- belief report -------------------------------------------------------------------------------
