@@ -630,6 +630,41 @@ def test_manual_uses_the_candidate_files_weights(tmp_path):
     assert campaign.settings.weights.values == {"real_h": 1.0, "compute": 2.0, "eng_h": 3.0}
 
 
+def test_manual_fits_with_the_candidate_files_priors_and_a_resume_keeps_them(tmp_path):
+    """``belief manual`` takes the candidate file's ``[priors.<model>]`` tables into the
+    campaign's settings (its fitter fits with them), the log header records them, and the
+    settings read back from it have them; priors that do not build are refused at once."""
+    import argparse
+
+    from belief.campaign.loop import campaign_fitter, settings_from_dict, settings_to_dict
+    from belief.cli.campaign import manual_campaign
+    from belief.inputs.candidate_file import candidates_toml
+
+    world = SyntheticWorld()
+    toml = tmp_path / "c.toml"
+    toml.write_text(candidates_toml(world.candidates, {"real_h": 0.02, "compute": 0.0003,
+                                                       "eng_h": 0.005},
+                                    priors={"gains": {"effect_mu_sigma": 0.3}}))
+    args = argparse.Namespace(out=str(tmp_path / "m"), resume=False, candidates=str(toml),
+                              policy="pi0", steps=3, beta=1.0, seed=0, draws=50,
+                              weights=None, evidence=None, overwrite=False)
+    _, campaign = manual_campaign(args)
+    assert campaign.settings.priors["gains"]["effect_mu_sigma"] == 0.3
+    assert campaign.fitter.priors_of("gains").effect_mu_sigma == 0.3
+    assert campaign.fitter.priors_of("exec_risk") == type(campaign.fitter.priors_of(
+        "exec_risk"))()  # a model not named keeps its defaults
+    logged = settings_to_dict(campaign.settings)
+    back = settings_from_dict(json.loads(json.dumps(logged)))
+    assert back == campaign.settings
+    assert campaign_fitter(None, world.candidates, back).priors_of("gains") \
+        == campaign.fitter.priors_of("gains")
+    assert "priors" not in settings_to_dict(CampaignSettings())  # old logs still resume
+    with pytest.raises(InputError, match=r"priors\['gains'\].*effect_mu_sigma"):
+        CampaignSettings(priors={"gains": {"effect_mu_sigma": -1.0}})
+    with pytest.raises(InputError, match=r"gain"):
+        CampaignSettings(priors={"gainz": {}})
+
+
 def test_campaign_settings_are_parsed_once_and_refuse_bad_values():
     s = CampaignSettings(functional="lcb:.2", weights={"real_h": 1, "compute": 1, "eng_h": 1})
     assert s.functional == Lcb(0.2) and isinstance(s.weights, FixedWeights)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,7 @@ from belief.files import acquire_folder, release_folder
 from belief.inputs.candidates import CandidateSet, candidates_from_dict, candidates_to_dict
 from belief.inputs.evidence import Evidence
 from belief.posterior.fitter import BeliefFitter, FitSettings
+from belief.posterior.registry import resolve_priors
 from belief.validate import fraction, integer, real
 
 __all__ = ["LEGACY_SETTINGS", "NEUTRAL_FIELDS", "OUTPUTS_OWNER", "Campaign", "CampaignResult",
@@ -138,7 +139,13 @@ class CampaignSettings:
     heavy_tailed_costs : tuple of str
         Resources whose realised costs get the cost model's repair tail, a two-component
         log-normal mixture (:class:`models.costs.CostPriors` ``heavy_tailed``, e.g.
-        ``("real_h",)``); used with ``fit.costs``.
+        ``("real_h",)``); used with ``fit.costs``.  When empty, the cost priors' own
+        ``heavy_tailed`` (from ``priors``) applies.
+    priors : mapping of model name to priors
+        The models' priors (a candidate file's ``[priors.<model>]`` tables, or priors objects
+        of :func:`models.registry.prior_classes`), checked at construction and kept in their
+        JSON-able form (``as_dict()``), so that a log records them and a resume and a replay
+        fit with them; a model left out has its defaults.
     """
 
     horizon: int = 6
@@ -155,6 +162,7 @@ class CampaignSettings:
     act_on_unreliable: bool = False
     eps_budget: float = 0.0
     heavy_tailed_costs: tuple[str, ...] = ()
+    priors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -182,6 +190,10 @@ class CampaignSettings:
             raise InputError("heavy_tailed_costs", f"must be a tuple of resource names, got "
                                                    f"{heavy!r}")
         set_(self, "heavy_tailed_costs", tuple(heavy))
+        if not isinstance(self.priors, Mapping):
+            raise InputError("priors", f"must map model names to priors, got {self.priors!r}")
+        resolved = resolve_priors(priors=self.priors)
+        set_(self, "priors", {name: resolved[name].as_dict() for name in self.priors})
 
     @property
     def used_cvu(self) -> CVUSettings:
@@ -223,6 +235,8 @@ def settings_to_dict(s: CampaignSettings) -> dict[str, Any]:
         out["eps_budget"] = s.eps_budget
     if s.heavy_tailed_costs:
         out["heavy_tailed_costs"] = list(s.heavy_tailed_costs)
+    if s.priors:
+        out["priors"] = {name: dict(p) for name, p in s.priors.items()}
     return out
 
 
@@ -353,7 +367,8 @@ def settings_from_dict(d: Mapping[str, Any]) -> CampaignSettings:
         allocation=d.get("allocation", "q"),
         act_on_unreliable=bool(d.get("act_on_unreliable", False)),
         eps_budget=d.get("eps_budget", 0.0),
-        heavy_tailed_costs=tuple(d.get("heavy_tailed_costs", ())))
+        heavy_tailed_costs=tuple(d.get("heavy_tailed_costs", ())),
+        priors=d.get("priors", {}))
 
 
 @dataclass
@@ -794,16 +809,25 @@ class Campaign:
 
 def campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
                     settings: CampaignSettings) -> BeliefFitter:
-    """The campaign's fitter: ``fitter`` (compiled models re-used) or a new one, fitting the
-    cost model when ``settings.fit.costs`` with ``settings.heavy_tailed_costs``."""
-    heavy = settings.heavy_tailed_costs
+    """The campaign's fitter: ``fitter`` or a new one, with the priors of the models named in
+    ``settings.priors`` (a given fitter keeps its compiled models and its priors for the
+    others), fitting the cost model when ``settings.fit.costs`` with
+    ``settings.heavy_tailed_costs`` (when given; else the cost priors' own)."""
+    resolved = resolve_priors(priors=settings.priors)
+    heavy = settings.heavy_tailed_costs or resolved["costs"].heavy_tailed
+    priors = {name: resolved[name] for name in settings.priors}
+    priors["costs"] = replace(resolved["costs"], heavy_tailed=heavy)
     if fitter is None:
-        return BeliefFitter.from_priors(candidates, settings.fit,
-                                        {"costs": {"heavy_tailed": heavy}})
+        return BeliefFitter.from_priors(candidates, settings.fit, priors)
     if settings.fit.costs and not fitter.settings.costs:
         fitter = fitter.scaled(costs=True)
-    if settings.fit.costs and fitter.priors_of("costs").heavy_tailed != heavy:
-        fitter = fitter.with_priors("costs", heavy_tailed=heavy)
+    for name, value in priors.items():
+        if name == "costs" and "costs" not in settings.priors:
+            if settings.fit.costs and fitter.priors_of("costs").heavy_tailed != heavy:
+                fitter = fitter.with_priors("costs", heavy_tailed=heavy)
+        elif fitter.priors_of(name) != value:
+            fitter = fitter.with_priors(name, **{f.name: getattr(value, f.name)
+                                                 for f in fields(value)})
     return fitter
 
 

@@ -233,7 +233,7 @@ def manual_campaign(args: argparse.Namespace) -> tuple[Any, Any]:
                                 cvu=campaign_cvu(args, CampaignSettings().cvu),
                                 fit=FitSettings.for_draws(v["draws"], getattr(args, "tune", None),
                                                           costs=costs.pop("fit_costs")),
-                                **costs)
+                                priors=cfile.priors, **costs)
     if settings.weights is not None:  # λ matched to the file's resources now, not at step 0
         settings.weights.bind(cfile.candidates.resources)
     initial = _initial_evidence(args.evidence, cfile.candidates)
