@@ -7,9 +7,10 @@ numba cache only keeps the functions they call.  :func:`compile_model` builds th
 callbacks from PyTensor's compiled functions with the data read through nutpie's ``user_data``
 pointer record instead (no dynamic globals), serialises their machine code with numba's own
 ``CompileResult`` reduction, and on a later call with the same model rebuilds them in well under
-a second.  The sampler sees exactly what nutpie would have built: same log density, same
-initial points, same data layout, so a fit gives the same draws with or without the cache
-(see Storage for what "without" compiles).
+a second.  The sampler sees what nutpie would have built: the same log density (to rounding),
+the same initial points, the same data layout.  A loaded entry runs the same machine code in
+every process, so fits of one seed that load it agree; a process that compiles the callbacks
+can draw differently (see Storage).
 
 Key.  An entry is found by the SHA-256 of
 
@@ -39,9 +40,12 @@ temporary name and renamed into place, so readers see a complete entry or none, 
 processes filling the same entry at once both leave a valid file (the last rename wins).  An
 entry whose checksum, key or layout does not match is ignored with a
 :class:`CompileCacheWarning` and rebuilt, never used.  ``BELIEF_COMPILE_CACHE=0`` turns the
-cache off: the same callbacks are compiled in the process and nothing is read or written, so
-a fit gives the same draws for the same seed whether the cache is on, off, cold or warm.
-(nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
+cache off: the same callbacks are compiled in the process and nothing is read or written.
+A compiled callback calls its PyTensor functions through weak copies that numba links into it;
+in the compiling process they bind to the function already loaded there, in a loading process
+to the entry's own copy, and under fastmath the two may round differently, so a fit that
+compiles (a miss, or the cache off) and one that loads (a hit) can give different draws for
+the same seed — measured on the gains model at ``NUMBA_OPT=1``.  (nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
 its callbacks read the data through another path, and LLVM, allowed to reassociate by
 PyTensor's fastmath flag, may sum in another order —, so its draws can differ in the last
 bits, and then a chain's path, though its posterior is the same.)  The body is a pickle: the

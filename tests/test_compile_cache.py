@@ -472,9 +472,10 @@ GAINS_DRAWS = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="known bug: in the CI run of the merged tree the draws "
-                   "differed between cache states (digests 01b88df2… and bc68f0ab…), though "
-                   "they agreed when checked by hand on the compile branch; not yet explained")
+@pytest.mark.xfail(strict=False, reason="known: a process that compiles the callbacks binds "
+                   "their weak copies of PyTensor's functions to the ones it loaded, a loading "
+                   "process to the entry's copies, and under fastmath they may round "
+                   "differently (docs/howto/compile-cache.md, 'What is reproducible')")
 def test_the_gains_model_gives_the_same_draws_whatever_the_cache_state(tmp_path):
     """The real gains model, seed 3, each run a fresh process: a miss on an empty machine
     (every cache empty), a hit, and the cache off on a machine whose PyTensor numba cache is
