@@ -45,10 +45,11 @@ A compiled callback calls its PyTensor functions through weak copies that numba 
 in the compiling process they bind to the function already loaded there, in a loading process
 to the entry's own copy, and under fastmath the two may round differently, so a fit that
 compiles (a miss, or the cache off) and one that loads (a hit) can give different draws for
-the same seed — measured on the gains model at ``NUMBA_OPT=1``.  (nutpie's own ``compile_pymc_model`` builds other machine code for the same log density —
-its callbacks read the data through another path, and LLVM, allowed to reassociate by
-PyTensor's fastmath flag, may sum in another order —, so its draws can differ in the last
-bits, and then a chain's path, though its posterior is the same.)  The body is a pickle: the
+the same seed — measured on the gains model at ``NUMBA_OPT=1``.  (nutpie's own
+``compile_pymc_model`` builds other machine code for the same log density — its callbacks
+read the data through another path, and LLVM, allowed to reassociate by PyTensor's fastmath
+flag, may sum in another order —, so its draws can differ in the last bits, and then a
+chain's path, though its posterior is the same.)  The body is a pickle: the
 cache folder must be as trusted as the code (it is the user's own, like PyTensor's and
 numba's caches).
 

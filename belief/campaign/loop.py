@@ -49,7 +49,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -827,7 +828,7 @@ def campaign_fitter(fitter: BeliefFitter | None, candidates: CandidateSet,
                 fitter = fitter.with_priors("costs", heavy_tailed=heavy)
         elif fitter.priors_of(name) != value:
             fitter = fitter.with_priors(name, **{f.name: getattr(value, f.name)
-                                                 for f in fields(value)})
+                                                 for f in dataclass_fields(value)})
     return fitter
 
 
