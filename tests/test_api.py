@@ -235,15 +235,16 @@ def test_decide_takes_an_effort_level_under_the_explicit_changes(example_fit):
     from belief.workflow.fitted import DECIDE_CHANGES, _with_effort
 
     base = settings_from_options(**DECIDE_CHANGES)
-    fast, refit = _with_effort(base, "fast", {})
+    fast, refit = _with_effort(base, "fast", {}, None)
     assert (fast.cvu.n_outcomes, fast.cvu.channel_split, refit) == (64, False, False)
-    thorough, refit = _with_effort(base, "thorough", {})
+    thorough, refit = _with_effort(base, "thorough", {}, None)
     assert refit and thorough.cvu.continuation == "lookahead2"
     assert thorough.cvu.inner_outcomes == EFFORTS["thorough"].cvu["inner_outcomes"]
     given = settings_from_options(**{**DECIDE_CHANGES, "cvu_outcomes": 96})
-    mixed, _ = _with_effort(given, "thorough", {"cvu_outcomes": 96})
+    mixed, _ = _with_effort(given, "thorough", {"cvu_outcomes": 96}, None)
     assert (mixed.cvu.n_outcomes, mixed.cvu.continuation) == (96, "lookahead2")
-    assert _with_effort(base, "default", {})[0] == base  # the default level is the defaults
+    assert _with_effort(base, "default", {}, None)[0] == base  # the default level: defaults
+    assert _with_effort(base, "thorough", {}, False)[1] is False  # refit= given wins
     with pytest.raises(InputError, match=r"^effort: .*fast.*default.*thorough"):
         example_fit.decide(effort="slow", beta=0.0)
     with pytest.raises(InputError, match=r"^settings: .*\(effort=\), not both"):

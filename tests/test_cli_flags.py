@@ -167,6 +167,19 @@ def test_effort_levels_map_to_the_documented_settings():
         CVUSettings.for_effort("slow")
 
 
+def test_at_effort_is_the_level_under_the_explicit_fields_and_refits():
+    """One rule for ``--effort`` and ``decide(effort=)``: preset, then what was named; the
+    level's refits replace the caller's default only where the level has one."""
+    base = CVUSettings(workers=2)
+    assert base.at_effort(None, {}, None) == (base, None)
+    cvu, refit = base.at_effort("thorough", {"n_outcomes": 96}, False)
+    assert (cvu.n_outcomes, cvu.continuation, cvu.workers, refit) == (96, "lookahead2", 2, True)
+    assert base.at_effort("default", {}, True) == (base, True)  # no refits of its own
+    assert base.at_effort("fast", {}, True)[1] is False
+    with pytest.raises(InputError, match="effort: must be one of"):
+        base.at_effort("slow")
+
+
 def _decide_settings(*flags: str):
     from belief.cli.statistician import _decision_settings
 

@@ -259,11 +259,9 @@ def add_flags(p: argparse.ArgumentParser, command: str,
         flag = TABLE[name]
         kwargs = dict(flag.kwargs)
         kwargs["dest"] = flag.dest
-        action = kwargs.pop("action", None)
-        base = p._registry_get("action", action, action) or argparse._StoreAction
-        groups["deprecated names"].add_argument(
-            old, action=_deprecated_action(base, name), default=argparse.SUPPRESS,
-            help=f"deprecated: use {name}", **kwargs)
+        added = groups["deprecated names"].add_argument(
+            old, default=argparse.SUPPRESS, help=f"deprecated: use {name}", **kwargs)
+        added.__class__ = _deprecated_action(type(added), name)  # the same action, recorded
     return groups
 
 
@@ -321,25 +319,20 @@ def cvu_from_flags(args: argparse.Namespace, base: Any,
     setting (``--max-refits`` and ``--refit-scope`` with refits, ``--rollout-depth`` with the
     rollout, ``--inner-outcomes`` with a non-myopic continuation) is refused, naming it, when
     the resolved settings lack it."""
-    from dataclasses import replace
-
     from belief.decision.settings import CONTINUATIONS, EFFORTS
     from belief.validate import choice
 
     effort = getattr(args, "effort", None)
     if effort is not None:
         choice(effort, "--effort", tuple(EFFORTS))
-        base = base.for_effort(effort, base)
-        if EFFORTS[effort].refit is not None:
-            refit = EFFORTS[effort].refit
-    if getattr(args, "refit", None) is not None:
-        refit = args.refit
     given = {attr: getattr(args, flag[2:].replace("-", "_"), None)
              for flag, attr in EFFORT_FLAGS.items()}
     given = {attr: v for attr, v in given.items() if v is not None}
     if "continuation" in given:  # before what depends on it
         choice(given["continuation"], "--continuation", CONTINUATIONS)
-    cvu = replace(base, **given)
+    cvu, refit = base.at_effort(effort, given, refit)
+    if getattr(args, "refit", None) is not None:
+        refit = args.refit
     refits_on = refit if refit is not None else cvu.max_refits > 0
     rules = (("--max-refits", refits_on, "applies only with --refit"),
              ("--refit-scope", refits_on, "applies only with --refit"),

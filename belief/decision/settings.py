@@ -225,6 +225,19 @@ class CVUSettings:
         choice(name, "effort", tuple(EFFORTS))
         return replace(base if base is not None else cls(), **EFFORTS[name].cvu)
 
+    def at_effort(self, effort: str | None, explicit: Mapping[str, Any] | None = None,
+                  refit: bool | None = None) -> tuple[CVUSettings, bool | None]:
+        """These settings at effort level ``effort`` under the fields given explicitly, and
+        whether to refit: the level's preset (:meth:`for_effort`; none when ``effort`` is
+        None), then ``explicit`` (field → value: what the user named wins over the level);
+        ``refit`` (the caller's default) becomes the level's when it has one
+        (``EFFORTS[effort].refit``).  The one rule ``--effort`` and
+        ``FittedBelief.decide(effort=...)`` both follow."""
+        base = self if effort is None else self.for_effort(effort, self)
+        if effort is not None and EFFORTS[effort].refit is not None:
+            refit = EFFORTS[effort].refit
+        return replace(base, **dict(explicit or {})), refit
+
     @property
     def decisive_refits(self) -> bool:
         """Whether a decision refits only as many candidates as settle its choice:

@@ -77,19 +77,20 @@ DECIDE_CHANGES: dict[str, Any] = {
 (the names of :func:`belief.decision.settings.settings_from_options`)."""
 
 
-def _with_effort(settings: Any, effort: str, changes: Mapping[str, Any]) -> tuple[Any, bool]:
-    """``settings`` with CVU at effort level ``effort``'s preset, under the CVU fields that
-    ``changes`` give explicitly (:data:`belief.decision.settings.OPTIONS` says which option is
-    which field); and whether the level makes exact refits."""
+def _with_effort(settings: Any, effort: str, changes: Mapping[str, Any],
+                 refit: bool | None) -> tuple[Any, bool | None]:
+    """``settings`` with CVU at effort level ``effort`` under the CVU fields that ``changes``
+    give explicitly (:data:`belief.decision.settings.OPTIONS` says which option is which
+    field), and the refits (``refit`` when given, else the level's):
+    :meth:`belief.decision.settings.CVUSettings.at_effort`."""
     from dataclasses import replace
 
-    from belief.decision.settings import EFFORTS, OPTIONS, CVUSettings
+    from belief.decision.settings import OPTIONS
 
-    preset = CVUSettings.for_effort(effort, settings.cvu)
     fields = [OPTIONS[k][1] for k in changes if k in OPTIONS and OPTIONS[k][0] == "cvu"]
-    explicit = {f: getattr(settings.cvu, f) for f in fields}
-    return (replace(settings, cvu=replace(preset, **explicit)),
-            bool(EFFORTS[effort].refit))
+    cvu, level_refit = settings.cvu.at_effort(
+        effort, {f: getattr(settings.cvu, f) for f in fields})
+    return replace(settings, cvu=cvu), (level_refit if refit is None else refit)
 
 
 @dataclass
@@ -401,8 +402,7 @@ class FittedBelief:
             rule, w_source = self.weights(weights)
             settings = settings_from_options(weights=rule, **{**DECIDE_CHANGES, **changes})
             if effort is not None:
-                settings, effort_refit = _with_effort(settings, effort, changes)
-                refit = effort_refit if refit is None else refit
+                settings, refit = _with_effort(settings, effort, changes, refit)
         elif settings.weights is None:  # λ from ``weights`` or the candidate file
             rule, w_source = self.weights(weights)
             settings = settings.with_weights(rule)
