@@ -189,3 +189,22 @@ def test_the_sim_against_real_plot_draws_the_learned_calibration(sim_belief):
             ts = post["theta_sim"].sel(candidate=t.get_text()).mean()
             np.testing.assert_allclose(xy, (float(th), float(ts)))
     plt.close(fig)
+
+
+def test_no_decision_reads_the_sim_proxy_draws(sim_belief, sim_evidence):
+    """Role "reported": the decision on the belief with sim rows is the decision on the same
+    belief without the ``sim_proxy_*`` variables (β = 0: U0 and the choice)."""
+    import warnings
+
+    from belief.workflow.fitted import FittedBelief
+
+    _, world = sim_evidence
+    q = sim_belief.belief
+    plain = FittedBelief(q.drop_vars(["sim_proxy_theta", "sim_proxy_sim_share"]),
+                         sim_belief.idata, sim_belief.candidates, sim_belief.tables, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no all-NaN reductions on the way
+        with_sim = sim_belief.decide(beta=0.0, weights=world.weight_values)
+    without = plain.decide(beta=0.0, weights=world.weight_values)
+    np.testing.assert_array_equal(with_sim["u0"].values, without["u0"].values)
+    assert with_sim.attrs["chosen"] == without.attrs["chosen"]
