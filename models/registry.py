@@ -16,6 +16,7 @@ from models.exec_risk import ExecRiskPriors
 from models.gains import GainsPriors
 from models.protocol import ModelEntry
 from models.sensitivity import SensitivityPriors
+from models.sim_proxy import SimProxyPriors
 from models.transfer import TransferPriors
 
 __all__ = ["MODELS", "RESERVED_SEED_STREAMS", "ModelEntry", "check_registry", "model",
@@ -50,6 +51,10 @@ MODELS: tuple[ModelEntry, ...] = (
                check_vars=("delta", "mu", "sigma", "tau_lens", "tau_method", "tau_candidate",
                            "tail_prob", "tail_shift"),
                optional=True),  # older beliefs: none
+    ModelEntry("sim_proxy", SimProxyPriors, "models.sim_proxy", "SimProxyModel",
+               role="reported", seed_stream=7,
+               check_vars=("theta", "theta_sim", "a", "b", "sigma", "theta_real_only"),
+               optional=True),  # fitted with simulated paired evaluations; older beliefs: none
 )
 
 

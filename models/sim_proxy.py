@@ -79,8 +79,9 @@ from models.pooling import PoolingStructure, pooled_tree
 from models.priors import ScalePrior, check_priors, priors_as_dict, whitened_normal
 from models.sampling import sample
 
-__all__ = ["SimProxyEncoding", "SimProxyModel", "SimProxyPriors", "encode_sim_proxy",
-           "gain_approximation", "synthetic_paired"]
+__all__ = ["SimProxyEncoding", "SimProxyModel", "SimProxyPriors", "belief_draws",
+           "encode_sim_proxy", "fit_inputs", "gain_approximation", "make_model", "sim_share",
+           "synthetic_paired"]
 
 TARGET_ACCEPT = 0.99
 """Default NUTS target acceptance.  The residual scale σ_l makes a funnel with the calibrated
@@ -425,7 +426,8 @@ class SimProxyModel:
             real_estimates: pd.DataFrame | None = None,
             sim_estimates: pd.DataFrame | None = None,
             draws: int = 1000, tune: int = 1000, chains: int = 4, seed: int = 0,
-            target_accept: float = TARGET_ACCEPT, progressbar: bool = False) -> xr.DataTree:
+            target_accept: float = TARGET_ACCEPT, thin: int = 1, progressbar: bool = False,
+            reference: bool = False) -> xr.DataTree:
         """Sample the joint posterior of the real and sim gains and the calibration.
 
         Parameters
@@ -434,22 +436,41 @@ class SimProxyModel:
             Validated paired tables (``validate_paired``, ``validate_sim_paired``).
         real_estimates, sim_estimates : DataFrame, optional
             Summary-level measurements ``candidate, estimate, se`` (logit gain).
+        thin : int
+            Sample ``draws × thin`` per chain and keep every ``thin``-th
+            (:func:`models.sampling.sample`; the fitter's remedy for poor mixing).
+        reference : bool
+            Also sample the real-only posterior (the same compiled model with the sim data
+            removed, seed ``default_rng([seed, 1])``): ``theta_real_only`` in ``posterior``,
+            the reference of :func:`sim_share`.
 
         Returns
         -------
         DataTree
             ``posterior`` with ``theta`` and ``theta_sim`` over ``candidate``, ``a``, ``b``,
             ``sigma`` over ``lens`` (learned calibration only), ``eta_real``/``eta_sim`` over
-            the named policies; ``sample_stats``; ``constant_data`` with the encoded counts.
+            the named policies (and ``theta_real_only`` with ``reference``); ``sample_stats``;
+            ``constant_data`` with the encoded counts.
         """
         enc = encode_sim_proxy(self.gain_ids, self.max_policies, real_paired, sim_paired,
                                real_estimates, sim_estimates)
         compiled = self._compiled().with_data(**self.data(enc))
         idata = sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                       target_accept=target_accept, progressbar=progressbar,
+                       target_accept=target_accept, progressbar=progressbar, thin=thin,
                        timing=self.last_timing)
         n = len(enc.policies)
         post = idata["posterior"].to_dataset()
+        if reference:
+            ref_enc = encode_sim_proxy(self.gain_ids, self.max_policies, real_paired, None,
+                                       real_estimates, None)
+            ref = sample(self._compiled().with_data(**self.data(ref_enc)), draws=draws,
+                         tune=tune, chains=chains,
+                         seed=int(np.random.default_rng([seed, 1]).integers(2**31)),
+                         target_accept=target_accept, progressbar=progressbar, thin=thin)
+            post["theta_real_only"] = ref["posterior"]["theta"].to_dataset()["theta"]
+            stats = ref["sample_stats"].to_dataset() if "sample_stats" in ref.children else {}
+            idata.attrs["reference_divergences"] = int(stats["diverging"].sum()) if (
+                "diverging" in stats) else 0
         post = post.drop_vars([v for v in post.data_vars if v.startswith("z_")])
         post = post.isel(policy_slot=slice(0, n)).rename({"policy_slot": "policy"})
         post = post.assign_coords(policy=enc.policies)
@@ -464,6 +485,8 @@ class SimProxyModel:
         dt = xr.DataTree.from_dict(groups)
         dt.attrs.update({"model": "sim_proxy", "calibration": "learned"
                          if self.calibration is None else "fixed"})
+        dt.attrs.update({k: v for k, v in idata.attrs.items()
+                         if k in ("thin", "divergences_all", "reference_divergences")})
         return dt
 
 
@@ -489,3 +512,71 @@ def synthetic_paired(gains: Mapping[str, float], baseline: float, trials: int,
                      "treated_successes": int(rng.binomial(trials, expit(baseline + g))),
                      "treated_trials": trials, "run_id": f"{policy}/{cid}/{step}"})
     return pd.DataFrame(rows)
+
+
+# -- what the fitter reads (the Model protocol of models/protocol.py) ------------------------
+def make_model(candidates: CandidateSet, priors: SimProxyPriors,
+               max_policies: int) -> SimProxyModel | None:
+    """The sim-proxy model of ``candidates`` (learned calibration); None without a
+    policy-changing candidate (no gain to model)."""
+    if not any(c.changes_policy for c in candidates):
+        return None
+    return SimProxyModel(candidates, priors, max_policies)
+
+
+def fit_inputs(model: SimProxyModel, evidence: Any, policy: str) -> dict[str, Any] | None:
+    """``fit``'s keyword arguments from an :class:`~belief.inputs.evidence.Evidence`: the real
+    and simulated paired evaluations, the real summary-level gain estimates of the gain
+    candidates, and ``reference=True`` (the real-only fit :func:`sim_share` compares with);
+    None without simulated paired evaluations (nothing for this model to add)."""
+    sim = evidence.sim_paired
+    if not len(sim):
+        return None
+    est = evidence.gain_estimates
+    est = est[est["candidate"].isin(model.gain_ids)]
+    return {"real_paired": evidence.paired, "sim_paired": sim,
+            "real_estimates": est if len(est) else None, "reference": True}
+
+
+def sim_share(idata: xr.DataTree) -> xr.DataArray:
+    """How much of each candidate's belief about its real gain comes from simulation.
+
+    ``share_m = 1 − Var_post(θ_m | real and sim data) / Var_post(θ_m | real data only)``,
+    both posterior variances of the real logit gain θ_m under this model (the second from the
+    reference fit, ``theta_real_only``: the same model and priors without the sim data).
+    0: the sim evaluations did not narrow the belief (no sim data of the candidate or its
+    lens, or a simulator learned not to predict reality); 0.5: they halved its variance, as
+    many real trials again would have; → 1: the belief rests on simulation.  Unlike
+    b_l²/(σ_l² + v_m) at posterior draws of the calibration, it counts the information the
+    sim data spend on learning the calibration itself.  Each variance carries Monte Carlo
+    error (relative s.e. ≈ √(2/ESS)), so a share within a few ×√(2/ESS) of 0 is 0, and it
+    may come out slightly negative; it is not clipped.
+    """
+    post = idata["posterior"]
+    with_sim = post["theta"].var(("chain", "draw"))
+    real_only = post["theta_real_only"].var(("chain", "draw"))
+    share = 1.0 - with_sim / real_only
+    share.attrs["long_name"] = ("share of the real gain's posterior precision from "
+                                "simulation: 1 − Var(θ | real, sim) / Var(θ | real)")
+    return share
+
+
+def belief_draws(model: SimProxyModel, idata: xr.DataTree, policy: str,
+                 rng: np.random.Generator) -> xr.Dataset:
+    """q_t's ``sim_proxy_theta`` (sample, candidate): posterior draws of the real logit gain
+    θ_m given the real and the sim evaluations (NaN for candidates without a gain), and
+    ``sim_proxy_sim_share`` (candidate): :func:`sim_share` (NaN without a reference fit or a
+    gain).  Reported beside the gains model's ``gain``; no decision reads them."""
+    ids = list(model.candidates.ids)
+    theta = idata["posterior"]["theta"].stack(sample=("chain", "draw")).transpose(
+        "sample", "candidate").reindex(candidate=ids)
+    out = xr.Dataset({"sim_proxy_theta": (("sample", "candidate"), theta.values)},
+                     coords={"candidate": ids})
+    out["sim_proxy_theta"].attrs["long_name"] = ("real logit gain θ_m given the real and "
+                                                 "simulated paired evaluations")
+    share = (sim_share(idata).reindex(candidate=ids) if "theta_real_only" in idata["posterior"]
+             else xr.DataArray(np.full(len(ids), np.nan), coords={"candidate": ids}))
+    out["sim_proxy_sim_share"] = ("candidate", share.values)
+    out["sim_proxy_sim_share"].attrs["long_name"] = share.attrs.get(
+        "long_name", "share of the belief from simulation")
+    return out

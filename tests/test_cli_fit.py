@@ -242,6 +242,23 @@ def test_fit_refuses_files_that_are_not_csv_or_parquet(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_fit_refuses_a_bad_sim_paired_table_before_any_work(tmp_path, capsys, no_compute):
+    """A simulated paired evaluation under another evaluation protocol: one line naming the
+    file, the row (and its line) and the rule; exit 2; no belief written."""
+    ev = _copy_example(tmp_path)
+    paired = pd.read_csv(ev / "paired_evaluations.csv")
+    sim = paired.drop(columns=[c for c in paired.columns if c not in (
+        "step", "candidate", "policy", "eval_protocol", "control_successes", "control_trials",
+        "treated_successes", "treated_trials")])
+    sim.loc[1, "eval_protocol"] = "sim_shortcut"
+    sim.to_csv(ev / "sim_paired_evaluations.csv", index=False)
+    out = tmp_path / "b.nc"
+    _refused(capsys, ["fit", str(ev), "--candidates", str(CANDIDATES), "--out", str(out)],
+             "sim_paired_evaluations.csv", "row 1 (line 3 of the file)",
+             "eval_protocol 'sim_shortcut' differs from the campaign's shared protocol")
+    assert not out.exists()
+
+
 def test_fit_refuses_columns_of_the_wrong_type(tmp_path, capsys):
     ev = _copy_example(tmp_path)
     paired = pd.read_csv(ev / "paired_evaluations.csv")

@@ -134,3 +134,63 @@ def test_until_filters_by_step(campaign_evidence):
     ev, _ = campaign_evidence
     assert len(ev.until(2).paired) == 2
     assert (ev.until(2).safety["step"] < 2).all()
+
+
+# -- simulated paired evaluations: an optional table of Evidence and of evidence folders ----
+def sim_row(**kw):
+    return row(**{"step": 1, "candidate": "dr_1e7", "control_successes": 50,
+                  "treated_successes": 62, **kw})
+
+
+def test_sim_paired_is_an_optional_validated_evidence_table(world_candidates):
+    ev = Evidence(world_candidates)
+    assert len(ev.sim_paired) == 0
+    assert "sim_paired_evaluations" not in ev.tables()  # omitted while empty
+    ev2 = ev.append(sim_paired=pd.DataFrame([sim_row(), sim_row(step=3, run_id="b")]))
+    assert len(ev2.sim_paired) == 2 and len(ev.sim_paired) == 0
+    assert ev2.tables()["sim_paired_evaluations"] is ev2.sim_paired
+    assert ev2.sim_paired["treated_policy"].tolist() == ["pi0+dr_1e7", "pi0+dr_1e7"]
+    assert len(ev2.until(2).sim_paired) == 1
+    again = Evidence.from_tables(world_candidates, ev2.tables())
+    pd.testing.assert_frame_equal(again.sim_paired, ev2.sim_paired)
+    with pytest.raises(InputError) as err:
+        Evidence(world_candidates, sim_paired=pd.DataFrame(
+            [sim_row(), sim_row(eval_protocol="sim_only")]))
+    assert str(err.value).startswith("sim_paired_evaluations, row 1: eval_protocol 'sim_only'")
+    # one run, one row (as in paired_evaluations); a run_id tells runs apart
+    with pytest.raises(InputError, match=r"^sim_paired_evaluations \(new rows\), row 1: "):
+        ev.append(sim_paired=pd.DataFrame([sim_row(), sim_row()]))
+    with pytest.raises(InputError, match=r"^sim_paired_evaluations, row 3: run_id 'c' is also "
+                                         r"on row 2: a run is one row"):
+        ev2.append(sim_paired=pd.DataFrame([sim_row(step=3, run_id="c")])).append(
+            sim_paired=pd.DataFrame([sim_row(step=3, run_id="c")]))
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_an_evidence_folder_reads_sim_paired_evaluations(world_candidates, tmp_path, suffix):
+    from belief.inputs.evidence_dir import read_evidence_dir
+
+    pd.DataFrame([row()]).to_csv(tmp_path / "paired_evaluations.csv", index=False)
+    sim = pd.DataFrame([sim_row(), sim_row(candidate="dr_1e6", run_id="x")])
+    path = tmp_path / f"sim_paired_evaluations{suffix}"
+    sim.to_csv(path, index=False) if suffix == ".csv" else sim.to_parquet(path)
+    tables = read_evidence_dir(tmp_path, world_candidates)
+    assert tables.evidence.sim_paired["candidate"].tolist() == ["dr_1e7", "dr_1e6"]
+    assert tables.rows()["sim_paired_evaluations"] == 2
+    assert tables.files["sim_paired_evaluations"] == str(path)
+
+
+def test_a_bad_sim_table_in_a_folder_names_file_row_line_and_rule(world_candidates, tmp_path):
+    from belief.inputs.evidence_dir import read_evidence_dir
+
+    pd.DataFrame([row()]).to_csv(tmp_path / "paired_evaluations.csv", index=False)
+    path = tmp_path / "sim_paired_evaluations.csv"
+    pd.DataFrame([sim_row(), sim_row(treated_successes=120)]).to_csv(path, index=False)
+    with pytest.raises(InputError) as err:
+        read_evidence_dir(tmp_path, world_candidates)
+    assert str(err.value) == (f"{path}, row 1 (line 3 of the file): treated_successes (120) "
+                              "exceed treated_trials (100)")
+    pd.DataFrame([sim_row(treatd_policy="x")]).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"unknown column 'treatd_policy' \(did you mean "
+                                         r"'treated_policy'\?\)"):
+        read_evidence_dir(tmp_path, world_candidates)

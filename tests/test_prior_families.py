@@ -187,7 +187,8 @@ def test_bad_priors_sections_are_refused():
     checks only the section's shape (it sits below the models)."""
     with pytest.raises(InputError, match=r"c\.toml \[priors\]: unknown model 'gain' \(did you "
                                          r"mean 'gains'\?\); known: \['gains', 'exec_risk', "
-                                         r"'transfer', 'sensitivity', 'costs'\]"):
+                                         r"'transfer', 'sensitivity', 'costs', "
+                                         r"'sim_proxy'\]"):
         model_priors(_file("[priors.gain]\ntau_lens = 0.5"))
     with pytest.raises(InputError, match=r"\[priors\]: must hold tables"):
         parse_candidate_text("priors = 3\n" + TOML, "c.toml")

@@ -104,6 +104,33 @@ domain.  True (J_sim, J_real, δ_J = J_real − J_sim): pi0 (0.55, J(π_0) = 0.3
 Randomness: ``default_rng([seed, 30_000, step, i])`` for the sweep of the i-th policy and
 ``default_rng([seed, 30_001, step, i])`` for its transfer evaluation.
 
+Simulator evaluations (on request, :meth:`SyntheticWorld.sim_evaluation`; nothing in a
+campaign or the demo calls it, so their outcomes are unchanged): the paired comparison of an
+adaptation m run in simulation from the current policy, ``sim_trials = 400`` trials per arm, at
+a compute cost of ``sim_cost = {"compute": 2}`` GPU hours each.  True sim logit gain
+
+    θ^sim_m = a_l + b_l · g_m(h) + σ_l · e_m,      e_m ~ Normal(0, 1) once per world,
+
+with g_m(h) the real gain of m's next execution after the history h
+(:meth:`SyntheticWorld.mean_logit_gain`) and the calibration (a_l, b_l, σ_l) of m's lens
+(``sim_calibration``):
+
+==============  ====  ====  ====  =========================================================
+lens            a     b     σ     the simulator on this lens
+==============  ====  ====  ====  =========================================================
+data            0.00  1.00  0.05  well predicted: DR and co-training are trained in the sim
+model           0.30  0.50  0.10  biased: the sim's own friction makes SI look better than
+                                  it is, and compresses the differences
+representation  0.30  0.50  0.10  biased: the rendered camera is not the real one
+optimization    0.00  0.00  0.40  useless: fine-tuning on real trajectories, scored in sim
+==============  ====  ====  ====  =========================================================
+
+The sim control arm succeeds with logit J(π) + 1.05 (the sim is easier: J_sim(π_0) = 0.55
+against J(π_0) = 0.30, as in the transfer evaluations), the treated arm with that + θ^sim_m.
+Randomness: e_m from ``default_rng([seed, 50_000])`` over the candidates in the world's order,
+the counts from ``default_rng([seed, 50_001, step, i])`` (i the candidate's position): their
+own streams, so no other outcome moves.
+
 Randomness is drawn from ``numpy.random.default_rng([seed, step, k])``, so an outcome depends
 only on (seed, step, history): replaying the same history gives the same outcomes.
 
@@ -236,6 +263,13 @@ DEFAULT_SYNERGY = {("friction", "latency"): -1.5}  # g_kl on u_k · u_l, shared 
 DEFAULT_TRANSFER = {"pi0": (0.55, None), "pi_dr": (0.50, 0.42), "pi_ft": (0.40, 0.55)}
 """policy → (J_sim, J_real); None = the world's J(π_0)."""
 
+SIM_CALIBRATION = {"data": (0.0, 1.0, 0.05), "model": (0.3, 0.5, 0.1),
+                   "representation": (0.3, 0.5, 0.1), "optimization": (0.0, 0.0, 0.4)}
+"""lens → the simulator's true calibration (a_l, b_l, σ_l): θ^sim = a + b·θ + σ·e (module
+docstring, "Simulator evaluations")."""
+SIM_BASELINE_SHIFT = float(logit(0.55) - logit(0.30))
+"""The sim control arm's logit above the real J(π): J_sim(π_0) = 0.55 against 0.30."""
+
 
 @dataclass
 class SyntheticWorld:
@@ -268,6 +302,9 @@ class SyntheticWorld:
     direction_effects : dict
         True direction effects ξ_k (logit), added to g_m of every adaptation targeting k and
         measured by the diagnoses that measure k (module docstring, "Measured direction").
+    sim_calibration, sim_trials, sim_cost : see module docstring
+        The simulator's true calibration (a_l, b_l, σ_l) per lens, the trials per arm of a
+        simulated paired evaluation and its cost (:meth:`sim_evaluation`).
     """
 
     seed: int = 0
@@ -298,6 +335,11 @@ class SyntheticWorld:
     stated_interactions: tuple[InteractionPrior, ...] = ()
     direction_effects: dict[str, float] = field(default_factory=dict)
     factory: dict[str, object] | None = None  # the opt-in constructor and its arguments
+    # simulator evaluations (on request: sim_evaluation)
+    sim_calibration: dict[str, tuple[float, float, float]] = field(
+        default_factory=lambda: dict(SIM_CALIBRATION))
+    sim_trials: int = 400
+    sim_cost: dict[str, float] = field(default_factory=lambda: {"compute": 2.0})
 
     @classmethod
     def varied(cls, variation: int, seed: int = 0) -> SyntheticWorld:
@@ -491,6 +533,44 @@ class SyntheticWorld:
         return cls(seed=seed, truth=truth, direction_effects={"latency": latency_effect},
                    factory={"name": "with_latency_probe", "latency_effect": float(latency_effect),
                             "measurement_se": float(measurement_se)}, **kw)
+
+    # -- simulator evaluations (module docstring, "Simulator evaluations") -----------------
+    def true_sim_gain(self, candidate_id: str, history: list[str] | None = None) -> float:
+        """θ^sim_m = a_l + b_l · g_m(h) + σ_l · e_m: the simulator's logit gain of m after
+        ``history`` (default: the world's), with (a_l, b_l, σ_l) = ``sim_calibration`` of m's
+        lens and e_m ~ Normal(0, 1) drawn once per world."""
+        t = self._truth.get(candidate_id)
+        if t is None or not t.candidate.changes_policy:
+            raise InputError("sim_evaluation", f"{candidate_id!r} is not a policy-changing "
+                                               "candidate of the world: a simulated paired "
+                                               "evaluation compares a policy with its change")
+        lens = t.candidate.lens
+        if lens not in self.sim_calibration:
+            raise InputError("sim_calibration", f"no calibration for lens {lens!r}; given: "
+                                                f"{sorted(self.sim_calibration)}")
+        a, b, sigma = (float(x) for x in self.sim_calibration[lens])
+        i = [x.candidate.id for x in self.truth].index(candidate_id)
+        e = np.random.default_rng([self.seed, 50_000]).standard_normal(len(self.truth))[i]
+        return a + b * self.mean_logit_gain(candidate_id, history) + sigma * float(e)
+
+    def sim_evaluation(self, candidate_id: str, step: int) -> pd.DataFrame:
+        """A simulated paired evaluation of m from the current policy: one
+        ``sim_paired_evaluations`` row (:func:`belief.inputs.tables.validate_sim_paired`),
+        ``sim_trials`` trials per arm, control ~ Binomial(n, logistic(logit J(π) + 1.05)),
+        treated ~ Binomial(n, logistic(logit J(π) + 1.05 + θ^sim_m)).  The world does not
+        change (no policy, history or budget moves); its cost is ``sim_cost``."""
+        theta_sim = self.true_sim_gain(candidate_id)
+        i = [x.candidate.id for x in self.truth].index(candidate_id)
+        rng = np.random.default_rng([self.seed, 50_001, int(step), i])
+        base = self.policy_logit[self.policy] + SIM_BASELINE_SHIFT
+        n = int(self.sim_trials)
+        return pd.DataFrame([{
+            "step": int(step), "candidate": candidate_id, "policy": self.policy,
+            "eval_protocol": EVAL_PROTOCOL,
+            "control_successes": int(rng.binomial(n, expit(base))), "control_trials": n,
+            "treated_successes": int(rng.binomial(n, expit(base + theta_sim))),
+            "treated_trials": n,
+            "run_id": f"sim/{self.policy}/{candidate_id}/{int(step)}"}])
 
     # -- execution --------------------------------------------------------------------------
     def execute(self, candidate_id: str, step: int) -> Outcome:

@@ -13,6 +13,7 @@ import pandas as pd
 from belief.errors import InputError
 from belief.inputs.candidates import CandidateSet
 from belief.inputs.tables import (
+    OMITTED_WHEN_EMPTY,
     TABLES,
     empty_deployment,
     empty_direction_estimates,
@@ -22,6 +23,7 @@ from belief.inputs.tables import (
     empty_policy_evals,
     empty_safety,
     empty_sensitivity,
+    empty_sim_paired,
     empty_transfer,
 )
 
@@ -79,6 +81,9 @@ class Evidence:
     direction_estimates : DataFrame
         Measurements of mismatch directions by diagnoses ``step, candidate, direction,
         estimate, se``; see :func:`validate_direction_estimates`.
+    sim_paired : DataFrame
+        Simulated paired evaluations: the columns of ``paired`` (optional; see
+        :func:`validate_sim_paired`), read by the sim-proxy model.
 
     Use :meth:`append` to add rows; it validates the new rows, and the tables they join as a
     whole, and returns a new object.  Tables are validated when the object is built: treat
@@ -95,6 +100,7 @@ class Evidence:
     transfer: pd.DataFrame = field(default_factory=empty_transfer)
     model_updates: pd.DataFrame = field(default_factory=empty_model_updates)
     direction_estimates: pd.DataFrame = field(default_factory=empty_direction_estimates)
+    sim_paired: pd.DataFrame = field(default_factory=empty_sim_paired)
 
     def __post_init__(self) -> None:
         for table, (attr, validate) in TABLES.items():
@@ -152,8 +158,10 @@ class Evidence:
         return int(rows["trials"].sum()), int(rows["unsafe"].sum())
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The evidence tables by name."""
-        return {name: getattr(self, attr) for name, (attr, _) in TABLES.items()}
+        """The evidence tables by name (a table of :data:`OMITTED_WHEN_EMPTY` only when it has
+        rows)."""
+        return {name: getattr(self, attr) for name, (attr, _) in TABLES.items()
+                if name not in OMITTED_WHEN_EMPTY or len(getattr(self, attr))}
 
     @classmethod
     def from_tables(cls, candidates: CandidateSet, tables: Mapping[str, pd.DataFrame],

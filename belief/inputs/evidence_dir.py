@@ -4,8 +4,8 @@ Evidence folder
     One file per table, named after the table, ``.csv`` or ``.parquet`` (``.pq``):
     ``paired_evaluations`` (required; a header-only file is allowed), ``gain_estimates``,
     ``policy_evaluations``, ``safety_events``, ``deployment_safety``, ``sensitivity_runs``,
-    ``transfer_evaluations``, ``model_updates``, ``direction_estimates`` (columns in
-    :mod:`belief.inputs.evidence`) and
+    ``transfer_evaluations``, ``model_updates``, ``direction_estimates``,
+    ``sim_paired_evaluations`` (columns in :mod:`belief.inputs.evidence`) and
     ``costs`` (realised costs per executed action, :mod:`belief.inputs.costs`).  Without a
     ``model_updates`` file the executed model updates are read off the costs table (it lists
     every executed action).  A ``.csv``/``.parquet`` file with
@@ -48,6 +48,7 @@ from belief.inputs.tables import (
     SAFETY_COLUMNS,
     SENS_FAMILIES,
     SENSITIVITY_COLUMNS,
+    SIM_PAIRED_COLUMNS,
     TRANSFER_COLUMNS,
     TRANSFER_FAMILIES,
     XI_PREFIX,
@@ -59,7 +60,7 @@ __all__ = ["KNOWN_COLUMNS", "REQUIRED_TABLES", "SUFFIXES", "TABLES", "EvidenceTa
 
 TABLES = ("paired_evaluations", "gain_estimates", "policy_evaluations", "safety_events",
           "deployment_safety", "sensitivity_runs", "transfer_evaluations", "model_updates",
-          "direction_estimates", "costs")
+          "direction_estimates", "sim_paired_evaluations", "costs")
 """Table names of an evidence folder (file stem = table name)."""
 REQUIRED_TABLES = ("paired_evaluations",)
 _RUN = ("run_id", "note")
@@ -76,6 +77,7 @@ KNOWN_COLUMNS: dict[str, tuple[str, ...]] = {
                              "policy_interface", "sim_interface", "real_interface", *_RUN),
     "model_updates": (*MODEL_UPDATE_COLUMNS, "policy", *_RUN),
     "direction_estimates": (*DIRECTION_ESTIMATE_COLUMNS, "policy", *_RUN),
+    "sim_paired_evaluations": (*SIM_PAIRED_COLUMNS, "treated_policy", *_RUN),
 }
 """The columns each evidence table may have (required and optional; ``note`` is free text,
 ``run_id`` tells runs apart); ``sensitivity_runs`` also takes any ``xi_<direction>`` column and

@@ -25,19 +25,21 @@ Simulated paired evaluations (binary)
     ``sim_paired_evaluations``: the same comparison run in simulation, in the same columns as
     ``paired_evaluations`` (:data:`SIM_PAIRED_COLUMNS`) and under the same rules — the same
     shared protocol E_shared included, so that the sim gain and the real gain are gains of one
-    task.  Read by :mod:`models.sim_proxy` (not yet part of :class:`~belief.inputs.evidence.
-    Evidence`).
+    task.  Optional: :class:`~belief.inputs.evidence.Evidence`'s ``sim_paired``, an evidence
+    folder's ``sim_paired_evaluations.csv`` (or ``.parquet``); read by
+    :mod:`models.sim_proxy`, which learns how the sim gains predict the real ones.
 
 Rows are refused with :class:`~belief.errors.InputError` naming the table, the row and the rule;
 nothing is kept from a refused table.
 
 One run, one row
-    In ``paired_evaluations``, ``safety_events``, ``policy_evaluations``, ``gain_estimates``,
-    ``deployment_safety`` and ``transfer_evaluations`` two rows equal in every column the models
-    read are refused as one run recorded twice (summing them would count it twice: 2/70 unsafe
-    would become 4/140).  An optional ``run_id`` column tells runs with equal values apart; a
-    run id may appear on one row only.  (Sensitivity sweeps replicate design points by
-    design, so equal sensitivity runs are kept.)
+    In ``paired_evaluations``, ``sim_paired_evaluations``, ``safety_events``,
+    ``policy_evaluations``, ``gain_estimates``, ``deployment_safety`` and
+    ``transfer_evaluations`` two rows equal in every column the models read are refused as one
+    run recorded twice (summing them would count it twice: 2/70 unsafe would become 4/140).  An
+    optional ``run_id`` column tells runs with equal values apart; a run id may appear on one
+    row only.  (Sensitivity sweeps replicate design points by design, so equal sensitivity runs
+    are kept.)
 """
 
 from __future__ import annotations
@@ -66,13 +68,14 @@ from belief.inputs.columns import (
 from belief.inputs.lineage import policy_tree
 
 __all__ = ["COUNT_COLUMNS", "DEPLOYMENT_COLUMNS", "DIRECTION_ESTIMATE_COLUMNS",
-           "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS",
+           "GAIN_ESTIMATE_COLUMNS", "MODEL_UPDATE_COLUMNS", "OMITTED_WHEN_EMPTY",
            "PAIRED_COLUMNS", "POLICY_EVAL_COLUMNS", "SAFETY_COLUMNS", "SENSITIVITY_COLUMNS",
            "SENS_FAMILIES", "SIM_PAIRED_COLUMNS", "TABLES", "TRANSFER_COLUMNS",
            "TRANSFER_FAMILIES", "XI_PREFIX",
            "empty_deployment", "empty_direction_estimates", "empty_gain_estimates",
            "empty_model_updates", "empty_paired",
-           "empty_policy_evals", "empty_safety", "empty_sensitivity", "empty_transfer",
+           "empty_policy_evals", "empty_safety", "empty_sensitivity", "empty_sim_paired",
+           "empty_transfer",
            "family_of", "outcome_family", "validate_deployment",
            "validate_direction_estimates", "validate_gain_estimates",
            "validate_model_updates", "validate_paired", "validate_policy_evals",
@@ -165,10 +168,18 @@ def validate_sim_paired(df: pd.DataFrame, candidates: CandidateSet,
                         table: str = "sim_paired_evaluations") -> pd.DataFrame:
     """Validate simulated paired evaluations: the rules of :func:`validate_paired`.
 
-    Columns :data:`SIM_PAIRED_COLUMNS`; counts non-negative integers with successes ≤ trials
-    per arm, candidate known and policy-changing, ``eval_protocol`` equal to the campaign's
-    E_shared (a sim gain under another protocol is not a proxy of the real gain under E_shared),
-    the treated-policy lineage rules and one run per row.  Refusals name this table.
+    Optional table: the paired comparison of a candidate (control policy against the policy
+    after the intervention) run in simulation, at compute cost, in the columns of
+    ``paired_evaluations``.  The sim-proxy model (``models.sim_proxy``) learns, per lens, how
+    the sim gains predict the real ones from the candidates evaluated in both, so these rows
+    narrow a candidate's real gain only as much as the simulator has been seen to predict
+    reality.
+
+    Columns :data:`SIM_PAIRED_COLUMNS` (optional ``treated_policy``, ``run_id``, ``note``);
+    counts non-negative integers with successes ≤ trials per arm, candidate known and
+    policy-changing, ``eval_protocol`` equal to the campaign's E_shared (a sim gain under
+    another protocol is not a proxy of the real gain under E_shared), the treated-policy lineage
+    rules and one run per row.  Refusals name this table.
     """
     return validate_paired(df, candidates, table)
 
@@ -320,6 +331,10 @@ def empty_gain_estimates() -> pd.DataFrame:
 
 def empty_paired() -> pd.DataFrame:
     return empty_frame((*PAIRED_COLUMNS, "treated_policy"))
+
+
+def empty_sim_paired() -> pd.DataFrame:
+    return empty_paired()
 
 
 def empty_safety() -> pd.DataFrame:
@@ -524,4 +539,11 @@ TABLES = {"paired_evaluations": ("paired", validate_paired),
            "sensitivity_runs": ("sensitivity", validate_sensitivity),
            "transfer_evaluations": ("transfer", validate_transfer),
            "model_updates": ("model_updates", validate_model_updates),
-           "direction_estimates": ("direction_estimates", validate_direction_estimates)}
+           "direction_estimates": ("direction_estimates", validate_direction_estimates),
+           "sim_paired_evaluations": ("sim_paired", validate_sim_paired)}
+
+
+OMITTED_WHEN_EMPTY = ("sim_paired_evaluations",)
+"""Tables :meth:`belief.inputs.evidence.Evidence.tables` lists only when they have rows: a
+belief file or a campaign's evidence folder without simulated evaluations is written as it
+was before the table existed."""

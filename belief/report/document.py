@@ -62,8 +62,8 @@ def decision_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]
 def figure_order(names: Any) -> list[str]:
     """``names`` in the order :func:`decision_figures` lists its figures: gains, order effects,
     Q decomposition, safety, sensitivities, costs, overrun (unknown names last, in order)."""
-    rank = {"gains": 0, "order_effects": 1, "q_decomposition": 2, "safety": 3, "costs": 5,
-            "overrun": 6}
+    rank = {"gains": 0, "sim_proxy": 0.5, "order_effects": 1, "q_decomposition": 2, "safety": 3,
+            "costs": 5, "overrun": 6}
     names = list(names)
     return sorted(names, key=lambda n: (rank.get(n, 4 if n.startswith("sensitivity_") else 7),
                                         names.index(n)))
@@ -71,7 +71,8 @@ def figure_order(names: Any) -> list[str]:
 
 def belief_figures(fitted: Any) -> dict[str, Any]:
     """The figures of :func:`decision_figures` that do not depend on the decision:
-    ``order_effects``, ``sensitivity_<policy>`` and ``costs``."""
+    ``order_effects``, ``sensitivity_<policy>``, ``costs`` and, with simulated paired
+    evaluations, ``sim_proxy``."""
     from belief.report.plots import plot_order_effects, plot_sensitivity
 
     figs: dict[str, Any] = {}
@@ -86,7 +87,22 @@ def belief_figures(fitted: Any) -> dict[str, Any]:
         _tight(ax.figure)
         figs[f"sensitivity_{_slug(policy)}"] = ax.figure
     figs.update(_cost_figures(fitted))
+    figs.update(_sim_proxy_figure(fitted))
     return figs
+
+
+def _sim_proxy_figure(fitted: Any) -> dict[str, Any]:
+    """``sim_proxy`` (sim against real gains with the learned calibration,
+    :func:`belief.report.plots.plot_sim_proxy`) when the belief has simulated evaluations."""
+    if "sim_proxy_sim_share" not in fitted.belief or "sim_proxy" not in fitted.idata.children:
+        return {}
+    from belief.report.plots import plot_sim_proxy
+
+    node = fitted.idata["sim_proxy"]
+    if "a" not in node["posterior"]:  # a fixed calibration: nothing learned to draw
+        return {}
+    lens_of = {c.id: c.lens for c in fitted.candidate_set}
+    return {"sim_proxy": plot_sim_proxy(node, lens_of)}
 
 
 def decision_only_figures(fitted: Any, decision: xr.Dataset | None) -> dict[str, Any]:
@@ -479,7 +495,21 @@ def render_report(fitted: Any, decision: xr.Dataset | None, fmt: str = "html",
               "E_post[σ_m²] with ε_m its deviation from the pooled prediction (0 = all "
               "pooled, 1 = pinned down by its own results; in a normal–normal model the "
               "shrinkage weight σ²/(σ² + s²)). The pooling scales are learned from the data.")
+    if "sim_share" in gains:
+        doc.p("sim share: how much of each candidate's belief about its real logit gain θ_m "
+              "comes from the simulated paired evaluations, 1 − Var(θ_m | real and sim data) "
+              "/ Var(θ_m | real data only), both posteriors of the sim-proxy model (the "
+              "second fitted without the sim rows). It counts only what the simulator has "
+              "been seen to predict: the calibration θ_sim = a_l + b_l·θ + ε (ε ~ N(0, σ_l²)) "
+              "is learned per lens from the candidates evaluated in both, so a simulator "
+              "that does not track reality adds ≈ 0. 0.5 means the sim rows halved the "
+              "variance, as many real trials again would have; values within Monte Carlo "
+              "error of 0 may be slightly negative.")
     doc.figure("gains", "mean and 90 % equal-tailed interval per candidate")
+    if "sim_proxy" in doc.figures:
+        doc.figure("sim_proxy", "sim against real logit gain per lens: posterior means and 90 % "
+                                "intervals of the candidates evaluated in simulation, the "
+                                "learned calibration a + b·x and its 90 % band")
 
     order = fitted.order_effects()
     if "gains_gamma" in q:

@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 
 __all__ = ["plot_gains", "plot_order_effects", "plot_q_decomposition", "plot_safety_bounds",
-           "plot_sensitivity"]
+           "plot_sensitivity", "plot_sim_proxy"]
 
 
 def plot_q_decomposition(decision: xr.Dataset, ax: plt.Axes | None = None) -> plt.Axes:
@@ -234,3 +234,60 @@ def plot_sensitivity(report, ax: plt.Axes | None = None) -> plt.Axes:
                                "across policies)", int(ax.figure.get_figwidth() * 11)),
                  fontsize=9)
     return ax
+
+
+def plot_sim_proxy(idata: xr.DataTree, lens_of: dict[str, str], interval: float = 0.9,
+                   grid: int = 50) -> plt.Figure:
+    """Sim against real logit gains, one panel per lens, with the learned calibration.
+
+    Each candidate with simulated paired evaluations is a point at the posterior means of its
+    real gain θ_m (x) and sim gain θ^sim_m (y), with their ``interval`` equal-tailed
+    intervals as error bars.  The line is the posterior mean of the calibration
+    a_l + b_l·x of the lens, its band the ``interval`` of a_l + b_l·x over the posterior draws
+    at each x (the uncertainty of the line, not the residual scale σ_l, which the title
+    states); the dotted diagonal is sim = real.  ``idata`` is the sim-proxy model's fit
+    (:mod:`models.sim_proxy`, learned calibration); ``lens_of`` maps candidate → lens.
+    """
+    post = idata["posterior"]
+    const = idata["constant_data"]
+    evaluated = [str(c) for c in const["candidate"].values
+                 if float(const["sim_trt_n"].sel(candidate=c).sum()) > 0
+                 or float(const["sim_has_est"].sel(candidate=c)) > 0]
+    lenses = [str(lv) for lv in post["lens"].values]
+    lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
+    fig, axes = plt.subplots(1, len(lenses), figsize=(3.6 * len(lenses) + 0.4, 3.6),
+                             squeeze=False)
+    theta = post["theta"].stack(s=("chain", "draw"))
+    theta_sim = post["theta_sim"].stack(s=("chain", "draw"))
+    for ax, lens in zip(axes[0], lenses, strict=True):
+        ids = [c for c in evaluated if lens_of.get(c) == lens]
+        xs = theta.sel(candidate=ids) if ids else None
+        x_all = theta.sel(candidate=[c for c in theta["candidate"].values
+                                     if lens_of.get(str(c)) == lens])
+        span = np.quantile(x_all.values, [0.02, 0.98]) if x_all.size else np.array([-1, 1])
+        x = np.linspace(min(span[0], -0.2), max(span[1], 0.2), grid)
+        a = post["a"].sel(lens=lens).values.ravel()
+        b = post["b"].sel(lens=lens).values.ravel()
+        lines = a[:, None] + b[:, None] * x[None, :]
+        ax.fill_between(x, np.quantile(lines, lo, axis=0), np.quantile(lines, hi, axis=0),
+                        color="C0", alpha=0.2, lw=0, label=f"{interval:.0%} band of a + b·x")
+        ax.plot(x, lines.mean(axis=0), color="C0", label="calibration a + b·x")
+        ax.plot(x, x, ls=":", color="0.5", lw=1, label="sim = real")
+        if ids:
+            ys = theta_sim.sel(candidate=ids)
+            xm, ym = xs.mean("s").values, ys.mean("s").values
+            xq, yq = xs.quantile([lo, hi], "s").values, ys.quantile([lo, hi], "s").values
+            ax.errorbar(xm, ym, xerr=[xm - xq[0], xq[1] - xm], yerr=[ym - yq[0], yq[1] - ym],
+                        fmt="o", color="C1", ms=4, lw=1, label="candidates (θ, θ_sim)")
+            for c, xi, yi in zip(ids, xm, ym, strict=True):
+                ax.annotate(c, (xi, yi), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        sig = post["sigma"].sel(lens=lens).values
+        ax.set_title(f"{lens}: b = {b.mean():.2f}, σ = {sig.mean():.2f}"
+                     + ("" if ids else " (no sim rows)"), fontsize=9)
+        ax.set_xlabel("real logit gain θ")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("sim logit gain θ_sim")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig

@@ -532,7 +532,10 @@ class FittedBelief:
         rather than from the pooled levels (:func:`models.gains.own_evidence_share`:
         1 − Var_post(ε_m)/E_post[σ_m²]; NaN for candidates outside the gains model), and
         ``history`` — Σ_{a ∈ h} γ_{a→m}, the posterior-mean order effect (logit) of what ran
-        before on this candidate's next gain (with order effects)."""
+        before on this candidate's next gain (with order effects), and with simulated paired
+        evaluations ``sim_share`` — how much of the candidate's belief about its real gain
+        comes from simulation, 1 − Var(θ_m | real, sim) / Var(θ_m | real) under the sim-proxy
+        model (:func:`models.sim_proxy.sim_share`; NaN for candidates without a gain)."""
         g = self.belief["gain"]
         lo, hi = (1 - interval) / 2, 1 - (1 - interval) / 2
         qs = g.quantile([lo, 0.5, hi], "sample")
@@ -546,6 +549,8 @@ class FittedBelief:
             index=pd.Index(self.belief["candidate"].values.astype(str), name="candidate"))
         if "own_evidence_share" in self.belief:  # older belief files lack it
             out["own_share"] = self.belief["own_evidence_share"].values
+        if "sim_proxy_sim_share" in self.belief:  # with simulated paired evaluations
+            out["sim_share"] = self.belief["sim_proxy_sim_share"].values
         if "gains_offset" in self.belief:  # order effects of the history (logit scale)
             out["history"] = np.where(self.belief["changes_policy"].values,
                                       self.belief["gains_offset"].mean("sample").values, np.nan)

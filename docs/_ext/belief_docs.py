@@ -163,7 +163,8 @@ def input_tables() -> dict[str, tuple[str, ...]]:
                 "policy_evals": t.POLICY_EVAL_COLUMNS, "deployment": t.DEPLOYMENT_COLUMNS,
                 "gain_estimates": t.GAIN_ESTIMATE_COLUMNS, "sensitivity": t.SENSITIVITY_COLUMNS,
                 "transfer": t.TRANSFER_COLUMNS, "model_updates": t.MODEL_UPDATE_COLUMNS,
-                "direction_estimates": t.DIRECTION_ESTIMATE_COLUMNS}
+                "direction_estimates": t.DIRECTION_ESTIMATE_COLUMNS,
+                "sim_paired": t.SIM_PAIRED_COLUMNS}
     out = {table: required[field] for table, (field, _) in t.TABLES.items()}
     out["costs"] = COST_COLUMNS
     return out
