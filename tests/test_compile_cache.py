@@ -472,27 +472,26 @@ GAINS_DRAWS = textwrap.dedent("""
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="known: a process that compiles the callbacks binds "
-                   "their weak copies of PyTensor's functions to the ones it loaded, a loading "
-                   "process to the entry's copies, and under fastmath they may round "
-                   "differently (docs/howto/compile-cache.md, 'What is reproducible')")
-def test_the_gains_model_gives_the_same_draws_whatever_the_cache_state(tmp_path):
-    """The real gains model, seed 3, each run a fresh process: a miss on an empty machine
-    (every cache empty), a hit, and the cache off on a machine whose PyTensor numba cache is
-    warm give identical draws.  (Slow: two full compiles.)"""
+@pytest.mark.parametrize("numba_opt", ["1", "3"])
+def test_the_gains_model_gives_the_same_draws_for_the_same_seed_and_cache_state(tmp_path,
+                                                                                 numba_opt):
+    """What the compile-cache how-to promises, on the real gains model, seed 3, each run a
+    fresh process on an empty machine: every run that loads the entry gives the same draws, at
+    the command line's optimisation level (1) and numba's default (3).  A compiling run (the
+    miss) may differ from them (the how-to says why); that is not asserted.  (Slow: a full
+    compile per level.)"""
     env = {**os.environ, "BELIEF_CACHE_DIR": str(tmp_path / "belief"),
            "PYTENSOR_FLAGS": f"base_compiledir={tmp_path / 'pytensor'}",
-           "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "NUMBA_OPT": numba_opt}
     env.pop("BELIEF_COMPILE_CACHE", None)
 
-    def run(**extra: str) -> dict:
-        p = subprocess.run([sys.executable, "-c", GAINS_DRAWS], env={**env, **extra}, cwd=ROOT,
+    def run() -> dict:
+        p = subprocess.run([sys.executable, "-c", GAINS_DRAWS], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=1800)
         assert p.returncode == 0, p.stderr[-2000:]
         return json.loads(p.stdout.strip().splitlines()[-1])
 
-    miss, hit = run(), run()
-    off = run(BELIEF_COMPILE_CACHE="0")
-    assert miss["stats"] == {"miss": 1} and hit["stats"] == {"hit": 1}
-    assert off["stats"] == {"uncached": 1}
-    assert hit["draws"] == miss["draws"] and off["draws"] == miss["draws"]
+    miss, hit, again = run(), run(), run()
+    assert miss["stats"] == {"miss": 1}
+    assert hit["stats"] == {"hit": 1} == again["stats"]
+    assert hit["draws"] == again["draws"]
