@@ -157,6 +157,26 @@ def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path):
     resumed.release()
 
 
+@pytest.mark.parametrize("given", [None, "2"])
+def test_the_belief_command_compiles_at_numba_level_1_unless_numba_opt_is_set(given,
+                                                                              monkeypatch):
+    """``belief`` sets NUMBA_OPT=1 before its command runs (the tests' CLI processes get the
+    in-process level 3 from conftest instead, so this default is checked here)."""
+    import belief.cli.main as cli
+
+    if given is None:
+        monkeypatch.delenv("NUMBA_OPT", raising=False)
+    else:
+        monkeypatch.setenv("NUMBA_OPT", given)
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get("NUMBA_OPT")) or 0)
+    monkeypatch.setattr(sys, "argv", ["belief"])  # no command: the ordinary exit
+    with pytest.raises(SystemExit) as exit_:
+        cli.run()
+    assert exit_.value.code == 0
+    assert seen == ["1" if given is None else given]
+
+
 # -- 2. demo --out ---------------------------------------------------------------------------------
 def test_demo_refuses_a_folder_that_is_not_this_campaigns(tmp_path, tiny_run, capsys,
                                                           no_compute):
