@@ -84,38 +84,80 @@ def session_shared(name: str):
 
 
 def _compile_once_per_session() -> None:
-    """Let one process of the session compile a given model while the others wait for its
-    cache entry: ``models.compile_cache.compile_model`` wrapped in a lock named by the model's
-    cache key.  Without it, xdist workers that start on files needing the same model (the
-    session's gains model, first of all) compile it side by side, one core each, and both
-    write the same entry.  The wrapped function is unchanged: the waiting process then finds
-    the entry and loads it (a hit, as it would be had it come later)."""
+    """Wrap ``models.compile_cache.compile_model`` for the test session (its result is
+    unchanged):
+
+    - in an xdist worker, one process of the session compiles a given model while the others
+      wait for its cache entry (a lock named by the model's cache key).  Without it, workers
+      that start on files needing the same model (the session's gains model, first of all)
+      compile it side by side, one core each, and both write the same entry; the waiting
+      process now finds the entry and loads it (a hit, as it would be had it come later).  The
+      key is then computed twice (≈ 0.5 s for the gains model), so a single process (``-n 0``),
+      which waits for nobody, skips this;
+    - every compile (a cache miss, or a compile without the cache) is recorded with its model,
+      its seconds and the test that asked for it, for the session's summary (see
+      :func:`pytest_terminal_summary`): which tests pay the cold compiles.
+    """
     import functools
     import hashlib
+    import time
 
     from models import compile_cache
 
     compile_model = compile_cache.compile_model
+    record = Path(os.environ["BELIEF_TEST_SESSION_DIR"]) / "compiles.tsv"
+    parallel = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+    def compiles() -> int:
+        return compile_cache.stats["miss"] + compile_cache.stats["uncached"]
+
+    def recorded(model, label):
+        before, t0 = compiles(), time.perf_counter()
+        compiled = compile_model(model, label)
+        if compiles() > before:
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+            with open(record, "a") as f:  # one short line: appends do not interleave
+                f.write(f"{time.perf_counter() - t0:.1f}\t{label}\t{test}\n")
+        return compiled
 
     @functools.wraps(compile_model)
-    def locked(model, label=None):
+    def wrapped(model, label=None):
         folder = compile_cache.cache_dir()
-        if folder is None:
-            return compile_model(model, label)
+        if not parallel or folder is None:
+            return recorded(model, label)
         try:
             key = compile_cache.model_key(model)
         except Exception:  # not cacheable: compile_model says why and compiles it anyway
-            return compile_model(model, label)
+            return recorded(model, label)
         if (folder / f"{key}{compile_cache.SUFFIX}").exists():
-            return compile_model(model, label)
+            return recorded(model, label)
         name = hashlib.sha256(f"{folder}\0{key}".encode()).hexdigest()[:32]
         with session_lock(f"compile-{name}"):
-            return compile_model(model, label)
+            return recorded(model, label)
 
-    compile_cache.compile_model = locked
+    compile_cache.compile_model = wrapped
 
 
 _compile_once_per_session()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The session's model compiles (cache misses), slowest first, with the tests that paid
+    them (in the controller, or the single process of ``-n 0``)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    path = Path(os.environ["BELIEF_TEST_SESSION_DIR"]) / "compiles.tsv"
+    try:
+        rows = [line.split("\t") for line in path.read_text().splitlines()]
+    except OSError:
+        return
+    rows = sorted((r for r in rows if len(r) == 3), key=lambda r: -float(r[0]))
+    if not rows:
+        return
+    total = sum(float(r[0]) for r in rows)
+    terminalreporter.write_sep("=", f"{len(rows)} model compiles (cache misses), {total:.0f} s")
+    for seconds, label, test in rows[:15]:
+        terminalreporter.write_line(f"{float(seconds):7.1f} s  {label:<18} {test}")
 
 
 @pytest.fixture(scope="session")
