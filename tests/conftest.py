@@ -96,7 +96,8 @@ def _compile_once_per_session() -> None:
       which waits for nobody, skips this;
     - every compile (a cache miss, or a compile without the cache) is recorded with its model,
       its seconds and the test that asked for it, for the session's summary (see
-      :func:`pytest_terminal_summary`): which tests pay the cold compiles.
+      :func:`pytest_terminal_summary`): which tests pay the cold compiles (those of the test
+      processes; the CLI processes and notebook kernels the tests start are not counted).
     """
     import functools
     import hashlib
@@ -117,7 +118,7 @@ def _compile_once_per_session() -> None:
         if compiles() > before:
             test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
             with open(record, "a") as f:  # one short line: appends do not interleave
-                f.write(f"{time.perf_counter() - t0:.1f}\t{label}\t{test}\n")
+                f.write(f"{time.perf_counter() - t0:.1f}\t{label or '?'}\t{test}\n")
         return compiled
 
     @functools.wraps(compile_model)
