@@ -292,6 +292,10 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
     """A `belief demo` process is killed after its first step; `--resume` finishes it."""
     args = ["--steps", "2", "--seed", "2", "--draws", "150", "--beta", "0",
             "--act-on-unreliable"]
+    # the demo's models are the session's (conftest gives the CLI processes the tests'
+    # NUMBA_OPT): compiled once here, the process loads them from the compiled-model cache
+    fitter.gains._compiled()
+    fitter.exec_risk._compiled()
     killed = tmp_path / "killed"
     env = {**os.environ, "MPLBACKEND": "Agg", "COLUMNS": "150"}
     proc = subprocess.Popen([sys.executable, "-m", "belief.cli.main", "demo", *args, "--out",
@@ -299,14 +303,16 @@ def test_kill_mid_run_then_resume_matches_uninterrupted(tmp_path, fitter):
                             env=env)
     log = killed / "campaign_log.jsonl"
     deadline = time.time() + 240
-    while time.time() < deadline:
-        if log.exists() and len(log.read_text().splitlines()) >= 2:
-            break
-        if proc.poll() is not None:
-            pytest.fail(f"demo ended early: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    try:
+        while time.time() < deadline:
+            if log.exists() and len(log.read_text().splitlines()) >= 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"demo ended early: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.05)
+    finally:  # killed after its first step, or (a failure above) not left running
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
     n_before = len(read_log(killed).steps)
     assert n_before == 1  # killed after its first of two steps
     from belief.cli.main import main

@@ -120,28 +120,38 @@ def _interactive_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path):
+def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path, fitter):
     """A real `belief demo` process gets SIGINT while it fits: it stops within seconds with exit
     code 130, one line on stderr, no traceback, no half-written file, and a log that resumes."""
+    # The demo's two models are the session's (same candidates and priors; conftest gives the
+    # CLI processes the tests' NUMBA_OPT): compiled here once for the session, the process
+    # loads them from the compiled-model cache instead of compiling them a second time.
+    fitter.gains._compiled()
+    fitter.exec_risk._compiled()
     out = tmp_path / "run"
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-m", "belief.cli.main", "demo", "--steps", "3",
                              "--draws", "3000", "--beta", "0", "--act-on-unreliable", "--out",
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, preexec_fn=_interactive_sigint)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
-    reader.start()
-    deadline = time.time() + 400
-    while not any("compiled in" in line for line in seen):
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.time() < deadline, "the demo did not compile in time"
-        time.sleep(0.05)
-    time.sleep(1.0)  # into the first fit (3000 draws x 2 chains, plus the 2x/4x refits)
-    proc.send_signal(signal.SIGINT)
-    t0 = time.time()
-    code = proc.wait(timeout=60)
-    stopped_after = time.time() - t0
+    try:
+        seen: list[str] = []
+        reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+        reader.start()
+        deadline = time.time() + 400
+        while not any("compiled in" in line for line in seen):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.time() < deadline, "the demo did not compile in time"
+            time.sleep(0.05)
+        time.sleep(1.0)  # into the first fit (3000 draws x 2 chains, plus the 2x/4x refits)
+        proc.send_signal(signal.SIGINT)
+        t0 = time.time()
+        code = proc.wait(timeout=60)
+        stopped_after = time.time() - t0
+    finally:
+        if proc.poll() is None:  # a failed check above: no demo left running after the test
+            proc.kill()
+            proc.wait()
     err = proc.stderr.read().strip()
     assert code == 130, err
     assert stopped_after < 30, stopped_after
@@ -155,6 +165,26 @@ def test_ctrl_c_stops_the_demo_with_exit_130_and_a_resumable_log(tmp_path):
     resumed = Campaign.resume(out)
     assert resumed.step_index == len(log.steps) and not resumed.finished
     resumed.release()
+
+
+@pytest.mark.parametrize("given", [None, "2"])
+def test_the_belief_command_compiles_at_numba_level_1_unless_numba_opt_is_set(given,
+                                                                              monkeypatch):
+    """``belief`` sets NUMBA_OPT=1 before its command runs (the tests' CLI processes get the
+    in-process level 3 from conftest instead, so this default is checked here)."""
+    import belief.cli.main as cli
+
+    if given is None:
+        monkeypatch.delenv("NUMBA_OPT", raising=False)
+    else:
+        monkeypatch.setenv("NUMBA_OPT", given)
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get("NUMBA_OPT")) or 0)
+    monkeypatch.setattr(sys, "argv", ["belief"])  # no command: the ordinary exit
+    with pytest.raises(SystemExit) as exit_:
+        cli.run()
+    assert exit_.value.code == 0
+    assert seen == ["1" if given is None else given]
 
 
 # -- 2. demo --out ---------------------------------------------------------------------------------
