@@ -36,7 +36,8 @@ its data with ``compiled.with_data(...)``.  Likelihood terms written as ``pm.Pot
 a case that uses them simulates its outcomes itself (``simulate_outcomes``).
 
 Cases: :func:`gains_case`, :func:`exec_risk_case`, :func:`sensitivity_case`,
-:func:`transfer_case`; run with :func:`run_sbc`, test with :func:`rank_uniformity`.
+:func:`transfer_case`, :func:`sim_proxy_case`; run with :func:`run_sbc`, test with
+:func:`rank_uniformity`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from models.registry import MODELS, model_names
 
 __all__ = ["MISSPECIFIED_SCALE", "SBCCase", "SBCResult", "exec_risk_case", "gains_case",
            "model_case", "rank_uniformity", "ranks_to_pit", "run_sbc", "scaled_priors",
-           "sensitivity_case", "transfer_case"]
+           "sensitivity_case", "sim_proxy_case", "transfer_case"]
 
 
 @dataclass
@@ -518,6 +519,107 @@ def transfer_case(priors: Any = None, fit_priors: Any = None, *, family: str = "
                     "shift[p0]": ("shift", {"policy_slot": 0})},
                    target_accept=0.9, simulate_outcomes=simulate, refresh=refresh,
                    description=f"{family}; {p} policies evaluated in sim and real, {what}")
+
+
+SIM_PROXY_TRIALS = (100, 20, 200)
+"""(real trials per arm of a calibration candidate, of a target, sim trials per arm of every
+candidate) in :func:`sim_proxy_case`."""
+
+
+def sim_proxy_design_candidates():
+    """Nine adaptations in three lenses, each lens with methods m0 (two candidates) and m1 (one),
+    so that the lens, method and candidate levels all pool."""
+    return _candidate_set([{"id": f"{lens[:3]}{j}", "role": "adaptation", "lens": lens,
+                            "method": f"m{int(j == 1)}", "cost": {}}
+                           for lens in ("data", "model", "optimization") for j in range(3)])
+
+
+def sim_proxy_case(priors: Any = None, fit_priors: Any = None, *,
+                   trials: tuple[int, int, int] = SIM_PROXY_TRIALS,
+                   name: str = "sim_proxy") -> SBCCase:
+    """SBC case of :class:`models.sim_proxy.SimProxyModel` (learned calibration).
+
+    Design: :func:`sim_proxy_design_candidates`, one policy; every candidate has a real and a
+    sim paired evaluation (control and treated arm each); candidates ``*0`` and ``*1`` of each
+    lens have ``trials[0]`` real trials per arm (they calibrate the simulator), the *targets*
+    ``*2`` have ``trials[1]``; every candidate has ``trials[2]`` sim trials per arm.
+
+    The generator writes the model out level by level and centred (every lens, method and
+    candidate its own real gain; θ^sim_m ~ Normal(a_l + b_l θ_m, σ_l); binomial arms), the
+    joint distribution of the module docstring of :mod:`models.sim_proxy`; the fitting model is
+    the production one (merged levels, data-informed non-centring), so SBC also checks that its
+    change of variables is exact.  Quantities: a_0, b_0, log σ_0, τ_candidate, θ of a
+    calibration candidate and of a target, θ^sim of the target.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from models.sim_proxy import TARGET_ACCEPT, SimProxyEncoding, SimProxyModel, SimProxyPriors
+
+    priors = priors or SimProxyPriors()
+    fit_priors = fit_priors or priors
+    n_calib, n_target, n_sim = trials
+    cands = sim_proxy_design_candidates()
+    fit = SimProxyModel(cands, fit_priors, max_policies=1)
+    ids, m = fit.gain_ids, len(fit.gain_ids)
+    real_n = np.array([n_target if c.endswith("2") else n_calib for c in ids], np.int64)
+    arrays = {"real_ctrl_n": np.array([real_n.sum()], np.int64), "real_trt_n": real_n[None, :],
+              "sim_ctrl_n": np.array([n_sim * m], np.int64),
+              "sim_trt_n": np.full((1, m), n_sim, np.int64)}
+    for dom in ("real", "sim"):
+        arrays[f"{dom}_ctrl_k"] = np.zeros(1, np.int64)
+        arrays[f"{dom}_trt_k"] = np.zeros((1, m), np.int64)
+        arrays.update({f"{dom}_est": np.zeros(m), f"{dom}_est_se": np.ones(m),
+                       f"{dom}_has_est": np.zeros(m)})
+    enc = SimProxyEncoding(["pi0"], arrays)
+    design = fit.data(enc)
+
+    def refresh(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The fitting model's log C(n, k) and geometry inputs for the simulated counts."""
+        return fit.data(SimProxyEncoding(["pi0"], {k: np.asarray(data[k]) for k in arrays}))
+
+    methods = list(dict.fromkeys(f"{c.lens}/{c.method}" for c in cands if c.id in ids))
+    by_id = {c.id: c for c in cands}
+    method_of = np.array([methods.index(f"{by_id[c].lens}/{by_id[c].method}") for c in ids])
+    lens_of_method = np.array([fit.lenses.index(mm.split("/")[0]) for mm in methods])
+    pr = priors
+    with pm.Model(coords={"candidate": ids, "lens": fit.lenses, "method": methods,
+                          "policy_slot": [0]}) as gen:
+        tau = {lv: getattr(pr, f"tau_{lv}").rv(f"tau_{lv}")
+               for lv in ("lens", "method", "candidate")}
+        mu0 = pm.Normal("mu0", pr.effect_mu_mu, pr.effect_mu_sigma)
+        lens = pm.Normal("lens_effect", mu0, tau["lens"], dims="lens")
+        method = pm.Normal("method_effect", lens[lens_of_method], tau["method"], dims="method")
+        theta = pm.Normal("theta", method[method_of], tau["candidate"], dims="candidate")
+        a0 = pm.Normal("a0", 0.0, pr.a_sigma)
+        b0 = pm.Normal("b0", pr.b_mu, pr.b_sigma)
+        s0 = pm.Normal("log_sigma0", pr.log_sigma_mu, pr.log_sigma_sigma)
+        a = pm.Normal("a", a0, pr.tau_a.rv("tau_a"), dims="lens")
+        b = pm.Normal("b", b0, pr.tau_b.rv("tau_b"), dims="lens")
+        sigma = pm.Deterministic("sigma", pt.exp(pm.Normal(
+            "log_sigma", s0, pr.tau_log_sigma.rv("tau_log_sigma"), dims="lens")), dims="lens")
+        lo = fit.lens_of
+        theta_sim = pm.Normal("theta_sim", a[lo] + b[lo] * theta, sigma[lo], dims="candidate")
+        for dom, gain in (("real", theta), ("sim", theta_sim)):
+            eta = pm.Normal(f"eta_{dom}", pr.baseline_mu, pr.baseline_sigma, dims="policy_slot")
+            pm.Binomial(f"{dom}_ctrl_obs", n=arrays[f"{dom}_ctrl_n"], logit_p=eta,
+                        observed=arrays[f"{dom}_ctrl_k"], dims="policy_slot")
+            pm.Binomial(f"{dom}_trt_obs", n=arrays[f"{dom}_trt_n"],
+                        logit_p=eta[:, None] + gain[None, :], observed=arrays[f"{dom}_trt_k"],
+                        dims=("policy_slot", "candidate"))
+    return SBCCase(
+        name, gen, fit._compiled(), design,
+        {f"{dom}_{arm}_obs": f"{dom}_{arm}_k" for dom in ("real", "sim")
+         for arm in ("ctrl", "trt")},
+        {"a0": ("a0", {}), "b0": ("b0", {}), "log_sigma0": ("log_sigma0", {}),
+         "tau_candidate": ("tau_candidate", {}), "theta[dat0]": ("theta", {"candidate": "dat0"}),
+         "theta[dat2]": ("theta", {"candidate": "dat2"}),
+         "theta_sim[dat2]": ("theta_sim", {"candidate": "dat2"})},
+        target_accept=TARGET_ACCEPT, refresh=refresh,
+        description=f"9 adaptations, 3 lenses × (2 + 1 methods), one policy; real trials per "
+                    f"arm {n_calib} (6 calibration candidates) and {n_target} (3 targets), "
+                    f"{n_sim} sim trials per arm for all; generated level by level and centred, "
+                    "fitted by the production model")
 
 
 # -- registry --------------------------------------------------------------------------------
