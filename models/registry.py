@@ -54,6 +54,7 @@ MODELS: tuple[ModelEntry, ...] = (
     ModelEntry("sim_proxy", SimProxyPriors, "models.sim_proxy", "SimProxyModel",
                role="reported", seed_stream=7,
                check_vars=("theta", "theta_sim", "a", "b", "sigma", "theta_real_only"),
+               sbc="sim_proxy_case", sbc_scale="b_sigma",
                optional=True),  # fitted with simulated paired evaluations; older beliefs: none
 )
 

@@ -186,7 +186,8 @@ def test_the_sbc_loop_reads_the_registry():
     from models.sbc import MISSPECIFIED_SCALE, model_case
 
     assert MISSPECIFIED_SCALE == {"gains": "effect_mu_sigma", "exec_risk": "sigma_group",
-                                  "transfer": "shift_tau", "sensitivity": "S_tau"}
+                                  "transfer": "shift_tau", "sensitivity": "S_tau",
+                                  "sim_proxy": "b_sigma"}
     with pytest.raises(InputError, match=r"model 'costs' has no SBC case; known: \['exec_risk'"):
         model_case("costs")
     with pytest.raises(InputError, match="unknown model 'nonsense'"):
