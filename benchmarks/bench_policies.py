@@ -442,6 +442,62 @@ def _boot(x: np.ndarray, reps: int = 4000, seed: int = 2) -> tuple[float, float]
     return float(np.quantile(means, 0.05)), float(np.quantile(means, 0.95))
 
 
+def peer_table(df: pd.DataFrame, default: str = "q",
+               policies: list[str] | None = None) -> pd.DataFrame:
+    """Every policy against the default rule on the same worlds and seeds: the peer table.
+
+    ``df`` holds one row per campaign with ``policy``, ``variation``, ``seed``, ``captured``
+    (V/V*) and the per-decision ``decide_seconds`` and ``step_seconds`` lists.  Per policy p:
+
+    - V/V*: the mean over worlds of each world's mean over its campaigns, with the 90 %
+      percentile bootstrap interval over worlds (:func:`_boot`, as every interval here);
+    - p − default: the paired difference d_v = mean_k V/V*(p, v, k) − mean_k V/V*(default, v, k)
+      over the campaigns (v, k) both ran (same world, same seed), its mean over the worlds and
+      its 90 % bootstrap interval over worlds; ``below`` is True when that interval lies
+      entirely below 0 (the default rule beats p), ``above`` when entirely above (both False
+      with fewer than two paired worlds: no interval);
+    - seconds per decision (the decision alone, ``decide_seconds``; decisions per second is
+      its inverse) and per step (fit + decision, ``step_seconds``), means over all decisions.
+    """
+    policies = list(dict.fromkeys(policies or df.policy.unique()))
+    base = df[df.policy == default].set_index(["variation", "seed"]).captured
+    out = []
+    for p in policies:
+        d = df[df.policy == p]
+        cap = d.groupby("variation").captured.mean().to_numpy()
+        lo, hi = _boot(cap)
+        mine = d.set_index(["variation", "seed"]).captured
+        both = mine.index.intersection(base.index)
+        diff = (mine.loc[both] - base.loc[both]).groupby(level="variation").mean().to_numpy()
+        dl, dh = _boot(diff) if p != default and diff.size else (np.nan, np.nan)
+        s_dec = float(np.nanmean(_seconds(d, "decide_seconds")))
+        out.append({"policy": p, "worlds": int(d.variation.nunique()), "campaigns": len(d),
+                    "captured": float(cap.mean()), "captured_lo": lo, "captured_hi": hi,
+                    "paired_worlds": int(diff.size) if p != default else 0,
+                    "diff": float(diff.mean()) if p != default and diff.size else np.nan,
+                    "diff_lo": dl, "diff_hi": dh, "below": bool(diff.size > 1 and dh < 0),
+                    "above": bool(diff.size > 1 and dl > 0),
+                    "s_decision": s_dec, "decisions_per_s": 1.0 / s_dec,
+                    "s_step": float(np.nanmean(_seconds(d, "step_seconds")))})
+    return pd.DataFrame(out).set_index("policy")
+
+
+def print_peer_table(table: pd.DataFrame, default: str = "q") -> None:
+    """The peer table (:func:`peer_table`) as a Markdown table, as in the results page."""
+    print(f"\nthe peer table: V/V* and the paired difference to {default} (same worlds and "
+          "seeds, each world the mean of its campaigns; 90 % bootstrap intervals over worlds)")
+    print(f"| policy | worlds × campaigns | V/V* [90 % CI] | − {default}, paired [90 % CI] | "
+          "s per decision (decisions/s) | s per step |")
+    print("|---|---|---|---|---|---|")
+    for p, r in table.iterrows():
+        paired = "—" if p == default or not r.paired_worlds else (
+            f"{r['diff']:+.3f} [{r.diff_lo:+.3f}, {r.diff_hi:+.3f}]"
+            + (" excludes 0" if r.below or r.above else ""))
+        print(f"| {p} | {r.worlds} × {r.campaigns / max(r.worlds, 1):.3g} | {r.captured:.3f} "
+              f"[{r.captured_lo:.3f}, {r.captured_hi:.3f}] | {paired} | {r.s_decision:.2f} "
+              f"({r.decisions_per_s:.2f}) | {r.s_step:.1f} |")
+
+
 def legacy_stop_rows(rows: list[dict]) -> list[dict]:
     """The ``q`` campaigns as the former stop rule ("stop when no feasible Q > 0") would have
     run them, derived exactly from the same runs.
@@ -746,6 +802,8 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
             lo, hi = _boot(diff)
             print(f"{p} − {twin}, paired over worlds: V/V* {diff.mean():+.3f} (90% CI "
                   f"[{lo:+.3f}, {hi:+.3f}])")
+    if "q" in set(df.policy) and len(set(order) - {LEGACY}) > 1:
+        print_peer_table(peer_table(df, "q", [p for p in order if p != LEGACY]))
     for p in variants:
         _continuation_use(df[df.policy == p], p)
     if family == "bench_test":

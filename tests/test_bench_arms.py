@@ -400,3 +400,40 @@ def test_bench_test_family_summary_counts_tests_and_openings(capsys):
     line = next(x for x in out.splitlines() if x.startswith("u0 ") and " of " in x)
     # world 5's FT ran before its test: not "then FT"
     assert re.sub(r"\s+", " ", line).strip() == "u0 2 of 3 1 2 of 2", line
+
+
+def _campaign(policy, v, seed, captured, decide=(1.0,), step=(5.0,)):
+    return {"policy": policy, "variation": v, "seed": seed, "captured": captured,
+            "decide_seconds": list(decide), "step_seconds": list(step)}
+
+
+def test_peer_table_pairs_world_by_world_on_the_same_seeds():
+    """Closed cases: a peer exactly 0.1 below Q in every world has the degenerate paired
+    interval [−0.1, −0.1] (unpaired, the worlds' spread would make it wide); with world
+    differences 0 and 1 the bootstrap mean takes 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4,
+    so its 5 % and 95 % quantiles are 0 and 1; a campaign the default did not run (another
+    seed) counts in the peer's V/V* but not in the pairing; seconds are means over decisions."""
+    mod = _bench_module()
+    q = [0.1, 0.5, 0.9, 0.3]
+    rows = [_campaign("q", v, v, c, decide=(1.0, 3.0)) for v, c in enumerate(q)]
+    rows += [_campaign("low", v, v, c - 0.1, decide=(2.0,), step=(4.0, 6.0))
+             for v, c in enumerate(q)]
+    # two worlds, two seeds each: world 0 differs by 0 and 0, world 1 by 2 and 0 (mean 1)
+    rows += [_campaign("q", 10 + v, s, 0.0) for v in (0, 1) for s in (v, 1000 + v)]
+    rows += [_campaign("two", 10, s, 0.0) for s in (0, 1000)]
+    rows += [_campaign("two", 11, 1, 2.0), _campaign("two", 11, 1001, 0.0),
+             _campaign("two", 11, 2001, 9.0)]  # seed 2001: Q has no twin there
+    t = mod.peer_table(pd.DataFrame(rows), "q", ["q", "low", "two"])
+    low = t.loc["low"]
+    assert low["diff"] == pytest.approx(-0.1)
+    assert (low.diff_lo, low.diff_hi) == pytest.approx((-0.1, -0.1))
+    assert low.below and not low.above and low.paired_worlds == 4
+    assert low.captured == pytest.approx(np.mean(q) - 0.1)
+    assert (low.s_decision, low.decisions_per_s, low.s_step) == pytest.approx((2.0, 0.5, 5.0))
+    two = t.loc["two"]
+    assert two.paired_worlds == 2 and two["diff"] == pytest.approx(0.5)
+    assert (two.diff_lo, two.diff_hi) == (0.0, 1.0)
+    assert not two.below and not two.above
+    assert two.captured == pytest.approx((0.0 + (2.0 + 0.0 + 9.0) / 3) / 2)
+    assert np.isnan(t.loc["q", "diff"]) and t.loc["q", "s_decision"] == pytest.approx(
+        (4 * (1.0 + 3.0) + 4 * 1.0) / 12)  # 8 decisions of four campaigns and 4 of 1 s
