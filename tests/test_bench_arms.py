@@ -70,13 +70,14 @@ def test_clairvoyant_without_an_unknown_candidate_is_refused():
     assert "--without nope: candidates must be among" in res.stderr.strip().splitlines()[-1]
 
 
-def _refused(flags: list[str], tmp_path: Path) -> str:
+def _refused(flags: list[str], tmp_path: Path, policies: str = "") -> str:
     """Run the policy benchmark's ``main`` with ``flags`` (in this process: a subprocess per
     refusal cost ~10 s of imports each): it must exit 2 and write nothing; its last error
     line."""
     out = tmp_path / "rows.json"
     argv, err = sys.argv, io.StringIO()
-    sys.argv = [str(SCRIPT), *flags, "--policies", "", "--world-list", "0", "--out", str(out)]
+    sys.argv = [str(SCRIPT), *flags, "--policies", policies, "--world-list", "0", "--out",
+                str(out)]
     try:
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
             _bench_module().main()
@@ -437,3 +438,14 @@ def test_peer_table_pairs_world_by_world_on_the_same_seeds():
     assert two.captured == pytest.approx((0.0 + (2.0 + 0.0 + 9.0) / 3) / 2)
     assert np.isnan(t.loc["q", "diff"]) and t.loc["q", "s_decision"] == pytest.approx(
         (4 * (1.0 + 3.0) + 4 * 1.0) / 12)  # 8 decisions of four campaigns and 4 of 1 s
+
+
+@pytest.mark.parametrize("rule, needle", [
+    ("ucb_bwk:2", "--policies ucb_bwk:2: ucb_bwk:q needs a UCB quantile q with 0.5 < q < 1"),
+    ("ei_cost:0.9", "--policies ei_cost:0.9: ei_cost takes no option"),
+    ("pbgi:1", "--policies pbgi:1: pbgi takes no option"),
+    ("kg_cost:x", "--policies kg_cost:x: kg_cost takes no option"),
+])
+def test_bench_refuses_a_bad_peer_rule_naming_the_flag(rule, needle, tmp_path):
+    last = _refused([], tmp_path, policies=f"q,{rule}")
+    assert needle in last, last
