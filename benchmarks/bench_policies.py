@@ -134,6 +134,16 @@ order effects (``--stated-sd 0.1``, one campaign per world, ≈ 27 min per proce
 [0.784, 0.924], − one-step Q told +0.107 [+0.031, +0.188], − itself not told (the k = 0 rows
 above) +0.004 [−0.046, +0.053]; the decision alone 11.8 s against 1.7 s.
 
+The peer table (:func:`peer_table`, printed as Markdown whenever Q runs beside other rows):
+every row's V/V* and its paired difference to one-step Q over the campaigns both ran (same
+world, same seed; each world the mean of its campaigns; 90 % bootstrap interval over worlds),
+and the seconds per decision (the decision alone; decisions per second its inverse) and per
+step (fit + decision).  The peer rules against Q:
+
+    nice -n 10 uv run python benchmarks/bench_policies.py --world-list 0,…,9 \
+        --policies q,thompson,ei_cost,kg_cost,ucb_bwk,pbgi --truth-runs 0 --out a.json
+    (the same with --world-list 10,…,19 --out b.json; then --from-json a.json,b.json)
+
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
 """
@@ -455,7 +465,8 @@ def peer_table(df: pd.DataFrame, default: str = "q",
       over the campaigns (v, k) both ran (same world, same seed), its mean over the worlds and
       its 90 % bootstrap interval over worlds; ``below`` is True when that interval lies
       entirely below 0 (the default rule beats p), ``above`` when entirely above (both False
-      with fewer than two paired worlds: no interval);
+      with fewer than 5 paired worlds: the percentile interval lies within the range of the n
+      world differences, which misses their median with probability 2·2⁻ⁿ > 10 % for n < 5);
     - seconds per decision (the decision alone, ``decide_seconds``; decisions per second is
       its inverse) and per step (fit + decision, ``step_seconds``), means over all decisions.
     """
@@ -475,8 +486,8 @@ def peer_table(df: pd.DataFrame, default: str = "q",
                     "captured": float(cap.mean()), "captured_lo": lo, "captured_hi": hi,
                     "paired_worlds": int(diff.size) if p != default else 0,
                     "diff": float(diff.mean()) if p != default and diff.size else np.nan,
-                    "diff_lo": dl, "diff_hi": dh, "below": bool(diff.size > 1 and dh < 0),
-                    "above": bool(diff.size > 1 and dl > 0),
+                    "diff_lo": dl, "diff_hi": dh, "below": bool(diff.size >= 5 and dh < 0),
+                    "above": bool(diff.size >= 5 and dl > 0),
                     "s_decision": s_dec, "decisions_per_s": 1.0 / s_dec,
                     "s_step": float(np.nanmean(_seconds(d, "step_seconds")))})
     return pd.DataFrame(out).set_index("policy")

@@ -413,9 +413,10 @@ def test_peer_table_pairs_world_by_world_on_the_same_seeds():
     interval [−0.1, −0.1] (unpaired, the worlds' spread would make it wide); with world
     differences 0 and 1 the bootstrap mean takes 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4,
     so its 5 % and 95 % quantiles are 0 and 1; a campaign the default did not run (another
-    seed) counts in the peer's V/V* but not in the pairing; seconds are means over decisions."""
+    seed) counts in the peer's V/V* but not in the pairing; "beats" needs 5 paired worlds;
+    seconds are means over decisions."""
     mod = _bench_module()
-    q = [0.1, 0.5, 0.9, 0.3]
+    q = [0.1, 0.5, 0.9, 0.3, 0.7]
     rows = [_campaign("q", v, v, c, decide=(1.0, 3.0)) for v, c in enumerate(q)]
     rows += [_campaign("low", v, v, c - 0.1, decide=(2.0,), step=(4.0, 6.0))
              for v, c in enumerate(q)]
@@ -428,7 +429,9 @@ def test_peer_table_pairs_world_by_world_on_the_same_seeds():
     low = t.loc["low"]
     assert low["diff"] == pytest.approx(-0.1)
     assert (low.diff_lo, low.diff_hi) == pytest.approx((-0.1, -0.1))
-    assert low.below and not low.above and low.paired_worlds == 4
+    assert low.below and not low.above and low.paired_worlds == 5
+    four = mod.peer_table(pd.DataFrame([r for r in rows if r["variation"] != 4]), "q")
+    assert not four.loc["low"].below  # the same interval from 4 worlds is not called
     assert low.captured == pytest.approx(np.mean(q) - 0.1)
     assert (low.s_decision, low.decisions_per_s, low.s_step) == pytest.approx((2.0, 0.5, 5.0))
     two = t.loc["two"]
@@ -437,7 +440,7 @@ def test_peer_table_pairs_world_by_world_on_the_same_seeds():
     assert not two.below and not two.above
     assert two.captured == pytest.approx((0.0 + (2.0 + 0.0 + 9.0) / 3) / 2)
     assert np.isnan(t.loc["q", "diff"]) and t.loc["q", "s_decision"] == pytest.approx(
-        (4 * (1.0 + 3.0) + 4 * 1.0) / 12)  # 8 decisions of four campaigns and 4 of 1 s
+        (5 * (1.0 + 3.0) + 4 * 1.0) / 14)  # 10 decisions of five campaigns and 4 of 1 s
 
 
 @pytest.mark.parametrize("rule, needle", [
