@@ -497,7 +497,8 @@ def print_peer_table(table: pd.DataFrame, default: str = "q") -> None:
     """The peer table (:func:`peer_table`) as a Markdown table, as in the results page."""
     print(f"\nthe peer table: V/V* and the paired difference to {default} (same worlds and "
           "seeds, each world the mean of its campaigns; 90 % bootstrap intervals over worlds)")
-    print(f"| policy | worlds × campaigns | V/V* [90 % CI] | − {default}, paired [90 % CI] | "
+    print(f"| policy | worlds × campaigns | V/V* [90 % CI] | policy − {default}, paired "
+          "[90 % CI] | "
           "s per decision (decisions/s) | s per step |")
     print("|---|---|---|---|---|---|")
     for p, r in table.iterrows():
