@@ -145,12 +145,13 @@ step (fit + decision).  The peer rules against Q:
     (the same with --world-list 10,…,19 --out b.json; then --from-json a.json,b.json)
 
 Measured (2026-12-08, at e8e5de5, the default anytime gate, one campaign per world; partial:
-only worlds 0, 1, 10, 11 finished, ≈ 28 min per world per process on a shared machine):
-Q 0.670 [0.411, 0.929], 15.79 s per decision; thompson 0.646 [0.496, 0.796], − Q -0.024
-[-0.169, +0.116], 0.17 s per decision; ei_cost 0.417 [0.197, 0.638], − Q -0.253 [-0.476,
--0.013], 0.17 s per decision; kg_cost 0.351 [0.137, 0.564], − Q -0.319 [-0.565, -0.088], 47.68
-s per decision; ucb_bwk 0.748 [0.543, 0.951], − Q +0.078 [-0.043, +0.237], 0.16 s per decision;
-pbgi 0.608 [0.435, 0.780], − Q -0.063 [-0.203, +0.078], 0.16 s per decision.
+only worlds 0, 1, 2, 10, 11, 12 finished, 13–30 min per world per process on a shared machine):
+Q 0.734 [0.537, 0.902], 13.62 s per decision; thompson 0.612 [0.471, 0.750], − Q -0.122
+[-0.269, +0.023], 0.17 s per decision; ei_cost 0.443 [0.260, 0.659], − Q -0.291 [-0.434,
+-0.142] excludes 0, 0.14 s per decision; kg_cost 0.507 [0.307, 0.704], − Q -0.227 [-0.406,
+-0.055] excludes 0, 37.33 s per decision; ucb_bwk 0.820 [0.611, 0.960], − Q +0.086 [+0.002,
++0.184] excludes 0, 0.13 s per decision; pbgi 0.719 [0.555, 0.883], − Q -0.015 [-0.126,
++0.080], 0.12 s per decision.
 
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
