@@ -145,13 +145,13 @@ step (fit + decision).  The peer rules against Q:
     (the same with --world-list 10,…,19 --out b.json; then --from-json a.json,b.json)
 
 Measured (2026-12-08, at e8e5de5, the default anytime gate, one campaign per world; partial:
-only worlds 0, 1, 2, 10, 11, 12 finished, 13–30 min per world per process on a shared machine):
-Q 0.734 [0.537, 0.902], 13.62 s per decision; thompson 0.612 [0.471, 0.750], − Q -0.122
-[-0.269, +0.023], 0.17 s per decision; ei_cost 0.443 [0.260, 0.659], − Q -0.291 [-0.434,
--0.142] excludes 0, 0.14 s per decision; kg_cost 0.507 [0.307, 0.704], − Q -0.227 [-0.406,
--0.055] excludes 0, 37.33 s per decision; ucb_bwk 0.820 [0.611, 0.960], − Q +0.086 [+0.002,
-+0.184] excludes 0, 0.13 s per decision; pbgi 0.719 [0.555, 0.883], − Q -0.015 [-0.126,
-+0.080], 0.12 s per decision.
+only worlds 0, 1, 2, 3, 10, 11, 12, 13 finished, 13–30 min per world per process on a shared machine):
+Q 0.673 [0.459, 0.867], 11.56 s per decision; thompson 0.557 [0.443, 0.674], − Q -0.116
+[-0.295, +0.058], 0.14 s per decision; ei_cost 0.474 [0.308, 0.661], − Q -0.199 [-0.347,
+-0.052] excludes 0, 0.12 s per decision; kg_cost 0.583 [0.397, 0.754], − Q -0.091 [-0.295,
++0.136], 31.51 s per decision; ucb_bwk 0.829 [0.673, 0.938], − Q +0.156 [+0.012, +0.324]
+excludes 0, 0.11 s per decision; pbgi 0.716 [0.586, 0.848], − Q +0.042 [-0.083, +0.180], 0.10 s
+per decision.
 
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
