@@ -145,7 +145,8 @@ step (fit + decision).  The peer rules against Q:
     (the same with --world-list 10,…,19 --out b.json; then --from-json a.json,b.json)
 
 Measured (2026-12-08, at e8e5de5, the default anytime gate, one campaign per world; partial:
-only worlds 0, 1, 2, 3, 10, 11, 12, 13 finished, 13–30 min per world per process on a shared machine):
+only worlds 0, 1, 2, 3, 10, 11, 12, 13 finished, 13–30 min per world per process on a shared
+machine):
 Q 0.673 [0.459, 0.867], 11.56 s per decision; thompson 0.557 [0.443, 0.674], − Q -0.116
 [-0.295, +0.058], 0.14 s per decision; ei_cost 0.474 [0.308, 0.661], − Q -0.199 [-0.347,
 -0.052] excludes 0, 0.12 s per decision; kg_cost 0.583 [0.397, 0.754], − Q -0.091 [-0.295,
