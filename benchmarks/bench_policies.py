@@ -134,6 +134,26 @@ order effects (``--stated-sd 0.1``, one campaign per world, ≈ 27 min per proce
 [0.784, 0.924], − one-step Q told +0.107 [+0.031, +0.188], − itself not told (the k = 0 rows
 above) +0.004 [−0.046, +0.053]; the decision alone 11.8 s against 1.7 s.
 
+The peer table (:func:`peer_table`, printed as Markdown whenever Q runs beside other rows):
+every row's V/V* and its paired difference to one-step Q over the campaigns both ran (same
+world, same seed; each world the mean of its campaigns; 90 % bootstrap interval over worlds),
+and the seconds per decision (the decision alone; decisions per second its inverse) and per
+step (fit + decision).  The peer rules against Q:
+
+    nice -n 10 uv run python benchmarks/bench_policies.py --world-list 0,…,9 \
+        --policies q,thompson,ei_cost,kg_cost,ucb_bwk,pbgi --truth-runs 0 --out a.json
+    (the same with --world-list 10,…,19 --out b.json; then --from-json a.json,b.json)
+
+Measured (2026-12-08, at e8e5de5, the default anytime gate, one campaign per world; partial:
+only worlds 0, 1, 2, 3, 10, 11, 12, 13 finished, 13–30 min per world per process on a shared
+machine):
+Q 0.673 [0.459, 0.867], 11.56 s per decision; thompson 0.557 [0.443, 0.674], − Q -0.116
+[-0.295, +0.058], 0.14 s per decision; ei_cost 0.474 [0.308, 0.661], − Q -0.199 [-0.347,
+-0.052] excludes 0, 0.12 s per decision; kg_cost 0.583 [0.397, 0.754], − Q -0.091 [-0.295,
++0.136], 31.51 s per decision; ucb_bwk 0.829 [0.673, 0.938], − Q +0.156 [+0.012, +0.324]
+excludes 0, 0.11 s per decision; pbgi 0.716 [0.586, 0.848], − Q +0.042 [-0.083, +0.180], 0.10 s
+per decision.
+
 Rows are written to ``--out`` after every world (all policies of a world together), so an
 interrupted run leaves complete worlds to summarise with ``--from-json``.
 """
@@ -442,6 +462,64 @@ def _boot(x: np.ndarray, reps: int = 4000, seed: int = 2) -> tuple[float, float]
     return float(np.quantile(means, 0.05)), float(np.quantile(means, 0.95))
 
 
+def peer_table(df: pd.DataFrame, default: str = "q",
+               policies: list[str] | None = None) -> pd.DataFrame:
+    """Every policy against the default rule on the same worlds and seeds: the peer table.
+
+    ``df`` holds one row per campaign with ``policy``, ``variation``, ``seed``, ``captured``
+    (V/V*) and the per-decision ``decide_seconds`` and ``step_seconds`` lists.  Per policy p:
+
+    - V/V*: the mean over worlds of each world's mean over its campaigns, with the 90 %
+      percentile bootstrap interval over worlds (:func:`_boot`, as every interval here);
+    - p − default: the paired difference d_v = mean_k V/V*(p, v, k) − mean_k V/V*(default, v, k)
+      over the campaigns (v, k) both ran (same world, same seed), its mean over the worlds and
+      its 90 % bootstrap interval over worlds; ``below`` is True when that interval lies
+      entirely below 0 (the default rule beats p), ``above`` when entirely above (both False
+      with fewer than 5 paired worlds: the percentile interval lies within the range of the n
+      world differences, which misses their median with probability 2·2⁻ⁿ > 10 % for n < 5);
+    - seconds per decision (the decision alone, ``decide_seconds``; decisions per second is
+      its inverse) and per step (fit + decision, ``step_seconds``), means over all decisions.
+    """
+    policies = list(dict.fromkeys(policies or df.policy.unique()))
+    base = df[df.policy == default].set_index(["variation", "seed"]).captured
+    out = []
+    for p in policies:
+        d = df[df.policy == p]
+        cap = d.groupby("variation").captured.mean().to_numpy()
+        lo, hi = _boot(cap)
+        mine = d.set_index(["variation", "seed"]).captured
+        both = mine.index.intersection(base.index)
+        diff = (mine.loc[both] - base.loc[both]).groupby(level="variation").mean().to_numpy()
+        dl, dh = _boot(diff) if p != default and diff.size else (np.nan, np.nan)
+        s_dec = float(np.nanmean(_seconds(d, "decide_seconds")))
+        out.append({"policy": p, "worlds": int(d.variation.nunique()), "campaigns": len(d),
+                    "captured": float(cap.mean()), "captured_lo": lo, "captured_hi": hi,
+                    "paired_worlds": int(diff.size) if p != default else 0,
+                    "diff": float(diff.mean()) if p != default and diff.size else np.nan,
+                    "diff_lo": dl, "diff_hi": dh, "below": bool(diff.size >= 5 and dh < 0),
+                    "above": bool(diff.size >= 5 and dl > 0),
+                    "s_decision": s_dec, "decisions_per_s": 1.0 / s_dec,
+                    "s_step": float(np.nanmean(_seconds(d, "step_seconds")))})
+    return pd.DataFrame(out).set_index("policy")
+
+
+def print_peer_table(table: pd.DataFrame, default: str = "q") -> None:
+    """The peer table (:func:`peer_table`) as a Markdown table, as in the results page."""
+    print(f"\nthe peer table: V/V* and the paired difference to {default} (same worlds and "
+          "seeds, each world the mean of its campaigns; 90 % bootstrap intervals over worlds)")
+    print(f"| policy | worlds × campaigns | V/V* [90 % CI] | policy − {default}, paired "
+          "[90 % CI] | "
+          "s per decision (decisions/s) | s per step |")
+    print("|---|---|---|---|---|---|")
+    for p, r in table.iterrows():
+        paired = "—" if p == default or not r.paired_worlds else (
+            f"{r['diff']:+.3f} [{r.diff_lo:+.3f}, {r.diff_hi:+.3f}]"
+            + (" excludes 0" if r.below or r.above else ""))
+        print(f"| {p} | {r.worlds} × {r.campaigns / max(r.worlds, 1):.3g} | {r.captured:.3f} "
+              f"[{r.captured_lo:.3f}, {r.captured_hi:.3f}] | {paired} | {r.s_decision:.2f} "
+              f"({r.decisions_per_s:.2f}) | {r.s_step:.1f} |")
+
+
 def legacy_stop_rows(rows: list[dict]) -> list[dict]:
     """The ``q`` campaigns as the former stop rule ("stop when no feasible Q > 0") would have
     run them, derived exactly from the same runs.
@@ -746,6 +824,8 @@ def summarise(rows: list[dict], weights: dict[str, float], title: str,
             lo, hi = _boot(diff)
             print(f"{p} − {twin}, paired over worlds: V/V* {diff.mean():+.3f} (90% CI "
                   f"[{lo:+.3f}, {hi:+.3f}])")
+    if "q" in set(df.policy) and len(set(order) - {LEGACY}) > 1:
+        print_peer_table(peer_table(df, "q", [p for p in order if p != LEGACY]))
     for p in variants:
         _continuation_use(df[df.policy == p], p)
     if family == "bench_test":

@@ -70,13 +70,14 @@ def test_clairvoyant_without_an_unknown_candidate_is_refused():
     assert "--without nope: candidates must be among" in res.stderr.strip().splitlines()[-1]
 
 
-def _refused(flags: list[str], tmp_path: Path) -> str:
+def _refused(flags: list[str], tmp_path: Path, policies: str = "") -> str:
     """Run the policy benchmark's ``main`` with ``flags`` (in this process: a subprocess per
     refusal cost ~10 s of imports each): it must exit 2 and write nothing; its last error
     line."""
     out = tmp_path / "rows.json"
     argv, err = sys.argv, io.StringIO()
-    sys.argv = [str(SCRIPT), *flags, "--policies", "", "--world-list", "0", "--out", str(out)]
+    sys.argv = [str(SCRIPT), *flags, "--policies", policies, "--world-list", "0", "--out",
+                str(out)]
     try:
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
             _bench_module().main()
@@ -400,3 +401,54 @@ def test_bench_test_family_summary_counts_tests_and_openings(capsys):
     line = next(x for x in out.splitlines() if x.startswith("u0 ") and " of " in x)
     # world 5's FT ran before its test: not "then FT"
     assert re.sub(r"\s+", " ", line).strip() == "u0 2 of 3 1 2 of 2", line
+
+
+def _campaign(policy, v, seed, captured, decide=(1.0,), step=(5.0,)):
+    return {"policy": policy, "variation": v, "seed": seed, "captured": captured,
+            "decide_seconds": list(decide), "step_seconds": list(step)}
+
+
+def test_peer_table_pairs_world_by_world_on_the_same_seeds():
+    """Closed cases: a peer exactly 0.1 below Q in every world has the degenerate paired
+    interval [−0.1, −0.1] (unpaired, the worlds' spread would make it wide); with world
+    differences 0 and 1 the bootstrap mean takes 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4,
+    so its 5 % and 95 % quantiles are 0 and 1; a campaign the default did not run (another
+    seed) counts in the peer's V/V* but not in the pairing; "beats" needs 5 paired worlds;
+    seconds are means over decisions."""
+    mod = _bench_module()
+    q = [0.1, 0.5, 0.9, 0.3, 0.7]
+    rows = [_campaign("q", v, v, c, decide=(1.0, 3.0)) for v, c in enumerate(q)]
+    rows += [_campaign("low", v, v, c - 0.1, decide=(2.0,), step=(4.0, 6.0))
+             for v, c in enumerate(q)]
+    # two worlds, two seeds each: world 0 differs by 0 and 0, world 1 by 2 and 0 (mean 1)
+    rows += [_campaign("q", 10 + v, s, 0.0) for v in (0, 1) for s in (v, 1000 + v)]
+    rows += [_campaign("two", 10, s, 0.0) for s in (0, 1000)]
+    rows += [_campaign("two", 11, 1, 2.0), _campaign("two", 11, 1001, 0.0),
+             _campaign("two", 11, 2001, 9.0)]  # seed 2001: Q has no twin there
+    t = mod.peer_table(pd.DataFrame(rows), "q", ["q", "low", "two"])
+    low = t.loc["low"]
+    assert low["diff"] == pytest.approx(-0.1)
+    assert (low.diff_lo, low.diff_hi) == pytest.approx((-0.1, -0.1))
+    assert low.below and not low.above and low.paired_worlds == 5
+    four = mod.peer_table(pd.DataFrame([r for r in rows if r["variation"] != 4]), "q")
+    assert not four.loc["low"].below  # the same interval from 4 worlds is not called
+    assert low.captured == pytest.approx(np.mean(q) - 0.1)
+    assert (low.s_decision, low.decisions_per_s, low.s_step) == pytest.approx((2.0, 0.5, 5.0))
+    two = t.loc["two"]
+    assert two.paired_worlds == 2 and two["diff"] == pytest.approx(0.5)
+    assert (two.diff_lo, two.diff_hi) == (0.0, 1.0)
+    assert not two.below and not two.above
+    assert two.captured == pytest.approx((0.0 + (2.0 + 0.0 + 9.0) / 3) / 2)
+    assert np.isnan(t.loc["q", "diff"]) and t.loc["q", "s_decision"] == pytest.approx(
+        (5 * (1.0 + 3.0) + 4 * 1.0) / 14)  # 10 decisions of five campaigns and 4 of 1 s
+
+
+@pytest.mark.parametrize("rule, needle", [
+    ("ucb_bwk:2", "--policies ucb_bwk:2: ucb_bwk:q needs a UCB quantile q with 0.5 < q < 1"),
+    ("ei_cost:0.9", "--policies ei_cost:0.9: ei_cost takes no option"),
+    ("pbgi:1", "--policies pbgi:1: pbgi takes no option"),
+    ("kg_cost:x", "--policies kg_cost:x: kg_cost takes no option"),
+])
+def test_bench_refuses_a_bad_peer_rule_naming_the_flag(rule, needle, tmp_path):
+    last = _refused([], tmp_path, policies=f"q,{rule}")
+    assert needle in last, last

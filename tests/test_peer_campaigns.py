@@ -81,3 +81,35 @@ def test_demo_refuses_a_bad_peer_option_naming_the_flag(tmp_path, capsys):
 def test_kg_cost_decides_with_cvu():
     s = replace(SETTINGS, allocation="kg_cost", beta=1.0)
     assert s.decision().beta == 1.0
+
+
+@pytest.mark.parametrize("rule", ["ei_cost", "kg_cost", "ucb_bwk", "ucb_bwk:0.8", "pbgi"])
+def test_demo_and_replay_flags_take_each_peer_rule(rule):
+    """``belief demo --allocation RULE`` runs its campaign with RULE and ``belief replay
+    --allocation RULE`` re-decides with it (the settings both build before any fit)."""
+    from belief.cli.campaign import _replay_settings
+    from belief.cli.demo import _settings
+    from belief.cli.main import build_parser
+
+    assert _settings(build_parser().parse_args(["demo", "--allocation", rule]))[0].allocation \
+        == rule
+    args = build_parser().parse_args(["replay", "log", "--out", "o", "--allocation", rule,
+                                      "--beta", "1"])
+    assert _replay_settings(args, CampaignSettings()).allocation == rule
+
+
+@pytest.mark.parametrize("flags, flag, needle", [
+    (["--allocation", "ei_cost:0.9"], "--allocation", "ei_cost takes no option"),
+    (["--allocation", "pbgi:2"], "--allocation", "pbgi takes no option"),
+    (["--allocation", "kg_cost:1"], "--allocation", "kg_cost takes no option"),
+    (["--allocation", "ucb_bwk:1"], "--allocation", "ucb_bwk:q needs a UCB quantile"),
+    (["--allocation", "ucb_bwk:x"], "--allocation", "ucb_bwk:q needs a UCB quantile"),
+    (["--allocation", "kg_cost", "--beta", "0"], "--beta", "kg_cost allocation needs CVU"),
+    (["--allocation", "kg_cost", "--continuation", "lookahead2"], "--continuation", ""),
+])
+def test_demo_refuses_each_bad_peer_setting_in_one_line(flags, flag, needle, tmp_path, capsys):
+    assert main(["demo", *flags, "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"belief: error: {flag}: "), err
+    assert needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "d").exists()
