@@ -473,8 +473,10 @@ def last_compile_seconds(label: str) -> float | None:
 def progress_line(labels: Iterable[str]) -> str:
     """What a command says while it compiles the models ``labels``: with an estimate only
     when every one of them was fully compiled on this machine before (the sum of their last
-    measured compiles, :func:`last_compile_seconds`), else without one.  A model already in
-    the cache loads in about a second either way."""
+    measured compiles, :func:`last_compile_seconds`), else without one.  A model's label
+    carries its size (``"gains (12 adaptations)"``, the models' ``compile_label()``), so an
+    estimate is always one measured at the same size: compile time grows with the number of
+    candidates.  A model already in the cache loads in about a second either way."""
     labels = list(labels)
     names = ", ".join(labels)
     if cache_dir() is None:
@@ -483,9 +485,10 @@ def progress_line(labels: Iterable[str]) -> str:
     if all(t is not None for t in times):
         total = sum(t for t in times if t is not None)
         return (f"compiling the {names} model(s): about a second each if cached, else about "
-                f"{total:.0f} s (their last full compile on this machine)")
+                f"{total:.0f} s (their last full compile at these sizes on this machine)")
     return (f"compiling the {names} model(s): about a second each if cached; a first compile "
-            "on this machine has no estimate yet")
+            "at these sizes on this machine has no estimate yet (minutes for a few hundred "
+            "candidates)")
 
 
 def _record_seconds(folder: Path, label: str | None, seconds: float) -> None:
