@@ -280,7 +280,7 @@ def _feed_graph(h: Any, outputs: list[Any], data_vars: set[int] | None = None) -
         else:
             _feed(h, ("input", v.name, _type_key(v.type)))
     for node in io_toposort(inputs, outputs):
-        _feed(h, ("node", _op_key(node.op), tuple(ids[i] for i in node.inputs),
+        _feed(h, ("node", _op_key(node.op, node), tuple(ids[i] for i in node.inputs),
                   tuple(_type_key(o.type) for o in node.outputs)))
         for o in node.outputs:
             ids[o] = len(ids)
@@ -293,7 +293,7 @@ def _type_key(t: Any) -> tuple:
             repr(getattr(t, "shape", None)))
 
 
-def _op_key(op: Any) -> tuple:
+def _op_key(op: Any, node: Any = None) -> tuple:
     from pytensor.graph.op import HasInnerGraph
 
     cls = (type(op).__module__, type(op).__qualname__)
@@ -306,16 +306,16 @@ def _op_key(op: Any) -> tuple:
     if props is not None:
         body: Any = tuple((p, _value_key(getattr(op, p))) for p in props)
     elif inner is not None:
-        body = ("attributes", _graph_op_attributes(op))
+        body = ("attributes", _graph_op_attributes(op, node))
     else:
         body = ("pickle", _pickle_digest(op))
     return (*cls, body, inner)
 
 
-def _graph_op_attributes(op: Any) -> tuple:
+def _graph_op_attributes(op: Any, node: Any = None) -> tuple:
     """The record of an Op with an inner graph and no ``__props__`` (an ``OpFromGraph``, e.g.
-    PyMC's symbolic random variables such as ``HalfStudentTRV``): its public attributes but
-    the inner graph, each by :func:`_value_key`.
+    PyMC's symbolic random variables such as ``HalfStudentTRV``, or a ``Scan``): its public
+    attributes but the inner graph, each by :func:`_value_key`.
 
     Its pickle is no key: the pickled inner graph carries each variable's auto-generated name,
     a process-wide counter, so the same model built a second time in a process pickled
@@ -323,14 +323,15 @@ def _graph_op_attributes(op: Any) -> tuple:
     record; the private attributes are caches of derived gradient Ops and patterns computed
     from the graph (and filled lazily, so keying them would make the key depend on what the
     process did before) — except the connection pattern, which a user may give and which
-    changes the gradient: it is keyed as the Op reports it (given, or derived from the graph).
+    changes the gradient: it is keyed as the Op reports it (given, or derived from the graph;
+    a ``Scan`` derives it from its ``node``).
     """
     from pytensor.graph.fg import AbstractFunctionGraph
 
     record = tuple((name, _value_key(value)) for name, value in sorted(vars(op).items())
                    if not name.startswith("_") and not isinstance(value, AbstractFunctionGraph))
     try:
-        pattern = op.connection_pattern(None)
+        pattern = op.connection_pattern(node)
     except Exception as err:  # an Op whose pattern needs its node: not keyable this way
         raise _Uncacheable(f"cannot key the connection pattern of {type(op).__qualname__}: "
                            f"{err}") from err
