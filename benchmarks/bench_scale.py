@@ -44,7 +44,8 @@ CHAINS, DRAWS = 2, 500
 def candidate_file(n: int) -> str:
     """The TOML of N synthetic adaptations (see the module docstring)."""
     lines = ['[campaign]', 'eval_protocol = "bench"', 'resources = ["compute", "real_h"]', '',
-             '[budget]', f'compute = {10.0 * n}', f'real_h = {float(n)}', '']
+             '[budget]', f'compute = {10.0 * n}', f'real_h = {float(n)}', '',
+             '[weights]', 'compute = 0.01', 'real_h = 0.1', '']
     for i in range(n):
         hw = i % 5 == 0
         lines += ['[[candidate]]', f'id = "c{i:04d}"', 'role = "adaptation"',
