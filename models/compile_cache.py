@@ -488,8 +488,7 @@ def progress_line(labels: Iterable[str]) -> str:
         return (f"compiling the {names} model(s): about a second each if cached, else about "
                 f"{total:.0f} s (their last full compile at these sizes on this machine)")
     return (f"compiling the {names} model(s): about a second each if cached; a first compile "
-            "at these sizes on this machine has no estimate yet (minutes for a few hundred "
-            "candidates)")
+            "at these sizes on this machine has no estimate yet (it takes minutes)")
 
 
 def _record_seconds(folder: Path, label: str | None, seconds: float) -> None:
