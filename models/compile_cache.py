@@ -285,7 +285,7 @@ def _feed_graph(h: Any, outputs: list[Any], data_vars: set[int] | None = None) -
         else:
             _feed(h, ("input", v.name, _type_key(v.type)))
     for node in io_toposort(inputs, outputs):
-        _feed(h, ("node", _op_key(node.op), tuple(ids[i] for i in node.inputs),
+        _feed(h, ("node", _op_key(node.op, node), tuple(ids[i] for i in node.inputs),
                   tuple(_type_key(o.type) for o in node.outputs)))
         for o in node.outputs:
             ids[o] = len(ids)
@@ -298,7 +298,7 @@ def _type_key(t: Any) -> tuple:
             repr(getattr(t, "shape", None)))
 
 
-def _op_key(op: Any) -> tuple:
+def _op_key(op: Any, node: Any = None) -> tuple:
     from pytensor.graph.op import HasInnerGraph
 
     cls = (type(op).__module__, type(op).__qualname__)
@@ -311,16 +311,16 @@ def _op_key(op: Any) -> tuple:
     if props is not None:
         body: Any = tuple((p, _value_key(getattr(op, p))) for p in props)
     elif inner is not None:
-        body = ("attributes", _graph_op_attributes(op))
+        body = ("attributes", _graph_op_attributes(op, node))
     else:
         body = ("pickle", _pickle_digest(op))
     return (*cls, body, inner)
 
 
-def _graph_op_attributes(op: Any) -> tuple:
+def _graph_op_attributes(op: Any, node: Any = None) -> tuple:
     """The record of an Op with an inner graph and no ``__props__`` (an ``OpFromGraph``, e.g.
-    PyMC's symbolic random variables such as ``HalfStudentTRV``): its public attributes but
-    the inner graph, each by :func:`_value_key`.
+    PyMC's symbolic random variables such as ``HalfStudentTRV``, or a ``Scan``): its public
+    attributes but the inner graph, each by :func:`_value_key`.
 
     Its pickle is no key: the pickled inner graph carries each variable's auto-generated name,
     a process-wide counter, so the same model built a second time in a process pickled
@@ -328,14 +328,15 @@ def _graph_op_attributes(op: Any) -> tuple:
     record; the private attributes are caches of derived gradient Ops and patterns computed
     from the graph (and filled lazily, so keying them would make the key depend on what the
     process did before) — except the connection pattern, which a user may give and which
-    changes the gradient: it is keyed as the Op reports it (given, or derived from the graph).
+    changes the gradient: it is keyed as the Op reports it (given, or derived from the graph;
+    a ``Scan`` derives it from its ``node``).
     """
     from pytensor.graph.fg import AbstractFunctionGraph
 
     record = tuple((name, _value_key(value)) for name, value in sorted(vars(op).items())
                    if not name.startswith("_") and not isinstance(value, AbstractFunctionGraph))
     try:
-        pattern = op.connection_pattern(None)
+        pattern = op.connection_pattern(node)
     except Exception as err:  # an Op whose pattern needs its node: not keyable this way
         raise _Uncacheable(f"cannot key the connection pattern of {type(op).__qualname__}: "
                            f"{err}") from err
@@ -478,8 +479,10 @@ def last_compile_seconds(label: str) -> float | None:
 def progress_line(labels: Iterable[str]) -> str:
     """What a command says while it compiles the models ``labels``: with an estimate only
     when every one of them was fully compiled on this machine before (the sum of their last
-    measured compiles, :func:`last_compile_seconds`), else without one.  A model already in
-    the cache loads in about a second either way."""
+    measured compiles, :func:`last_compile_seconds`), else without one.  A model's label
+    carries its size (``"gains (12 adaptations)"``, the models' ``compile_label()``), so an
+    estimate is always one measured at the same size: compile time grows with the number of
+    candidates.  A model already in the cache loads in about a second either way."""
     labels = list(labels)
     names = ", ".join(labels)
     if cache_dir() is None:
@@ -488,9 +491,9 @@ def progress_line(labels: Iterable[str]) -> str:
     if all(t is not None for t in times):
         total = sum(t for t in times if t is not None)
         return (f"compiling the {names} model(s): about a second each if cached, else about "
-                f"{total:.0f} s (their last full compile on this machine)")
+                f"{total:.0f} s (their last full compile at these sizes on this machine)")
     return (f"compiling the {names} model(s): about a second each if cached; a first compile "
-            "on this machine has no estimate yet")
+            "at these sizes on this machine has no estimate yet (it takes minutes)")
 
 
 def _record_seconds(folder: Path, label: str | None, seconds: float) -> None:

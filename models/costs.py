@@ -461,6 +461,11 @@ class CostModel:
             pm.Potential("realised", (d["obs_mask"] * logp).sum())
         return model
 
+    def compile_label(self) -> str:
+        """The name its full compiles are timed under (:func:`models.compile_cache.progress_line`):
+        the model and its size, so that an estimate is never one of another size."""
+        return f"costs ({len(self.ids)} candidates)"
+
     def _compiled(self):
         key = (tuple(self.ids), tuple(self.resources), tuple(self.methods), tuple(self.lenses),
                tuple(self.method_of_candidate), tuple(self.lens_of_method),
@@ -469,7 +474,7 @@ class CostModel:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build(), label="costs")
+            _COMPILED[key] = compile_model(self.build(), label=self.compile_label())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

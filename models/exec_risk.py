@@ -251,13 +251,18 @@ class ExecRiskModel:
                         dims="candidate")
         return model
 
+    def compile_label(self) -> str:
+        """The name its full compiles are timed under (:func:`models.compile_cache.progress_line`):
+        the model and its size, so that an estimate is never one of another size."""
+        return f"exec_risk ({len(self.hw_ids)} hardware candidates)"
+
     def _compiled(self):
         key = (tuple(self.hw_ids), tuple(self.group_of_candidate), self.priors)
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build(), label="exec_risk")
+            _COMPILED[key] = compile_model(self.build(), label=self.compile_label())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 

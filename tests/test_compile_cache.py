@@ -348,7 +348,7 @@ def test_a_full_compile_records_its_duration_for_the_next_progress_line(cache):
     seconds = compile_cache.last_compile_seconds("tiny")
     assert seconds is not None and seconds > 0
     line = compile_cache.progress_line(["tiny"])
-    assert f"about {seconds:.0f} s" in line and "last full compile on this machine" in line
+    assert f"about {seconds:.0f} s" in line and "last full compile at these sizes" in line
     compile_model(tiny(), label="tiny")  # a hit measures nothing
     assert compile_cache.last_compile_seconds("tiny") == seconds
     assert "no estimate" in compile_cache.progress_line(["tiny", "other"])

@@ -143,8 +143,8 @@ def test_generative_prior_of_gamma_is_the_laplace(world_candidates):
 
 
 def test_stated_pairs_stay_normal_beside_laplace_pairs():
-    """With ``gamma_prior = "laplace"`` a stated pair keeps its stated Normal(mean, sd) (its own
-    ``whitened_normal``) and the actor's other pairs are Laplace: without data (P = 0) their
+    """With ``gamma_prior = "laplace"`` a stated pair keeps its stated Normal(mean, sd) (the normal
+    whitening) and the actor's other pairs are Laplace: without data (P = 0) their
     potentials are the standard normal's in z, γ_stated = mean + sd z and
     γ_laplace = μ + σ_e T(z); the exact draws of the stated pair are Normal(mean, sd)."""
     from belief.inputs.candidate_file import parse_candidate_text
@@ -153,27 +153,30 @@ def test_stated_pairs_stay_normal_beside_laplace_pairs():
     text = TOML + '[[interaction]]\nfrom = "upd"\nto = "d2"\nmean = -0.1\nsd = 0.05\n'
     cands = parse_candidate_text(text, "c.toml").candidates
     model = GainsModel(cands, LAPLACE)
-    actor = model.actors.index("upd")
+    assert "upd" in model.actors
     stated = model.pairs.index(("upd", "d2"))
     lap = model.pairs.index(("upd", "d1"))
     assert model.pair_stated[stated] and not model.pair_stated[lap]
     pm_model = model.build()
     free = {v.name for v in pm_model.value_vars}
-    assert {f"z_gamma_{actor}", f"z_gamma_lap_{actor}"} <= free
+    assert {"z_gamma_pairs", "z_gamma_pairs_lap"} <= free
+    normal = np.flatnonzero(model.pair_stated)  # the normal pairs, in pair order
+    laplace = np.flatnonzero(~model.pair_stated)
     rng = np.random.default_rng(4)
     point = {v.name: rng.normal(size=pm_model.initial_point()[v.name].shape)
              for v in pm_model.value_vars}
     graphs = pm_model.replace_rvs_by_values([pm_model["gamma"],
-                                             pm_model[f"gamma_{actor}_prior"],
-                                             pm_model[f"gamma_lap_{actor}_prior"]])
+                                             pm_model["gamma_pairs_prior"],
+                                             pm_model["gamma_pairs_lap_prior"]])
     outs = pm_model.compile_fn(graphs, inputs=pm_model.value_vars,
                                on_unused_input="ignore")(point)
     gamma, pot_n, pot_l = (np.asarray(o) for o in outs)
-    z_n, z_l = point[f"z_gamma_{actor}"], point[f"z_gamma_lap_{actor}"]
+    z_n, z_l = point["z_gamma_pairs"], point["z_gamma_pairs_lap"]
     np.testing.assert_allclose(pot_n, -0.5 * np.sum(z_n**2), rtol=1e-12)
     np.testing.assert_allclose(pot_l, np.sum(stats.norm.logpdf(z_l)), rtol=1e-12)
-    np.testing.assert_allclose(gamma[stated], -0.1 + 0.05 * z_n[0], rtol=1e-12)
-    t = stats.laplace.ppf(stats.norm.cdf(z_l[0]), scale=1 / np.sqrt(2.0))
+    np.testing.assert_allclose(gamma[stated], -0.1 + 0.05 * z_n[normal == stated][0],
+                               rtol=1e-12)
+    t = stats.laplace.ppf(stats.norm.cdf(z_l[laplace == lap][0]), scale=1 / np.sqrt(2.0))
     grouped = model.pair_group[lap] >= 0
     g = point["z_gamma_group"][model.pair_group[lap]] if grouped else 0.0
     np.testing.assert_allclose(gamma[lap], LAPLACE.gamma_group_sd * g * grouped

@@ -431,7 +431,7 @@ def test_sampled_gamma_is_the_actor_by_actor_whitening(world_candidates, lineage
         prec, prec_x = v.sum(axis=0), v.T @ resid
         denom = sd[idx] ** 2 * prec + 1.0
         want[idx] = ((sd[idx] ** 2 * prec_x + mu[idx]) / denom
-                     + sd[idx] / np.sqrt(denom) * point[f"z_gamma_{i}"])
+                     + sd[idx] / np.sqrt(denom) * point["z_gamma_pairs"][idx])
         row = np.zeros(len(model.gain_ids))
         row[model.pair_target[idx]] = want[idx]
         resid = resid - hist[:, i] * (via @ row)

@@ -210,7 +210,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     fitter = BeliefFitter(world.candidates, settings.fit)
     from models.compile_cache import progress_line
 
-    labels = ["gains"] + (["exec_risk"] if fitter.exec_risk is not None else [])
+    labels = [fitter.gains.compile_label()] + (
+        [fitter.exec_risk.compile_label()] if fitter.exec_risk is not None else [])
     with console.status(progress_line(labels)):
         fitter.gains._compiled()
         if fitter.exec_risk is not None:

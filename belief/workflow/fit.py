@@ -204,8 +204,11 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
     t0 = time.perf_counter()
     from belief.posterior.registry import priors_setting, progress_line
 
-    say(progress_line([m if m != "transfer" else f"transfer {outcome_family(ev.transfer)}"
-                       for m in models if m != "sensitivity"]) + " …")
+    labels = [fitter.gains.compile_label()] \
+        + ([fitter.exec_risk.compile_label()] if fitter.exec_risk is not None else []) \
+        + ([cost_model.compile_label()] if cost_model is not None else []) \
+        + ([f"transfer {outcome_family(ev.transfer)}"] if len(ev.transfer) else [])
+    say(progress_line(labels) + " …")
     fitter.gains._compiled()
     if fitter.exec_risk is not None:
         fitter.exec_risk._compiled()

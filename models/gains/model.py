@@ -32,7 +32,6 @@ from models.likelihoods import binomial_logit_logp, log_binomial_coefficient
 from models.pooling import PoolingStructure, pooled_tree
 from models.priors import (
     ScalePrior,
-    whitened_laplace,
     whitened_normal,
 )
 from models.sampling import sample, sample_arrays, slot_posterior
@@ -220,21 +219,38 @@ class GainsModel:
         """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
         by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
 
-        Actor by actor (candidate order), γ_{a→·} is :func:`models.priors.whitened_normal`
-        (:func:`models.priors.whitened_laplace` for the pairs without a stated prior when
-        ``gamma_prior = "laplace"``) with the normal approximation of its likelihood: each evaluated
-        step k via m with a in its history is ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual x̂_k −
-        θ_m ρ^{k_m} − Σ_{a' before a} γ_{a'→m} (later actors taken as 0).  The map from the standard
-        variables to γ is triangular, so the posterior is unchanged; it removes the ridge θ_m + Σ γ
-        = const that a step informs when m ran after several actors.
-        ``extra_var`` (per policy slot) widens the approximation: τ_campaign² on the steps of
-        past campaigns, whose offset is not yet sampled (:mod:`models.gains`, "Past campaigns").
+        Actor by actor (candidate order), γ_{a→·} is whitened as by
+        :func:`models.priors.whitened_normal` (as by :func:`models.priors.whitened_laplace` for
+        the pairs without a stated prior when ``gamma_prior = "laplace"``) with the normal
+        approximation of its likelihood: each evaluated step k via m with a in its history is
+        ≈ N(γ_{a→m}, v_k + τ_exec²) for the residual r_k = x̂_k − θ_m ρ^{k_m} − Σ_{a' before a}
+        γ_{a'→m} (later actors taken as 0), i.e. with w_k = 1/(v_k + τ_exec²) on evaluated steps::
+
+            P_{a,m} = Σ_k H_{k,a} w_k [via(k) = m],   (P x̂)_{a,m} = Σ_k H_{k,a} w_k r_k [via(k) = m]
+            r ← r − H_{·,a} γ_{a→via(·)}                       (after actor a)
+
+        The map from the standard variables to γ is triangular, so the posterior is unchanged;
+        it removes the ridge θ_m + Σ γ = const that a step informs when m ran after several
+        actors.  ``extra_var`` (per policy slot) widens the approximation: τ_campaign² on the
+        steps of past campaigns, whose offset is not yet sampled (:mod:`models.gains`, "Past
+        campaigns").
+
+        The graph is the same size for any number of actors and pairs: γ is laid out on the
+        (actor × candidate) grid (non-pairs masked), P for every actor at once, and the
+        recursion over actors is one ``pytensor.scan`` over the grid's rows carrying r.  The
+        free variables are ``z_gamma_pairs`` (normal pairs, pair order) and
+        ``z_gamma_pairs_lap`` (Laplace pairs), the log prior terms the potentials
+        ``gamma_pairs_prior`` and ``gamma_pairs_lap_prior``.
         """
         import pymc as pm
+        import pytensor
         import pytensor.tensor as pt
 
+        from models.priors import normal_quantile_of_laplace
+
         pr = self.priors
-        n = len(self.pairs)
+        n, n_act, n_c = len(self.pairs), len(self.actors), len(self.gain_ids)
+        pa, pc = self.pair_actor, self.pair_target
         stated = np.flatnonzero(self.pair_stated)
         # the stated priors' means and s.d. are data (``gamma_stated_mean``/``_sd``): one
         # compiled model serves every value of them (prior sensitivity without a recompile)
@@ -249,42 +265,58 @@ class GainsModel:
             mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
                 np.maximum(self.pair_group, 0)]
         sparse = pr.gamma_prior == "laplace"
+        lap = ~self.pair_stated if sparse else np.zeros(n, dtype=bool)
         hist, via = data["history"], approx["via_onehot"]
         var = approx["step_var"] + tau_exec**2
         w = approx["step_both"] / (var if extra_var is None else var + extra_var)
         resid = approx["step_hat"] - (via * effect[None, :]).sum(axis=1) * rho ** data["repeats"]
-        gamma = pt.zeros(n)
-        for i in range(len(self.actors)):
-            idx = np.flatnonzero(self.pair_actor == i)
-            if not len(idx):
-                continue
-            tgt = self.pair_target[idx]
-            hw = hist[:, i] * w
-            prec = (via[:, tgt] * hw[:, None]).sum(axis=0)
-            prec_x = (via[:, tgt] * (hw * resid)[:, None]).sum(axis=0)
-            lap = ~self.pair_stated[idx] if sparse else np.zeros(len(idx), dtype=bool)
-            if not lap.any():
-                x = whitened_normal(f"gamma_{i}", mu[idx], sd[idx], prec, prec_x,
-                                    shape=len(idx))
-            elif lap.all():
-                x = whitened_laplace(f"gamma_lap_{i}", mu[idx], pr.gamma_sd, prec, prec_x,
-                                     shape=len(idx))
-            else:  # stated pairs stay normal; the others are Laplace
-                x = pt.zeros(len(idx))
-                k = np.flatnonzero(~lap)
-                x = pt.set_subtensor(x[k], whitened_normal(
-                    f"gamma_{i}", mu[idx[k]], sd[idx[k]], prec[k], prec_x[k], shape=len(k)))
-                k = np.flatnonzero(lap)
-                x = pt.set_subtensor(x[k], whitened_laplace(
-                    f"gamma_lap_{i}", mu[idx[k]], pr.gamma_sd, prec[k], prec_x[k],
-                    shape=len(k)))
-            gamma = pt.set_subtensor(gamma[idx], x)
-            row = pt.set_subtensor(pt.zeros(len(self.gain_ids))[tgt], x)
-            resid = resid - hist[:, i] * (via * row[None, :]).sum(axis=1)
-        gamma = pm.Deterministic("gamma", gamma, dims="pair")
-        mat = pt.zeros((len(self.actors), len(self.gain_ids)))
-        mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
-        return gamma, pt.dot(hist, mat), pt.dot(data["est_history"], mat)
+
+        def grid(values, fill):
+            return pt.set_subtensor(pt.as_tensor(np.full((n_act, n_c), fill))[pa, pc], values)
+
+        on = np.zeros((n_act, n_c))
+        on[pa, pc] = 1.0
+        lap_on = np.zeros((n_act, n_c))
+        lap_on[pa[lap], pc[lap]] = 1.0
+        z = pt.as_tensor(np.zeros((n_act, n_c)))
+        if (~lap).any():
+            z = pt.set_subtensor(z[pa[~lap], pc[~lap]],
+                                 pm.Flat("z_gamma_pairs", shape=int((~lap).sum())))
+        if lap.any():
+            z = pt.set_subtensor(z[pa[lap], pc[lap]],
+                                 pm.Flat("z_gamma_pairs_lap", shape=int(lap.sum())))
+        prec = pt.dot(hist.T, via * w[:, None])  # P_{a,m}, every actor at once
+        lap_const = -np.log(np.sqrt(2.0) * pr.gamma_sd) - 0.5 * np.log(np.pi)
+
+        def actor(h, prec_a, mu_a, sd_a, z_a, on_a, lap_a, r, via_, w_):
+            prec_x = pt.dot(via_.T, h * w_ * r)
+            denom = sd_a**2 * prec_a + 1.0
+            f = sd_a / pt.sqrt(denom)
+            x = (sd_a**2 * prec_x + mu_a) / denom + f * z_a  # whitened_normal
+            term = -0.5 * ((x - mu_a) / sd_a) ** 2 - 0.5 * pt.log(denom)
+            if sparse:  # whitened_laplace on the Laplace pairs (sd_a = σ_e there)
+                u = z_a + normal_quantile_of_laplace(sd_a * (prec_x - prec_a * mu_a)
+                                                     / pt.sqrt(denom))
+                a = pt.abs(u) / np.sqrt(2.0)
+                big_l = a**2 - pt.log(pt.erfcx(a))
+                x = pt.where(lap_a > 0, mu_a + f * pt.sign(u) * big_l / np.sqrt(2.0), x)
+                term_lap = -0.5 * u**2 + (1.0 - f / sd_a) * big_l + pt.log(f) + lap_const
+            else:
+                term_lap = pt.zeros_like(term)
+            x = on_a * x
+            return r - h * pt.dot(via_, x), x, term, term_lap
+
+        _, grid_x, terms, terms_lap = pytensor.scan(
+            actor, sequences=[hist.T, prec, grid(mu, 0.0), grid(sd, 1.0), z,
+                              pt.as_tensor(on), pt.as_tensor(lap_on)],
+            outputs_info=[resid, None, None, None], non_sequences=[via, w],
+            n_steps=n_act, return_list=True, return_updates=False)
+        if (~lap).any():
+            pm.Potential("gamma_pairs_prior", ((on - lap_on) * terms).sum())
+        if lap.any():
+            pm.Potential("gamma_pairs_lap_prior", (lap_on * terms_lap).sum())
+        gamma = pm.Deterministic("gamma", grid_x[pa, pc], dims="pair")
+        return gamma, pt.dot(hist, grid_x), pt.dot(data["est_history"], grid_x)
 
     def _defaults(self, encoding, estimates):
         if encoding is None:
@@ -577,13 +609,18 @@ class GainsModel:
             key = (*key, "campaigns", self.campaigns, self.campaign_sd)
         return key
 
+    def compile_label(self) -> str:
+        """The name its full compiles are timed under (:func:`models.compile_cache.progress_line`):
+        the model and its size, so that an estimate is never one of another size."""
+        return f"gains ({len(self.gain_ids)} adaptations)"
+
     def _compiled(self):
         key = self.compile_key()
         if key not in _COMPILED:
             from models.compile_cache import compile_model
 
             t0 = time.perf_counter()
-            _COMPILED[key] = compile_model(self.build(), label="gains")
+            _COMPILED[key] = compile_model(self.build(), label=self.compile_label())
             self.last_timing["compile_s"] = time.perf_counter() - t0
         return _COMPILED[key]
 
