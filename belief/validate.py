@@ -16,7 +16,8 @@ import numpy as np
 
 from belief.errors import InputError
 
-__all__ = ["choice", "fraction", "integer", "is_number", "real"]
+__all__ = ["available_memory", "choice", "fits_in_memory", "fraction", "integer", "is_number",
+           "real"]
 
 
 def is_number(value: Any) -> bool:
@@ -88,3 +89,26 @@ def _bounds(minimum: float | None, maximum: float | None, lo_op: str, hi_op: str
     if maximum is not None:
         return f" {'<' if hi_op == '<' else '<='} {maximum:g}"
     return ""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def fits_in_memory(need: int, name: str, what: str, remedy: str, *,
+                   available: int | None = None) -> None:
+    """Refuse, before any work, an allocation of ``need`` bytes above ``available`` (default:
+    :func:`available_memory`; unknown: nothing refused), naming ``name`` (the flag or table),
+    ``what`` needs it, the estimate, what is available and ``remedy``."""
+    available = available_memory() if available is None else available
+    if available is not None and need > available:
+        raise InputError(name, f"{what} need about {need / 1e9:,.1f} GB; "
+                               f"{available / 1e9:,.1f} GB available: {remedy}")

@@ -27,6 +27,7 @@ from typing import Any
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape, table_width
+from belief.validate import available_memory
 
 __all__ = ["add_statistician_commands"]
 
@@ -86,18 +87,6 @@ def _decide_options(p: argparse.ArgumentParser, command: str = "decide",
 MAX_CVU_OUTCOMES = 2**20
 """``--cvu-outcomes`` above this is refused before any work: CVU keeps a weight per simulated
 outcome and posterior draw for every candidate it estimates at once (8 bytes each)."""
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def _outcomes_fit_in_memory(n: Any, draws: int = 4000, *, workers: int = 1,
@@ -256,7 +245,7 @@ def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     fitted = load(args.belief, args.candidates)
     _outcomes_fit_in_memory(settings.cvu.n_outcomes, int(fitted.belief.sizes.get("sample", 0)),
                             workers=max(1, int(settings.cvu.workers)),
-                            available=_available_memory())
+                            available=available_memory())
     if args.eps_budget and "cost" not in fitted.belief:
         raise InputError("--epsilon-budget", f"{args.eps_budget:g} would have no effect: "
                                              f"{args.belief} has no cost draws (fit it with "

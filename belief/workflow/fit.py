@@ -79,6 +79,21 @@ def model_priors(cfile: CandidateFile | None = None,
     return resolve_priors(cfile.priors, cfile.source, priors)
 
 
+def _draws_fit_in_memory(fitter: Any, available: int | None = None) -> None:
+    """Refuse, before any compile, a gains fit whose order-effect draws cannot fit in memory:
+    γ and its whitened deviations, 2 × chains × draws × pairs float64 (pairs ≈ N(N − 1) for
+    N candidates), with ``available`` bytes (default: what the machine has free)."""
+    from belief.validate import fits_in_memory
+
+    pairs = len(getattr(fitter.gains, "pairs", ()) or ())
+    s = fitter.settings
+    fits_in_memory(2 * s.chains * s.draws * pairs * 8, "--draws",
+                   f"{s.chains} chains × {s.draws} draws of the {pairs} order effects (γ) of "
+                   f"{len(fitter.candidates)} candidates",
+                   "give fewer --draws or --chains, or set [priors.gains] order_effects = "
+                   "false", available=available)
+
+
 def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceTables,
         candidates: str | Path | CandidateSet | CandidateFile, *, policy: str | None = None,
         step: int | None = None, draws: int = 1000, tune: int | None = None, chains: int = 4,
@@ -194,6 +209,7 @@ def fit(evidence: str | Path | Mapping[str, pd.DataFrame] | Evidence | EvidenceT
         raise InputError("fitter", f"the fitter was built on candidates {fitter.candidates.ids}"
                                    f", the evidence on {cs.ids}")
     s = fitter.settings
+    _draws_fit_in_memory(fitter)
     cost_model = (fitter.cost_model(len(tables.costs))
                   if s.costs and len(tables.costs) else None)
     models = ["gains"] + (["exec_risk"] if fitter.exec_risk is not None else []) \
