@@ -68,6 +68,15 @@ def candidate_set():
     return candidates_from_dict({"campaign": {"eval_protocol": "bench"}, "candidate": cands})
 
 
+def _sim_gains(theta: dict, rho: float, rng: np.random.Generator) -> dict:
+    """True sim logit gains with correlation ρ to the real gains θ (s.d. 0.5): independent
+    draws of the same prior at ρ = 0, else 0.1 + θ_m + noise of s.d. 0.5·√(1/ρ² − 1)."""
+    if rho == 0:
+        return dict(zip(theta, rng.normal(0.3, 0.5, len(theta)), strict=True))
+    sd = 0.5 * np.sqrt(1.0 / rho**2 - 1.0)
+    return {m: 0.1 + g + sd * rng.normal() for m, g in theta.items()}
+
+
 def tables(seed: int, rho: float, n_target: int, cs):
     """The real table (depends on seed and n only) and the sim table (seed and ρ)."""
     from belief.inputs.tables import validate_paired, validate_sim_paired
@@ -84,11 +93,7 @@ def tables(seed: int, rho: float, n_target: int, cs):
                          np.random.default_rng([seed, 2, n_target]), eval_protocol="bench",
                          step=1)], ignore_index=True)
     srng = np.random.default_rng([seed, 3, round(rho * 100)])
-    if rho == 0:
-        sim_gain = dict(zip(ids, srng.normal(0.3, 0.5, len(ids)), strict=True))
-    else:
-        sd = 0.5 * np.sqrt(1.0 / rho**2 - 1.0)
-        sim_gain = {m: 0.1 + g + sd * srng.normal() for m, g in theta.items()}
+    sim_gain = _sim_gains(theta, rho, srng)
     sim = synthetic_paired(sim_gain, 0.3, 1000, srng, eval_protocol="bench")
     return validate_paired(real, cs), validate_sim_paired(sim, cs)
 
@@ -159,12 +164,7 @@ def unit_data(seed: int, rho: float, n_target: int, cs):
     ids = [c.id for c in cs]
     theta = dict(zip(ids, np.random.default_rng([seed, 0]).normal(0.3, 0.5, len(ids)),
                      strict=True))
-    srng = np.random.default_rng([seed, 3, round(rho * 100)])
-    if rho == 0:
-        sim_gain = dict(zip(ids, srng.normal(0.3, 0.5, len(ids)), strict=True))
-    else:
-        sd = 0.5 * np.sqrt(1.0 / rho**2 - 1.0)
-        sim_gain = {m: 0.1 + g + sd * srng.normal() for m, g in theta.items()}
+    sim_gain = _sim_gains(theta, rho, np.random.default_rng([seed, 3, round(rho * 100)]))
     rrng = np.random.default_rng([seed, 4, n_target])
     crng = np.random.default_rng([seed, 5, n_target, round(rho * 100)])
     units, real_rows, sim_rows = {}, [], []

@@ -29,19 +29,7 @@ class _PerActorLoop(GainsModel):
 
         pr = self.priors
         n = len(self.pairs)
-        stated = np.flatnonzero(self.pair_stated)
-        # the stated priors' means and s.d. are data (``gamma_stated_mean``/``_sd``): one
-        # compiled model serves every value of them (prior sensitivity without a recompile)
-        mu = pt.zeros(n)
-        sd = pt.as_tensor(np.where(self.pair_stated, 1.0, pr.gamma_sd))
-        if len(stated):
-            mu = pt.set_subtensor(mu[stated], data["gamma_stated_mean"])
-            sd = pt.set_subtensor(sd[stated], data["gamma_stated_sd"])
-        if self.gamma_groups:
-            g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
-            grouped = (~self.pair_stated) & (self.pair_group >= 0)
-            mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
-                np.maximum(self.pair_group, 0)]
+        mu, sd = self._pair_prior(data)  # the same prior as the scan's
         sparse = pr.gamma_prior == "laplace"
         hist, via = data["history"], approx["via_onehot"]
         var = approx["step_var"] + tau_exec**2

@@ -215,6 +215,29 @@ class GainsModel:
         mat = pt.set_subtensor(mat[self.pair_actor, self.pair_target], gamma)
         return gamma, pt.dot(data["history"], mat), pt.dot(data["est_history"], mat)
 
+    def _pair_prior(self, data: Mapping[str, Any]) -> tuple[Any, Any]:
+        """The location and scale of every pair's γ prior (pair order): 0 and ``gamma_sd``,
+        a stated pair's mean and s.d. (data ``gamma_stated_mean``/``_sd``: one compiled model
+        serves every value of them, prior sensitivity without a recompile), and a grouped
+        pair's location moved by its group's effect ``gamma_group_sd · z_gamma_group``
+        (the free variable ``z_gamma_group`` is created here)."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        pr = self.priors
+        stated = np.flatnonzero(self.pair_stated)
+        mu = pt.zeros(len(self.pairs))
+        sd = pt.as_tensor(np.where(self.pair_stated, 1.0, pr.gamma_sd))
+        if len(stated):
+            mu = pt.set_subtensor(mu[stated], data["gamma_stated_mean"])
+            sd = pt.set_subtensor(sd[stated], data["gamma_stated_sd"])
+        if self.gamma_groups:
+            g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
+            grouped = (~self.pair_stated) & (self.pair_group >= 0)
+            mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
+                np.maximum(self.pair_group, 0)]
+        return mu, sd
+
     def _order_effects_sampled(self, data, approx, effect, rho, tau_exec, extra_var=None):
         """:meth:`_order_effects` as sampled by :meth:`build`: the same prior, every γ_{a→m}
         by data-informed non-centring *given* θ, ρ, τ_exec and the γ of earlier actors.
@@ -251,19 +274,7 @@ class GainsModel:
         pr = self.priors
         n, n_act, n_c = len(self.pairs), len(self.actors), len(self.gain_ids)
         pa, pc = self.pair_actor, self.pair_target
-        stated = np.flatnonzero(self.pair_stated)
-        # the stated priors' means and s.d. are data (``gamma_stated_mean``/``_sd``): one
-        # compiled model serves every value of them (prior sensitivity without a recompile)
-        mu = pt.zeros(n)
-        sd = pt.as_tensor(np.where(self.pair_stated, 1.0, pr.gamma_sd))
-        if len(stated):
-            mu = pt.set_subtensor(mu[stated], data["gamma_stated_mean"])
-            sd = pt.set_subtensor(sd[stated], data["gamma_stated_sd"])
-        if self.gamma_groups:
-            g = pm.Normal("z_gamma_group", 0.0, 1.0, shape=len(self.gamma_groups))
-            grouped = (~self.pair_stated) & (self.pair_group >= 0)
-            mu = mu + np.where(grouped, pr.gamma_group_sd, 0.0) * g[
-                np.maximum(self.pair_group, 0)]
+        mu, sd = self._pair_prior(data)
         sparse = pr.gamma_prior == "laplace"
         lap = ~self.pair_stated if sparse else np.zeros(n, dtype=bool)
         hist, via = data["history"], approx["via_onehot"]
