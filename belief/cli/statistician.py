@@ -27,7 +27,6 @@ from typing import Any
 from belief.errors import InputError
 from belief.report.tables import console as _rich_console
 from belief.report.tables import decision_rich_table, escape, table_width
-from belief.validate import available_memory
 
 __all__ = ["add_statistician_commands"]
 
@@ -237,6 +236,7 @@ def _figure_files(worker: Any, fitted: Any, decision: Any) -> dict[str, Any]:
 def _decide_and_write(args: argparse.Namespace, worker: Any) -> int:
     from belief.decision.decision_file import save_decision
     from belief.files import OutputSet, writable_folder
+    from belief.validate import available_memory
     from belief.workflow.belief_file import load
 
     out = writable_folder(args.out, "--out")
